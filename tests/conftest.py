@@ -1,0 +1,112 @@
+"""Shared fixtures: throwaway servers the tests start themselves.
+
+One embedded PostgreSQL (with pgvector) and one Redis-compatible server per
+test session, in a temporary directory. The schema is migrated once into a
+template database; each test gets its own database cloned from it, so tests
+stay fast and never see each other's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+
+from worker.config import Settings
+from worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from worker.store.migrate import migrate
+
+TEST_EMBED_DIM = 256
+TEMPLATE_DB = "memfleet_template"
+
+
+def _with_db(url: str, name: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", durable=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def template_url(pg_server: EmbeddedPostgres) -> str:
+    async def build() -> None:
+        conn = await asyncpg.connect(pg_server.url)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+            await conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+        finally:
+            await conn.close()
+        await migrate(_with_db(pg_server.url, TEMPLATE_DB), embed_dim=TEST_EMBED_DIM)
+
+    asyncio.run(build())
+    return _with_db(pg_server.url, TEMPLATE_DB)
+
+
+@pytest.fixture
+async def database_url(pg_server: EmbeddedPostgres, template_url: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(pg_server.url)
+    try:
+        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+    finally:
+        await conn.close()
+    yield _with_db(pg_server.url, name)
+    conn = await asyncpg.connect(pg_server.url)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def redis_url(redis_server: EmbeddedRedis) -> AsyncIterator[str]:
+    # The server is this test session's own: flushing it touches nobody else's data.
+    client = Redis.from_url(redis_server.url)
+    await client.flushall()
+    await client.aclose()
+    yield redis_server.url
+
+
+@pytest.fixture
+def settings(database_url: str, redis_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=database_url,
+        redis_url=redis_url,
+        home_dir=tmp_path / "home",
+        embed_dim=TEST_EMBED_DIM,
+        lock_ttl_s=5,
+        busy_defer_s=0.05,
+        job_timeout_s=30,
+    )
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url)
+    yield conn
+    await conn.close()

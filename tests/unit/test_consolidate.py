@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker.stages.consolidate import BatchCandidate, build_request, plan_writes, validate
+from worker.stages.extract import CandidateFact
+from worker.store.types import ExistingRow, InsertFact, NeighborRow, NewRow, SupersedeFact
+from worker.wire import ConsolidationAnswer, Decision
+
+WHEN = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def fact(text: str) -> CandidateFact:
+    return CandidateFact(text, "preference", 5)
+
+
+def row(id_: int, text: str) -> NeighborRow:
+    return NeighborRow(id_, text, WHEN, 0.1)
+
+
+def unit(i: int, dim: int = 4) -> list[float]:
+    v = [0.0] * dim
+    v[i % dim] = 1.0
+    return v
+
+
+def prepare(cands: list[CandidateFact], neighbors: list[list[NeighborRow]]):  # type: ignore[no-untyped-def]
+    embeddings = [unit(0) for _ in cands]
+    return embeddings, build_request(cands, embeddings, neighbors, "2026-11-22 (Sunday)",
+                                     "2026-11-22", k=5)
+
+
+def answer(*decisions: Decision) -> ConsolidationAnswer:
+    return ConsolidationAnswer(decisions=decisions)
+
+
+def test_ids_are_small_integers_standing_for_rows_and_earlier_candidates() -> None:
+    cands = [fact("Uses Postgres"), fact("Uses SQLite")]
+    _, prepared = prepare(cands, [[row(9001, "Uses MySQL")], [row(9001, "Uses MySQL")]])
+    first, second = prepared.request.candidates
+    assert [n.id for n in first.neighbors] == [1]
+    assert prepared.id_map[1] == ExistingRow(9001)
+    # The second candidate sees the first one as a neighbour, with an id of its own.
+    assert [n.text for n in second.neighbors] == ["Uses MySQL", "Uses Postgres"]
+    assert prepared.id_map[second.neighbors[1].id] == BatchCandidate(0)
+    assert "9001" not in prepared.request.model_dump_json()
+
+
+def test_update_supersedes_its_target() -> None:
+    cands = [fact("Uses SQLite")]
+    emb, prepared = prepare(cands, [[row(7, "Uses Postgres")]])
+    validated = validate(prepared, answer(Decision(candidate=0, event="UPDATE", target=1)))
+    plan = plan_writes(cands, emb, prepared, validated)
+    assert plan.writes == (
+        InsertFact(0, "Uses SQLite", "preference", 5, emb[0], supersedes=ExistingRow(7)),
+    )
+    assert (plan.added, plan.updated) == (0, 1)
+
+
+def test_changing_ones_mind_twice_in_one_slice_makes_a_chain() -> None:
+    cands = [fact("Uses MySQL"), fact("Uses SQLite")]
+    emb, prepared = prepare(cands, [[row(7, "Uses Postgres")], [row(7, "Uses Postgres")]])
+    batch_id = prepared.request.candidates[1].neighbors[1].id
+    validated = validate(prepared, answer(
+        Decision(candidate=0, event="UPDATE", target=1),
+        Decision(candidate=1, event="UPDATE", target=batch_id),
+    ))
+    plan = plan_writes(cands, emb, prepared, validated)
+    assert [w.supersedes for w in plan.writes if isinstance(w, InsertFact)] == [
+        ExistingRow(7), NewRow(0),
+    ]
+
+
+def test_two_updates_of_one_row_follow_the_chain() -> None:
+    cands = [fact("Uses MySQL"), fact("Uses SQLite")]
+    emb, prepared = prepare(cands, [[row(7, "Uses Postgres")], [row(7, "Uses Postgres")]])
+    validated = validate(prepared, answer(
+        Decision(candidate=0, event="UPDATE", target=1),
+        Decision(candidate=1, event="UPDATE", target=1),
+    ))
+    plan = plan_writes(cands, emb, prepared, validated)
+    # Row 7 is superseded once; the second update supersedes the first's new row.
+    assert [w.supersedes for w in plan.writes if isinstance(w, InsertFact)] == [
+        ExistingRow(7), NewRow(0),
+    ]
+
+
+def test_delete_and_none_write_nothing_new() -> None:
+    cands = [fact("No longer uses Postgres"), fact("Uses Postgres")]
+    emb, prepared = prepare(cands, [[row(7, "Uses Postgres")], []])
+    validated = validate(prepared, answer(
+        Decision(candidate=0, event="DELETE", target=1),
+        Decision(candidate=1, event="NONE", target=None),
+    ))
+    plan = plan_writes(cands, emb, prepared, validated)
+    assert plan.writes == (SupersedeFact(ExistingRow(7)),)
+    assert (plan.deleted, plan.unchanged) == (1, 1)
+
+
+def test_targets_outside_the_candidates_neighbours_are_refused() -> None:
+    cands = [fact("Uses SQLite"), fact("Lives in Paris")]
+    emb, prepared = prepare(cands, [[row(7, "Uses Postgres")], [row(8, "Lives in Rome")]])
+    offered_to_second = prepared.offered[1]
+    foreign = next(iter(prepared.offered[0] - offered_to_second))
+    validated = validate(prepared, answer(
+        Decision(candidate=0, event="UPDATE", target=999),
+        Decision(candidate=1, event="DELETE", target=foreign),
+    ))
+    assert validated.rejected == 2
+    assert plan_writes(cands, emb, prepared, validated).writes == ()
+
+
+def test_missing_duplicate_and_unknown_decisions_are_counted() -> None:
+    cands = [fact("a"), fact("b")]
+    emb, prepared = prepare(cands, [[], []])
+    validated = validate(prepared, answer(
+        Decision(candidate=0, event="ADD"),
+        Decision(candidate=0, event="ADD"),
+        Decision(candidate=5, event="ADD"),
+    ))
+    assert validated.rejected == 1
+    assert len(plan_writes(cands, emb, prepared, validated).writes) == 1
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["ADD", "UPDATE", "DELETE", "NONE"]),
+                          st.one_of(st.none(), st.integers(-2, 12))), max_size=12))
+def test_no_answer_can_reach_a_row_it_was_not_shown(raw: list[tuple[int, str, int | None]]) -> None:
+    cands = [fact(f"fact {i}") for i in range(4)]
+    neighbors = [[row(100 + i, f"old {i}")] for i in range(4)]
+    emb, prepared = prepare(cands, neighbors)
+    decisions = tuple(Decision(candidate=c, event=e, target=t) for c, e, t in raw)  # type: ignore[arg-type]
+    plan = plan_writes(cands, emb, prepared, validate(prepared, ConsolidationAnswer(decisions=decisions)))
+    shown_rows = {100 + i for i in range(4)}
+    for write in plan.writes:
+        target = write.supersedes if isinstance(write, InsertFact) else write.target
+        if isinstance(target, ExistingRow):
+            assert target.id in shown_rows
+    superseded = [w.target if isinstance(w, SupersedeFact) else w.supersedes for w in plan.writes]
+    existing = [t for t in superseded if t is not None]
+    assert len(existing) == len(set(existing)), "a row is superseded at most once"

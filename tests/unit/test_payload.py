@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from worker.errors import InvalidHandover, InvalidJob
+from worker.payload import Limits, check_id, decode_handover, parse_messages
+
+LIMITS = Limits(max_message_chars=100, max_messages=5, max_id_chars=10)
+
+
+def test_valid_messages_parse() -> None:
+    parsed = parse_messages([{"role": "user", "content": "I live in Paris"}], LIMITS)
+    assert parsed[0].role == "user"
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ("not a list", "must be a list"),
+        ([{"role": "user"}], "message 0: content"),
+        ([{"content": "x"}], "message 0: role"),
+        ([{"role": "wizard", "content": "x"}], "message 0: role"),
+        ([{"role": "user", "content": 5}], "message 0: content"),
+        ([{"role": "user", "content": "   "}], "content is empty"),
+        ([{"role": "user", "content": "x" * 101}], "over the limit of 100"),
+        ([{"role": "user", "content": "bell\x07"}], "control characters"),
+        ([{"role": "user", "content": "lone \ud800 surrogate"}], "not valid UTF-8"),
+        ([{"role": "user", "content": "x"}] * 6, "more than the limit of 5"),
+        (["just a string"], "message 0"),
+    ],
+)
+def test_bad_messages_are_refused_with_a_clear_error(raw: object, fragment: str) -> None:
+    with pytest.raises(InvalidHandover, match=fragment):
+        parse_messages(raw, LIMITS)
+
+
+def test_errors_never_echo_the_content() -> None:
+    secret = "my password is hunter2"
+    with pytest.raises(InvalidHandover) as caught:
+        parse_messages([{"role": "user", "content": secret + "\x00"}], LIMITS)
+    assert "hunter2" not in str(caught.value)
+
+
+def test_newlines_and_tabs_are_fine() -> None:
+    parse_messages([{"role": "user", "content": "line\nnext\tcol\r\n"}], LIMITS)
+
+
+@pytest.mark.parametrize("value", ["", "  ", None, 7, "x" * 11])
+def test_bad_ids(value: object) -> None:
+    with pytest.raises(InvalidHandover):
+        check_id(value, "session_id", LIMITS)
+
+
+@pytest.mark.parametrize("raw", [None, b"not json", b"{}", b'{"v": 1, "session_id": "s"}', b"\xff\xfe"])
+def test_unreadable_payloads_are_invalid_jobs(raw: bytes | None) -> None:
+    with pytest.raises(InvalidJob):
+        decode_handover(raw, LIMITS)

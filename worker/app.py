@@ -1,0 +1,79 @@
+"""ARQ worker settings: resources built once in on_startup, closed in on_shutdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arq.connections import RedisSettings
+from arq.worker import Worker, func
+from opentelemetry import trace
+
+from worker import queue, serialization
+from worker.config import Settings
+from worker.job import Deps, persist_session_memory
+from worker.payload import Limits
+from worker.providers.factory import build_providers
+from worker.store.migrate import check_embed_dim
+from worker.store.pool import create_pool
+from worker.store.postgres import PgMemoryStore
+from worker.telemetry import TRACER_NAME
+
+
+def limits_from(settings: Settings) -> Limits:
+    return Limits(settings.max_message_chars, settings.max_messages, settings.max_id_chars)
+
+
+def worker_options(settings: Settings, *, burst: bool = False) -> dict[str, Any]:
+    """Keyword arguments for ``arq.worker.Worker``, from settings read by the caller."""
+    if settings.redis_url is None or settings.database_url is None:
+        raise ValueError("worker_options needs resolved database and Redis URLs")
+
+    async def on_startup(ctx: dict[str, Any]) -> None:
+        pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
+                                 max_size=settings.db_pool_max)
+        async with pool.acquire() as conn:
+            await check_embed_dim(conn, settings.embed_dim)
+        ctx["pool"] = pool
+        ctx["deps"] = Deps(
+            settings=settings,
+            redis=ctx["redis"],
+            store=PgMemoryStore(pool),
+            providers=build_providers(settings),
+            limits=limits_from(settings),
+            tracer=trace.get_tracer(TRACER_NAME),
+        )
+
+    async def on_shutdown(ctx: dict[str, Any]) -> None:
+        deps: Deps | None = ctx.get("deps")
+        if deps is not None:
+            await deps.providers.aclose()
+        pool = ctx.get("pool")
+        if pool is not None:
+            await pool.close()
+
+    return {
+        "functions": [
+            func(persist_session_memory, name=queue.JOB_FUNCTION,
+                 timeout=settings.job_timeout_s, max_tries=settings.max_tries),
+        ],
+        "queue_name": settings.queue_name,
+        "redis_settings": RedisSettings.from_dsn(settings.redis_url),
+        "on_startup": on_startup,
+        "on_shutdown": on_shutdown,
+        "job_serializer": serialization.serialize,
+        "job_deserializer": serialization.deserialize,
+        "max_jobs": settings.max_jobs,
+        "job_timeout": settings.job_timeout_s,
+        "max_tries": settings.max_tries,
+        # Job ids are unique per hand-over, so a kept result never blocks a later one.
+        "keep_result": settings.keep_result_s,
+        # On SIGTERM stop taking jobs and let running ones finish (k8s grace period).
+        "job_completion_wait": int(settings.job_timeout_s),
+        "burst": burst,
+        "poll_delay": 0 if burst else 0.5,
+        "handle_signals": not burst,
+    }
+
+
+def build_worker(settings: Settings, *, burst: bool = False, **overrides: Any) -> Worker:
+    return Worker(**{**worker_options(settings, burst=burst), **overrides})

@@ -1,0 +1,171 @@
+"""memfleet's command line: up | down | migrate | worker | enqueue | facts | demo.
+
+Settings are read here, once, and passed down. With no MEMFLEET_DATABASE_URL or
+MEMFLEET_REDIS_URL, the embedded servers under MEMFLEET_HOME_DIR (.memfleet/)
+are started or reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from redis.asyncio import Redis
+
+from worker.config import Settings
+from worker.errors import MemfleetError
+
+
+def resolve(settings: Settings) -> Settings:
+    """Fill in the embedded servers' URLs where none is set."""
+    if settings.database_url and settings.redis_url:
+        return settings
+    from worker.embedded import ensure_embedded
+
+    settings.home_dir.mkdir(parents=True, exist_ok=True)
+    database_url, redis_url = ensure_embedded(settings.home_dir.resolve())
+    return settings.model_copy(update={
+        "database_url": settings.database_url or database_url,
+        "redis_url": settings.redis_url or redis_url,
+    })
+
+
+def _cmd_up(settings: Settings, args: argparse.Namespace) -> int:
+    settings = resolve(settings)
+    print(f"MEMFLEET_DATABASE_URL={settings.database_url}")
+    print(f"MEMFLEET_REDIS_URL={settings.redis_url}")
+    return 0
+
+
+def _cmd_down(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.embedded import stop_embedded
+
+    stop_embedded(settings.home_dir.resolve())
+    print("embedded servers stopped")
+    return 0
+
+
+def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.store.migrate import migrate
+
+    settings = resolve(settings)
+    applied = asyncio.run(migrate(settings.database_url or "", embed_dim=settings.embed_dim))
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    return 0
+
+
+def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.app import build_worker
+    from worker.telemetry import configure_logging
+
+    configure_logging(args.log_level)
+    settings = resolve(settings)
+    worker = build_worker(settings, burst=args.burst)
+    worker.run()
+    return 0
+
+
+async def _enqueue(settings: Settings, session: str, user: str, messages: Any) -> str:
+    from worker.app import limits_from
+    from worker.client import schedule_memory_persistence
+
+    redis = Redis.from_url(settings.redis_url or "")
+    try:
+        result = await schedule_memory_persistence(
+            redis, session, user, messages, limits=limits_from(settings),
+            queue_name=settings.queue_name,
+        )
+    finally:
+        await redis.aclose()
+    return result.job_id or "coalesced into the job already queued"
+
+
+def _cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        raw = Path(args.messages).read_bytes()
+        messages = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MemfleetError(f"{args.messages} is not valid UTF-8") from None
+    except (OSError, ValueError) as exc:
+        raise MemfleetError(f"cannot read {args.messages}: {exc}") from None
+    settings = resolve(settings)
+    print(asyncio.run(_enqueue(settings, args.session, args.user, messages)))
+    return 0
+
+
+async def _facts(settings: Settings, user: str, include_all: bool) -> list[dict[str, Any]]:
+    from worker.store.pool import create_pool
+    from worker.store.postgres import PgMemoryStore
+
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+    try:
+        facts = await PgMemoryStore(pool).facts(user, include_superseded=include_all)
+    finally:
+        await pool.close()
+    return [f.to_json() for f in facts]
+
+
+def _cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
+    settings = resolve(settings)
+    facts = asyncio.run(_facts(settings, args.user, args.all))
+    if args.json:
+        print(json.dumps(facts, ensure_ascii=False, indent=2))
+    else:
+        for fact in facts:
+            mark = "  " if fact["superseded_at"] is None else "x "
+            print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']})")
+    return 0
+
+
+def _cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.demo import run_demo
+
+    return asyncio.run(run_demo(resolve(settings)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memfleet", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start the embedded servers and print their URLs")
+    sub.add_parser("down", help="stop the embedded servers")
+    sub.add_parser("migrate", help="apply schema/ (safe with many replicas at once)")
+    worker = sub.add_parser("worker", help="run a worker")
+    worker.add_argument("--burst", action="store_true", help="drain the queue and exit")
+    worker.add_argument("--log-level", default="INFO")
+    enqueue = sub.add_parser("enqueue", help="hand a session over, as a chat server would")
+    enqueue.add_argument("--session", required=True)
+    enqueue.add_argument("--user", required=True)
+    enqueue.add_argument("--messages", required=True, help="JSON file: [{role, content}, ...]")
+    facts = sub.add_parser("facts", help="print a user's facts")
+    facts.add_argument("--user", required=True)
+    facts.add_argument("--json", action="store_true")
+    facts.add_argument("--all", action="store_true", help="include superseded facts")
+    sub.add_parser("demo", help="run the end-to-end demo")
+    return parser
+
+
+_COMMANDS = {
+    "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
+    "enqueue": _cmd_enqueue, "facts": _cmd_facts, "demo": _cmd_demo,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+        return _COMMANDS[args.command](settings, args)
+    except ValidationError as exc:
+        print(f"memfleet: invalid settings: {exc}", file=sys.stderr)
+    except MemfleetError as exc:
+        print(f"memfleet: {exc}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""memfleet's settings: read once at the entry point, then passed down.
+
+Every setting is an environment variable with the ``MEMFLEET_`` prefix. Nothing
+below the CLI or the ARQ settings reads the environment itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMFLEET_", extra="ignore", frozen=True)
+
+    # Servers. Unset means: start (or reuse) the embedded ones under home_dir.
+    database_url: str | None = None
+    redis_url: str | None = None
+    home_dir: Path = Path(".memfleet")
+
+    # Providers.
+    llm_provider: Literal["openai", "rules"] = "rules"
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    extract_model: str = "gpt-4o-mini"
+    consolidate_model: str = "gpt-4o-mini"
+    summary_model: str | None = None
+    embed_provider: Literal["openai", "hashing"] = "hashing"
+    embed_base_url: str | None = None
+    embed_api_key: str | None = None
+    embed_model: str = "text-embedding-3-small"
+    embed_dim: int = Field(default=1536, ge=8, le=16000)
+
+    # The queue.
+    queue_name: str = "memfleet:queue"
+    job_timeout_s: float = Field(default=300.0, gt=0)
+    max_tries: int = Field(default=8, ge=1)
+    max_jobs: int = Field(default=10, ge=1)
+    keep_result_s: int = Field(default=3600, ge=0)
+    lock_ttl_s: float = Field(default=60.0, gt=0)
+    busy_defer_s: float = Field(default=1.0, gt=0)
+
+    # The pipeline.
+    neighbors_k: int = Field(default=5, ge=1, le=50)
+    context_messages: int = Field(default=4, ge=0)
+    max_slice_messages: int = Field(default=60, ge=1)
+    summary_every_user_turns: int = Field(default=10, ge=1)
+    consolidation_attempts: int = Field(default=4, ge=1)
+
+    # Hand-over limits (bad input is refused at the door with a clear error).
+    max_message_chars: int = Field(default=32_000, ge=1)
+    max_messages: int = Field(default=20_000, ge=1)
+    max_id_chars: int = Field(default=256, ge=1)
+
+    # Database pool.
+    db_pool_min: int = Field(default=1, ge=0)
+    db_pool_max: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _check_providers(self) -> Settings:
+        # Boot fails loudly; a missing endpoint never silently becomes the offline provider.
+        missing = []
+        if self.llm_provider == "openai" and not self.llm_base_url and not self.llm_api_key:
+            missing.append("MEMFLEET_LLM_BASE_URL or MEMFLEET_LLM_API_KEY")
+        if self.embed_provider == "openai" and not self.embed_base_url and not self.embed_api_key:
+            missing.append("MEMFLEET_EMBED_BASE_URL or MEMFLEET_EMBED_API_KEY")
+        if missing:
+            raise ValueError(
+                "the openai provider needs an endpoint or a key: set " + " and ".join(missing)
+            )
+        return self

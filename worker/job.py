@@ -1,0 +1,138 @@
+"""The ARQ job: claim the hand-over, take the session lock, run the pipeline.
+
+Outcomes, each with an audit row in ``memory_run``:
+
+- committed / empty / fenced: see worker.pipeline;
+- deferred: the session lock is busy; a follow-up job is queued, no try is spent;
+- invalid: the job or its payload cannot be read; recorded, never retried;
+- retry: a transient failure (PostgreSQL, provider, contention); ARQ runs the job
+  again after a backoff, with the cursor untouched;
+- failed: the same, on the last allowed try; the next hand-over starts over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from arq import Retry
+from opentelemetry import trace
+
+from worker import queue
+from worker.config import Settings
+from worker.errors import InvalidJob, MemfleetError, ProviderError, StoreError
+from worker.payload import Limits, decode_handover
+from worker.pipeline import ConsolidationContention, RunContext, run_once
+from worker.providers.base import Providers
+from worker.stages.lock import SessionLock
+from worker.store.postgres import PgMemoryStore
+from worker.store.types import RunRecord
+from worker.telemetry import StageClock, hashed_id
+
+log = structlog.get_logger("memfleet.job")
+
+_TRANSIENT = (StoreError, ProviderError, ConsolidationContention)
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    """Built once in on_startup and shared by every job of the process."""
+
+    settings: Settings
+    redis: Any
+    store: PgMemoryStore
+    providers: Providers
+    limits: Limits
+    tracer: trace.Tracer
+
+
+def backoff_s(job_try: int) -> float:
+    return float(min(300, 2 ** min(job_try, 9)))
+
+
+async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    deps: Deps = ctx["deps"]
+    job_id: str = ctx["job_id"]
+    job_try: int = ctx.get("job_try", 1)
+    started_at = datetime.now(UTC)
+    clock = StageClock(deps.tracer)
+    session_id = kwargs.get("session_id")
+
+    with deps.tracer.start_as_current_span(
+        "memfleet.job", kind=trace.SpanKind.CONSUMER,
+        attributes={"messaging.system": "redis", "messaging.message.id": job_id,
+                    "memfleet.job.try": job_try},
+    ) as span:
+        if args or set(kwargs) != {"session_id"} or not isinstance(session_id, str):
+            return await _record(deps, RunRecord(
+                job_id=job_id, job_try=job_try, session_id=None, user_id=None,
+                outcome="invalid", started_at=started_at,
+                error="the job's arguments are not {session_id: str}",
+            ))
+        span.set_attribute("memfleet.session", hashed_id(session_id))
+        base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id, user_id=None,
+                         outcome="invalid", started_at=started_at)
+        try:
+            raw = await queue.claim(deps.redis, session_id, job_id)
+            handover = decode_handover(raw, deps.limits)
+        except InvalidJob as exc:
+            return await _record(deps, _ended(base, "invalid", str(exc)))
+
+        lock = SessionLock(deps.redis, session_id, int(deps.settings.lock_ttl_s * 1000))
+        with clock.stage("lock") as lock_span:
+            acquired = await lock.acquire()
+            lock_span.set_attribute("memfleet.lock.acquired", acquired)
+        if not acquired:
+            # Busy is not a failure: hand the session to a job that runs later.
+            await queue.enqueue(deps.redis, session_id, payload=None,
+                                queue_name=deps.settings.queue_name,
+                                defer_ms=int(deps.settings.busy_defer_s * 1000))
+            span.set_attribute("memfleet.outcome", "deferred")
+            return {"outcome": "deferred"}
+
+        run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
+                             started_at)
+        try:
+            result = await run_once(run_ctx, handover)
+        except InvalidJob as exc:
+            return await _record(deps, _ended(base, "invalid", str(exc), handover.user_id))
+        except _TRANSIENT as exc:
+            final = job_try >= deps.settings.max_tries
+            outcome = "failed" if final else "retry"
+            span.set_attribute("memfleet.outcome", outcome)
+            log.warning("job did not complete", outcome=outcome, job_try=job_try,
+                        error=type(exc).__name__)
+            await _record(deps, _ended(base, outcome, _describe(exc), handover.user_id))
+            if final:
+                return {"outcome": "failed", "error": type(exc).__name__}
+            raise Retry(defer=backoff_s(job_try)) from exc
+        finally:
+            await lock.release()
+        if result.remaining:
+            # A long backlog goes in bounded chunks, one job each.
+            await queue.enqueue(deps.redis, session_id, payload=None,
+                                queue_name=deps.settings.queue_name)
+        span.set_attribute("memfleet.outcome", result.outcome)
+        return result.as_dict()
+
+
+def _ended(base: RunRecord, outcome: str, error: str, user_id: str | None = None) -> RunRecord:
+    return replace(base, outcome=outcome, error=error, user_id=user_id)
+
+
+def _describe(exc: BaseException) -> str:
+    # Our own errors never carry user content; others are named by type only.
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, MemfleetError) else type(exc).__name__
+
+
+async def _record(deps: Deps, run: RunRecord) -> dict[str, Any]:
+    try:
+        await deps.store.record_run(run)
+    except StoreError as exc:
+        # The audit row is best effort when PostgreSQL itself is what failed.
+        log.warning("audit row not written", outcome=run.outcome, error=str(exc)[:200])
+    log.info("job recorded", outcome=run.outcome, job_id=run.job_id)
+    return {"outcome": run.outcome, "error": run.error}
+

@@ -1,0 +1,132 @@
+"""The hand-over payload: a session's messages as the chat server sent them.
+
+Validation happens at the door (the hand-over call and the CLI) so that a bad
+message is the caller's clear error, and again in the worker, where a payload
+that does not parse is recorded and never retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from worker.errors import InvalidHandover, InvalidJob
+
+Role = Literal["user", "assistant", "system", "tool"]
+PAYLOAD_VERSION = 1
+
+# C0 and C1 control characters other than tab, newline and carriage return.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_message_chars: int = 32_000
+    max_messages: int = 20_000
+    max_id_chars: int = 256
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    role: Role
+    content: str
+
+
+class Handover(BaseModel):
+    """What Redis holds for a session: the latest full message list."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    v: Literal[1] = PAYLOAD_VERSION
+    session_id: str
+    user_id: str
+    messages: tuple[Message, ...]
+    handed_over_at: datetime
+    trace: dict[str, str] = {}
+
+
+def message_hash(message: Message) -> str:
+    """The content hash the cursor is built from: sha256 of ``role:content``."""
+    return hashlib.sha256(f"{message.role}:{message.content}".encode()).hexdigest()
+
+
+def _check_text(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidHandover(f"{what} is not valid UTF-8 (lone surrogate)") from exc
+    if _CONTROL.search(value):
+        raise InvalidHandover(f"{what} contains control characters")
+
+
+def check_id(value: object, what: str, limits: Limits) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidHandover(f"{what} must be a non-empty string")
+    if len(value) > limits.max_id_chars:
+        raise InvalidHandover(f"{what} is longer than {limits.max_id_chars} characters")
+    _check_text(value, what)
+    return value
+
+
+def parse_messages(raw: object, limits: Limits) -> tuple[Message, ...]:
+    """Validate a list of ``{"role", "content"}`` dicts; raise InvalidHandover on the first fault.
+
+    The error names the position and the fault, never the content.
+    """
+    if not isinstance(raw, list | tuple):
+        raise InvalidHandover("messages must be a list of {role, content} objects")
+    if len(raw) > limits.max_messages:
+        raise InvalidHandover(
+            f"{len(raw)} messages is more than the limit of {limits.max_messages}"
+        )
+    messages = []
+    for index, item in enumerate(raw):
+        if isinstance(item, Message):
+            message = item
+        else:
+            try:
+                message = Message.model_validate(item)
+            except ValidationError as exc:
+                fields = ", ".join(
+                    f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+                )
+                raise InvalidHandover(f"message {index}: {fields}") from None
+        if not message.content.strip():
+            raise InvalidHandover(f"message {index}: content is empty")
+        if len(message.content) > limits.max_message_chars:
+            raise InvalidHandover(
+                f"message {index}: content is {len(message.content)} characters,"
+                f" over the limit of {limits.max_message_chars}"
+            )
+        _check_text(message.content, f"message {index} content")
+        messages.append(message)
+    return tuple(messages)
+
+
+def encode_handover(handover: Handover) -> bytes:
+    return handover.model_dump_json().encode()
+
+
+def decode_handover(raw: bytes | str | None, limits: Limits) -> Handover:
+    """Read a payload back from Redis; anything unreadable is an InvalidJob."""
+    if raw is None:
+        raise InvalidJob("the session has no hand-over payload")
+    try:
+        data: Any = json.loads(raw)
+        handover = Handover.model_validate(data)
+    except (ValueError, ValidationError) as exc:
+        raise InvalidJob(f"the hand-over payload does not parse: {type(exc).__name__}") from exc
+    try:
+        check_id(handover.session_id, "session_id", limits)
+        check_id(handover.user_id, "user_id", limits)
+        parse_messages(list(handover.messages), limits)
+    except InvalidHandover as exc:
+        raise InvalidJob(str(exc)) from exc
+    return handover

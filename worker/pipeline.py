@@ -1,0 +1,218 @@
+"""One run over a session's hand-over: cursor, extract, embed, consolidate, persist, summary.
+
+Called by the job with the session lock held. Never holds a transaction open
+across a provider call: reads are single statements, and all writes of the
+run go in one short transaction at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from worker.config import Settings
+from worker.errors import CursorFenced, InvalidJob, ProviderAnswerInvalid, UserVersionConflict
+from worker.payload import Handover, message_hash
+from worker.providers.base import Providers, Usage
+from worker.stages import consolidate, extract
+from worker.stages.cursor import CursorCase, locate, take_slice, window_hash
+from worker.stages.extract import CandidateFact
+from worker.store.postgres import PgMemoryStore
+from worker.store.types import CursorAdvance, CursorState, RunCommit, RunRecord
+from worker.telemetry import StageClock
+from worker.wire import SummaryRequest, WireMessage
+
+log = structlog.get_logger("memfleet.pipeline")
+
+
+class ConsolidationContention(Exception):
+    """Other jobs of the same user kept committing first; retry the job later."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    outcome: str  # committed | empty | fenced
+    run_id: int | None
+    remaining: int = 0
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome, "run_id": self.run_id, "remaining": self.remaining,
+            "added": self.added, "updated": self.updated, "deleted": self.deleted,
+            "unchanged": self.unchanged, "rejected": self.rejected,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    settings: Settings
+    store: PgMemoryStore
+    providers: Providers
+    clock: StageClock
+    job_id: str
+    job_try: int
+    started_at: datetime
+
+
+def _summary_due(
+    settings: Settings, cursor: CursorState | None, case: CursorCase, user_turns: int
+) -> bool:
+    if case is CursorCase.NOT_FOUND:
+        return True
+    before = cursor.user_turns_since_summary if cursor else 0
+    return before + user_turns >= settings.summary_every_user_turns
+
+
+async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
+    settings, store, providers, clock = ctx.settings, ctx.store, ctx.providers, ctx.clock
+    messages = handover.messages
+    base_run = RunRecord(
+        job_id=ctx.job_id, job_try=ctx.job_try, session_id=handover.session_id,
+        user_id=handover.user_id, outcome="committed", started_at=ctx.started_at,
+    )
+
+    with clock.stage("cursor") as span:
+        hashes = [message_hash(m) for m in messages]
+        cursor = await store.load_cursor(handover.session_id)
+        if cursor is not None and cursor.user_id != handover.user_id:
+            raise InvalidJob("the session belongs to another user")
+        located = locate(hashes, cursor)
+        piece = take_slice(len(messages), located.start, settings.max_slice_messages)
+        span.set_attribute("memfleet.cursor.case", located.case.value)
+        span.set_attribute("memfleet.slice.length", piece.end - piece.start)
+    if piece.empty:
+        run_id = await store.record_run(
+            replace(base_run, outcome="empty", timings_ms=dict(clock.timings_ms))
+        )
+        return RunResult("empty", run_id)
+
+    new_messages = messages[piece.start : piece.end]
+    user_turns = sum(1 for m in new_messages if m.role == "user")
+    usage = Usage()
+
+    with clock.stage("extract") as span:
+        request = extract.build_request(
+            messages, piece.start, piece.end, settings.context_messages,
+            cursor.summary if cursor else None, handover.handed_over_at,
+        )
+        extracted = await providers.extractor.extract(request)
+        usage += extracted.usage
+        candidates = extract.candidates_from(extracted.value)
+        span.set_attribute("memfleet.candidates", len(candidates))
+
+    embeddings: list[list[float]] = []
+    if candidates:
+        with clock.stage("embed"):
+            embedded = await providers.embedder.embed([c.text for c in candidates])
+            usage += embedded.usage
+            embeddings = embedded.value
+            if len(embeddings) != len(candidates) or any(
+                len(e) != providers.embedder.dim for e in embeddings
+            ):
+                raise ProviderAnswerInvalid("the embeddings do not match the request")
+
+    advance = CursorAdvance(
+        session_id=handover.session_id, user_id=handover.user_id,
+        expected_version=cursor.version if cursor else 0,
+        last_hash=hashes[piece.end - 1], window_hash=window_hash(hashes, piece.end - 1),
+        position=piece.end - 1, processed=piece.end - piece.start, user_turns=user_turns,
+    )
+    observed = extract.observed_label(handover.handed_over_at)
+
+    for attempt in range(1, settings.consolidation_attempts + 1):
+        with clock.stage("consolidate", **{"memfleet.attempt": attempt}):
+            plan, version, rejected, usage_c = await _consolidate(
+                ctx, handover.user_id, candidates, embeddings, observed,
+                handover.handed_over_at.date().isoformat(),
+            )
+        run = replace(
+            base_run,
+            slice_first_hash=hashes[piece.start], slice_last_hash=hashes[piece.end - 1],
+            slice_len=piece.end - piece.start, candidates=len(candidates),
+            added=plan.added, updated=plan.updated, deleted=plan.deleted,
+            unchanged=plan.unchanged, rejected=rejected, consolidation_attempts=attempt,
+            input_tokens=(usage + usage_c).input_tokens,
+            output_tokens=(usage + usage_c).output_tokens,
+            timings_ms=dict(clock.timings_ms),
+        )
+        with clock.stage("persist", **{"db.system.name": "postgresql"}) as span:
+            try:
+                run_id = await store.commit_run(RunCommit(
+                    cursor=advance, user_version=version, writes=plan.writes,
+                    observed_at=handover.handed_over_at,
+                    embedding_model=providers.embedder.model,
+                    source_session_id=handover.session_id, run=run,
+                ))
+            except UserVersionConflict:
+                span.set_attribute("memfleet.conflict", "user_version")
+                usage += usage_c
+                continue
+            except CursorFenced:
+                span.set_attribute("memfleet.conflict", "cursor")
+                fenced = replace(run, outcome="fenced", added=0, updated=0, deleted=0,
+                                 unchanged=0, timings_ms=dict(clock.timings_ms))
+                return RunResult("fenced", await store.record_run(fenced))
+        await _refresh_summary(ctx, handover, cursor, located.case, user_turns, new_messages)
+        return RunResult(
+            "committed", run_id, piece.remaining, plan.added, plan.updated, plan.deleted,
+            plan.unchanged, rejected,
+        )
+    raise ConsolidationContention(
+        f"{settings.consolidation_attempts} consolidations lost to other jobs of the user"
+    )
+
+
+async def _consolidate(
+    ctx: RunContext,
+    user_id: str,
+    candidates: Sequence[CandidateFact],
+    embeddings: Sequence[Sequence[float]],
+    observed: str,
+    observed_date: str,
+) -> tuple[consolidate.Plan, int | None, int, Usage]:
+    if not candidates:
+        return consolidate.Plan((), 0, 0, 0, 0), None, 0, Usage()
+    k = ctx.settings.neighbors_k
+    version, neighbors = await ctx.store.neighbors(user_id, embeddings, k)
+    prepared = consolidate.build_request(
+        candidates, embeddings, neighbors, observed, observed_date, k
+    )
+    answer = await ctx.providers.consolidator.consolidate(prepared.request)
+    validated = consolidate.validate(prepared, answer.value)
+    if validated.rejected:
+        log.warning("consolidation decisions rejected", rejected=validated.rejected,
+                    reasons=list(validated.reasons))
+    plan = consolidate.plan_writes(candidates, embeddings, prepared, validated)
+    return plan, version, validated.rejected, answer.usage
+
+
+async def _refresh_summary(
+    ctx: RunContext,
+    handover: Handover,
+    cursor: CursorState | None,
+    case: CursorCase,
+    user_turns: int,
+    new_messages: Sequence[Any],
+) -> None:
+    if not _summary_due(ctx.settings, cursor, case, user_turns):
+        return
+    with ctx.clock.stage("summary"):
+        request = SummaryRequest(
+            observed_at=extract.observed_label(handover.handed_over_at),
+            previous_summary=cursor.summary if cursor else None,
+            messages=tuple(WireMessage(role=m.role, content=m.content) for m in new_messages),
+        )
+        try:
+            answer = await ctx.providers.summarizer.summarize(request)
+            await ctx.store.save_summary(handover.session_id, answer.value.summary)
+        except Exception as exc:  # noqa: BLE001 - the facts are committed; a stale summary is tolerable
+            log.warning("summary refresh failed", error=type(exc).__name__)

@@ -1,0 +1,78 @@
+"""The provider interfaces the pipeline calls. Providers never touch the database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from worker.wire import (
+    ConsolidationAnswer,
+    ConsolidationRequest,
+    ExtractionAnswer,
+    ExtractionRequest,
+    SummaryAnswer,
+    SummaryRequest,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens one call used; zero for the offline providers."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer(Generic[T]):
+    value: T
+    usage: Usage
+    model: str
+
+
+class Extractor(Protocol):
+    async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]: ...
+
+
+class Consolidator(Protocol):
+    async def consolidate(
+        self, request: ConsolidationRequest
+    ) -> Answer[ConsolidationAnswer]: ...
+
+
+class Summarizer(Protocol):
+    async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]: ...
+
+
+class Embedder(Protocol):
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    async def embed(self, texts: list[str]) -> Answer[list[list[float]]]:
+        """One call for all texts; vectors are unit length, in input order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Providers:
+    extractor: Extractor
+    consolidator: Consolidator
+    summarizer: Summarizer
+    embedder: Embedder
+
+    async def aclose(self) -> None:
+        for provider in (self.extractor, self.consolidator, self.summarizer, self.embedder):
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()

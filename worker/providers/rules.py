@@ -1,0 +1,219 @@
+"""The offline ``rules`` provider: extraction, consolidation and summaries by pattern.
+
+No model is called, so the answers are free, instant and deterministic, which
+is what demos, tests and air-gapped trials need. It understands only the plain
+first-person phrasings in ``rules_patterns``; production uses a model.
+
+Each provider class is a thin async wrapper around a pure function of the
+request, so the behaviour can be tested without an event loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from worker.providers.base import Answer, Usage
+from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
+from worker.wire import (
+    Candidate,
+    ConsolidationAnswer,
+    ConsolidationRequest,
+    Decision,
+    ExtractedFact,
+    ExtractionAnswer,
+    ExtractionRequest,
+    Neighbor,
+    SummaryAnswer,
+    SummaryRequest,
+    WireMessage,
+)
+
+MODEL = "rules-v1"
+SUMMARY_CHARS = 1000
+SNIPPET_CHARS = 160
+_LINE_SLACK = 200  # at most this much is given up to start the tail on a whole line
+
+# A sentence ends at . ! ? ; followed by a space, or at a line break, so that
+# "Python 3.11" and "Node.js" stay whole.
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*")
+# Within a sentence a value stops at a comma (not "1,000"), or at "and" / "but".
+_CLAUSE_END = re.compile(r",(?!\d)|;|\s+(?:and|but)\s+", re.IGNORECASE)
+# Conditionals and questions without a question mark state nothing about the user.
+_NOT_A_STATEMENT = re.compile(
+    r"^(?:(?:and|but|so|or)\s+)?(?:if|unless|whether|should|would|could|can|do|does|"
+    r"did|will|shall|what|why|how|where|who|which|is|are|am)\b",
+    re.IGNORECASE,
+)
+
+
+# ---------------------------------------------------------------- extraction
+
+
+def _clauses(text: str) -> Iterator[str]:
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u02bc", "'")
+    for sentence in _SENTENCE_END.split(text):
+        sentence = sentence.strip()
+        if not sentence or sentence.endswith("?"):
+            continue
+        for clause in _CLAUSE_END.split(sentence.rstrip(".!;")):
+            clause = clause.strip()
+            if clause and not _NOT_A_STATEMENT.match(clause):
+                yield clause
+
+
+def _facts_in(clause: str) -> ExtractedFact | None:
+    for rule in RULES:
+        match = rule.pattern.search(clause)
+        if match is not None:
+            # The first matching rule owns the clause even when it rejects the
+            # value, so "my boss is nice" cannot fall through to a vaguer rule.
+            text = rule.render(match)
+            if text is None:
+                return None
+            return ExtractedFact(text=text, category=rule.category, importance=rule.importance)
+    return None
+
+
+def extract_facts(request: ExtractionRequest) -> ExtractionAnswer:
+    """Facts the user stated about themselves in the new messages (context is ignored)."""
+    facts: list[ExtractedFact] = []
+    seen: set[str] = set()
+    for message in request.messages:
+        if message.role.casefold() != "user":
+            continue
+        for clause in _clauses(message.content):
+            fact = _facts_in(clause)
+            if fact is not None and norm(fact.text) not in seen:
+                seen.add(norm(fact.text))
+                facts.append(fact)
+    return ExtractionAnswer(facts=tuple(facts))
+
+
+# ---------------------------------------------------------------- consolidation
+
+
+def _latest(neighbours: Sequence[Neighbor]) -> int:
+    # The batch's own earlier candidates carry today's date and the highest ids,
+    # so this picks the freshest statement of a slot.
+    return max(neighbours, key=lambda n: (n.observed_at, n.id)).id
+
+
+def _uses(slot: Slot) -> str | None:
+    """The tool a fact says is in use ("Uses X" or "Uses X instead of Y")."""
+    return norm(slot.value) if slot.kind in ("uses", "switch") else None
+
+
+def _same(slot: Slot, other: Slot) -> bool:
+    if slot.kind != other.kind or slot.key != other.key:
+        return False
+    return norm(slot.value) == norm(other.value) and norm(slot.old) == norm(other.old)
+
+
+def _decide_one(candidate: Candidate) -> Decision:
+    number = candidate.candidate
+    text = clean_text(candidate.text)
+    if not norm(text):
+        return Decision(candidate=number, event="NONE")
+    add_text = text if text != candidate.text else None
+    neighbours = [(n, parse_fact(n.text)) for n in candidate.neighbors]
+
+    duplicates = [n for n, _ in neighbours if norm(n.text) == norm(text)]
+    if duplicates:
+        return Decision(candidate=number, event="NONE", target=_latest(duplicates))
+
+    slot = parse_fact(text)
+    if slot.kind == "switch":
+        new, old = norm(slot.value), norm(slot.old)
+        using_old = [n for n, s in neighbours if _uses(s) == old]
+        using_new = [n for n, s in neighbours if _uses(s) == new]
+        if using_old and using_new:
+            # The new tool is already recorded; only the old one is stale.
+            return Decision(candidate=number, event="DELETE", target=_latest(using_old))
+        if using_old:
+            return Decision(candidate=number, event="UPDATE", target=_latest(using_old),
+                            text=f"Uses {slot.value}")
+        if using_new:
+            return Decision(candidate=number, event="NONE", target=_latest(using_new))
+        return Decision(candidate=number, event="ADD", text=f"Uses {slot.value}")
+
+    if slot.kind == "uses":  # "Uses X instead of Y" already says X is in use
+        restated = [n for n, s in neighbours if _uses(s) == norm(slot.value)]
+    else:
+        restated = [n for n, s in neighbours if _same(slot, s)]
+    if restated:
+        return Decision(candidate=number, event="NONE", target=_latest(restated))
+
+    if slot.kind == "stopped":
+        users = [n for n, s in neighbours if _uses(s) == norm(slot.value)]
+        if users:
+            return Decision(candidate=number, event="DELETE", target=_latest(users))
+        return Decision(candidate=number, event="NONE")  # nothing recorded to retract
+
+    if slot.kind == "single":
+        rivals = [n for n, s in neighbours if s.kind == "single" and s.key == slot.key]
+    elif slot.kind in ("likes", "dislikes"):
+        opposite = "dislikes" if slot.kind == "likes" else "likes"
+        rivals = [n for n, s in neighbours
+                  if s.kind == opposite and norm(s.value) == norm(slot.value)]
+    else:
+        rivals = []
+    if rivals:
+        return Decision(candidate=number, event="UPDATE", target=_latest(rivals), text=text)
+    return Decision(candidate=number, event="ADD", text=add_text)
+
+
+def decide(request: ConsolidationRequest) -> ConsolidationAnswer:
+    """One decision per candidate, judged only against that candidate's own neighbours."""
+    return ConsolidationAnswer(decisions=tuple(_decide_one(c) for c in request.candidates))
+
+
+# ---------------------------------------------------------------- summaries
+
+
+def _snippet(message: WireMessage) -> str:
+    text = " ".join(message.content.split())
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    head = text[: SNIPPET_CHARS - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "\u2026"
+
+
+def _tail(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    tail = text[-(limit - 1) :]
+    # Prefer dropping a whole leading line to showing half of one.
+    newline = tail.find("\n", 0, _LINE_SLACK)
+    if 0 <= newline < len(tail) - 1:
+        return tail[newline + 1 :]
+    return "\u2026" + tail
+
+
+def summarize(request: SummaryRequest) -> SummaryAnswer:
+    """The previous summary plus one line per new user message, newest kept."""
+    parts = [request.previous_summary.strip()] if request.previous_summary else []
+    parts += [
+        "- " + _snippet(m)
+        for m in request.messages
+        if m.role.casefold() == "user" and m.content.strip()
+    ]
+    return SummaryAnswer(summary=_tail("\n".join(p for p in parts if p), SUMMARY_CHARS))
+
+
+# ---------------------------------------------------------------- providers
+
+
+class RulesExtractor:
+    async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
+        return Answer(extract_facts(request), Usage(0, 0), MODEL)
+
+
+class RulesConsolidator:
+    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
+        return Answer(decide(request), Usage(0, 0), MODEL)
+
+
+class RulesSummarizer:
+    async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
+        return Answer(summarize(request), Usage(0, 0), MODEL)

@@ -1,0 +1,185 @@
+"""Consolidate stage: decide ADD / UPDATE / DELETE / NONE per candidate. Pure parts.
+
+``build_request`` gives every neighbour a small integer id standing for a real
+row (or for one of the batch's earlier candidates) inside this request only.
+``validate`` keeps only decisions whose target is among that candidate's own
+neighbours, so an answer can never reach another user's row or an id it was
+not shown. ``plan_writes`` turns the accepted decisions into the store's
+ordered writes, following supersessions made earlier in the same batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from worker.store.types import ExistingRow, FactRef, InsertFact, NeighborRow, NewRow, SupersedeFact, Write
+from worker.wire import Candidate, ConsolidationAnswer, ConsolidationRequest, Decision, Neighbor
+
+from worker.stages.extract import CandidateFact
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCandidate:
+    index: int
+
+
+Ref = ExistingRow | BatchCandidate
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    request: ConsolidationRequest
+    id_map: dict[int, Ref]  # wire id -> what it stands for
+    offered: tuple[frozenset[int], ...]  # per candidate: the wire ids it was shown
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+
+
+def build_request(
+    candidates: Sequence[CandidateFact],
+    embeddings: Sequence[Sequence[float]],
+    neighbors: Sequence[Sequence[NeighborRow]],
+    observed_at: str,
+    observed_date: str,
+    k: int,
+) -> PreparedRequest:
+    ids: dict[Ref, int] = {}
+    id_map: dict[int, Ref] = {}
+
+    def wire_id(ref: Ref) -> int:
+        if ref not in ids:
+            ids[ref] = len(ids) + 1
+            id_map[ids[ref]] = ref
+        return ids[ref]
+
+    wire_candidates = []
+    offered = []
+    for i, candidate in enumerate(candidates):
+        shown: list[Neighbor] = [
+            Neighbor(id=wire_id(ExistingRow(row.id)), text=row.text,
+                     observed_at=row.observed_at.date().isoformat())
+            for row in neighbors[i]
+        ]
+        # The batch's earlier candidates count as neighbours too (the nearest k),
+        # so a user who changes their mind twice in one slice ends with one fact.
+        earlier = sorted(range(i), key=lambda j: -_cosine(embeddings[i], embeddings[j]))[:k]
+        shown += [
+            Neighbor(id=wire_id(BatchCandidate(j)), text=candidates[j].text,
+                     observed_at=observed_date)
+            for j in sorted(earlier)
+        ]
+        wire_candidates.append(
+            Candidate(candidate=i, text=candidate.text, category=candidate.category,
+                      neighbors=tuple(shown))
+        )
+        offered.append(frozenset(n.id for n in shown))
+    request = ConsolidationRequest(observed_at=observed_at, candidates=tuple(wire_candidates))
+    return PreparedRequest(request, id_map, tuple(offered))
+
+
+@dataclass(frozen=True, slots=True)
+class Validated:
+    decisions: dict[int, Decision]  # candidate index -> its one accepted decision
+    rejected: int  # candidates without an acceptable decision
+    reasons: tuple[str, ...] = field(default=())
+
+
+def validate(prepared: PreparedRequest, answer: ConsolidationAnswer) -> Validated:
+    """Accept at most one well-formed decision per candidate; count the rest as rejected."""
+    count = len(prepared.offered)
+    accepted: dict[int, Decision] = {}
+    reasons: list[str] = []
+    for decision in answer.decisions:
+        i = decision.candidate
+        if not 0 <= i < count:
+            reasons.append("unknown candidate")
+            continue
+        if i in accepted:
+            reasons.append("two decisions for one candidate")
+            continue
+        needs_target = decision.event in ("UPDATE", "DELETE")
+        if needs_target and decision.target is None:
+            reasons.append(f"{decision.event} without a target")
+            continue
+        if decision.target is not None and decision.target not in prepared.offered[i]:
+            if needs_target:
+                reasons.append("target not among the candidate's neighbours")
+                continue
+            decision = decision.model_copy(update={"target": None})  # NONE's target is a hint
+        accepted[i] = decision
+    missing = count - len(accepted)
+    if missing:
+        reasons.append(f"{missing} candidate(s) without an acceptable decision")
+    return Validated(accepted, missing, tuple(reasons))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    writes: tuple[Write, ...]
+    added: int
+    updated: int
+    deleted: int
+    unchanged: int
+
+
+def plan_writes(
+    candidates: Sequence[CandidateFact],
+    embeddings: Sequence[Sequence[float]],
+    prepared: PreparedRequest,
+    validated: Validated,
+) -> Plan:
+    writes: list[Write] = []
+    # What a batch candidate became: its inserted row, or the row its NONE pointed at.
+    became: dict[int, FactRef] = {}
+    # Rows superseded earlier in this batch -> the row that replaced them (None: deleted).
+    replaced: dict[FactRef, FactRef | None] = {}
+    added = updated = deleted = unchanged = 0
+
+    def current(ref: Ref) -> FactRef | None:
+        row: FactRef | None
+        row = ref if isinstance(ref, ExistingRow) else became.get(ref.index)
+        while row is not None and row in replaced:
+            row = replaced[row]
+        return row
+
+    for i, candidate in enumerate(candidates):
+        decision = validated.decisions.get(i)
+        if decision is None:
+            continue
+        target = (
+            current(prepared.id_map[decision.target]) if decision.target is not None else None
+        )
+        event = decision.event
+        if event == "NONE":
+            unchanged += 1
+            if target is not None:
+                became[i] = target
+            continue
+        if event == "DELETE":
+            if target is None:  # already gone within this batch
+                unchanged += 1
+                continue
+            writes.append(SupersedeFact(target))
+            replaced[target] = None
+            deleted += 1
+            continue
+        text = (decision.text or "").strip() or candidate.text
+        if event == "UPDATE" and target is None:
+            event = "ADD"  # its target vanished earlier in the batch: keep the new fact
+        insert = InsertFact(
+            ref=i, text=text, category=candidate.category, importance=candidate.importance,
+            embedding=list(embeddings[i]),
+            supersedes=target if event == "UPDATE" else None,
+        )
+        writes.append(insert)
+        became[i] = NewRow(i)
+        if event == "UPDATE" and target is not None:
+            replaced[target] = NewRow(i)
+            updated += 1
+        else:
+            added += 1
+    return Plan(tuple(writes), added, updated, deleted, unchanged)

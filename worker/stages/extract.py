@@ -1,0 +1,63 @@
+"""Extract stage: the new slice (plus a little context and the summary) in, atomic facts out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from worker.payload import Message
+from worker.wire import Category, ExtractionAnswer, ExtractionRequest, WireMessage
+
+MAX_CANDIDATES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFact:
+    text: str
+    category: Category
+    importance: int
+
+
+def observed_label(moment: datetime) -> str:
+    """The observation date as the wire format spells it: ``2026-11-22 (Sunday)``."""
+    return f"{moment.date().isoformat()} ({moment.strftime('%A')})"
+
+
+def build_request(
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    context_messages: int,
+    summary: str | None,
+    observed_at: datetime,
+) -> ExtractionRequest:
+    """Only the new slice and the declared context go out, nothing else of the session."""
+    context = messages[max(0, start - context_messages) : start]
+    return ExtractionRequest(
+        observed_at=observed_label(observed_at),
+        summary=summary,
+        context=tuple(WireMessage(role=m.role, content=m.content) for m in context),
+        messages=tuple(WireMessage(role=m.role, content=m.content) for m in messages[start:end]),
+    )
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def candidates_from(answer: ExtractionAnswer) -> list[CandidateFact]:
+    """Normalise whitespace, drop duplicates in the answer, keep a bounded batch."""
+    seen: set[str] = set()
+    out: list[CandidateFact] = []
+    for fact in answer.facts:
+        text = _SPACE.sub(" ", fact.text).strip()
+        key = text.casefold().rstrip(".")
+        if not text or key in seen:
+            continue
+        seen.add(key)
+        out.append(CandidateFact(text, fact.category, fact.importance))
+    # Most important first when a model over-produces.
+    if len(out) > MAX_CANDIDATES:
+        out = sorted(out, key=lambda c: -c.importance)[:MAX_CANDIDATES]
+    return out

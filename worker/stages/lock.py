@@ -1,0 +1,66 @@
+"""Lock stage: one worker per session at a time, in Redis.
+
+``SET memory-task-lock:<session> <token> NX PX <ttl>``; a background task
+extends it while the job runs; release and extension compare the token so a
+worker never touches a lock it lost. The lock only saves work: correctness
+rests on the cursor compare-and-set in Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCK_PREFIX = "memory-task-lock:"
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_EXTEND = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+@dataclass(slots=True)
+class SessionLock:
+    redis: Any
+    session_id: str
+    ttl_ms: int
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    lost: bool = False
+    _keeper: asyncio.Task[None] | None = None
+
+    @property
+    def key(self) -> str:
+        return LOCK_PREFIX + self.session_id
+
+    async def acquire(self) -> bool:
+        ok = await self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms)
+        if ok:
+            self._keeper = asyncio.create_task(self._keep_alive())
+        return bool(ok)
+
+    async def _keep_alive(self) -> None:
+        interval = self.ttl_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                extended = await self.redis.eval(_EXTEND, 1, self.key, self.token, self.ttl_ms)
+            except Exception:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
+                continue
+            if not extended:
+                self.lost = True
+                return
+
+    async def release(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+        with contextlib.suppress(Exception):
+            await self.redis.eval(_RELEASE, 1, self.key, self.token)

@@ -1,0 +1,170 @@
+"""PgMemoryStore: the real store, on asyncpg with binary pgvector codecs.
+
+Every fact query takes the user id; errors from asyncpg are translated here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from pgvector import HalfVector
+
+from worker.errors import CursorFenced, StoreError, UserVersionConflict
+from worker.store import queries
+from worker.store.types import (
+    CursorState,
+    ExistingRow,
+    FactRecord,
+    FactRef,
+    InsertFact,
+    NeighborRow,
+    RunCommit,
+    RunRecord,
+)
+
+_PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+
+
+@asynccontextmanager
+async def _translated(what: str) -> AsyncIterator[None]:
+    try:
+        yield
+    except _PG_ERRORS as exc:
+        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _run_args(run: RunRecord) -> tuple[Any, ...]:
+    return (
+        run.job_id, run.job_try, run.session_id, run.user_id, run.outcome, run.error,
+        run.slice_first_hash, run.slice_last_hash, run.slice_len, run.candidates,
+        run.added, run.updated, run.deleted, run.unchanged, run.rejected,
+        run.consolidation_attempts, run.input_tokens, run.output_tokens,
+        json.dumps(run.timings_ms), run.started_at,
+    )
+
+
+def _fact(row: Any) -> FactRecord:
+    return FactRecord(**dict(row))
+
+
+class PgMemoryStore:
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._sql = queries.load("pipeline")
+        self._facts_sql = queries.load("facts")
+
+    # -- the pipeline ----------------------------------------------------
+
+    async def load_cursor(self, session_id: str) -> CursorState | None:
+        async with _translated("loading the cursor"):
+            row = await self._pool.fetchrow(self._sql["load_cursor"], session_id)
+        return None if row is None else CursorState(**dict(row))
+
+    async def neighbors(
+        self, user_id: str, embeddings: Sequence[Sequence[float]], k: int
+    ) -> tuple[int, list[list[NeighborRow]]]:
+        """The user's version and, per embedding, its top-k active facts (nearest first)."""
+        result: list[list[NeighborRow]] = [[] for _ in embeddings]
+        if not embeddings:
+            return 0, result
+        vectors = [HalfVector(list(e)) for e in embeddings]
+        async with _translated("the neighbour query"):
+            rows = await self._pool.fetch(self._sql["neighbors"], user_id, vectors, k)
+        version = 0
+        for row in rows:
+            version = row["version"]
+            if row["id"] is not None:
+                result[row["ord"] - 1].append(
+                    NeighborRow(row["id"], row["text"], row["observed_at"], row["distance"])
+                )
+        return version, result
+
+    async def commit_run(self, commit: RunCommit) -> int:
+        """Write one run atomically; return the run id.
+
+        Raises CursorFenced or UserVersionConflict (after rolling back) when a
+        compare-and-set loses.
+        """
+        sql = self._sql
+        cursor = commit.cursor
+        async with _translated("the persist transaction"), self._pool.acquire() as conn:
+            async with conn.transaction():
+                if cursor.expected_version == 0:
+                    moved = await conn.fetchval(
+                        sql["insert_cursor"], cursor.session_id, cursor.user_id,
+                        cursor.last_hash, cursor.window_hash, cursor.position,
+                        cursor.processed, cursor.user_turns,
+                    )
+                else:
+                    moved = await conn.fetchval(
+                        sql["advance_cursor"], cursor.session_id, cursor.expected_version,
+                        cursor.last_hash, cursor.window_hash, cursor.position,
+                        cursor.processed, cursor.user_turns, cursor.user_id,
+                    )
+                if moved is None:
+                    raise CursorFenced(cursor.session_id)
+                if commit.user_version is not None:
+                    bumped = await conn.fetchval(
+                        sql["bump_user_version"], cursor.user_id, commit.user_version
+                    )
+                    if bumped is None:
+                        raise UserVersionConflict(cursor.user_id)
+                run_id: int = await conn.fetchval(sql["insert_run"], *_run_args(commit.run))
+                await self._apply_writes(conn, commit, run_id)
+        return run_id
+
+    async def _apply_writes(self, conn: Any, commit: RunCommit, run_id: int) -> None:
+        user_id = commit.cursor.user_id
+        new_ids: dict[int, int] = {}
+
+        def resolve(ref: FactRef) -> int:
+            return ref.id if isinstance(ref, ExistingRow) else new_ids[ref.ref]
+
+        for write in commit.writes:
+            new_id: int | None = None
+            if isinstance(write, InsertFact):
+                new_id = await conn.fetchval(
+                    self._sql["insert_fact"], user_id, write.text, write.category,
+                    write.importance, HalfVector(write.embedding), commit.embedding_model,
+                    commit.observed_at, commit.source_session_id, "extracted", run_id,
+                )
+                new_ids[write.ref] = new_id
+                target = write.supersedes
+            else:
+                target = write.target
+            if target is None:
+                continue
+            done = await conn.fetchval(
+                self._sql["supersede_fact"], user_id, resolve(target), commit.observed_at, new_id
+            )
+            if done is None:
+                # The user's version check makes this unreachable unless a
+                # writer skipped the version; refuse the whole batch.
+                raise UserVersionConflict(user_id)
+
+    async def record_run(self, run: RunRecord) -> int:
+        """An audit row on its own, for runs that write no fact and move no cursor."""
+        async with _translated("recording the run"):
+            run_id: int = await self._pool.fetchval(self._sql["insert_run"], *_run_args(run))
+        return run_id
+
+    async def save_summary(self, session_id: str, summary: str) -> None:
+        async with _translated("saving the summary"):
+            await self._pool.execute(self._sql["save_summary"], session_id, summary)
+
+    # -- reading ---------------------------------------------------------
+
+    async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:
+        name = "all_facts" if include_superseded else "active_facts"
+        async with _translated("reading facts"):
+            rows = await self._pool.fetch(self._facts_sql[name], user_id)
+        return [_fact(row) for row in rows]
+
+    async def runs(self, session_id: str) -> list[dict[str, Any]]:
+        async with _translated("reading runs"):
+            rows = await self._pool.fetch(self._facts_sql["runs_for_session"], session_id)
+        return [dict(row) for row in rows]

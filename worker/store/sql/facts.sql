@@ -1,0 +1,23 @@
+-- Read queries over a user's facts (CLI and read path). Scoped by user_id ($1).
+
+-- name: active_facts
+SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, created_at
+FROM memory_fact
+WHERE user_id = $1 AND superseded_at IS NULL
+ORDER BY observed_at, id;
+
+-- name: all_facts
+SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, created_at
+FROM memory_fact
+WHERE user_id = $1
+ORDER BY id;
+
+-- name: runs_for_session
+SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_first_hash,
+       slice_last_hash, slice_len, candidates, added, updated, deleted, unchanged, rejected,
+       consolidation_attempts, input_tokens, output_tokens, timings_ms, started_at, finished_at
+FROM memory_run
+WHERE session_id = $1
+ORDER BY id;

@@ -1,0 +1,25 @@
+-- Migration bookkeeping. The advisory lock key is a constant: every replica
+-- running `memfleet migrate` at once queues behind the first.
+
+-- name: lock
+SELECT pg_advisory_lock(724110455);
+
+-- name: unlock
+SELECT pg_advisory_unlock(724110455);
+
+-- name: ensure_table
+CREATE TABLE IF NOT EXISTS memfleet_migration (
+    version    integer PRIMARY KEY,
+    name       text        NOT NULL,
+    checksum   text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied
+SELECT version, name, checksum FROM memfleet_migration ORDER BY version;
+
+-- name: record
+INSERT INTO memfleet_migration (version, name, checksum) VALUES ($1, $2, $3);
+
+-- name: embed_dim
+SELECT value FROM memfleet_setting WHERE key = 'embed_dim';

@@ -1,0 +1,148 @@
+"""The store's vocabulary: what it reads and what one commit writes.
+
+The pipeline builds these; the store executes them. The store knows nothing
+of stages, prompts or providers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    session_id: str
+    user_id: str
+    version: int
+    last_hash: str
+    window_hash: str
+    position: int
+    processed_count: int
+    user_turns_since_summary: int
+    summary: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CursorAdvance:
+    """Move the cursor from ``expected_version`` (0: no cursor yet) to a new position."""
+
+    session_id: str
+    user_id: str
+    expected_version: int
+    last_hash: str
+    window_hash: str
+    position: int
+    processed: int
+    user_turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class NeighborRow:
+    id: int
+    text: str
+    observed_at: datetime
+    distance: float
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingRow:
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewRow:
+    """A row inserted earlier in the same commit, by its position in ``writes``."""
+
+    ref: int
+
+
+FactRef = ExistingRow | NewRow
+
+
+@dataclass(frozen=True, slots=True)
+class InsertFact:
+    ref: int
+    text: str
+    category: str
+    importance: int
+    embedding: list[float]
+    supersedes: FactRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SupersedeFact:
+    target: FactRef
+
+
+Write = InsertFact | SupersedeFact
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """The audit row of one run."""
+
+    job_id: str
+    job_try: int
+    session_id: str | None
+    user_id: str | None
+    outcome: str
+    started_at: datetime
+    error: str | None = None
+    slice_first_hash: str | None = None
+    slice_last_hash: str | None = None
+    slice_len: int = 0
+    candidates: int = 0
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    consolidation_attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCommit:
+    """Everything one run writes, in one transaction."""
+
+    cursor: CursorAdvance
+    user_version: int | None  # None: the run writes no fact, the user's version is not checked
+    writes: tuple[Write, ...]
+    observed_at: datetime
+    embedding_model: str
+    source_session_id: str
+    run: RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class FactRecord:
+    id: int
+    user_id: str
+    text: str
+    category: str
+    importance: int
+    observed_at: datetime
+    source_session_id: str | None
+    source_kind: str
+    superseded_at: datetime | None
+    superseded_by: int | None
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "user_id": self.user_id,
+            "text": self.text,
+            "category": self.category,
+            "importance": self.importance,
+            "observed_at": self.observed_at.isoformat(),
+            "source_session_id": self.source_session_id,
+            "source_kind": self.source_kind,
+            "superseded_at": self.superseded_at.isoformat() if self.superseded_at else None,
+            "superseded_by": self.superseded_by,
+            "created_at": self.created_at.isoformat(),
+        }

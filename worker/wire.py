@@ -1,0 +1,85 @@
+"""The LLM wire format of design.md: what both passes send and may answer.
+
+Every provider, the offline ``rules`` one included, speaks these models, so the
+pipeline validates one shape whoever answered.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Category = Literal["preference", "fact", "event", "relationship", "decision", "general"]
+CATEGORIES: tuple[Category, ...] = (
+    "preference", "fact", "event", "relationship", "decision", "general",
+)
+Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WireMessage(_Frozen):
+    role: str
+    content: str
+
+
+class ExtractionRequest(_Frozen):
+    task: Literal["fact_extraction"] = "fact_extraction"
+    observed_at: str  # "2026-11-22 (Sunday)"
+    summary: str | None
+    context: tuple[WireMessage, ...]
+    messages: tuple[WireMessage, ...]
+
+
+class ExtractedFact(_Frozen):
+    text: str = Field(min_length=1, max_length=1000)
+    category: Category
+    importance: int = Field(ge=1, le=10)
+
+
+class ExtractionAnswer(_Frozen):
+    facts: tuple[ExtractedFact, ...]
+
+
+class Neighbor(_Frozen):
+    id: int
+    text: str
+    observed_at: str
+
+
+class Candidate(_Frozen):
+    candidate: int
+    text: str
+    category: Category
+    neighbors: tuple[Neighbor, ...]
+
+
+class ConsolidationRequest(_Frozen):
+    task: Literal["memory_consolidation"] = "memory_consolidation"
+    observed_at: str
+    candidates: tuple[Candidate, ...]
+
+
+class Decision(_Frozen):
+    candidate: int
+    event: Event
+    target: int | None = None
+    text: str | None = None
+
+
+class ConsolidationAnswer(_Frozen):
+    decisions: tuple[Decision, ...]
+
+
+class SummaryRequest(_Frozen):
+    task: Literal["session_summary"] = "session_summary"
+    observed_at: str
+    previous_summary: str | None
+    messages: tuple[WireMessage, ...]
+
+
+class SummaryAnswer(_Frozen):
+    summary: str = Field(max_length=4000)
