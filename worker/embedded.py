@@ -72,6 +72,34 @@ def free_port() -> int:
         return port
 
 
+def _port_free(port: int) -> bool:
+    # SO_REUSEADDR as the servers use it: a port that only has connections in
+    # TIME_WAIT is free for them, a port with a listener is not.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _settle_port(port: int, port_file: Path, *, explicit: bool) -> int:
+    """The port a server that is not running yet should start on.
+
+    A port remembered from an earlier start is kept, so URLs handed out before
+    stay valid. A port picked by the constructor is only provisional: it was
+    released right after it was picked, and something (such as the other
+    embedded server) may have taken it since.
+    """
+    if explicit:
+        return port
+    remembered = _read_int(port_file)
+    if remembered:
+        return remembered
+    return port if _port_free(port) else free_port()
+
+
 def _read_int(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
@@ -356,9 +384,9 @@ class _Postmaster:
 class EmbeddedPostgres:
     """A PostgreSQL cluster with pgvector in ``data_dir``, on 127.0.0.1.
 
-    ``durable=False`` turns off fsync, synchronous commit and full-page writes:
-    much faster for tests, and still safe against a killed server (the kernel
-    keeps the written pages), though not against a crashed machine.
+    ``durable=False`` turns off fsync and full-page writes (and skips initdb's
+    sync): much faster for tests, and still safe against a killed server, since
+    every commit has reached the kernel, though not against a crashed machine.
     """
 
     def __init__(self, data_dir: Path, port: int | None = None, *, durable: bool = True) -> None:
@@ -413,8 +441,7 @@ class EmbeddedPostgres:
                 _write_text_atomic(self._port_file, f"{self.port}\n")
                 self._wait_ready()
                 return self.url
-            if not self._explicit_port:
-                self.port = _read_int(self._port_file) or self.port
+            self.port = _settle_port(self.port, self._port_file, explicit=self._explicit_port)
             _write_text_atomic(self._port_file, f"{self.port}\n")
             if not (self.pgdata / "PG_VERSION").is_file():
                 self._initdb(account, bin_dir)
@@ -541,7 +568,10 @@ class EmbeddedPostgres:
             "-c unix_socket_directories=''",
         ]
         if not self.durable:
-            opts += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+            # synchronous_commit stays on: with fsync off it costs one write() per
+            # commit, and turning it off would let kill() lose commits that were
+            # already acknowledged (they wait in shared memory for the WAL writer).
+            opts += ["-c fsync=off", "-c full_page_writes=off"]
         return " ".join(opts)
 
     def _pg_ctl_start(self, account: _Account | None, bin_dir: Path) -> None:
@@ -680,6 +710,7 @@ class EmbeddedRedis:
             if pid is not None:
                 self._wait_ready(pid)
                 return self.url
+            self.port = _settle_port(self.port, self._port_file, explicit=self._explicit_port)
             _write_text_atomic(self._port_file, f"{self.port}\n")
             binary = _redis_binary()
             log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0

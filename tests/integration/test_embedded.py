@@ -98,10 +98,13 @@ async def test_postgres_starts_with_pgvector(pg: EmbeddedPostgres) -> None:
         await conn.execute("CREATE EXTENSION vector")
         distance = await conn.fetchval("SELECT '[1,2,3]'::vector <-> '[1,2,4]'")
         fsync = await conn.fetchval("SHOW fsync")
+        synchronous_commit = await conn.fetchval("SHOW synchronous_commit")
     finally:
         await conn.close()
     assert distance == pytest.approx(1.0)
     assert fsync == "off"  # durable=False
+    # Acknowledged commits must survive kill(), so they are not left in shared memory.
+    assert synchronous_commit == "on"
 
 
 def test_postgres_data_dir_belongs_to_the_postgres_user(pg: EmbeddedPostgres) -> None:
@@ -226,16 +229,33 @@ def test_redis_stop_reuse_and_restart(rd: EmbeddedRedis) -> None:
     assert rd.is_running()
 
 
-def test_redis_start_failure_shows_the_log(rd: EmbeddedRedis) -> None:
+def test_redis_start_failure_shows_the_log(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        # An explicit port is used as given, taken or not.
+        rd = EmbeddedRedis(tmp_path / "redis", port=squatter.getsockname()[1])
+        try:
+            with pytest.raises(EmbeddedServerError) as caught:
+                rd.start()
+        finally:
+            _finish(rd)
+    message = str(caught.value)
+    assert str(rd.log_file) in message
+    assert "Address already in use" in message
+    assert not rd.is_running()
+
+
+def test_fresh_port_taken_meanwhile_is_replaced(rd: EmbeddedRedis) -> None:
+    # The constructor's port is provisional until the first start writes it down.
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", rd.port))
         squatter.listen()
-        with pytest.raises(EmbeddedServerError) as caught:
-            rd.start()
-    message = str(caught.value)
-    assert str(rd.log_file) in message
-    assert "exited while starting" in message
-    assert not rd.is_running()
+        taken = rd.port
+        url = rd.start()
+    assert rd.port != taken
+    assert url == rd.url
+    assert (rd.data_dir / "port").read_text().strip() == str(rd.port)
 
 
 def test_redis_outlives_the_process_that_started_it(rd: EmbeddedRedis) -> None:

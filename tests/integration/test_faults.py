@@ -1,0 +1,166 @@
+"""Faults a fleet meets: expired locks, concurrent sessions of one user, rerun jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+from opentelemetry import trace
+from redis.asyncio import Redis
+
+from tests.helpers import active_texts, runs, user_msg
+from worker import queue
+from worker.app import limits_from
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+from worker.job import Deps, persist_session_memory
+from worker.providers.base import Answer, Providers
+from worker.providers.factory import build_providers
+from worker.stages.lock import LOCK_PREFIX
+from worker.store.pool import create_pool
+from worker.store.postgres import PgMemoryStore
+from worker.wire import ConsolidationAnswer, ConsolidationRequest, ExtractionAnswer, ExtractionRequest
+
+
+class GatedExtractor:
+    """Extracts like the rules provider, but waits at a gate first (a stalled worker)."""
+
+    def __init__(self, inner: Any, gate: asyncio.Event, entered: asyncio.Event) -> None:
+        self.inner, self.gate, self.entered = inner, gate, entered
+
+    async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
+        self.entered.set()
+        await self.gate.wait()
+        result: Answer[ExtractionAnswer] = await self.inner.extract(request)
+        return result
+
+
+class BarrierConsolidator:
+    """Both jobs decide before either commits: the race the user version closes."""
+
+    def __init__(self, inner: Any, barrier: asyncio.Barrier) -> None:
+        self.inner, self.barrier, self.calls = inner, barrier, 0
+
+    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
+        self.calls += 1
+        answer: Answer[ConsolidationAnswer] = await self.inner.consolidate(request)
+        if self.calls == 1:
+            await self.barrier.wait()
+        return answer
+
+
+@asynccontextmanager
+async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> AsyncIterator[Deps]:
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=4)
+    try:
+        yield Deps(settings, redis, PgMemoryStore(pool), providers, limits_from(settings),
+                   trace.get_tracer("test"))
+    finally:
+        await pool.close()
+
+
+async def run_job(deps: Deps, session_id: str, job_id: str) -> dict[str, Any]:
+    return await persist_session_memory({"deps": deps, "job_id": job_id, "job_try": 1},
+                                        session_id=session_id)
+
+
+async def test_a_stalled_workers_commit_is_refused_after_its_lock_expired(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    messages = [user_msg("I live in Oslo."), user_msg("I use Rust.")]
+    await schedule_memory_persistence(redis, "s1", "u1", messages, queue_name=settings.queue_name)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    base = build_providers(settings)
+    stalled = replace(base, extractor=GatedExtractor(base.extractor, gate, entered))
+    async with job_deps(settings, redis, stalled) as slow, job_deps(settings, redis, base) as fast:
+        first = asyncio.create_task(run_job(slow, "s1", "job-stalled"))
+        await entered.wait()
+        # The stalled worker's lock expires (it could not extend it while frozen).
+        await redis.delete(LOCK_PREFIX + "s1")
+        second = await run_job(fast, "s1", "job-fresh")
+        assert second["outcome"] == "committed"
+        gate.set()
+        stale = await first
+    assert stale["outcome"] == "fenced"
+    assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Rust"]
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 2
+    outcomes = sorted(r["outcome"] for r in await runs(db, "s1"))
+    assert outcomes == ["committed", "fenced"]
+    fenced = [r for r in await runs(db, "s1") if r["outcome"] == "fenced"][0]
+    assert (fenced["added"], fenced["updated"]) == (0, 0)
+
+
+async def test_two_sessions_of_one_user_add_a_shared_fact_once(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    said = [user_msg("I live in Lisbon.")]
+    await schedule_memory_persistence(redis, "phone", "u1", said, queue_name=settings.queue_name)
+    await schedule_memory_persistence(redis, "laptop", "u1", said, queue_name=settings.queue_name)
+    barrier = asyncio.Barrier(2)
+    base = build_providers(settings)
+    one = replace(base, consolidator=BarrierConsolidator(base.consolidator, barrier))
+    two = replace(base, consolidator=BarrierConsolidator(base.consolidator, barrier))
+    async with job_deps(settings, redis, one) as a, job_deps(settings, redis, two) as b:
+        results = await asyncio.gather(run_job(a, "phone", "j1"), run_job(b, "laptop", "j2"))
+    assert {r["outcome"] for r in results} == {"committed"}
+    assert await active_texts(db, "u1") == ["Lives in Lisbon"]
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 1
+    attempts = sorted(
+        await db.fetchval("SELECT array_agg(consolidation_attempts) FROM memory_run")
+    )
+    assert attempts == [1, 2], "the loser re-ran consolidation against the winner's commit"
+
+
+async def test_a_busy_session_is_deferred_not_failed(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Go.")],
+                                      queue_name=settings.queue_name)
+    await redis.set(LOCK_PREFIX + "s1", "someone-else", px=60_000)
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        result = await run_job(deps, "s1", "j1")
+        assert result == {"outcome": "deferred"}
+        queued = await redis.zrange(settings.queue_name, 0, -1)
+        assert len(queued) == 1, "a follow-up job is queued for later"
+        await redis.delete(LOCK_PREFIX + "s1")
+        later = await run_job(deps, "s1", queued[0].decode())
+    assert later["outcome"] == "committed"
+    assert await active_texts(db, "u1") == ["Uses Go"]
+
+
+async def test_a_rerun_of_a_committed_job_writes_nothing(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # ARQ is at-least-once: the same job may run twice.
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name)
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
+        assert (await run_job(deps, "s1", "j1"))["outcome"] == "empty"
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 1
+
+
+async def test_handovers_while_a_job_runs_coalesce_and_lose_nothing(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    convo = [user_msg("I use Python.")]
+    first = await schedule_memory_persistence(redis, "s1", "u1", convo,
+                                              queue_name=settings.queue_name)
+    assert first.job_id is not None
+    again = await schedule_memory_persistence(redis, "s1", "u1", convo,
+                                              queue_name=settings.queue_name)
+    assert again.job_id is None, "a queued job already covers this hand-over"
+    # The job starts (claims), then the user says more before it commits.
+    await queue.claim(redis, "s1", first.job_id)
+    convo = [*convo, user_msg("I use Elixir.")]
+    after = await schedule_memory_persistence(redis, "s1", "u1", convo,
+                                              queue_name=settings.queue_name)
+    assert after.job_id is not None, "a hand-over after the claim gets a job of its own"
+    from tests.helpers import drain
+
+    await drain(settings)
+    assert sorted(await active_texts(db, "u1")) == ["Uses Elixir", "Uses Python"]

@@ -1,0 +1,154 @@
+"""Cursor cases and bad input, end to end through Redis, the worker and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+
+from tests.helpers import active_texts, bot_msg, drain, runs, user_msg
+from worker import queue
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+from worker.errors import HandoverUnavailable, InvalidHandover
+from worker.payload import Limits
+
+
+async def handover(redis: Redis, settings: Settings, session: str, user: str, msgs: list) -> None:  # type: ignore[type-arg]
+    await schedule_memory_persistence(redis, session, user, msgs, queue_name=settings.queue_name)
+
+
+async def test_the_same_list_twice_is_an_empty_slice(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    msgs = [user_msg("I live in Quito.")]
+    await handover(redis, settings, "s1", "u1", msgs)
+    await drain(settings)
+    await handover(redis, settings, "s1", "u1", msgs)
+    await drain(settings)
+    assert [r["outcome"] for r in await runs(db, "s1")] == ["committed", "empty"]
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 1
+
+
+async def test_a_summarised_history_that_kept_the_cursor_processes_only_the_new(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    msgs = [user_msg("I live in Lima."), bot_msg("Lovely."), user_msg("I use Vim."),
+            bot_msg("Classic."), user_msg("I like tea."), bot_msg("Noted.")]
+    await handover(redis, settings, "s1", "u1", msgs)
+    await drain(settings)
+    summarised = [{"role": "system", "content": "[Summary of the earlier conversation]"},
+                  *msgs[2:], user_msg("I use Emacs too.")]
+    await handover(redis, settings, "s1", "u1", summarised)
+    await drain(settings)
+    last = (await runs(db, "s1"))[-1]
+    assert last["slice_len"] == 1
+    assert sorted(await active_texts(db, "u1")) == [
+        "Likes tea", "Lives in Lima", "Uses Emacs", "Uses Vim",
+    ]
+
+
+async def test_a_summarised_history_without_the_cursor_is_processed_whole_without_duplicates(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    msgs = [user_msg("I live in Lima."), bot_msg("Lovely."), user_msg("I use Vim.")]
+    await handover(redis, settings, "s1", "u1", msgs)
+    await drain(settings)
+    summarised = [{"role": "system", "content": "The user lives in Lima and uses Vim."},
+                  user_msg("I use Vim."), user_msg("My name is Ana.")]
+    await handover(redis, settings, "s1", "u1", summarised)
+    await drain(settings)
+    last = (await runs(db, "s1"))[-1]
+    assert last["slice_len"] == 3, "the whole current list"
+    assert last["unchanged"] == 1, "the repeated fact is recognised, not added twice"
+    assert sorted(await active_texts(db, "u1")) == ["Lives in Lima", "Name is Ana", "Uses Vim"]
+    summary = await db.fetchval("SELECT summary FROM session_cursor WHERE session_id = 's1'")
+    assert summary, "a summarised history refreshes the rolling summary"
+
+
+async def test_a_session_of_ten_thousand_messages_is_processed_in_bounded_chunks(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    msgs = [user_msg(f"I use tool{i}.") if i % 100 == 0 else bot_msg(f"reply {i}")
+            for i in range(10_000)]
+    await handover(redis, settings, "s1", "u1", msgs)
+    await drain(settings.model_copy(update={"max_slice_messages": 500}))
+    committed = [r for r in await runs(db, "s1") if r["outcome"] == "committed"]
+    assert len(committed) == 20
+    assert sum(r["slice_len"] for r in committed) == 10_000
+    assert len(await active_texts(db, "u1")) == 100
+
+
+@pytest.mark.parametrize(
+    ("session", "user", "messages"),
+    [
+        ("", "u1", [user_msg("hi")]),
+        ("s1", None, [user_msg("hi")]),
+        ("s1", "u1", {"role": "user", "content": "not a list"}),
+        ("s1", "u1", [{"role": "robot", "content": "hi"}]),
+        ("s1", "u1", [{"role": "user", "content": ""}]),
+        ("s1", "u1", [{"role": "user", "content": "x" * 40_000}]),
+        ("s1", "u1", [{"role": "user", "content": "nul\x00byte"}]),
+        ("s1", "u1", [{"role": "user", "content": "\udcff"}]),
+        ("s1", "u1", [user_msg("hi")] * 20_001),
+    ],
+)
+async def test_bad_handovers_are_refused_and_leave_nothing_behind(
+    redis: Redis, session: str, user: str, messages: object
+) -> None:
+    with pytest.raises(InvalidHandover):
+        await schedule_memory_persistence(redis, session, user, messages)  # type: ignore[arg-type]
+    assert await redis.keys("*") == []
+
+
+async def test_a_redis_outage_is_reported_fast() -> None:
+    from worker.embedded import free_port
+
+    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2)
+    with pytest.raises(HandoverUnavailable):
+        await schedule_memory_persistence(down, "s1", "u1", [user_msg("hi")], timeout_s=0.5)
+    await down.aclose()
+
+
+async def test_malformed_jobs_and_payloads_are_recorded_not_retried(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # A payload that is not JSON, under a properly queued job.
+    await redis.set(queue.HANDOVER_PREFIX + "s1", b"\xff not json")
+    await queue.enqueue(redis, "s1", payload=None, queue_name=settings.queue_name)
+    now_ms = int(time.time() * 1000)  # ARQ skips a job whose score is 0
+    # A job whose arguments are wrong.
+    await redis.set("arq:job:bad-args",
+                    json.dumps({"t": None, "f": queue.JOB_FUNCTION, "a": [1], "k": {},
+                                "et": 0}))
+    await redis.zadd(settings.queue_name, {"bad-args": now_ms})
+    # A job that is not even JSON (or is a pickle someone slipped in).
+    await redis.set("arq:job:garbage", b"\x80\x04\x95 pickle-ish")
+    await redis.zadd(settings.queue_name, {"garbage": now_ms})
+    stats = await drain(settings)
+    assert stats["retried"] == 0
+    outcomes = sorted(r["outcome"] for r in await db.fetch("SELECT outcome FROM memory_run"))
+    assert outcomes == ["invalid", "invalid"]
+    errors = " ".join(r["error"] for r in await db.fetch("SELECT error FROM memory_run"))
+    assert "does not parse" in errors and "session_id" in errors
+    assert await redis.zcard(settings.queue_name) == 0, "nothing is left to retry forever"
+
+
+async def test_a_session_cannot_be_taken_over_by_another_user(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    await handover(redis, settings, "s1", "alice", [user_msg("I live in Nice.")])
+    await drain(settings)
+    await handover(redis, settings, "s1", "mallory",
+                   [user_msg("I live in Nice."), user_msg("I use Perl.")])
+    await drain(settings)
+    assert await active_texts(db, "mallory") == []
+    assert await active_texts(db, "alice") == ["Lives in Nice"]
+    assert (await runs(db, "s1"))[-1]["outcome"] == "invalid"
+
+
+def test_limits_are_settings() -> None:
+    assert Limits(max_messages=3).max_messages == 3
