@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -39,3 +44,49 @@ async def active_texts(db: asyncpg.Connection, user_id: str) -> list[str]:
 
 async def runs(db: asyncpg.Connection, session_id: str) -> list[asyncpg.Record]:
     return await db.fetch("SELECT * FROM memory_run WHERE session_id = $1 ORDER BY id", session_id)
+
+
+class WorkerProcesses:
+    """Real `memfleet worker` processes, for tests that kill them."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, count: int) -> None:
+        self.env, self.log_dir = env, log_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = 0
+        for _ in range(count):
+            self.procs.append(self._spawn())
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        self.started += 1
+        log = (self.log_dir / f"worker-{self.started}.log").open("wb")
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "worker", "--log-level", "WARNING"],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+
+    def kill_and_restart(self, index: int) -> None:
+        self.procs[index].send_signal(signal.SIGKILL)
+        self.procs[index].wait()
+        self.procs[index] = self._spawn()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
+    env.update({
+        "MEMFLEET_DATABASE_URL": settings.database_url or "",
+        "MEMFLEET_REDIS_URL": settings.redis_url or "",
+        "MEMFLEET_EMBED_DIM": str(settings.embed_dim),
+        "MEMFLEET_HOME_DIR": str(settings.home_dir),
+    })
+    env.update({f"MEMFLEET_{k.upper()}": v for k, v in extra.items()})
+    return env
