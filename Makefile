@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

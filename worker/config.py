@@ -59,6 +59,18 @@ class Settings(BaseSettings):
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=10, ge=1)
 
+    # The openai providers' calls (ignored by rules/hashing).
+    # json_object is the fallback for servers without json_schema support.
+    llm_structured_output: Literal["json_schema", "json_object"] = "json_schema"
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_attempts: int = Field(default=4, ge=1, le=20)  # HTTP tries per call
+    llm_answer_attempts: int = Field(default=2, ge=1, le=10)  # asks per schema-breaking answer
+    llm_retry_after_cap_s: float = Field(default=30.0, ge=0)
+    llm_temperature: float | None = Field(default=0.0, ge=0, le=2)  # None: not sent
+    embed_timeout_s: float = Field(default=30.0, gt=0)
+    # None: send `dimensions` only to models known to accept it (text-embedding-3*).
+    embed_send_dimensions: bool | None = None
+
     @model_validator(mode="after")
     def _check_providers(self) -> Settings:
         # Boot fails loudly; a missing endpoint never silently becomes the offline provider.

@@ -646,7 +646,7 @@ def _redis_binary() -> Path:
         path = Path(str(get_binary_path()))
         if os.access(path, os.X_OK):
             return path
-    except Exception:  # noqa: S110 - any failure here just means: use the fallback
+    except Exception:  # noqa: BLE001, S110 - any failure here just means: use the fallback
         pass
     found = shutil.which("redis-server")
     if found is None:

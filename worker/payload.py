@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from worker.errors import InvalidHandover, InvalidJob
 
 Role = Literal["user", "assistant", "system", "tool"]
-PAYLOAD_VERSION = 1
 
 # C0 and C1 control characters other than tab, newline and carriage return.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -44,7 +43,7 @@ class Handover(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    v: Literal[1] = PAYLOAD_VERSION
+    v: Literal[1] = 1
     session_id: str
     user_id: str
     messages: tuple[Message, ...]

@@ -55,7 +55,7 @@ return redis.call('GET', KEYS[2])
 
 def job_bytes(session_id: str, enqueue_ms: int) -> bytes:
     """An ARQ job as ARQ's deserializer expects it, in memfleet's JSON serializer."""
-    job = {"t": None, "f": JOB_FUNCTION, "a": [], "k": {"session_id": session_id},
+    job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [], "k": {"session_id": session_id},
            "et": enqueue_ms}
     return json.dumps(job, separators=(",", ":")).encode()
 

@@ -24,7 +24,12 @@ from worker.providers.factory import build_providers
 from worker.stages.lock import LOCK_PREFIX
 from worker.store.pool import create_pool
 from worker.store.postgres import PgMemoryStore
-from worker.wire import ConsolidationAnswer, ConsolidationRequest, ExtractionAnswer, ExtractionRequest
+from worker.wire import (
+    ConsolidationAnswer,
+    ConsolidationRequest,
+    ExtractionAnswer,
+    ExtractionRequest,
+)
 
 
 class GatedExtractor:
@@ -99,7 +104,7 @@ async def test_a_stalled_workers_commit_is_refused_after_its_lock_expired(
     assert await db.fetchval("SELECT count(*) FROM memory_fact") == 2 + earlier_turns
     outcomes = sorted(r["outcome"] for r in await runs(db, "s1"))
     assert outcomes == sorted(["committed"] * (1 + earlier_turns) + ["fenced"])
-    fenced = [r for r in await runs(db, "s1") if r["outcome"] == "fenced"][0]
+    fenced = next(r for r in await runs(db, "s1") if r["outcome"] == "fenced")
     assert (fenced["added"], fenced["updated"]) == (0, 0)
 
 

@@ -132,7 +132,8 @@ def test_no_answer_can_reach_a_row_it_was_not_shown(raw: list[tuple[int, str, in
     neighbors = [[row(100 + i, f"old {i}")] for i in range(4)]
     emb, prepared = prepare(cands, neighbors)
     decisions = tuple(Decision(candidate=c, event=e, target=t) for c, e, t in raw)  # type: ignore[arg-type]
-    plan = plan_writes(cands, emb, prepared, validate(prepared, ConsolidationAnswer(decisions=decisions)))
+    validated = validate(prepared, ConsolidationAnswer(decisions=decisions))
+    plan = plan_writes(cands, emb, prepared, validated)
     shown_rows = {100 + i for i in range(4)}
     for write in plan.writes:
         target = write.supersedes if isinstance(write, InsertFact) else write.target

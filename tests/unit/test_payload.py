@@ -35,7 +35,7 @@ def test_bad_messages_are_refused_with_a_clear_error(raw: object, fragment: str)
 
 
 def test_errors_never_echo_the_content() -> None:
-    secret = "my password is hunter2"
+    secret = "my password is hunter2"  # noqa: S105 - the point: content must not leak
     with pytest.raises(InvalidHandover) as caught:
         parse_messages([{"role": "user", "content": secret + "\x00"}], LIMITS)
     assert "hunter2" not in str(caught.value)
@@ -51,7 +51,9 @@ def test_bad_ids(value: object) -> None:
         check_id(value, "session_id", LIMITS)
 
 
-@pytest.mark.parametrize("raw", [None, b"not json", b"{}", b'{"v": 1, "session_id": "s"}', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "raw", [None, b"not json", b"{}", b'{"v": 1, "session_id": "s"}', b"\xff\xfe"]
+)
 def test_unreadable_payloads_are_invalid_jobs(raw: bytes | None) -> None:
     with pytest.raises(InvalidJob):
         decode_handover(raw, LIMITS)

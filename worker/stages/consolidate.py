@@ -14,10 +14,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from worker.store.types import ExistingRow, FactRef, InsertFact, NeighborRow, NewRow, SupersedeFact, Write
-from worker.wire import Candidate, ConsolidationAnswer, ConsolidationRequest, Decision, Neighbor
-
 from worker.stages.extract import CandidateFact
+from worker.store.types import (
+    ExistingRow,
+    FactRef,
+    InsertFact,
+    NeighborRow,
+    NewRow,
+    SupersedeFact,
+    Write,
+)
+from worker.wire import Candidate, ConsolidationAnswer, ConsolidationRequest, Decision, Neighbor
 
 
 @dataclass(frozen=True, slots=True)

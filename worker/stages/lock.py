@@ -14,6 +14,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
+log = structlog.get_logger("memfleet.lock")
+
 LOCK_PREFIX = "memory-task-lock:"
 
 _RELEASE = """
@@ -51,7 +55,8 @@ class SessionLock:
             await asyncio.sleep(interval)
             try:
                 extended = await self.redis.eval(_EXTEND, 1, self.key, self.token, self.ttl_ms)
-            except Exception:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
+            except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
+                log.warning("lock extension failed", error=type(exc).__name__)
                 continue
             if not extended:
                 self.lost = True
@@ -62,5 +67,6 @@ class SessionLock:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeper
+        # A failed release is harmless: the lock expires by its TTL.
         with contextlib.suppress(Exception):
             await self.redis.eval(_RELEASE, 1, self.key, self.token)

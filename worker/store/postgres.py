@@ -91,30 +91,33 @@ class PgMemoryStore:
         """
         sql = self._sql
         cursor = commit.cursor
-        async with _translated("the persist transaction"), self._pool.acquire() as conn:
-            async with conn.transaction():
-                if cursor.expected_version == 0:
-                    moved = await conn.fetchval(
-                        sql["insert_cursor"], cursor.session_id, cursor.user_id,
-                        cursor.last_hash, cursor.window_hash, cursor.position,
-                        cursor.processed, cursor.user_turns,
-                    )
-                else:
-                    moved = await conn.fetchval(
-                        sql["advance_cursor"], cursor.session_id, cursor.expected_version,
-                        cursor.last_hash, cursor.window_hash, cursor.position,
-                        cursor.processed, cursor.user_turns, cursor.user_id,
-                    )
-                if moved is None:
-                    raise CursorFenced(cursor.session_id)
-                if commit.user_version is not None:
-                    bumped = await conn.fetchval(
-                        sql["bump_user_version"], cursor.user_id, commit.user_version
-                    )
-                    if bumped is None:
-                        raise UserVersionConflict(cursor.user_id)
-                run_id: int = await conn.fetchval(sql["insert_run"], *_run_args(commit.run))
-                await self._apply_writes(conn, commit, run_id)
+        async with (
+            _translated("the persist transaction"),
+            self._pool.acquire() as conn,
+            conn.transaction(),
+        ):
+            if cursor.expected_version == 0:
+                moved = await conn.fetchval(
+                    sql["insert_cursor"], cursor.session_id, cursor.user_id,
+                    cursor.last_hash, cursor.window_hash, cursor.position,
+                    cursor.processed, cursor.user_turns,
+                )
+            else:
+                moved = await conn.fetchval(
+                    sql["advance_cursor"], cursor.session_id, cursor.expected_version,
+                    cursor.last_hash, cursor.window_hash, cursor.position,
+                    cursor.processed, cursor.user_turns, cursor.user_id,
+                )
+            if moved is None:
+                raise CursorFenced(cursor.session_id)
+            if commit.user_version is not None:
+                bumped = await conn.fetchval(
+                    sql["bump_user_version"], cursor.user_id, commit.user_version
+                )
+                if bumped is None:
+                    raise UserVersionConflict(cursor.user_id)
+            run_id: int = await conn.fetchval(sql["insert_run"], *_run_args(commit.run))
+            await self._apply_writes(conn, commit, run_id)
         return run_id
 
     async def _apply_writes(self, conn: Any, commit: RunCommit, run_id: int) -> None:
@@ -164,7 +167,11 @@ class PgMemoryStore:
             rows = await self._pool.fetch(self._facts_sql[name], user_id)
         return [_fact(row) for row in rows]
 
-    async def runs(self, session_id: str) -> list[dict[str, Any]]:
+    async def runs(
+        self, *, session_id: str | None = None, user_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Audit rows of one session or of one user, oldest first."""
+        name, key = ("runs_for_session", session_id) if session_id else ("runs_for_user", user_id)
         async with _translated("reading runs"):
-            rows = await self._pool.fetch(self._facts_sql["runs_for_session"], session_id)
+            rows = await self._pool.fetch(self._facts_sql[name], key)
         return [dict(row) for row in rows]

@@ -21,3 +21,10 @@ SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_first_has
 FROM memory_run
 WHERE session_id = $1
 ORDER BY id;
+
+-- name: runs_for_user
+SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_len, candidates,
+       added, updated, deleted, unchanged, rejected, started_at, finished_at
+FROM memory_run
+WHERE user_id = $1
+ORDER BY id;

@@ -1,0 +1,111 @@
+"""The CLI as an operator or a chat server's script runs it: subprocesses, real servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import asyncpg
+
+from tests.helpers import worker_env
+from worker.config import Settings
+
+
+def memfleet(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args], env=env, cwd=cwd,
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def write_messages(path: Path, messages: object) -> str:
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    return str(path)
+
+
+async def test_enqueue_worker_facts_round_trip(settings: Settings, tmp_path: Path) -> None:
+    env = worker_env(settings)
+    first = [{"role": "user", "content": "I live in Porto and I use Neovim."}]
+    done = memfleet(env, "enqueue", "--session", "s1", "--user", "u1",
+                    "--messages", write_messages(tmp_path / "a.json", first))
+    assert done.returncode == 0, done.stderr
+    assert memfleet(env, "worker", "--burst").returncode == 0
+    second = [*first, {"role": "assistant", "content": "ok"},
+              {"role": "user", "content": "I moved to Braga."}]
+    memfleet(env, "enqueue", "--session", "s1", "--user", "u1",
+             "--messages", write_messages(tmp_path / "b.json", second))
+    assert memfleet(env, "worker", "--burst").returncode == 0
+
+    active = json.loads(memfleet(env, "facts", "--user", "u1", "--json").stdout)
+    assert sorted(f["text"] for f in active) == ["Lives in Braga", "Uses Neovim"]
+    every = json.loads(memfleet(env, "facts", "--user", "u1", "--json", "--all").stdout)
+    assert len(every) == 3
+    required = {"id", "text", "category", "importance", "observed_at", "source_session_id",
+                "superseded_at", "superseded_by"}
+    assert all(required <= set(f) for f in every)
+    porto = next(f for f in every if f["text"] == "Lives in Porto")
+    braga = next(f for f in every if f["text"] == "Lives in Braga")
+    assert porto["superseded_by"] == braga["id"] and porto["superseded_at"]
+    assert json.loads(memfleet(env, "facts", "--user", "nobody", "--json").stdout) == []
+
+
+async def test_bad_input_is_a_clear_error_and_a_nonzero_exit(
+    settings: Settings, tmp_path: Path
+) -> None:
+    env = worker_env(settings)
+    cases = {
+        "role.json": json.dumps([{"role": "wizard", "content": "x"}]).encode(),
+        "utf8.json": b'[{"role": "user", "content": "\xff\xfe"}]',
+        "notjson.json": b"[{oops",
+        "ctrl.json": json.dumps([{"role": "user", "content": "a\u0000b"}]).encode(),
+    }
+    for name, raw in cases.items():
+        path = tmp_path / name
+        path.write_bytes(raw)
+        result = memfleet(env, "enqueue", "--session", "s", "--user", "u", "--messages", str(path))
+        assert result.returncode == 2, name
+        assert result.stderr.startswith("memfleet: "), name
+        assert "Traceback" not in result.stderr, name
+    missing = memfleet(env, "enqueue", "--session", "s", "--user", "u",
+                       "--messages", str(tmp_path / "absent.json"))
+    assert missing.returncode == 2
+
+
+async def test_ten_replicas_migrating_at_once(settings: Settings, pg_server: object) -> None:
+    admin = await asyncpg.connect(settings.database_url)
+    await admin.execute("CREATE DATABASE fresh_migrate")
+    await admin.close()
+    url = (settings.database_url or "").rsplit("/", 1)[0] + "/fresh_migrate"
+    env = {**worker_env(settings), "MEMFLEET_DATABASE_URL": url}
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        results = list(pool.map(lambda _: memfleet(env, "migrate"), range(10)))
+    assert [r.returncode for r in results] == [0] * 10, [r.stderr for r in results]
+    outputs = sorted(r.stdout.strip() for r in results)
+    assert outputs.count("applied: 0001_init") == 1
+    assert outputs.count("schema is up to date") == 9
+    conn = await asyncpg.connect(url)
+    assert await conn.fetchval("SELECT count(*) FROM memfleet_migration") == 1
+    await conn.close()
+
+
+async def test_a_worker_with_another_embedding_dimension_refuses_to_boot(
+    settings: Settings,
+) -> None:
+    env = worker_env(settings)
+    env["MEMFLEET_EMBED_DIM"] = str(settings.embed_dim + 1)
+    result = memfleet(env, "worker", "--burst")
+    assert result.returncode == 2
+    assert "MEMFLEET_EMBED_DIM" in result.stderr
+
+
+def test_settings_errors_are_reported_plainly(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "MEMFLEET_LLM_PROVIDER": "openai",
+           "MEMFLEET_DATABASE_URL": "postgresql://x/y", "MEMFLEET_REDIS_URL": "redis://x"}
+    result = memfleet(env, "migrate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "MEMFLEET_LLM_BASE_URL" in result.stderr

@@ -1,0 +1,169 @@
+"""The LLM passes over an OpenAI-compatible chat completions endpoint.
+
+Every call sends the pass's system prompt and ONE user message whose content is
+the request serialised as JSON (design.md, "The LLM wire format"), and asks for
+a strict json_schema answer, or json_object where the server lacks schemas.
+HTTP failures are retried in ``retry``; an answer that breaks the schema is
+asked for again a bounded number of times, then ProviderAnswerInvalid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, cast
+
+import openai
+from openai.types.chat import ChatCompletion
+from pydantic import BaseModel
+
+from worker.errors import ProviderAnswerInvalid
+from worker.providers.base import Answer, Usage
+from worker.providers.llm_json import json_schema_format, parse_answer
+from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
+from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
+from worker.wire import (
+    ConsolidationAnswer,
+    ConsolidationRequest,
+    ExtractionAnswer,
+    ExtractionRequest,
+    SummaryAnswer,
+    SummaryRequest,
+)
+
+A = TypeVar("A", bound=BaseModel)
+StructuredOutput = Literal["json_schema", "json_object"]
+
+_WHAT = "the LLM endpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """What one chat provider needs; built from Settings by the factory."""
+
+    base_url: str
+    api_key: str
+    model: str
+    structured_output: StructuredOutput = "json_schema"
+    timeout_s: float = 60.0
+    answer_attempts: int = 2
+    temperature: float | None = 0.0
+    retry: RetryPolicy = RetryPolicy()
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass(Generic[A]):
+    name: str  # the json_schema name of design.md
+    prompt: str
+    answer: type[A]
+
+
+_EXTRACTION = _Pass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer)
+_CONSOLIDATION = _Pass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer)
+_SUMMARY = _Pass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
+
+
+def response_format(name: str, answer: type[BaseModel], mode: StructuredOutput) -> dict[str, Any]:
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return json_schema_format(name, answer)
+
+
+def build_messages(prompt: str, request: BaseModel) -> list[dict[str, str]]:
+    """System prompt plus one user message: the request as a JSON document."""
+    return [
+        {"role": "system", "content": prompt},
+        {"role": "user", "content": request.model_dump_json()},
+    ]
+
+
+def usage_of(response: ChatCompletion) -> Usage:
+    if response.usage is None:  # some local servers omit it
+        return Usage()
+    return Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
+
+
+def content_of(response: ChatCompletion) -> str | None:
+    """The answer's text; a refusal, a cut-off or no choice at all counts as invalid."""
+    if not response.choices:
+        raise ProviderAnswerInvalid("the answer had no choices")
+    choice = response.choices[0]
+    if choice.message.refusal:
+        raise ProviderAnswerInvalid("the model refused to answer")
+    if choice.finish_reason == "length":
+        raise ProviderAnswerInvalid("the answer was cut off at the token limit")
+    return choice.message.content
+
+
+class _OpenAIChat:
+    """One client per provider instance, closed by ``aclose``."""
+
+    def __init__(self, options: ChatOptions, *, sleep: Sleep = asyncio.sleep) -> None:
+        self._options = options
+        self._sleep = sleep
+        # The library's own retries are off: ``retry`` does them, bounded and logged.
+        self._client = openai.AsyncOpenAI(
+            base_url=options.base_url,
+            api_key=options.api_key,
+            max_retries=0,
+            timeout=options.timeout_s,
+        )
+
+    @property
+    def model(self) -> str:
+        return self._options.model
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _create(self, messages: list[dict[str, str]], fmt: dict[str, Any]) -> ChatCompletion:
+        extra: dict[str, Any] = {}
+        if self._options.temperature is not None:
+            extra["temperature"] = self._options.temperature
+        # The messages and format are plain dicts of the documented shapes; the
+        # casts spare rebuilding them as the library's TypedDicts.
+        return await self._client.chat.completions.create(
+            model=self._options.model,
+            messages=cast(Any, messages),
+            response_format=cast(Any, fmt),
+            **extra,
+        )
+
+    async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:
+        messages = build_messages(spec.prompt, request)
+        fmt = response_format(spec.name, spec.answer, self._options.structured_output)
+        usage = Usage()
+        problem = "no attempt"
+        for _ in range(self._options.answer_attempts):
+            response = await call_with_retry(
+                lambda: self._create(messages, fmt),
+                self._options.retry,
+                what=_WHAT,
+                sleep=self._sleep,
+            )
+            usage += usage_of(response)
+            try:
+                value = parse_answer(content_of(response), spec.answer)
+            except ProviderAnswerInvalid as exc:
+                # Asked again unchanged: breaks are mostly sampling or truncation.
+                problem = str(exc)
+                continue
+            return Answer(value, usage, response.model or self._options.model)
+        raise ProviderAnswerInvalid(
+            f"{spec.name}: {self._options.answer_attempts} answer(s) unusable; last: {problem}"
+        )
+
+
+class OpenAIExtractor(_OpenAIChat):
+    async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
+        return await self._ask(_EXTRACTION, request)
+
+
+class OpenAIConsolidator(_OpenAIChat):
+    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
+        return await self._ask(_CONSOLIDATION, request)
+
+
+class OpenAISummarizer(_OpenAIChat):
+    async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
+        return await self._ask(_SUMMARY, request)
