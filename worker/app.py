@@ -2,31 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
+import structlog
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
-from opentelemetry import trace
 
 from worker import queue, serialization
 from worker.config import Settings
 from worker.job import Deps, persist_session_memory
+from worker.metrics import MetricsServer, keep_probing
 from worker.payload import Limits
 from worker.providers.factory import build_providers
 from worker.store.migrate import check_embed_dim
 from worker.store.pool import create_pool
 from worker.store.postgres import PgMemoryStore
-from worker.telemetry import TRACER_NAME
+from worker.telemetry import Telemetry, setup_telemetry
+
+log = structlog.get_logger("memfleet.app")
 
 
 def limits_from(settings: Settings) -> Limits:
     return Limits(settings.max_message_chars, settings.max_messages, settings.max_id_chars)
 
 
-def worker_options(settings: Settings, *, burst: bool = False) -> dict[str, Any]:
+def worker_options(
+    settings: Settings, *, burst: bool = False, telemetry: Telemetry | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``arq.worker.Worker``, from settings read by the caller."""
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError("worker_options needs resolved database and Redis URLs")
+    telemetry = telemetry or setup_telemetry(settings)
 
     async def on_startup(ctx: dict[str, Any]) -> None:
         pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
@@ -40,10 +48,31 @@ def worker_options(settings: Settings, *, burst: bool = False) -> dict[str, Any]
             store=PgMemoryStore(pool),
             providers=build_providers(settings),
             limits=limits_from(settings),
-            tracer=trace.get_tracer(TRACER_NAME),
+            telemetry=telemetry,
         )
+        redis = ctx["redis"]
+        ctx["probe"] = asyncio.create_task(keep_probing(
+            telemetry.metrics, redis, settings.queue_name, settings.queue_probe_interval_s))
+        if settings.metrics_port is not None:
+
+            async def healthy() -> None:
+                await redis.ping()
+                await pool.fetchval("SELECT 1")
+
+            server = MetricsServer(telemetry.render_metrics, healthy)
+            port = await server.start(settings.metrics_host, settings.metrics_port)
+            ctx["metrics_server"] = server
+            log.info("serving /metrics and /healthz", port=port)
 
     async def on_shutdown(ctx: dict[str, Any]) -> None:
+        probe = ctx.get("probe")
+        if probe is not None:
+            probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probe
+        server = ctx.get("metrics_server")
+        if server is not None:
+            await server.stop()
         deps: Deps | None = ctx.get("deps")
         if deps is not None:
             await deps.providers.aclose()
@@ -75,5 +104,12 @@ def worker_options(settings: Settings, *, burst: bool = False) -> dict[str, Any]
     }
 
 
-def build_worker(settings: Settings, *, burst: bool = False, **overrides: Any) -> Worker:
-    return Worker(**{**worker_options(settings, burst=burst), **overrides})
+def build_worker(
+    settings: Settings,
+    *,
+    burst: bool = False,
+    telemetry: Telemetry | None = None,
+    **overrides: Any,
+) -> Worker:
+    options = worker_options(settings, burst=burst, telemetry=telemetry)
+    return Worker(**{**options, **overrides})

@@ -61,12 +61,15 @@ def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from worker.app import build_worker
-    from worker.telemetry import configure_logging
+    from worker.telemetry import configure_logging, setup_telemetry
 
     configure_logging(args.log_level)
     settings = resolve(settings)
-    worker = build_worker(settings, burst=args.burst)
-    worker.run()
+    telemetry = setup_telemetry(settings)
+    try:
+        build_worker(settings, burst=args.burst, telemetry=telemetry).run()
+    finally:
+        telemetry.shutdown()
     return 0
 
 

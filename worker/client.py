@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import propagate, trace
 from redis.exceptions import RedisError
 
 from worker import queue
 from worker.errors import HandoverUnavailable
 from worker.payload import Handover, Limits, check_id, encode_handover, parse_messages
+from worker.telemetry_ids import hashed_id
 
 
 async def schedule_memory_persistence(
@@ -33,7 +35,7 @@ async def schedule_memory_persistence(
     limits: Limits | None = None,
     queue_name: str = queue.DEFAULT_QUEUE,
     timeout_s: float = 1.0,
-    trace: dict[str, str] | None = None,
+    tracer: trace.Tracer | None = None,
 ) -> queue.Enqueued:
     limits = limits or Limits()
     handover = Handover(
@@ -41,15 +43,30 @@ async def schedule_memory_persistence(
         user_id=check_id(user_id, "user_id", limits),
         messages=parse_messages(messages, limits),
         handed_over_at=datetime.now(UTC),
-        trace=trace or {},
     )
-    try:
-        return await asyncio.wait_for(
-            queue.enqueue(redis, session_id, payload=encode_handover(handover),
-                          queue_name=queue_name),
-            timeout_s,
-        )
-    except (RedisError, OSError, TimeoutError) as exc:
-        raise HandoverUnavailable(
-            f"Redis did not take the hand-over: {type(exc).__name__}"
-        ) from exc
+    tracer = tracer or trace.get_tracer("memfleet.client")
+    with tracer.start_as_current_span(
+        f"send {queue_name}", kind=trace.SpanKind.PRODUCER,
+        attributes={"messaging.system": "arq", "messaging.operation.name": "send",
+                    "messaging.operation.type": "send",
+                    "messaging.destination.name": queue_name,
+                    "memfleet.session": hashed_id(session_id),
+                    "memfleet.messages": len(handover.messages)},
+    ) as span:
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)  # the job links its CONSUMER span to this one
+        handover = handover.model_copy(update={"trace": carrier})
+        try:
+            enqueued = await asyncio.wait_for(
+                queue.enqueue(redis, session_id, payload=encode_handover(handover),
+                              queue_name=queue_name),
+                timeout_s,
+            )
+        except (RedisError, OSError, TimeoutError) as exc:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
+            raise HandoverUnavailable(
+                f"Redis did not take the hand-over: {type(exc).__name__}"
+            ) from exc
+        span.set_attribute("messaging.message.id", enqueued.job_id or "")
+        span.set_attribute("memfleet.coalesced", enqueued.job_id is None)
+        return enqueued

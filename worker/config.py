@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     max_messages: int = Field(default=20_000, ge=1)
     max_id_chars: int = Field(default=256, ge=1)
 
+    # Telemetry. Nothing is exported unless asked; /metrics only with a port.
+    otel_exporter: Literal["none", "console", "otlp"] = "none"
+    otel_endpoint: str | None = None
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"  # noqa: S104 - a scrape target must listen beyond loopback
+    capture_content: bool = False  # message and fact text in spans: off unless explicitly on
+    queue_probe_interval_s: float = Field(default=5.0, gt=0)
+
     # Database pool.
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=10, ge=1)
@@ -70,6 +78,12 @@ class Settings(BaseSettings):
     embed_timeout_s: float = Field(default=30.0, gt=0)
     # None: send `dimensions` only to models known to accept it (text-embedding-3*).
     embed_send_dimensions: bool | None = None
+
+    # The memory API (api_stub) and the read path.
+    # HS256 key the chat server signs users' tokens with; the API refuses to start without it.
+    jwt_secret: str | None = None
+    jwt_audience: str | None = None  # set: tokens must carry this `aud`
+    read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
 
     @model_validator(mode="after")
     def _check_providers(self) -> Settings:

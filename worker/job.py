@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 from arq import Retry
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 
 from worker import queue
 from worker.config import Settings
@@ -29,7 +29,7 @@ from worker.providers.base import Providers
 from worker.stages.lock import SessionLock
 from worker.store.postgres import PgMemoryStore
 from worker.store.types import RunRecord
-from worker.telemetry import StageClock, hashed_id
+from worker.telemetry import StageClock, Telemetry, hashed_id
 
 log = structlog.get_logger("memfleet.job")
 
@@ -45,7 +45,7 @@ class Deps:
     store: PgMemoryStore
     providers: Providers
     limits: Limits
-    tracer: trace.Tracer
+    telemetry: Telemetry
 
 
 def backoff_s(job_try: int) -> float:
@@ -54,16 +54,37 @@ def backoff_s(job_try: int) -> float:
 
 async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     deps: Deps = ctx["deps"]
+    metrics = deps.telemetry.metrics
+    metrics.running_jobs += 1
+    try:
+        result = await _run(deps, ctx, args, kwargs)
+    except Retry:
+        metrics.jobs.add(1, {"outcome": "retry"})
+        raise
+    finally:
+        metrics.running_jobs -= 1
+    metrics.jobs.add(1, {"outcome": str(result.get("outcome"))})
+    return result
+
+
+async def _run(
+    deps: Deps, ctx: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
     started_at = datetime.now(UTC)
-    clock = StageClock(deps.tracer)
+    tracer = deps.telemetry.tracer
+    clock = StageClock(tracer, deps.telemetry.metrics)
     session_id = kwargs.get("session_id")
 
-    with deps.tracer.start_as_current_span(
-        "memfleet.job", kind=trace.SpanKind.CONSUMER,
-        attributes={"messaging.system": "redis", "messaging.message.id": job_id,
-                    "memfleet.job.try": job_try},
+    with tracer.start_as_current_span(
+        f"process {deps.settings.queue_name}", kind=trace.SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "arq", "messaging.operation.name": "process",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": deps.settings.queue_name,
+            "messaging.message.id": job_id, "memfleet.job.try": job_try,
+        },
     ) as span:
         if args or set(kwargs) != {"session_id"} or not isinstance(session_id, str):
             return await _record(deps, RunRecord(
@@ -79,12 +100,15 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
             handover = decode_handover(raw, deps.limits)
         except InvalidJob as exc:
             return await _record(deps, _ended(base, "invalid", str(exc)))
+        _link_to_handover(span, handover.trace)
+        span.set_attribute("memfleet.user", hashed_id(handover.user_id))
 
         lock = SessionLock(deps.redis, session_id, int(deps.settings.lock_ttl_s * 1000))
         with clock.stage("lock") as lock_span:
             acquired = await lock.acquire()
             lock_span.set_attribute("memfleet.lock.acquired", acquired)
         if not acquired:
+            deps.telemetry.metrics.lock_contention.add(1)
             # Busy is not a failure: hand the session to a job that runs later.
             await queue.enqueue(deps.redis, session_id, payload=None,
                                 queue_name=deps.settings.queue_name,
@@ -99,6 +123,8 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         except InvalidJob as exc:
             return await _record(deps, _ended(base, "invalid", str(exc), handover.user_id))
         except _TRANSIENT as exc:
+            if isinstance(exc, ProviderError):
+                deps.telemetry.metrics.llm_errors.add(1, {"kind": type(exc).__name__})
             final = job_try >= deps.settings.max_tries
             outcome = "failed" if final else "retry"
             span.set_attribute("memfleet.outcome", outcome)
@@ -116,6 +142,13 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
                                 queue_name=deps.settings.queue_name)
         span.set_attribute("memfleet.outcome", result.outcome)
         return result.as_dict()
+
+
+def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
+    """Link the job to the hand-over's PRODUCER span, carried in the payload."""
+    producer = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+    if producer.is_valid:
+        span.add_link(producer, {"messaging.operation.type": "send"})
 
 
 def _ended(base: RunRecord, outcome: str, error: str, user_id: str | None = None) -> RunRecord:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
 from worker.config import Settings
 from worker.errors import CursorFenced, InvalidJob, ProviderAnswerInvalid, UserVersionConflict
@@ -63,6 +64,13 @@ class RunContext:
     started_at: datetime
 
 
+def _chat_model(settings: Settings, pass_model: str) -> tuple[str, str]:
+    """(gen_ai.provider.name, gen_ai.request.model) of a chat pass."""
+    if settings.llm_provider == "openai":
+        return "openai", pass_model
+    return "memfleet.rules", "rules-v1"
+
+
 def _summary_due(
     settings: Settings, cursor: CursorState | None, case: CursorCase, user_turns: int
 ) -> bool:
@@ -104,15 +112,24 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             messages, piece.start, piece.end, settings.context_messages,
             cursor.summary if cursor else None, handover.handed_over_at,
         )
-        extracted = await providers.extractor.extract(request)
+        with clock.provider_call("chat", *_chat_model(settings, settings.extract_model)) as done:
+            extracted = await providers.extractor.extract(request)
+            done(extracted.model, extracted.usage.input_tokens, extracted.usage.output_tokens)
         usage += extracted.usage
         candidates = extract.candidates_from(extracted.value)
         span.set_attribute("memfleet.candidates", len(candidates))
+        if settings.capture_content:
+            for candidate in candidates:
+                span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
 
     embeddings: list[list[float]] = []
     if candidates:
-        with clock.stage("embed"):
+        embed_provider = "openai" if settings.embed_provider == "openai" else "memfleet.hashing"
+        with clock.stage("embed"), clock.provider_call(
+            "embeddings", embed_provider, providers.embedder.model
+        ) as done:
             embedded = await providers.embedder.embed([c.text for c in candidates])
+            done(embedded.model, embedded.usage.input_tokens, embedded.usage.output_tokens)
             usage += embedded.usage
             embeddings = embedded.value
             if len(embeddings) != len(candidates) or any(
@@ -144,7 +161,8 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             output_tokens=(usage + usage_c).output_tokens,
             timings_ms=dict(clock.timings_ms),
         )
-        with clock.stage("persist", **{"db.system.name": "postgresql"}) as span:
+        with clock.stage("persist", **{"db.system.name": "postgresql",
+                                       "db.operation.name": "COMMIT"}) as span:
             try:
                 run_id = await store.commit_run(RunCommit(
                     cursor=advance, user_version=version, writes=plan.writes,
@@ -154,13 +172,18 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
                 ))
             except UserVersionConflict:
                 span.set_attribute("memfleet.conflict", "user_version")
+                if clock.metrics is not None:
+                    clock.metrics.refused_cas.add(1, {"fence": "user"})
                 usage += usage_c
                 continue
             except CursorFenced:
                 span.set_attribute("memfleet.conflict", "cursor")
+                if clock.metrics is not None:
+                    clock.metrics.refused_cas.add(1, {"fence": "cursor"})
                 fenced = replace(run, outcome="fenced", added=0, updated=0, deleted=0,
                                  unchanged=0, timings_ms=dict(clock.timings_ms))
                 return RunResult("fenced", await store.record_run(fenced))
+            _record_commit(clock, span, plan, rejected, handover)
         await _refresh_summary(ctx, handover, cursor, located.case, user_turns, new_messages)
         return RunResult(
             "committed", run_id, piece.remaining, plan.added, plan.updated, plan.deleted,
@@ -169,6 +192,24 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
     raise ConsolidationContention(
         f"{settings.consolidation_attempts} consolidations lost to other jobs of the user"
     )
+
+
+def _record_commit(
+    clock: StageClock, span: trace.Span, plan: consolidate.Plan, rejected: int,
+    handover: Handover,
+) -> None:
+    counts = (("ADD", plan.added), ("UPDATE", plan.updated), ("DELETE", plan.deleted),
+              ("NONE", plan.unchanged), ("REJECTED", rejected))
+    for event, count in counts:
+        span.set_attribute(f"memfleet.decisions.{event.lower()}", count)
+    metrics = clock.metrics
+    if metrics is None:
+        return
+    for event, count in counts:
+        if count:
+            metrics.decisions.add(count, {"event": event})
+    lag = (datetime.now(UTC) - handover.handed_over_at).total_seconds()
+    metrics.lag.record(max(lag, 0.0))
 
 
 async def _consolidate(
@@ -182,11 +223,20 @@ async def _consolidate(
     if not candidates:
         return consolidate.Plan((), 0, 0, 0, 0), None, 0, Usage()
     k = ctx.settings.neighbors_k
-    version, neighbors = await ctx.store.neighbors(user_id, embeddings, k)
+    with ctx.clock.tracer.start_as_current_span(
+        "SELECT memory_fact", kind=trace.SpanKind.CLIENT,
+        attributes={"db.system.name": "postgresql", "db.operation.name": "SELECT",
+                    "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
+    ):
+        version, neighbors = await ctx.store.neighbors(user_id, embeddings, k)
     prepared = consolidate.build_request(
         candidates, embeddings, neighbors, observed, observed_date, k
     )
-    answer = await ctx.providers.consolidator.consolidate(prepared.request)
+    with ctx.clock.provider_call(
+        "chat", *_chat_model(ctx.settings, ctx.settings.consolidate_model)
+    ) as done:
+        answer = await ctx.providers.consolidator.consolidate(prepared.request)
+        done(answer.model, answer.usage.input_tokens, answer.usage.output_tokens)
     validated = consolidate.validate(prepared, answer.value)
     if validated.rejected:
         log.warning("consolidation decisions rejected", rejected=validated.rejected,
@@ -212,7 +262,10 @@ async def _refresh_summary(
             messages=tuple(WireMessage(role=m.role, content=m.content) for m in new_messages),
         )
         try:
-            answer = await ctx.providers.summarizer.summarize(request)
+            model = ctx.settings.summary_model or ctx.settings.extract_model
+            with ctx.clock.provider_call("chat", *_chat_model(ctx.settings, model)) as done:
+                answer = await ctx.providers.summarizer.summarize(request)
+                done(answer.model, answer.usage.input_tokens, answer.usage.output_tokens)
             await ctx.store.save_summary(handover.session_id, answer.value.summary)
         except Exception as exc:  # noqa: BLE001 - the facts are committed; a stale summary is tolerable
             log.warning("summary refresh failed", error=type(exc).__name__)

@@ -10,7 +10,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from opentelemetry import trace
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, runs, user_msg
@@ -24,6 +23,7 @@ from worker.providers.factory import build_providers
 from worker.stages.lock import LOCK_PREFIX
 from worker.store.pool import create_pool
 from worker.store.postgres import PgMemoryStore
+from worker.telemetry import setup_telemetry
 from worker.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
@@ -64,7 +64,7 @@ async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> As
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=4)
     try:
         yield Deps(settings, redis, PgMemoryStore(pool), providers, limits_from(settings),
-                   trace.get_tracer("test"))
+                   setup_telemetry(settings))
     finally:
         await pool.close()
 

@@ -1,23 +1,109 @@
-"""Build the providers the settings name. Fails loudly; never swaps one for another."""
+"""Build the providers the settings name. Fails loudly; never swaps one for another.
+
+Chat and embeddings are chosen separately (openai chat with hashing embeddings
+is a valid mix). Endpoints and keys are passed explicitly so the openai library
+never picks up OPENAI_* variables behind the settings' back.
+"""
 
 from __future__ import annotations
 
 from worker.config import Settings
 from worker.errors import ConfigurationError
-from worker.providers.base import Providers
+from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
 from worker.providers.hashing import HashingEmbedder
+from worker.providers.openai_chat import (
+    ChatOptions,
+    OpenAIConsolidator,
+    OpenAIExtractor,
+    OpenAISummarizer,
+)
+from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
+from worker.providers.retry import RetryPolicy
 from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+# Local servers (vLLM, llama.cpp, Ollama) ignore the key, but the client insists on one.
+PLACEHOLDER_KEY = "memfleet-no-key"
+
+
+def endpoint(base_url: str | None, api_key: str | None, prefix: str) -> tuple[str, str]:
+    """The (base URL, key) to use; ``prefix`` names the variables in the error."""
+    if not base_url and not api_key:
+        raise ConfigurationError(
+            f"the openai provider needs {prefix}_BASE_URL (a local server) or {prefix}_API_KEY"
+        )
+    if not base_url:
+        return OPENAI_BASE_URL, api_key or ""
+    return base_url, api_key or PLACEHOLDER_KEY
+
+
+def _retry(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=settings.llm_max_attempts,
+        retry_after_cap_s=settings.llm_retry_after_cap_s,
+    )
+
+
+def _chat_options(settings: Settings, model: str, what: str) -> ChatOptions:
+    if not model.strip():
+        raise ConfigurationError(f"the openai provider needs a model name for {what}")
+    base_url, api_key = endpoint(settings.llm_base_url, settings.llm_api_key, "MEMFLEET_LLM")
+    return ChatOptions(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        structured_output=settings.llm_structured_output,
+        timeout_s=settings.llm_timeout_s,
+        answer_attempts=settings.llm_answer_attempts,
+        temperature=settings.llm_temperature,
+        retry=_retry(settings),
+    )
+
+
+def _embed_options(settings: Settings) -> EmbedOptions:
+    if not settings.embed_model.strip():
+        raise ConfigurationError("the openai embeddings provider needs MEMFLEET_EMBED_MODEL")
+    base_url, api_key = endpoint(
+        settings.embed_base_url, settings.embed_api_key, "MEMFLEET_EMBED"
+    )
+    return EmbedOptions(
+        base_url=base_url,
+        api_key=api_key,
+        model=settings.embed_model,
+        dim=settings.embed_dim,
+        send_dimensions=settings.embed_send_dimensions,
+        timeout_s=settings.embed_timeout_s,
+        retry=_retry(settings),
+    )
 
 
 def build_providers(settings: Settings) -> Providers:
-    if settings.llm_provider != "rules" or settings.embed_provider != "hashing":
-        raise ConfigurationError(
-            "the openai providers are not built yet in this version: use"
-            " MEMFLEET_LLM_PROVIDER=rules and MEMFLEET_EMBED_PROVIDER=hashing"
+    if settings.llm_provider not in ("rules", "openai"):  # only if built without validation
+        raise ConfigurationError(f"unknown MEMFLEET_LLM_PROVIDER {settings.llm_provider!r}")
+    if settings.embed_provider not in ("hashing", "openai"):
+        raise ConfigurationError(f"unknown MEMFLEET_EMBED_PROVIDER {settings.embed_provider!r}")
+    # Every option is checked before any client exists, so a bad setting leaks no client.
+    chat: tuple[ChatOptions, ChatOptions, ChatOptions] | None = None
+    if settings.llm_provider == "openai":
+        chat = (
+            _chat_options(settings, settings.extract_model, "extraction"),
+            _chat_options(settings, settings.consolidate_model, "consolidation"),
+            _chat_options(settings, settings.summary_model or settings.extract_model, "summaries"),
         )
-    return Providers(
-        extractor=RulesExtractor(),
-        consolidator=RulesConsolidator(),
-        summarizer=RulesSummarizer(),
-        embedder=HashingEmbedder(settings.embed_dim),
+    embed = _embed_options(settings) if settings.embed_provider == "openai" else None
+
+    extractor: Extractor
+    consolidator: Consolidator
+    summarizer: Summarizer
+    if chat is None:
+        extractor, consolidator, summarizer = (
+            RulesExtractor(), RulesConsolidator(), RulesSummarizer()
+        )
+    else:
+        extractor = OpenAIExtractor(chat[0])
+        consolidator = OpenAIConsolidator(chat[1])
+        summarizer = OpenAISummarizer(chat[2])
+    embedder: Embedder = (
+        HashingEmbedder(settings.embed_dim) if embed is None else OpenAIEmbedder(embed)
     )
+    return Providers(extractor, consolidator, summarizer, embedder)

@@ -128,8 +128,8 @@ def json_candidates(text: str) -> Iterator[Any]:
     """Every outermost JSON object in ``text``, left to right.
 
     Scanning with ``raw_decode`` from each ``{`` handles braces inside strings;
-    after a hit the scan resumes past it, so inner objects are never offered on
-    their own, and a truncated outer object yields nothing rather than a part.
+    after a hit the scan resumes past it, so an inner object is offered on its
+    own only when the text around it is not JSON (prose braces, a cut answer).
     """
     decoder = json.JSONDecoder()
     index = text.find("{")

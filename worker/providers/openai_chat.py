@@ -10,7 +10,7 @@ asked for again a bounded number of times, then ProviderAnswerInvalid.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import openai
@@ -48,7 +48,7 @@ class ChatOptions:
     timeout_s: float = 60.0
     answer_attempts: int = 2
     temperature: float | None = 0.0
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,16 +117,15 @@ class _OpenAIChat:
         await self._client.close()
 
     async def _create(self, messages: list[dict[str, str]], fmt: dict[str, Any]) -> ChatCompletion:
-        extra: dict[str, Any] = {}
-        if self._options.temperature is not None:
-            extra["temperature"] = self._options.temperature
+        temperature = self._options.temperature
         # The messages and format are plain dicts of the documented shapes; the
         # casts spare rebuilding them as the library's TypedDicts.
         return await self._client.chat.completions.create(
             model=self._options.model,
             messages=cast(Any, messages),
             response_format=cast(Any, fmt),
-            **extra,
+            # Some reasoning models refuse any temperature: None leaves it out.
+            temperature=openai.omit if temperature is None else temperature,
         )
 
     async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:

@@ -1,0 +1,436 @@
+"""An OpenAI-compatible stub of chat completions and embeddings, for tests and demos.
+
+Deterministic: chat answers come from the offline ``rules`` provider, chosen by
+the ``task`` of the JSON user message (design.md's wire format), and
+embeddings from the ``hashing`` embedder. Token usage is counted as
+ceil(characters / 4) per text (tiktoken is not a dependency), which is stable
+across runs and close enough to real counts for accounting tests.
+
+Test hooks, over HTTP:
+  GET|DELETE /_stub/requests  the request bodies received (with path, key, time)
+  POST|GET|DELETE /_stub/faults  queue faults; POST takes one object or a list:
+      {"mode": "429", "count": 2, "retry_after": 1, "path": "/v1/chat/completions"}
+      mode: an HTTP status ("429", "500", "401", ...), "timeout" (sleep ``sleep_s``,
+      default 10, before answering), "latency_ms" (``latency_ms`` delay),
+      "truncated", "schema_break", "unknown_ids", "prose" (chat), "wrong_count",
+      "wrong_dim" (embeddings). Optional: "path", "task", "retry_after" (header
+      value), "retry_after_ms". Each fault applies to the next ``count`` matching
+      requests (default 1), first queued first.
+  POST /_stub/config  {"reject_json_schema": true, "dim": 256}
+  POST /_stub/reset   forget requests and faults, restore the config
+
+Run: ``python -m api_stub.llm_stub --port 8089`` (loopback only), or in-process
+with ``StubServer`` (a uvicorn thread on a free port of 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import math
+import socket
+import struct
+import threading
+import time
+import urllib.request
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import uvicorn
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from worker.providers.hashing import hash_embed
+from worker.providers.rules import decide, extract_facts, summarize
+from worker.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
+
+CHAT_PATH = "/v1/chat/completions"
+EMBED_PATH = "/v1/embeddings"
+CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose"})
+OTHER_MODES = frozenset({"timeout", "latency_ms", "wrong_count", "wrong_dim"})
+# A plausible row id of some other user: consolidation must never apply it.
+FOREIGN_ID = 918_273_645
+
+
+def count_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+@dataclass
+class Fault:
+    mode: str
+    count: int = 1
+    path: str | None = None
+    task: str | None = None
+    retry_after: str | float | None = None  # the header value, seconds or an HTTP-date
+    retry_after_ms: int | None = None
+    sleep_s: float = 10.0
+    latency_ms: int = 0
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Fault:
+        mode = str(raw.get("mode", ""))
+        if not (mode in CONTENT_MODES | OTHER_MODES or (mode.isdigit() and len(mode) == 3)):
+            raise ValueError(f"unknown fault mode {mode!r}")
+        fault = cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+        if fault.count < 1:
+            raise ValueError("count must be at least 1")
+        return fault
+
+
+class StubState:
+    """What the stub remembers; guarded by a lock since tests read it from other threads."""
+
+    def __init__(self, dim: int = 1536, reject_json_schema: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._defaults = (dim, reject_json_schema)
+        self.dim, self.reject_json_schema = dim, reject_json_schema
+        # Bounded, so a long-running CLI stub does not grow without end.
+        self.requests: deque[dict[str, Any]] = deque(maxlen=10_000)
+        self.faults: list[Fault] = []
+        self.served = 0
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.faults.clear()
+            self.dim, self.reject_json_schema = self._defaults
+
+    def record(self, path: str, body: Any, authorization: str | None) -> int:
+        with self._lock:
+            self.served += 1
+            self.requests.append({
+                "path": path, "body": body, "authorization": authorization,
+                "at": time.monotonic(),
+            })
+            return self.served
+
+    def recorded(self, clear: bool = False) -> list[dict[str, Any]]:
+        with self._lock:
+            seen = list(self.requests)
+            if clear:
+                self.requests.clear()
+            return seen
+
+    def queue(self, faults: list[Fault] | None) -> list[dict[str, Any]]:
+        """Append ``faults`` (None: clear them all); the faults still queued."""
+        with self._lock:
+            if faults is None:
+                self.faults.clear()
+            else:
+                self.faults.extend(faults)
+            return [asdict(f) for f in self.faults]
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if "reject_json_schema" in body:
+                self.reject_json_schema = bool(body["reject_json_schema"])
+            if "dim" in body:
+                self.dim = int(body["dim"])
+            return {"dim": self.dim, "reject_json_schema": self.reject_json_schema}
+
+    def take_fault(self, path: str, task: str | None) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.path in (None, path) and fault.task in (None, task):
+                    fault.count -= 1
+                    if fault.count == 0:
+                        self.faults.remove(fault)
+                    return fault
+            return None
+
+
+def _error(status: int, message: str, param: str | None = None, **headers: str) -> Response:
+    body = {"error": {"message": message, "type": "invalid_request_error" if status < 500
+                      else "server_error", "param": param, "code": None}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _wire_payload(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON document of the last user message, if there is one."""
+    users = [m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
+    if not users or not isinstance(users[-1].get("content"), str):
+        return None
+    try:
+        payload = json.loads(users[-1]["content"])
+    except json.JSONDecodeError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def answer_for(payload: dict[str, Any]) -> dict[str, Any]:
+    """The rules provider's answer to a wire request; ValueError for unknown tasks."""
+    task = payload.get("task")
+    if task == "fact_extraction":
+        return extract_facts(ExtractionRequest.model_validate(payload)).model_dump(mode="json")
+    if task == "memory_consolidation":
+        return decide(ConsolidationRequest.model_validate(payload)).model_dump(mode="json")
+    if task == "session_summary":
+        return summarize(SummaryRequest.model_validate(payload)).model_dump(mode="json")
+    raise ValueError("unknown task")
+
+
+def _unknown_ids(payload: dict[str, Any]) -> dict[str, Any]:
+    decisions = []
+    for i, candidate in enumerate(payload.get("candidates", [])):
+        offered = [n["id"] for n in candidate.get("neighbors", [])]
+        target = max(offered, default=0) + 1000 if i % 2 == 0 else FOREIGN_ID
+        decisions.append({"candidate": candidate["candidate"], "event": "UPDATE",
+                          "target": target, "text": "Replaced by the stub"})
+    return {"decisions": decisions}
+
+
+_SCHEMA_BREAKS: dict[str | None, Any] = {
+    "fact_extraction": {"facts": [{"fact": "missing fields", "category": "opinion",
+                                   "importance": 42}]},
+    "memory_consolidation": {"decisions": [{"candidate": "first", "event": "MERGE"}]},
+    "session_summary": {"text": None},
+}
+
+
+def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -> str:
+    content = json.dumps(answer)
+    if mode == "truncated":
+        return content[: max(1, len(content) // 2)]
+    if mode == "schema_break":
+        return json.dumps(_SCHEMA_BREAKS.get(payload.get("task"), {"unexpected": True}))
+    if mode == "unknown_ids" and payload.get("task") == "memory_consolidation":
+        return json.dumps(_unknown_ids(payload))
+    if mode == "prose":
+        return (
+            "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"
+            "Sure! Here is the result {as requested}:\n```json\n"
+            + json.dumps(answer, indent=2)
+            + "\n```\nLet me know if you need anything else {:)}."
+        )
+    return content
+
+
+def _completion(number: int, model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
+    completion_tokens = count_tokens(content)
+    return {
+        "id": f"chatcmpl-stub-{number}", "object": "chat.completion", "created": number,
+        "model": model, "system_fingerprint": "memfleet-llm-stub",
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": content, "refusal": None}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+async def _status_fault(fault: Fault | None) -> Response | None:
+    """Delays happen here; an HTTP-status fault becomes the response."""
+    if fault is None:
+        return None
+    if fault.mode == "timeout":
+        await asyncio.sleep(fault.sleep_s)
+    elif fault.mode == "latency_ms":
+        await asyncio.sleep(fault.latency_ms / 1000)
+    elif fault.mode.isdigit():
+        hints = {"retry-after": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
+        headers = {name: str(value) for name, value in hints.items() if value is not None}
+        return _error(int(fault.mode), f"stub fault {fault.mode}", **headers)
+    return None
+
+
+async def _json_body(request: Request) -> dict[str, Any] | None:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _state(request: Request) -> StubState:
+    state: StubState = request.app.state.stub
+    return state
+
+
+async def chat_completions(request: Request) -> Response:
+    state = _state(request)
+    body = await _json_body(request)
+    number = state.record(CHAT_PATH, body, request.headers.get("authorization"))
+    if body is None:
+        return _error(400, "the body is not a JSON object")
+    payload = _wire_payload(body)
+    fault = state.take_fault(CHAT_PATH, payload.get("task") if payload else None)
+    failed = await _status_fault(fault)
+    if failed is not None:
+        return failed
+    response_format = body.get("response_format") or {}
+    if state.reject_json_schema and response_format.get("type") == "json_schema":
+        return _error(400, "response_format json_schema is not supported", "response_format")
+    if payload is None:
+        return _error(400, "the user message is not a JSON document", "messages")
+    try:
+        answer = answer_for(payload)
+    except (ValueError, ValidationError):  # ValidationError is a ValueError; said for clarity
+        return _error(400, "the user message is not a known wire request", "messages")
+    mode = fault.mode if fault is not None else ""
+    content = faulty_content(mode, payload, answer)
+    prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+    return JSONResponse(_completion(number, str(body.get("model", "stub")), content, prompt))
+
+
+def _encode(vector: list[float], encoding: str) -> list[float] | str:
+    if encoding == "base64":
+        return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    return vector
+
+
+async def embeddings(request: Request) -> Response:
+    state = _state(request)
+    body = await _json_body(request)
+    state.record(EMBED_PATH, body, request.headers.get("authorization"))
+    if body is None:
+        return _error(400, "the body is not a JSON object")
+    fault = state.take_fault(EMBED_PATH, None)
+    failed = await _status_fault(fault)
+    if failed is not None:
+        return failed
+    raw = body.get("input")
+    texts = [raw] if isinstance(raw, str) else raw
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return _error(400, "input must be a string or a non-empty list of strings", "input")
+    dim = int(body.get("dimensions") or state.dim)
+    if fault is not None and fault.mode == "wrong_dim":
+        dim -= 1
+    if fault is not None and fault.mode == "wrong_count":
+        texts = texts[:-1]
+    encoding = str(body.get("encoding_format") or "float")
+    data = [{"object": "embedding", "index": i, "embedding": _encode(hash_embed(t, dim), encoding)}
+            for i, t in enumerate(texts)]
+    tokens = sum(count_tokens(t) for t in texts)
+    return JSONResponse({"object": "list", "data": data, "model": str(body.get("model", "stub")),
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+
+async def stub_control(request: Request) -> Response:
+    """The test hooks under /_stub/ (see the module docstring)."""
+    state, what = _state(request), request.url.path.rsplit("/", 1)[-1]
+    if what == "requests":
+        return JSONResponse({"requests": state.recorded(clear=request.method == "DELETE")})
+    if what == "config":
+        return JSONResponse(state.configure(await _json_body(request) or {}))
+    if what == "reset":
+        state.reset()
+        return JSONResponse({"reset": True})
+    if request.method != "POST":  # faults: GET lists, DELETE clears
+        return JSONResponse({"faults": state.queue(None if request.method == "DELETE" else [])})
+    try:
+        raw = await request.json()
+        faults = [Fault.parse(item) for item in (raw if isinstance(raw, list) else [raw])]
+    except (ValueError, TypeError, AttributeError) as exc:
+        return _error(400, f"bad fault: {exc}")
+    return JSONResponse({"faults": state.queue(faults)})
+
+
+def create_app(state: StubState | None = None) -> Starlette:
+    app = Starlette(routes=[
+        Route(CHAT_PATH, chat_completions, methods=["POST"]),
+        Route(EMBED_PATH, embeddings, methods=["POST"]),
+        Route("/_stub/requests", stub_control, methods=["GET", "DELETE"]),
+        Route("/_stub/faults", stub_control, methods=["GET", "POST", "DELETE"]),
+        Route("/_stub/config", stub_control, methods=["POST"]),
+        Route("/_stub/reset", stub_control, methods=["POST"]),
+    ])
+    app.state.stub = state or StubState()
+    return app
+
+
+class StubServer:
+    """The stub on a free loopback port in a background thread: ``with StubServer() as s``."""
+
+    def __init__(self, *, dim: int = 1536, reject_json_schema: bool = False) -> None:
+        self.state = StubState(dim, reject_json_schema)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.url = ""
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            create_app(self.state), log_level="warning", access_log=False, lifespan="off",
+            # A "timeout" fault may still be sleeping at stop: do not wait for it.
+            timeout_graceful_shutdown=1,
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="llm-stub", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                sock.close()
+                raise RuntimeError("the LLM stub did not start")
+            time.sleep(0.01)
+        self._server, self._thread, self._socket = server, thread, sock
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> StubServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # Control over HTTP, as an out-of-process test would do it.
+    def control(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(  # noqa: S310 - our own loopback URL
+            self.url + path, data=data, method=method,
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as response:  # noqa: S310
+            return json.loads(response.read())
+
+    def add_fault(self, mode: str, **options: Any) -> None:
+        self.control("POST", "/_stub/faults", {"mode": mode, **options})
+
+    def recorded(self) -> list[dict[str, Any]]:
+        return list(self.control("GET", "/_stub/requests")["requests"])
+
+    def reset(self) -> None:
+        self.control("POST", "/_stub/reset")
+
+    def configure(self, **options: Any) -> None:
+        self.control("POST", "/_stub/config", options)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="OpenAI-compatible LLM stub for memfleet")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback by default")
+    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--dim", type=int, default=1536, help="embedding size without `dimensions`")
+    parser.add_argument("--reject-json-schema", action="store_true",
+                        help="answer 400 to response_format json_schema, like older servers")
+    args = parser.parse_args(argv)
+    app = create_app(StubState(args.dim, args.reject_json_schema))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=1)
+
+
+if __name__ == "__main__":
+    main()
