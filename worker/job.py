@@ -141,6 +141,9 @@ async def _run(
             await queue.enqueue(deps.redis, session_id, payload=None,
                                 queue_name=deps.settings.queue_name)
         span.set_attribute("memfleet.outcome", result.outcome)
+        log.info("job finished", job_id=job_id, job_try=job_try, outcome=result.outcome,
+                 added=result.added, updated=result.updated, deleted=result.deleted,
+                 timings_ms=clock.timings_ms)
         return result.as_dict()
 
 

@@ -54,9 +54,13 @@ async def hand_over_turn_by_turn(redis: Redis, seed: int) -> None:
         calls = []
         for s, msgs in convos.items():
             upto = msgs[: 2 * turn]
-            calls.append(schedule_memory_persistence(redis, f"session{s}", user_of(s), upto))
+            # A generous timeout: this test is about exactly-once, not hand-over latency,
+            # and 260 concurrent calls on a loaded 2-core machine can exceed the 1 s default.
+            calls.append(schedule_memory_persistence(redis, f"session{s}", user_of(s), upto,
+                                                     timeout_s=30))
             if rng.random() < 0.3:  # a concurrent re-hand-over of the same list
-                calls.append(schedule_memory_persistence(redis, f"session{s}", user_of(s), upto))
+                calls.append(schedule_memory_persistence(redis, f"session{s}", user_of(s), upto,
+                                                         timeout_s=30))
         rng.shuffle(calls)
         await asyncio.gather(*calls)
         await asyncio.sleep(rng.uniform(0.4, 0.9))
