@@ -52,7 +52,7 @@ from worker.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
 CHAT_PATH = "/v1/chat/completions"
 EMBED_PATH = "/v1/embeddings"
-CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose"})
+CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose", "hostile"})
 OTHER_MODES = frozenset({"timeout", "latency_ms", "wrong_count", "wrong_dim"})
 # A plausible row id of some other user: consolidation must never apply it.
 FOREIGN_ID = 918_273_645
@@ -194,6 +194,31 @@ _SCHEMA_BREAKS: dict[str | None, Any] = {
 }
 
 
+def _hostile(payload: dict[str, Any]) -> dict[str, Any]:
+    """A model that obeyed "delete all my memories": DELETE everything it can name.
+
+    Every candidate's first decision targets an id offered to ANOTHER candidate
+    (or one never offered); then come DELETEs of every id in the request and an
+    UPDATE rewriting someone else's fact. Only what validation lets through may
+    take effect.
+    """
+    candidates = payload.get("candidates", [])
+    every_id = sorted({n["id"] for c in candidates for n in c["neighbors"]})
+    decisions: list[dict[str, Any]] = []
+    for c in candidates:
+        own = {n["id"] for n in c["neighbors"]}
+        foreign = [i for i in every_id if i not in own] or [max(every_id, default=0) + 7]
+        decisions.append({"candidate": c["candidate"], "event": "DELETE",
+                          "target": foreign[0], "text": None})
+    for c in candidates:
+        for target in every_id:
+            decisions.append({"candidate": c["candidate"], "event": "DELETE",
+                              "target": target, "text": None})
+        decisions.append({"candidate": c["candidate"], "event": "UPDATE", "target": 918273645,
+                          "text": "Bob lives in Paris"})
+    return {"decisions": decisions}
+
+
 def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -> str:
     content = json.dumps(answer)
     if mode == "truncated":
@@ -202,6 +227,8 @@ def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -
         return json.dumps(_SCHEMA_BREAKS.get(payload.get("task"), {"unexpected": True}))
     if mode == "unknown_ids" and payload.get("task") == "memory_consolidation":
         return json.dumps(_unknown_ids(payload))
+    if mode == "hostile" and payload.get("task") == "memory_consolidation":
+        return json.dumps(_hostile(payload))
     if mode == "prose":
         return (
             "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"

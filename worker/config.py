@@ -7,7 +7,7 @@ below the CLI or the ARQ settings reads the environment itself.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -84,6 +84,19 @@ class Settings(BaseSettings):
     jwt_secret: str | None = None
     jwt_audience: str | None = None  # set: tokens must carry this `aud`
     read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
+
+    @model_validator(mode="before")
+    @classmethod
+    def _embeddings_default_to_the_chat_endpoint(cls, data: Any) -> Any:
+        # Chat and embeddings often share one endpoint (OpenAI itself): with neither
+        # MEMFLEET_EMBED_BASE_URL nor MEMFLEET_EMBED_API_KEY set, embeddings use the
+        # chat endpoint's. Same provider kind, same server: never a different provider.
+        if isinstance(data, dict) and not data.get("embed_base_url") and not data.get(
+            "embed_api_key"
+        ):
+            data = {**data, "embed_base_url": data.get("llm_base_url"),
+                    "embed_api_key": data.get("llm_api_key")}
+        return data
 
     @model_validator(mode="after")
     def _check_providers(self) -> Settings:

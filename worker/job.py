@@ -7,7 +7,10 @@ Outcomes, each with an audit row in ``memory_run``:
 - invalid: the job or its payload cannot be read; recorded, never retried;
 - retry: a transient failure (PostgreSQL, provider, contention); ARQ runs the job
   again after a backoff, with the cursor untouched;
-- failed: the same, on the last allowed try; the next hand-over starts over.
+- failed: the same, on the last allowed try; the next hand-over starts over;
+- skipped: on the last allowed try, when the model kept breaking the answer
+  schema for this slice: the cursor moves past it with no fact written, and the
+  audit row names the slice (first and last hash) and the error.
 """
 
 from __future__ import annotations
@@ -22,9 +25,15 @@ from opentelemetry import propagate, trace
 
 from worker import queue
 from worker.config import Settings
-from worker.errors import InvalidJob, MemfleetError, ProviderError, StoreError
+from worker.errors import (
+    InvalidJob,
+    MemfleetError,
+    ProviderAnswerInvalid,
+    ProviderError,
+    StoreError,
+)
 from worker.payload import Limits, decode_handover
-from worker.pipeline import ConsolidationContention, RunContext, run_once
+from worker.pipeline import ConsolidationContention, RunContext, run_once, skip_slice
 from worker.providers.base import Providers
 from worker.stages.lock import SessionLock
 from worker.store.postgres import PgMemoryStore
@@ -126,14 +135,18 @@ async def _run(
             if isinstance(exc, ProviderError):
                 deps.telemetry.metrics.llm_errors.add(1, {"kind": type(exc).__name__})
             final = job_try >= deps.settings.max_tries
-            outcome = "failed" if final else "retry"
-            span.set_attribute("memfleet.outcome", outcome)
-            log.warning("job did not complete", outcome=outcome, job_try=job_try,
+            log.warning("job did not complete", job_try=job_try, final=final,
                         error=type(exc).__name__)
-            await _record(deps, _ended(base, outcome, _describe(exc), handover.user_id))
-            if final:
-                return {"outcome": "failed", "error": type(exc).__name__}
-            raise Retry(defer=backoff_s(job_try)) from exc
+            if final and isinstance(exc, ProviderAnswerInvalid):
+                # The model keeps breaking the contract on this slice: skip it, on the
+                # record, rather than block the session forever (docs/architecture.md).
+                result = await skip_slice(run_ctx, handover, _describe(exc))
+            else:
+                await _record(deps, _ended(base, "failed" if final else "retry",
+                                           _describe(exc), handover.user_id))
+                if final:
+                    return {"outcome": "failed", "error": type(exc).__name__}
+                raise Retry(defer=backoff_s(job_try)) from exc
         finally:
             await lock.release()
         if result.remaining:

@@ -20,7 +20,7 @@ from worker.errors import CursorFenced, InvalidJob, ProviderAnswerInvalid, UserV
 from worker.payload import Handover, message_hash
 from worker.providers.base import Providers, Usage
 from worker.stages import consolidate, extract
-from worker.stages.cursor import CursorCase, locate, take_slice, window_hash
+from worker.stages.cursor import CursorCase, Slice, locate, take_slice, window_hash
 from worker.stages.extract import CandidateFact
 from worker.store.postgres import PgMemoryStore
 from worker.store.types import CursorAdvance, CursorState, RunCommit, RunRecord
@@ -36,7 +36,7 @@ class ConsolidationContention(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    outcome: str  # committed | empty | fenced
+    outcome: str  # committed | empty | fenced | skipped
     run_id: int | None
     remaining: int = 0
     added: int = 0
@@ -80,23 +80,83 @@ def _summary_due(
     return before + user_turns >= settings.summary_every_user_turns
 
 
-async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
-    settings, store, providers, clock = ctx.settings, ctx.store, ctx.providers, ctx.clock
-    messages = handover.messages
-    base_run = RunRecord(
+@dataclass(frozen=True, slots=True)
+class _Position:
+    hashes: list[str]
+    cursor: CursorState | None
+    case: CursorCase
+    piece: Slice
+
+    def advance(self, handover: Handover, user_turns: int) -> CursorAdvance:
+        end = self.piece.end
+        return CursorAdvance(
+            session_id=handover.session_id, user_id=handover.user_id,
+            expected_version=self.cursor.version if self.cursor else 0,
+            last_hash=self.hashes[end - 1], window_hash=window_hash(self.hashes, end - 1),
+            position=end - 1, processed=end - self.piece.start, user_turns=user_turns,
+        )
+
+    def describe(self, run: RunRecord) -> RunRecord:
+        """The audit row's slice columns."""
+        return replace(run, slice_first_hash=self.hashes[self.piece.start],
+                       slice_last_hash=self.hashes[self.piece.end - 1],
+                       slice_len=self.piece.end - self.piece.start)
+
+
+def _base_run(ctx: RunContext, handover: Handover) -> RunRecord:
+    return RunRecord(
         job_id=ctx.job_id, job_try=ctx.job_try, session_id=handover.session_id,
         user_id=handover.user_id, outcome="committed", started_at=ctx.started_at,
     )
 
-    with clock.stage("cursor") as span:
-        hashes = [message_hash(m) for m in messages]
-        cursor = await store.load_cursor(handover.session_id)
+
+async def _position(ctx: RunContext, handover: Handover) -> _Position:
+    with ctx.clock.stage("cursor") as span:
+        hashes = [message_hash(m) for m in handover.messages]
+        cursor = await ctx.store.load_cursor(handover.session_id)
         if cursor is not None and cursor.user_id != handover.user_id:
             raise InvalidJob("the session belongs to another user")
         located = locate(hashes, cursor)
-        piece = take_slice(len(messages), located.start, settings.max_slice_messages)
+        piece = take_slice(len(hashes), located.start, ctx.settings.max_slice_messages)
         span.set_attribute("memfleet.cursor.case", located.case.value)
         span.set_attribute("memfleet.slice.length", piece.end - piece.start)
+    return _Position(hashes, cursor, located.case, piece)
+
+
+async def skip_slice(ctx: RunContext, handover: Handover, reason: str) -> RunResult:
+    """Move the cursor past a slice the model keeps answering wrongly about.
+
+    No fact is written; the audit row (outcome ``skipped``) names the slice by
+    its first and last hash and says why, so nothing is lost silently and the
+    session is not stuck behind one slice forever.
+    """
+    position = await _position(ctx, handover)
+    if position.piece.empty:
+        return RunResult("empty", None)
+    run = position.describe(replace(_base_run(ctx, handover), outcome="skipped", error=reason,
+                                    timings_ms=dict(ctx.clock.timings_ms)))
+    user_turns = sum(1 for m in handover.messages[position.piece.start : position.piece.end]
+                     if m.role == "user")
+    with ctx.clock.stage("persist", **{"db.system.name": "postgresql",
+                                       "db.operation.name": "COMMIT"}):
+        try:
+            run_id = await ctx.store.commit_run(RunCommit(
+                cursor=position.advance(handover, user_turns), user_version=None, writes=(),
+                observed_at=handover.handed_over_at,
+                embedding_model=ctx.providers.embedder.model,
+                source_session_id=handover.session_id, run=run,
+            ))
+        except CursorFenced:
+            return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
+    return RunResult("skipped", run_id, position.piece.remaining)
+
+
+async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
+    settings, store, providers, clock = ctx.settings, ctx.store, ctx.providers, ctx.clock
+    messages = handover.messages
+    base_run = _base_run(ctx, handover)
+    position = await _position(ctx, handover)
+    cursor, piece = position.cursor, position.piece
     if piece.empty:
         run_id = await store.record_run(
             replace(base_run, outcome="empty", timings_ms=dict(clock.timings_ms))
@@ -137,12 +197,7 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             ):
                 raise ProviderAnswerInvalid("the embeddings do not match the request")
 
-    advance = CursorAdvance(
-        session_id=handover.session_id, user_id=handover.user_id,
-        expected_version=cursor.version if cursor else 0,
-        last_hash=hashes[piece.end - 1], window_hash=window_hash(hashes, piece.end - 1),
-        position=piece.end - 1, processed=piece.end - piece.start, user_turns=user_turns,
-    )
+    advance = position.advance(handover, user_turns)
     observed = extract.observed_label(handover.handed_over_at)
 
     for attempt in range(1, settings.consolidation_attempts + 1):
@@ -152,9 +207,7 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
                 handover.handed_over_at.date().isoformat(),
             )
         run = replace(
-            base_run,
-            slice_first_hash=hashes[piece.start], slice_last_hash=hashes[piece.end - 1],
-            slice_len=piece.end - piece.start, candidates=len(candidates),
+            position.describe(base_run), candidates=len(candidates),
             added=plan.added, updated=plan.updated, deleted=plan.deleted,
             unchanged=plan.unchanged, rejected=rejected, consolidation_attempts=attempt,
             input_tokens=(usage + usage_c).input_tokens,
@@ -184,7 +237,7 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
                                  unchanged=0, timings_ms=dict(clock.timings_ms))
                 return RunResult("fenced", await store.record_run(fenced))
             _record_commit(clock, span, plan, rejected, handover)
-        await _refresh_summary(ctx, handover, cursor, located.case, user_turns, new_messages)
+        await _refresh_summary(ctx, handover, cursor, position.case, user_turns, new_messages)
         return RunResult(
             "committed", run_id, piece.remaining, plan.added, plan.updated, plan.deleted,
             plan.unchanged, rejected,
