@@ -109,3 +109,21 @@ def test_settings_errors_are_reported_plainly(tmp_path: Path) -> None:
     result = memfleet(env, "migrate", cwd=tmp_path)
     assert result.returncode == 2
     assert "MEMFLEET_LLM_BASE_URL" in result.stderr
+
+
+async def test_the_demo_runs_against_an_openai_compatible_endpoint(
+    settings: Settings, tmp_path: Path
+) -> None:
+    from api_stub.llm_stub import StubServer
+
+    with StubServer(dim=settings.embed_dim) as stub:
+        # The three variables of the README, with the stub standing in for the endpoint.
+        env = worker_env(settings, llm_provider="openai", embed_provider="openai",
+                         llm_base_url=stub.v1)
+        result = memfleet(env, "demo")
+        recorded = stub.recorded()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[2] Lives in Berlin -> [6] Lives in Lisbon" in result.stdout
+    assert "Uses Postgres -> [5] Uses SQLite -> (no longer true)" in result.stdout
+    paths = {r["path"] for r in recorded}
+    assert paths == {"/v1/chat/completions", "/v1/embeddings"}
