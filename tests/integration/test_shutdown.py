@@ -1,0 +1,45 @@
+"""SIGTERM lets a running job finish: a rolling deploy loses and repeats nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+from redis.asyncio import Redis
+
+from api_stub.llm_stub import StubServer
+from tests.helpers import active_texts, runs, user_msg, worker_env
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+
+
+async def test_sigterm_waits_for_the_running_job(
+    settings: Settings, redis: Redis, db: asyncpg.Connection, tmp_path: Path
+) -> None:
+    with StubServer(dim=settings.embed_dim) as stub:
+        # Every chat call takes 1.5 s, so the job is surely mid-flight at SIGTERM.
+        stub.add_fault("latency_ms", count=100, latency_ms=1500, path="/v1/chat/completions")
+        env = worker_env(settings, llm_provider="openai", embed_provider="openai",
+                         llm_base_url=stub.v1)
+        log = (tmp_path / "worker.log").open("wb")
+        proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I live in Gdansk.")])
+            deadline = time.monotonic() + 30
+            while not await redis.keys("arq:in-progress:*"):
+                assert time.monotonic() < deadline, "the job never started"
+                await asyncio.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(proc.wait, 60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0
+    assert [r["outcome"] for r in await runs(db, "s1")] == ["committed"]
+    assert await active_texts(db, "u1") == ["Lives in Gdansk"]
