@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.helpers import active_texts, runs, user_msg, worker_env
+from tests.helpers import WorkerProcesses, active_texts, runs, user_msg, worker_env
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 
@@ -26,9 +24,7 @@ async def test_sigterm_waits_for_the_running_job(
         stub.add_fault("latency_ms", count=100, latency_ms=1500, path="/v1/chat/completions")
         env = worker_env(settings, llm_provider="openai", embed_provider="openai",
                          llm_base_url=stub.v1)
-        log = (tmp_path / "worker.log").open("wb")
-        proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = WorkerProcesses(env, tmp_path, count=1).procs[0]
         try:
             await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I live in Gdansk.")])
             deadline = time.monotonic() + 30
