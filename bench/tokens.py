@@ -23,7 +23,7 @@ import tiktoken
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from worker.app import build_worker
+from worker.app import drain_queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -105,11 +105,7 @@ async def run_memfleet(turns: int, messages: list[dict[str, str]], home: Path,
         try:
             for t in range(1, turns + 1):
                 await schedule_memory_persistence(redis, "bench", "rui", messages[: 2 * t])
-                worker = build_worker(settings, burst=True, poll_delay=0, telemetry=telemetry)
-                try:
-                    await worker.main()
-                finally:
-                    await worker.close()
+                await drain_queue(settings, telemetry=telemetry)
         finally:
             await redis.aclose()
     finally:

@@ -11,17 +11,13 @@ from typing import Any
 
 import asyncpg
 
-from worker.app import build_worker
+from worker.app import drain_queue
 from worker.config import Settings
 
 
 async def drain(settings: Settings, **overrides: Any) -> dict[str, int]:
     """Run a burst worker until the queue (deferred jobs included) is empty."""
-    worker = build_worker(settings, burst=True, poll_delay=0, **overrides)
-    try:
-        await worker.main()
-    finally:
-        await worker.close()
+    worker = await drain_queue(settings, **overrides)
     return {"complete": worker.jobs_complete, "failed": worker.jobs_failed,
             "retried": worker.jobs_retried}
 

@@ -104,6 +104,18 @@ def worker_options(
     }
 
 
+async def drain_queue(
+    settings: Settings, *, telemetry: Telemetry | None = None, **overrides: Any
+) -> Worker:
+    """Run a burst worker until the queue (deferred jobs included) is empty; return it."""
+    worker = build_worker(settings, burst=True, telemetry=telemetry, poll_delay=0, **overrides)
+    try:
+        await worker.main()
+    finally:
+        await worker.close()
+    return worker
+
+
 def build_worker(
     settings: Settings,
     *,

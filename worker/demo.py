@@ -11,7 +11,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from worker.app import build_worker, limits_from
+from worker.app import drain_queue, limits_from
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.store.migrate import migrate
@@ -94,11 +94,7 @@ async def run_demo(settings: Settings) -> int:
                     queue_name=settings.queue_name,
                 )
             print(f"handed over {session_id}: {len(history)} messages; the worker drains...")
-            worker = build_worker(settings, burst=True)
-            try:
-                await worker.main()
-            finally:
-                await worker.close()
+            await drain_queue(settings)
     finally:
         await redis.aclose()
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
