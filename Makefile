@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench lint typecheck clean
+.PHONY: venv test demo bench lint clean prometheus-tools
 
 venv: $(STAMP)
 
@@ -14,8 +14,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP) lint
+test: $(STAMP) lint prometheus-tools
 	$(PY) -m pytest -q
+
+# promtool + prometheus (Debian package) for tests/integration/test_prometheus.py; installed
+# only as root with apt, otherwise those tests skip and say why.
+prometheus-tools:
+	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+	else echo "promtool/prometheus missing: test_prometheus.py will skip (apt-get install prometheus)"; fi
 
 demo: $(STAMP)
 	$(VENV)/bin/memfleet demo

@@ -15,6 +15,7 @@ Outcomes, each with an audit row in ``memory_run``:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -69,6 +70,10 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         result = await _run(deps, ctx, args, kwargs)
     except Retry:
         metrics.jobs.add(1, {"outcome": "retry"})
+        raise
+    except asyncio.CancelledError:
+        # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
+        metrics.jobs.add(1, {"outcome": "cancelled"})
         raise
     finally:
         metrics.running_jobs -= 1
