@@ -7,9 +7,10 @@ the real ARQ worker (worker.app.worker_options) run them in this process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import os
+import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +18,18 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from bench.probes import JobRecorder, TimedWorker, tree_cpu_s, with_timed_providers
+from bench.probes import (
+    JOB_WAIT_S,
+    JobRecorder,
+    PoolCounter,
+    ProcCpu,
+    TimedWorker,
+    cpu_between,
+    instrumented,
+    machine_steal_s,
+    process_table,
+    tree_pids,
+)
 from bench.workload import SessionPlan
 from worker.app import worker_options
 from worker.client import schedule_memory_persistence
@@ -28,8 +40,6 @@ from worker.providers.rules import decide, extract_facts
 from worker.stages import consolidate, extract
 from worker.store.pool import create_pool
 from worker.store.postgres import PgMemoryStore
-
-JOB_WAIT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +59,13 @@ class JobSample:
     """Everything measured about one job."""
 
     handed: Handed
-    function_ms: float  # the job function, claim to return (memfleet.job span)
+    function_ms: float  # the job function, claim to return (its CONSUMER span)
     run_job_ms: float  # ARQ's run_job: fetch, function, result bookkeeping
     start_ns: int  # the job function's start
     stages: dict[str, float]  # stage spans, ms
+    spans: dict[str, float]  # other spans of the job by name, ms
     provider: dict[str, float]  # offline provider calls inside them, ms
+    dispatch_ms: float | None  # the poll that found the job -> job function start
     audit: dict[str, Any] = field(default_factory=dict)  # its memory_run row
 
     @property
@@ -77,19 +89,51 @@ class PhaseResult:
     samples: list[JobSample]
     wall_s: float = 0.0  # first job start -> last job end
     total_s: float = 0.0  # including worker start-up and shut-down
-    cpu_s: dict[str, float] = field(default_factory=dict)  # process -> CPU seconds used
+    # CPU seconds over the phase: "worker process" (this one), "postgres",
+    # "redis", "other processes" (the rest of the machine) and "steal" (the VM's).
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    pg_queries: int = 0  # statements the worker's pool sent
     poll_delay_s: float = 0.0
     max_jobs: int = 0
+    random_arrival: bool = False
 
     @property
     def jobs_per_s(self) -> float:
         return len(self.samples) / self.wall_s if self.wall_s else 0.0
 
 
+@dataclass(slots=True)
+class _CpuWatch:
+    """CPU used by us, our servers and every other process between start() and stop()."""
+
+    pids: dict[str, int]  # label -> root pid of a server of ours
+    before: dict[int, ProcCpu] = field(default_factory=dict)
+    steal: float = 0.0
+    process: float = 0.0
+
+    def start(self) -> None:
+        self.before = process_table()
+        self.steal, self.process = machine_steal_s(), time.process_time()
+
+    def stop(self) -> dict[str, float]:
+        after = process_table()
+        used = {"worker process": time.process_time() - self.process,
+                "steal": machine_steal_s() - self.steal}
+        ours = {os.getpid()}
+        for label, root in self.pids.items():
+            tree = tree_pids(after, root) | tree_pids(self.before, root)
+            used[label] = cpu_between(self.before, after, tree)
+            ours |= tree
+        others = (set(after) | set(self.before)) - ours
+        used["other processes"] = cpu_between(self.before, after, others)
+        return used
+
+
 def make_worker(
-    settings: Settings, recorder: JobRecorder, *, burst: bool, **overrides: Any
+    settings: Settings, recorder: JobRecorder, counter: PoolCounter, *, burst: bool,
+    **overrides: Any,
 ) -> TimedWorker:
-    options = with_timed_providers(worker_options(settings, burst=burst), recorder)
+    options = instrumented(worker_options(settings, burst=burst), recorder, counter)
     return TimedWorker(**{**options, **overrides})
 
 
@@ -113,44 +157,61 @@ def _samples(handed: Sequence[Handed], recorder: JobRecorder,
         if job is None or run is None:
             raise RuntimeError(f"job {h.job_id} of {h.session_id} did not run")
         out.append(JobSample(h, job.function_ms, (run[1] - run[0]) / 1e6, job.start_ns,
-                             job.stages, job.provider))
+                             job.stages, job.spans, job.provider,
+                             worker.dispatch_ms(job.start_ns)))
     return out
 
 
 async def one_at_a_time(
     name: str, settings: Settings, redis: Redis, plans: Sequence[SessionPlan],
-    recorder: JobRecorder, *, poll_delay_s: float,
+    recorder: JobRecorder, *, poll_delay_s: float, cpu_pids: dict[str, int],
+    random_arrival: bool = False,
 ) -> PhaseResult:
     """Hand over one session, wait until ARQ is done with its job, then the next.
 
     The worker is idle at every hand-over, so this measures service time and
-    the pick-up delay, with no other job sharing the event loop.
+    the pick-up delay, with no other job sharing the event loop. Handing over
+    right after a job ends lands at the same point of the poll cycle every
+    time; ``random_arrival`` waits a random part of a poll interval first, so
+    the pick-up delay is the one a chat server would see.
     """
-    worker = make_worker(settings, recorder, burst=False, poll_delay=poll_delay_s,
+    counter = PoolCounter()
+    worker = make_worker(settings, recorder, counter, burst=False, poll_delay=poll_delay_s,
                          handle_signals=False)
+    rng = random.Random(0)
     began = time.perf_counter()
     main = asyncio.create_task(worker.main())
     handed: list[Handed] = []
+    cpu = _CpuWatch(cpu_pids)
     try:
         while "deps" not in worker.ctx:  # start-up done: pool open, providers built
             if main.done():
                 main.result()  # start-up failed: raise its error
             await asyncio.sleep(0.01)
+        cpu.start()
         for plan in plans:
+            if random_arrival:
+                await asyncio.sleep(rng.uniform(0, poll_delay_s))
             h = await hand_over(redis, settings, plan)
             handed.append(h)
-            await worker.wait_done(h.job_id, JOB_WAIT_S)
+            await _job_or_crash(worker.wait_done(h.job_id, JOB_WAIT_S), main)
+        used = cpu.stop()
     finally:
-        main.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await main
+        await worker.stop_polling(main)
         await worker.close()
-    samples = _samples(handed, recorder, worker)
-    first = min(worker.run_ns[h.job_id][0] for h in handed)
-    last = max(worker.run_ns[h.job_id][1] for h in handed)
-    return PhaseResult(name, samples, wall_s=(last - first) / 1e9,
-                       total_s=time.perf_counter() - began, poll_delay_s=poll_delay_s,
-                       max_jobs=settings.max_jobs)
+    return _result(name, handed, recorder, worker, began, used, counter, settings,
+                   random_arrival=random_arrival)
+
+
+async def _job_or_crash(waiting: Coroutine[Any, Any, None], main: asyncio.Task[None]) -> None:
+    """Wait for a job; if the worker's main task ends first, raise its error at once."""
+    waiter = asyncio.ensure_future(waiting)
+    await asyncio.wait({waiter, main}, return_when=asyncio.FIRST_COMPLETED)
+    if not waiter.done():
+        waiter.cancel()
+        main.result()  # raises the worker's error, if it has one
+        raise RuntimeError("the worker stopped before the job ran")
+    waiter.result()
 
 
 async def burst_drain(
@@ -164,28 +225,32 @@ async def burst_drain(
     show where the machine's cores went.
     """
     handed = [await hand_over(redis, settings, plan) for plan in plans]
-    worker = make_worker(settings, recorder, burst=True)
-    cpu_before = _cpu(cpu_pids)
+    counter = PoolCounter()
+    worker = make_worker(settings, recorder, counter, burst=True)
+    cpu = _CpuWatch(cpu_pids)
     began = time.perf_counter()
+    cpu.start()
     try:
         await worker.main()
+        used = cpu.stop()
     finally:
         await worker.close()
-    total = time.perf_counter() - began
-    cpu_after = _cpu(cpu_pids)
+    return _result(name, handed, recorder, worker, began, used, counter, settings)
+
+
+def _result(
+    name: str, handed: Sequence[Handed], recorder: JobRecorder, worker: TimedWorker,
+    began: float, cpu_used: dict[str, float], counter: PoolCounter, settings: Settings,
+    *, random_arrival: bool = False,
+) -> PhaseResult:
     samples = _samples(handed, recorder, worker)
     first = min(worker.run_ns[h.job_id][0] for h in handed)
     last = max(worker.run_ns[h.job_id][1] for h in handed)
-    return PhaseResult(name, samples, wall_s=(last - first) / 1e9, total_s=total,
-                       cpu_s={k: cpu_after[k] - cpu_before[k] for k in cpu_after},
-                       poll_delay_s=worker.poll_delay_s, max_jobs=worker.max_jobs)
-
-
-def _cpu(pids: dict[str, int]) -> dict[str, float]:
-    used = {"worker process": time.process_time()}
-    for label, pid in pids.items():
-        used[label] = tree_cpu_s(pid)
-    return used
+    return PhaseResult(
+        name, samples, wall_s=(last - first) / 1e9, total_s=time.perf_counter() - began,
+        cpu_s=cpu_used, pg_queries=counter.queries, poll_delay_s=worker.poll_delay_s,
+        max_jobs=worker.max_jobs, random_arrival=random_arrival,
+    )
 
 
 async def attach_audit(database_url: str, samples: Sequence[JobSample]) -> None:
@@ -270,6 +335,37 @@ async def isolated_parts(settings: Settings, plans: Sequence[SessionPlan]) -> Is
     finally:
         await pool.close()
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RoundTrips:
+    """One loopback round trip as this machine does it: the unit most stages are made of."""
+
+    pg_ms: list[float]
+    redis_ms: list[float]
+    pg_cpu_ms: float  # client CPU per round trip, mean
+    redis_cpu_ms: float
+
+
+async def round_trips(database_url: str, redis: Redis, count: int = 1000) -> RoundTrips:
+    conn = await asyncpg.connect(database_url)
+    try:
+        for _ in range(50):
+            await conn.fetchval("SELECT 1")
+        pg, cpu = [], time.process_time()
+        for _ in range(count):
+            t0 = time.perf_counter()
+            await conn.fetchval("SELECT 1")
+            pg.append((time.perf_counter() - t0) * 1000)
+        pg_cpu = (time.process_time() - cpu) / count * 1000
+    finally:
+        await conn.close()
+    rd, cpu = [], time.process_time()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        await redis.ping()
+        rd.append((time.perf_counter() - t0) * 1000)
+    return RoundTrips(pg, rd, pg_cpu, (time.process_time() - cpu) / count * 1000)
 
 
 async def set_durability(database_url: str, *, durable: bool) -> dict[str, str]:

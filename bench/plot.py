@@ -8,30 +8,33 @@ any Python that has matplotlib:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def plot_available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def plot_latency(
-    panels: Mapping[str, Mapping[str, Sequence[float]]], path: Path, title: str
+    panels: Mapping[str, Mapping[str, Sequence[float]]], path: Path, title: str,
+    marks: Mapping[str, float] | None = None,
 ) -> bool:
-    """One horizontal box plot per panel (whiskers p1-p99, log scale); False without matplotlib."""
+    """One horizontal box plot per panel (whiskers p1-p99, log scale); False without matplotlib.
+
+    ``marks`` draws a dashed line at a value (ms) on the panel of that name.
+    """
     if not plot_available():
         return False
-    import matplotlib
-
+    # Imported by name: matplotlib is optional and not a declared dependency.
+    matplotlib: Any = importlib.import_module("matplotlib")
     matplotlib.use("Agg")  # files only, never a window
-    import matplotlib.pyplot as plt
+    plt: Any = importlib.import_module("matplotlib.pyplot")
 
     heights = [max(2.0, 0.42 * len(series) + 1.0) for series in panels.values()]
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)),
@@ -39,11 +42,17 @@ def plot_latency(
     for ax, (name, series) in zip(axes[:, 0], panels.items(), strict=True):
         labels = list(series)[::-1]  # first series on top
         data = [[max(v, 1e-3) for v in series[label]] for label in labels]
-        ax.boxplot(data, vert=False, whis=(1, 99), showfliers=False, widths=0.6)
+        try:  # matplotlib >= 3.10 spells it orientation; vert= is deprecated there
+            ax.boxplot(data, orientation="horizontal", whis=(1, 99), showfliers=False,
+                       widths=0.6)
+        except TypeError:
+            ax.boxplot(data, vert=False, whis=(1, 99), showfliers=False, widths=0.6)
         ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("ms (log scale; box p25-p75, line p50, whiskers p1-p99)", fontsize=8)
         ax.set_title(name, fontsize=10, loc="left")
+        if marks and name in marks:
+            ax.axvline(marks[name], color="red", linestyle="--", linewidth=1)
         ax.grid(axis="x", which="both", alpha=0.3)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -58,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m bench.plot SAMPLES.json OUT.png", file=sys.stderr)
         return 2
     saved = json.loads(Path(args[0]).read_text())
-    if not plot_latency(saved["panels"], Path(args[1]), saved["title"]):
+    if not plot_latency(saved["panels"], Path(args[1]), saved["title"], saved.get("marks")):
         print("matplotlib is not installed here", file=sys.stderr)
         return 1
     print(f"wrote {args[1]}")

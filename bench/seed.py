@@ -43,9 +43,10 @@ async def prepare_database(
                      "processed_count", "user_turns_since_summary", "summary"],
             records=[_cursor_row(plan) for plan in plans],
         )
-        # Fresh statistics, and the seeding's dirty pages written out now rather
-        # than by a checkpoint in the middle of the measurement.
-        await conn.execute("ANALYZE")
+        # Statistics and the visibility map now, and the seeding's dirty pages
+        # written out now: otherwise autovacuum (triggered by the bulk insert)
+        # and a checkpoint would do it in the middle of the measurement.
+        await conn.execute("VACUUM (ANALYZE)")
         await conn.execute("CHECKPOINT")
     finally:
         await conn.close()
@@ -75,8 +76,7 @@ async def _seed_facts(conn: asyncpg.Connection, seed: int, users: int, embed_dim
 
 def _cursor_row(plan: SessionPlan) -> tuple[object, ...]:
     """The cursor a previous run would have left at the end of the plan's history."""
-    hashes = [message_hash(Message(role=m["role"], content=m["content"]))  # type: ignore[arg-type]
-              for m in plan.history]
+    hashes = [message_hash(Message.model_validate(m)) for m in plan.history]
     end = len(hashes) - 1
     return (plan.session_id, plan.user_id, 1, hashes[end], window_hash(hashes, end), end,
             len(hashes), plan.turns_since_summary, plan.summary)

@@ -78,7 +78,7 @@ _DISLIKES = (
     "pineapple on pizza", "instant coffee", "energy drinks", "mayonnaise", "raw onion",
     "long meetings", "open offices", "cold showers", "loud restaurants", "crowded trains",
     "early flights", "small talk", "horror films", "reality TV", "jazz fusion", "country music",
-    "heavy metal", "musicals", "cruises", "theme parks", "golf", "camping in the rain",
+    "heavy metal", "karaoke", "cruises", "theme parks", "golf", "camping in the rain",
     "humid weather",
 )
 _ALLERGIES = ("peanuts", "shellfish", "penicillin", "pollen", "cats", "latex", "sesame", "soy")
