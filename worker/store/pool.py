@@ -10,6 +10,16 @@ from pgvector.asyncpg import register_vector
 from worker.errors import StoreError
 
 
+class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Pooled connections carry no session state in memfleet (no SET, LISTEN or
+    advisory locks; migrate uses its own connection), so the 4-statement reset
+    asyncpg sends on every release is pure round trips. Open transactions are
+    still rolled back by asyncpg itself."""
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
 async def _init_connection(conn: Any) -> None:
     await register_vector(conn)
 
@@ -22,6 +32,7 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> Any
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
+            connection_class=_NoResetConnection,
             # Statements are prepared once per connection and reused: the
             # pipeline runs the same handful of queries for every job.
             statement_cache_size=256,

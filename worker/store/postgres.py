@@ -121,33 +121,42 @@ class PgMemoryStore:
         return run_id
 
     async def _apply_writes(self, conn: Any, commit: RunCommit, run_id: int) -> None:
+        """Two statements whatever the batch size: all inserts, then all supersessions."""
         user_id = commit.cursor.user_id
+        inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
         new_ids: dict[int, int] = {}
+        if inserts:
+            ids = await conn.fetch(
+                self._sql["insert_facts"], user_id,
+                [w.text for w in inserts], [w.category for w in inserts],
+                [w.importance for w in inserts], [HalfVector(w.embedding) for w in inserts],
+                commit.embedding_model, commit.observed_at, commit.source_session_id, run_id,
+            )
+            ordered = sorted(row["id"] for row in ids)
+            new_ids = {w.ref: new_id for w, new_id in zip(inserts, ordered, strict=True)}
 
         def resolve(ref: FactRef) -> int:
             return ref.id if isinstance(ref, ExistingRow) else new_ids[ref.ref]
 
+        targets: list[int] = []
+        successors: list[int | None] = []
         for write in commit.writes:
-            new_id: int | None = None
             if isinstance(write, InsertFact):
-                new_id = await conn.fetchval(
-                    self._sql["insert_fact"], user_id, write.text, write.category,
-                    write.importance, HalfVector(write.embedding), commit.embedding_model,
-                    commit.observed_at, commit.source_session_id, "extracted", run_id,
-                )
-                new_ids[write.ref] = new_id
-                target = write.supersedes
+                if write.supersedes is not None:
+                    targets.append(resolve(write.supersedes))
+                    successors.append(new_ids[write.ref])
             else:
-                target = write.target
-            if target is None:
-                continue
-            done = await conn.fetchval(
-                self._sql["supersede_fact"], user_id, resolve(target), commit.observed_at, new_id
-            )
-            if done is None:
-                # The user's version check makes this unreachable unless a
-                # writer skipped the version; refuse the whole batch.
-                raise UserVersionConflict(user_id)
+                targets.append(resolve(write.target))
+                successors.append(None)
+        if not targets:
+            return
+        done = await conn.fetch(
+            self._sql["supersede_facts"], user_id, targets, successors, commit.observed_at
+        )
+        if len(done) != len(targets):
+            # The user's version check makes this unreachable unless a writer
+            # skipped the version; refuse the whole batch.
+            raise UserVersionConflict(user_id)
 
     async def record_run(self, run: RunRecord) -> int:
         """An audit row on its own, for runs that write no fact and move no cursor."""

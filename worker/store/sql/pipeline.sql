@@ -52,17 +52,24 @@ ON CONFLICT (user_id) DO UPDATE SET version = s.version + 1, updated_at = now()
     WHERE s.version = $2
 RETURNING version;
 
--- name: insert_fact
+-- name: insert_facts
+-- All of a run's new facts in one statement. Identity values are drawn in the
+-- ORDER BY order, so the returned ids, sorted, follow the input order.
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_session_id, source_kind, run_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+SELECT $1, t.text, t.category, t.importance, t.embedding, $6, $7, $8, 'extracted', $9
+FROM unnest($2::text[], $3::text[], $4::smallint[], $5::halfvec[])
+     WITH ORDINALITY AS t (text, category, importance, embedding, ord)
+ORDER BY t.ord
 RETURNING id;
 
--- name: supersede_fact
-UPDATE memory_fact
-SET superseded_at = $3, superseded_by = $4
-WHERE id = $2 AND user_id = $1 AND superseded_at IS NULL
-RETURNING id;
+-- name: supersede_facts
+-- All of a run's supersessions in one statement; only ACTIVE rows of this user.
+UPDATE memory_fact AS f
+SET superseded_at = $4, superseded_by = s.by
+FROM unnest($2::bigint[], $3::bigint[]) AS s (id, by)
+WHERE f.id = s.id AND f.user_id = $1 AND f.superseded_at IS NULL
+RETURNING f.id;
 
 -- name: insert_run
 INSERT INTO memory_run (job_id, job_try, session_id, user_id, outcome, error,
