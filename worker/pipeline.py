@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import structlog
 from opentelemetry import trace
 
@@ -23,7 +24,7 @@ from worker.stages import consolidate, extract
 from worker.stages.cursor import CursorCase, Slice, locate, take_slice, window_hash
 from worker.stages.extract import CandidateFact
 from worker.store.postgres import PgMemoryStore
-from worker.store.types import CursorAdvance, CursorState, RunCommit, RunRecord
+from worker.store.types import CursorAdvance, CursorState, RunCommit, RunRecord, Vector
 from worker.telemetry import StageClock
 from worker.wire import SummaryRequest, WireMessage
 
@@ -182,7 +183,7 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             for candidate in candidates:
                 span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
 
-    embeddings: list[list[float]] = []
+    embeddings: Vector = np.zeros((0, providers.embedder.dim), dtype=np.float32)
     if candidates:
         embed_provider = "openai" if settings.embed_provider == "openai" else "memfleet.hashing"
         with clock.stage("embed"), clock.provider_call(
@@ -191,11 +192,13 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             embedded = await providers.embedder.embed([c.text for c in candidates])
             done(embedded.model, embedded.usage.input_tokens, embedded.usage.output_tokens)
             usage += embedded.usage
-            embeddings = embedded.value
-            if len(embeddings) != len(candidates) or any(
-                len(e) != providers.embedder.dim for e in embeddings
+            if len(embedded.value) != len(candidates) or any(
+                len(e) != providers.embedder.dim for e in embedded.value
             ):
                 raise ProviderAnswerInvalid("the embeddings do not match the request")
+            # One float32 matrix from here on: similarity, the neighbour query and
+            # the inserts all read it without converting again.
+            embeddings = np.asarray(embedded.value, dtype=np.float32)
 
     advance = position.advance(handover, user_turns)
     observed = extract.observed_label(handover.handed_over_at)
@@ -269,7 +272,7 @@ async def _consolidate(
     ctx: RunContext,
     user_id: str,
     candidates: Sequence[CandidateFact],
-    embeddings: Sequence[Sequence[float]],
+    embeddings: Vector,
     observed: str,
     observed_date: str,
 ) -> tuple[consolidate.Plan, int | None, int, Usage]:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import openai
 import pytest
 
@@ -80,7 +81,7 @@ def _prepared() -> consolidate.PreparedRequest:
         CandidateFact("Lives in Lyon", "fact", 8),
         CandidateFact("Likes green tea", "preference", 5),
     ]
-    embeddings = [hash_embed(c.text, DIM) for c in candidates]
+    embeddings = np.asarray([hash_embed(c.text, DIM) for c in candidates], dtype=np.float32)
     when = datetime(2026, 10, 1)
     neighbors = [
         [NeighborRow(4711, "Lives in Paris", when, 0.2)],

@@ -2,12 +2,26 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.stages.consolidate import BatchCandidate, build_request, plan_writes, validate
+from worker.stages.consolidate import (
+    BatchCandidate,
+    PreparedRequest,
+    build_request,
+    plan_writes,
+    validate,
+)
 from worker.stages.extract import CandidateFact
-from worker.store.types import ExistingRow, InsertFact, NeighborRow, NewRow, SupersedeFact
+from worker.store.types import (
+    ExistingRow,
+    InsertFact,
+    NeighborRow,
+    NewRow,
+    SupersedeFact,
+    Vector,
+)
 from worker.wire import ConsolidationAnswer, Decision
 
 WHEN = datetime(2026, 10, 1, tzinfo=UTC)
@@ -21,14 +35,11 @@ def row(id_: int, text: str) -> NeighborRow:
     return NeighborRow(id_, text, WHEN, 0.1)
 
 
-def unit(i: int, dim: int = 4) -> list[float]:
-    v = [0.0] * dim
-    v[i % dim] = 1.0
-    return v
-
-
-def prepare(cands: list[CandidateFact], neighbors: list[list[NeighborRow]]):  # type: ignore[no-untyped-def]
-    embeddings = [unit(0) for _ in cands]
+def prepare(
+    cands: list[CandidateFact], neighbors: list[list[NeighborRow]]
+) -> tuple[Vector, PreparedRequest]:
+    embeddings = np.zeros((len(cands), 4), dtype=np.float32)
+    embeddings[:, 0] = 1.0
     return embeddings, build_request(cands, embeddings, neighbors, "2026-11-22 (Sunday)",
                                      "2026-11-22", k=5)
 
@@ -54,9 +65,12 @@ def test_update_supersedes_its_target() -> None:
     emb, prepared = prepare(cands, [[row(7, "Uses Postgres")]])
     validated = validate(prepared, answer(Decision(candidate=0, event="UPDATE", target=1)))
     plan = plan_writes(cands, emb, prepared, validated)
-    assert plan.writes == (
-        InsertFact(0, "Uses SQLite", "preference", 5, emb[0], supersedes=ExistingRow(7)),
+    (insert,) = plan.writes
+    assert isinstance(insert, InsertFact)
+    assert (insert.ref, insert.text, insert.category, insert.importance, insert.supersedes) == (
+        0, "Uses SQLite", "preference", 5, ExistingRow(7),
     )
+    assert np.array_equal(insert.embedding, emb[0])
     assert (plan.added, plan.updated) == (0, 1)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from worker.wire import Category
@@ -236,11 +237,13 @@ def clean_text(text: str) -> str:
     return " ".join(text.split()).rstrip(". ")
 
 
+@lru_cache(maxsize=65536)
 def norm(text: str) -> str:
     """Case-, space- and punctuation-blind form for comparing texts and values."""
     return " ".join(re.sub(r"[^\w\s]", "", text.casefold()).split())
 
 
+@lru_cache(maxsize=65536)  # pure, and the same neighbour texts come back every candidate
 def parse_fact(text: str) -> Slot:
     """Read a fact text back into the slot it fills; ``other`` when no shape fits."""
     body = _SUBJECT.sub("", clean_text(text), count=1)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from worker.stages.extract import CandidateFact
 from worker.store.types import (
     ExistingRow,
@@ -23,6 +21,7 @@ from worker.store.types import (
     NeighborRow,
     NewRow,
     SupersedeFact,
+    Vector,
     Write,
 )
 from worker.wire import Candidate, ConsolidationAnswer, ConsolidationRequest, Decision, Neighbor
@@ -45,7 +44,7 @@ class PreparedRequest:
 
 def build_request(
     candidates: Sequence[CandidateFact],
-    embeddings: Sequence[Sequence[float]],
+    embeddings: Vector,
     neighbors: Sequence[Sequence[NeighborRow]],
     observed_at: str,
     observed_date: str,
@@ -64,8 +63,7 @@ def build_request(
     offered = []
     # Cosine of every pair of candidates at once (vectors are unit length): one
     # matrix product instead of a Python loop over 1536-dim lists per pair.
-    vectors = np.asarray(embeddings, dtype=np.float32).reshape(len(candidates), -1)
-    similarity = vectors @ vectors.T
+    similarity = embeddings @ embeddings.T
     for i, candidate in enumerate(candidates):
         shown: list[Neighbor] = [
             Neighbor(id=wire_id(ExistingRow(row.id)), text=row.text,
@@ -136,7 +134,7 @@ class Plan:
 
 def plan_writes(
     candidates: Sequence[CandidateFact],
-    embeddings: Sequence[Sequence[float]],
+    embeddings: Vector,
     prepared: PreparedRequest,
     validated: Validated,
 ) -> Plan:
@@ -180,7 +178,7 @@ def plan_writes(
             event = "ADD"  # its target vanished earlier in the batch: keep the new fact
         insert = InsertFact(
             ref=i, text=text, category=candidate.category, importance=candidate.importance,
-            embedding=list(embeddings[i]),
+            embedding=embeddings[i],
             supersedes=target if event == "UPDATE" else None,
         )
         writes.append(insert)

@@ -6,7 +6,7 @@ Every fact query takes the user id; errors from asyncpg are translated here.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +24,7 @@ from worker.store.types import (
     NeighborRow,
     RunCommit,
     RunRecord,
+    Vector,
 )
 
 _PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
@@ -65,13 +66,13 @@ class PgMemoryStore:
         return None if row is None else CursorState(**dict(row))
 
     async def neighbors(
-        self, user_id: str, embeddings: Sequence[Sequence[float]], k: int
+        self, user_id: str, embeddings: Vector, k: int
     ) -> tuple[int, list[list[NeighborRow]]]:
-        """The user's version and, per embedding, its top-k active facts (nearest first)."""
-        result: list[list[NeighborRow]] = [[] for _ in embeddings]
-        if not embeddings:
+        """The user's version and, per embedding (a row of the matrix), its top-k active facts."""
+        result: list[list[NeighborRow]] = [[] for _ in range(len(embeddings))]
+        if not len(embeddings):
             return 0, result
-        vectors = [HalfVector(list(e)) for e in embeddings]
+        vectors = [HalfVector(e) for e in embeddings]
         async with _translated("the neighbour query"):
             rows = await self._pool.fetch(self._sql["neighbors"], user_id, vectors, k)
         version = 0

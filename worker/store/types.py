@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+
 
 @dataclass(frozen=True, slots=True)
 class CursorState:
@@ -67,7 +72,7 @@ class InsertFact:
     text: str
     category: str
     importance: int
-    embedding: list[float]
+    embedding: Vector
     supersedes: FactRef | None = None
 
 
