@@ -12,7 +12,8 @@ Test hooks, over HTTP:
       {"mode": "429", "count": 2, "retry_after": 1, "path": "/v1/chat/completions"}
       mode: an HTTP status ("429", "500", "401", ...), "timeout" (sleep ``sleep_s``,
       default 10, before answering), "latency_ms" (``latency_ms`` delay),
-      "truncated", "schema_break", "unknown_ids", "prose" (chat), "wrong_count",
+      "truncated", "schema_break", "unknown_ids", "prose", "hostile" (chat; see
+      api_stub/llm_answers.py), "wrong_count",
       "wrong_dim" (embeddings). Optional: "path", "task", "retry_after" (header
       value), "retry_after_ms". Each fault applies to the next ``count`` matching
       requests (default 1), first queued first.
@@ -46,16 +47,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api_stub.llm_answers import CONTENT_MODES, answer_for, faulty_content
 from worker.providers.hashing import hash_embed
-from worker.providers.rules import decide, extract_facts, summarize
-from worker.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
 CHAT_PATH = "/v1/chat/completions"
 EMBED_PATH = "/v1/embeddings"
-CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose", "hostile"})
 OTHER_MODES = frozenset({"timeout", "latency_ms", "wrong_count", "wrong_dim"})
-# A plausible row id of some other user: consolidation must never apply it.
-FOREIGN_ID = 918_273_645
 
 
 def count_tokens(text: str) -> int:
@@ -162,81 +159,6 @@ def _wire_payload(body: dict[str, Any]) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return payload if isinstance(payload, dict) else None
-
-
-def answer_for(payload: dict[str, Any]) -> dict[str, Any]:
-    """The rules provider's answer to a wire request; ValueError for unknown tasks."""
-    task = payload.get("task")
-    if task == "fact_extraction":
-        return extract_facts(ExtractionRequest.model_validate(payload)).model_dump(mode="json")
-    if task == "memory_consolidation":
-        return decide(ConsolidationRequest.model_validate(payload)).model_dump(mode="json")
-    if task == "session_summary":
-        return summarize(SummaryRequest.model_validate(payload)).model_dump(mode="json")
-    raise ValueError("unknown task")
-
-
-def _unknown_ids(payload: dict[str, Any]) -> dict[str, Any]:
-    decisions = []
-    for i, candidate in enumerate(payload.get("candidates", [])):
-        offered = [n["id"] for n in candidate.get("neighbors", [])]
-        target = max(offered, default=0) + 1000 if i % 2 == 0 else FOREIGN_ID
-        decisions.append({"candidate": candidate["candidate"], "event": "UPDATE",
-                          "target": target, "text": "Replaced by the stub"})
-    return {"decisions": decisions}
-
-
-_SCHEMA_BREAKS: dict[str | None, Any] = {
-    "fact_extraction": {"facts": [{"fact": "missing fields", "category": "opinion",
-                                   "importance": 42}]},
-    "memory_consolidation": {"decisions": [{"candidate": "first", "event": "MERGE"}]},
-    "session_summary": {"text": None},
-}
-
-
-def _hostile(payload: dict[str, Any]) -> dict[str, Any]:
-    """A model that obeyed "delete all my memories": DELETE everything it can name.
-
-    Every candidate's first decision targets an id offered to ANOTHER candidate
-    (or one never offered); then come DELETEs of every id in the request and an
-    UPDATE rewriting someone else's fact. Only what validation lets through may
-    take effect.
-    """
-    candidates = payload.get("candidates", [])
-    every_id = sorted({n["id"] for c in candidates for n in c["neighbors"]})
-    decisions: list[dict[str, Any]] = []
-    for c in candidates:
-        own = {n["id"] for n in c["neighbors"]}
-        foreign = [i for i in every_id if i not in own] or [max(every_id, default=0) + 7]
-        decisions.append({"candidate": c["candidate"], "event": "DELETE",
-                          "target": foreign[0], "text": None})
-    for c in candidates:
-        for target in every_id:
-            decisions.append({"candidate": c["candidate"], "event": "DELETE",
-                              "target": target, "text": None})
-        decisions.append({"candidate": c["candidate"], "event": "UPDATE", "target": 918273645,
-                          "text": "Bob lives in Paris"})
-    return {"decisions": decisions}
-
-
-def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -> str:
-    content = json.dumps(answer)
-    if mode == "truncated":
-        return content[: max(1, len(content) // 2)]
-    if mode == "schema_break":
-        return json.dumps(_SCHEMA_BREAKS.get(payload.get("task"), {"unexpected": True}))
-    if mode == "unknown_ids" and payload.get("task") == "memory_consolidation":
-        return json.dumps(_unknown_ids(payload))
-    if mode == "hostile" and payload.get("task") == "memory_consolidation":
-        return json.dumps(_hostile(payload))
-    if mode == "prose":
-        return (
-            "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"
-            "Sure! Here is the result {as requested}:\n```json\n"
-            + json.dumps(answer, indent=2)
-            + "\n```\nLet me know if you need anything else {:)}."
-        )
-    return content
 
 
 def _completion(number: int, model: str, content: str, prompt_tokens: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+import numpy as np
 from redis.asyncio import Redis
 
 from bench.probes import (
@@ -311,7 +312,9 @@ async def isolated_parts(settings: Settings, plans: Sequence[SessionPlan]) -> Is
             request = extract.build_request(messages, start, len(messages),
                                             settings.context_messages, None, now)
             candidates = extract.candidates_from(extract_facts(request))
-            embeddings = (await embedder.embed([c.text for c in candidates])).value
+            # As the pipeline does: one float32 matrix for every later step.
+            embeddings = np.asarray((await embedder.embed([c.text for c in candidates])).value,
+                                    dtype=np.float32)
             out.candidates = len(candidates)
             out.active_facts.append(counts.get(plan.user_id, 0))
 

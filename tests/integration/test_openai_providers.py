@@ -20,7 +20,8 @@ import numpy as np
 import openai
 import pytest
 
-from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, FOREIGN_ID, StubServer
+from api_stub.llm_answers import FOREIGN_ID
+from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.helpers import active_texts, bot_msg, drain, user_msg
 from worker.client import schedule_memory_persistence
 from worker.config import Settings

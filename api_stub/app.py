@@ -1,0 +1,93 @@
+"""The memory API and chat stand-in as one ASGI app: ``create_app(settings)``.
+
+The lifespan builds every client (PostgreSQL pool, Redis, providers) and closes
+them; nothing is created at import time. Settings must carry resolved server
+URLs (``api_stub.serve`` resolves the embedded ones) and MEMFLEET_JWT_SECRET.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from api_stub import routes_chat, routes_memory
+from api_stub.auth import AuthConfig
+from api_stub.deps import ApiDeps
+from api_stub.errors import install_handlers
+from worker.app import limits_from
+from worker.config import Settings
+from worker.errors import ConfigurationError
+from worker.providers.factory import build_providers
+from worker.store.memory_api import MemoryApiStore
+from worker.store.migrate import check_embed_dim
+from worker.store.pool import create_pool
+
+TITLE = "memfleet memory API"
+VERSION = "0.1.0"
+DESCRIPTION = (
+    "A user's long-term memory: list, add, remove (supersede), trace and search facts, "
+    "erase everything; and a chat stand-in that hands each turn over to the workers. "
+    "Every endpoint takes an HS256 bearer token whose `sub` is the user."
+)
+OPENAPI_PATH = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The app; fails at once (ConfigurationError) on settings it cannot run with."""
+    auth = AuthConfig.from_settings(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not settings.database_url or not settings.redis_url:
+            raise ConfigurationError("the memory API needs resolved database and Redis URLs")
+        pool = await create_pool(settings.database_url, min_size=settings.db_pool_min,
+                                 max_size=settings.db_pool_max)
+        redis: Redis | None = None
+        providers = None
+        try:
+            async with pool.acquire() as conn:
+                await check_embed_dim(conn, settings.embed_dim)
+            redis = Redis.from_url(settings.redis_url, socket_timeout=5,
+                                   socket_connect_timeout=2)
+            providers = build_providers(settings)
+            app.state.deps = ApiDeps(
+                settings=settings, pool=pool, redis=redis, memory=MemoryApiStore(pool),
+                providers=providers, limits=limits_from(settings),
+                chat=routes_chat.ChatLog(redis),
+            )
+            yield
+        finally:
+            if providers is not None:
+                await providers.aclose()
+            if redis is not None:
+                await redis.aclose()
+            await pool.close()
+
+    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan)
+    app.state.auth = auth
+    install_handlers(app)
+    app.include_router(routes_chat.router)
+    app.include_router(routes_memory.router)
+
+    @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document; it depends on no setting (docs/openapi.json is this)."""
+    placeholder = Settings(jwt_secret="x" * 32, database_url="postgresql://unused",
+                           redis_url="redis://unused")
+    return create_app(placeholder).openapi()
+
+
+def openapi_json() -> str:
+    return json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"

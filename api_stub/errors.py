@@ -1,0 +1,73 @@
+"""memfleet's errors at the HTTP edge, and the error responses the OpenAPI document declares."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+
+from api_stub.models import ErrorBody
+from worker.errors import ProviderError, StoreConflict, StoreError
+
+log = logging.getLogger("memfleet.api")
+
+_DESCRIPTIONS = {
+    400: "The body could not be read (not UTF-8 JSON).",
+    401: "No bearer token, or one that does not verify.",
+    403: "The token's subject is not the user in the path.",
+    404: "No such fact (or session) for this user.",
+    409: "The fact is no longer active.",
+    503: "PostgreSQL, Redis or the embeddings provider is unavailable; retry later.",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
+
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **error_responses(403),
+    401: {
+        "model": ErrorBody,
+        "description": _DESCRIPTIONS[401],
+        "headers": {"WWW-Authenticate": {
+            "description": "Bearer challenge (RFC 6750).", "schema": {"type": "string"},
+        }},
+    },
+}
+
+
+def _unavailable(what: str) -> JSONResponse:
+    return JSONResponse({"detail": f"{what} is unavailable; retry later"}, status_code=503,
+                        headers={"Retry-After": "1"})
+
+
+async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    # The exception text names the operation and the driver's error class, never content.
+    log.warning("memory API: store error: %s", exc)
+    return _unavailable("the memory store")
+
+
+async def _store_conflict(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("memory API: the user's facts kept changing during a write")
+    return _unavailable("the memory store")
+
+
+async def _provider_error(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("memory API: embeddings failed: %s", type(exc).__name__)
+    return _unavailable("the embeddings provider")
+
+
+async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("memory API: Redis error: %s", type(exc).__name__)
+    return _unavailable("Redis")
+
+
+def install_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(StoreConflict, _store_conflict)
+    app.add_exception_handler(ProviderError, _provider_error)
+    app.add_exception_handler(RedisError, _redis_error)

@@ -1,0 +1,166 @@
+"""The memory API: what a user can see, add, remove, trace and erase of their memory.
+
+Every route takes the user from the path, and ``AuthedUser`` has already checked
+that the bearer token's subject is that user (401/403 otherwise). Every query
+below is scoped by that user id, so another user's fact id is a plain 404.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request, status
+from pydantic import AfterValidator
+
+from api_stub.auth import AuthedUser
+from api_stub.deps import ApiDeps
+from api_stub.errors import AUTH_RESPONSES, error_responses
+from api_stub.models import (
+    MAX_FACT_ID,
+    MAX_QUERY_CHARS,
+    ActiveFacts,
+    Category,
+    CategoryGroup,
+    Chain,
+    Erased,
+    Fact,
+    KnownFacts,
+    NewFactBody,
+    SearchHitBody,
+    SearchResults,
+    clean_text,
+)
+from worker.read import CATEGORY_ORDER, format_block, known_facts, search_facts
+from worker.store.memory_api import NewFact
+
+router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
+
+FactId = Annotated[int, Path(ge=1, le=MAX_FACT_ID)]
+SearchQuery = Annotated[
+    str, Query(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(clean_text)
+]
+OptionalQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=MAX_QUERY_CHARS),
+    AfterValidator(lambda v: None if v is None else clean_text(v)),
+]
+_NOT_FOUND = "no such fact"
+
+
+def _deps(request: Request) -> ApiDeps:
+    deps: ApiDeps = request.app.state.deps
+    return deps
+
+
+@router.get(
+    "/facts",
+    response_model=ActiveFacts,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="The user's active facts, grouped by category",
+)
+async def list_facts(request: Request, user_id: AuthedUser) -> ActiveFacts:
+    facts = await _deps(request).memory.active_facts(user_id)  # ordered by observed_at
+    groups = [
+        CategoryGroup(category=cast(Category, category), facts=[Fact.of(f) for f in facts
+                                                if f.category == category])
+        for category in CATEGORY_ORDER
+    ]
+    return ActiveFacts(user_id=user_id, count=len(facts),
+                       groups=[g for g in groups if g.facts])
+
+
+@router.post(
+    "/facts",
+    response_model=Fact,
+    status_code=status.HTTP_201_CREATED,
+    responses={**AUTH_RESPONSES, **error_responses(400, 503)},
+    summary="Add a fact by hand (source_kind manual)",
+)
+async def add_fact(request: Request, user_id: AuthedUser, body: NewFactBody) -> Fact:
+    deps = _deps(request)
+    embedder = deps.providers.embedder
+    answer = await embedder.embed([body.text])
+    record = await deps.memory.add_fact(user_id, NewFact(
+        text=body.text, category=body.category, importance=body.importance,
+        embedding=answer.value[0], embedding_model=embedder.model,
+    ))
+    return Fact.of(record)
+
+
+@router.delete(
+    "/facts/{fact_id}",
+    response_model=Fact,
+    responses={**AUTH_RESPONSES, **error_responses(404, 409, 503)},
+    summary="Remove a fact: it is superseded, nothing is deleted",
+)
+async def remove_fact(request: Request, user_id: AuthedUser, fact_id: FactId) -> Fact:
+    memory = _deps(request).memory
+    removed = await memory.remove_fact(user_id, fact_id)
+    if removed is not None:
+        return Fact.of(removed)
+    if await memory.get_fact(user_id, fact_id) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
+    raise HTTPException(status.HTTP_409_CONFLICT, detail="the fact is no longer active")
+
+
+@router.get(
+    "/facts/{fact_id}/chain",
+    response_model=Chain,
+    responses={**AUTH_RESPONSES, **error_responses(404, 503)},
+    summary="Every version of a fact (its supersession chain), oldest first",
+)
+async def fact_chain(request: Request, user_id: AuthedUser, fact_id: FactId) -> Chain:
+    versions = await _deps(request).memory.chain(user_id, fact_id)
+    if not versions:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
+    return Chain(fact_id=fact_id, versions=[Fact.of(f) for f in versions])
+
+
+@router.get(
+    "/search",
+    response_model=SearchResults,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="Active facts by meaning and by words, fused by Reciprocal Rank Fusion (k = 60)",
+)
+async def search(
+    request: Request,
+    user_id: AuthedUser,
+    q: SearchQuery,
+    k: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> SearchResults:
+    deps = _deps(request)
+    hits = await search_facts(deps.memory, deps.providers.embedder, user_id, q, top_k=k)
+    return SearchResults(results=[
+        SearchHitBody(fact=Fact.of(h.fact), score=h.score, semantic_rank=h.semantic_rank,
+                      lexical_rank=h.lexical_rank)
+        for h in hits
+    ])
+
+
+@router.get(
+    "/known-facts",
+    response_model=KnownFacts,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="The read path over HTTP: the system-prompt block of known facts",
+)
+async def known_facts_route(
+    request: Request, user_id: AuthedUser, q: OptionalQuery = None
+) -> KnownFacts:
+    deps = _deps(request)
+    facts = await known_facts(deps.memory, deps.providers.embedder, user_id, query=q,
+                              top_k=deps.settings.read_top_k)
+    return KnownFacts(block=format_block(facts), count=len(facts))
+
+
+@router.delete(
+    "",
+    response_model=Erased,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="Erase everything about the user (right to be forgotten): really deletes",
+)
+async def erase_user(request: Request, user_id: AuthedUser) -> Erased:
+    deps = _deps(request)
+    # The conversation first: with it gone no later hand-over can bring the facts back.
+    sessions = await deps.chat.erase_user(user_id)
+    deleted = await deps.memory.erase_user(user_id)
+    return Erased(user_id=user_id, deleted={**deleted, "chat_sessions": sessions})

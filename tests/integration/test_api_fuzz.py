@@ -1,0 +1,126 @@
+"""Fuzz every operation of docs/openapi.json against the running app (schemathesis).
+
+No response may be a server error or break the document (status code, content
+type, headers, body schema). Each operation is fuzzed three ways: as the
+path's own user (the handlers run, on seeded facts), with a valid token of
+another user (403), and with no or a broken token (401); each with data that
+fits the schema and data that does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from api_stub.app import OPENAPI_PATH
+from tests.api_server import api_settings, bearer, running_api
+from tests.helpers import drain
+from worker.config import Settings
+
+USER = "fuzz-user"
+OWN_EXAMPLES = 50  # per operation and mode, as the path's own user
+OTHER_EXAMPLES = 15  # per operation, mode and token variant that must be refused
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+
+def _sort_key(operation: Any) -> tuple[bool, str, str]:
+    # Erasing the user last keeps the seeded facts for every other operation.
+    erase = operation.method.upper() == "DELETE" and operation.path == "/users/{user_id}"
+    return (erase, operation.path, operation.method)
+
+
+def _fuzz(base_url: str, fact_ids: list[int]) -> int:
+    """Run the fuzzing (synchronously: schemathesis and hypothesis drive requests)."""
+    schema = schemathesis.openapi.from_dict(json.loads(OPENAPI_PATH.read_text("utf-8")))
+    operations = sorted((r.ok() for r in schema.get_all_operations()), key=_sort_key)
+    session = requests.Session()
+    calls = 0
+    auth_variants: list[tuple[int, Callable[[Any], dict[str, Any] | None], dict[str, str]]] = [
+        (OWN_EXAMPLES, lambda op: {"user_id": USER} if "{user_id}" in op.path else None,
+         bearer(USER)),
+        (OTHER_EXAMPLES, lambda op: None, bearer("someone-else")),
+        (OTHER_EXAMPLES, lambda op: None, {}),
+        (OTHER_EXAMPLES, lambda op: None, {"Authorization": "Bearer x.y.z"}),
+    ]
+    for operation in operations:
+        for examples, fixed_path, headers in auth_variants:
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                strategy = operation.as_strategy(generation_mode=mode,
+                                                 path_parameters=fixed_path(operation))
+                if "{fact_id}" in operation.path and fixed_path(operation):
+                    # Half the time a real fact id, so the handlers' found branches run too.
+                    strategy = st.tuples(strategy, st.sampled_from([None, *fact_ids])).map(
+                        _with_fact_id
+                    )
+
+                try:
+                    calls += _run(strategy, base_url, session, headers, examples)
+                except Unsatisfiable:
+                    # Nothing to make invalid (no body or free parameter): nothing to do.
+                    assert mode is GenerationMode.NEGATIVE, operation.path
+    return calls
+
+
+def _run(
+    strategy: Any, base_url: str, session: requests.Session, headers: dict[str, str],
+    examples: int,
+) -> int:
+    calls = 0
+
+    @hyp_settings(max_examples=examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        nonlocal calls
+        response = case.call(base_url=base_url, session=session, headers=headers, timeout=30)
+        calls += 1
+        case.validate_response(response, checks=CHECKS, headers=headers)
+
+    run()
+    return calls
+
+
+def _with_fact_id(pair: tuple[Any, int | None]) -> Any:
+    case, fact_id = pair
+    if fact_id is not None and case.path_parameters is not None:
+        case.path_parameters["fact_id"] = fact_id
+    return case
+
+
+async def test_fuzzing_the_openapi_document_finds_no_error(settings: Settings) -> None:
+    async with running_api(api_settings(settings)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+            for text in ("Lives in Berlin", "Uses Postgres", "Likes jazz"):
+                await client.post(f"/users/{USER}/facts", json={"text": text},
+                                  headers=bearer(USER))
+            for content in ("I live in Oslo.", "I live in Bergen now."):
+                await client.post("/chat/fuzz-s1", json={"content": content},
+                                  headers=bearer(USER))
+                await drain(settings)
+        # A fresh database: the seeded rows (and a two-step chain) have the first ids.
+        calls = await asyncio.to_thread(_fuzz, base_url, list(range(1, 7)))
+    assert calls > 1000

@@ -1,0 +1,111 @@
+-- Queries of the memory API (api_stub) and the read path (worker/read.py).
+-- Every query is scoped to one user by its first parameter: a fact id of
+-- another user behaves exactly like an id that does not exist.
+
+-- name: user_version
+SELECT coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0);
+
+-- name: bump_user_version
+-- The same compare-and-set as the pipeline's persist transaction, so manual
+-- writes and worker consolidation serialise per user: a job that read the
+-- neighbours before this write re-runs consolidation.
+INSERT INTO user_memory_state AS s (user_id, version) VALUES ($1, $2 + 1)
+ON CONFLICT (user_id) DO UPDATE SET version = s.version + 1, updated_at = now()
+    WHERE s.version = $2
+RETURNING version;
+
+-- name: get_fact
+SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, created_at
+FROM memory_fact
+WHERE user_id = $1 AND id = $2;
+
+-- name: insert_manual_fact
+INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
+                         observed_at, source_kind)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'manual')
+RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+          superseded_at, superseded_by, created_at;
+
+-- name: remove_fact
+-- Supersede without a successor: the row stays, the history is the data.
+UPDATE memory_fact
+SET superseded_at = now()
+WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
+RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+          superseded_at, superseded_by, created_at;
+
+-- name: chain
+-- Follow superseded_by forwards (newer versions) and backwards (older ones).
+-- UNION (not UNION ALL) makes a corrupt cycle terminate instead of looping.
+WITH RECURSIVE
+forwards (id, superseded_by) AS (
+    SELECT id, superseded_by FROM memory_fact WHERE user_id = $1 AND id = $2
+    UNION
+    SELECT f.id, f.superseded_by
+    FROM memory_fact AS f JOIN forwards AS w ON f.id = w.superseded_by
+    WHERE f.user_id = $1
+),
+backwards (id) AS (
+    SELECT id FROM memory_fact WHERE user_id = $1 AND id = $2
+    UNION
+    SELECT f.id
+    FROM memory_fact AS f JOIN backwards AS b ON f.superseded_by = b.id
+    WHERE f.user_id = $1
+)
+SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, created_at
+FROM memory_fact
+WHERE user_id = $1 AND id IN (SELECT id FROM forwards UNION SELECT id FROM backwards)
+ORDER BY id;
+
+-- name: search
+-- One statement, one snapshot: the top-$4 active facts by meaning (exact
+-- halfvec cosine scan, as in the neighbour query) and by words (ts_rank over
+-- the 'simple' tsvector), each with its rank; fused by RRF in Python.
+-- $3 is a websearch_to_tsquery string of the query's words joined by " or ".
+WITH semantic AS (
+    SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
+    FROM (
+        SELECT id, embedding <=> $2 AS distance
+        FROM memory_fact
+        WHERE user_id = $1 AND superseded_at IS NULL
+        ORDER BY embedding <=> $2, id
+        LIMIT $4
+    ) AS s
+),
+lexical AS (
+    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
+    FROM (
+        SELECT f.id, ts_rank(f.text_search, q.query) AS score
+        FROM memory_fact AS f, websearch_to_tsquery('simple', $3) AS q (query)
+        WHERE f.user_id = $1 AND f.superseded_at IS NULL AND f.text_search @@ q.query
+        ORDER BY score DESC, f.id
+        LIMIT $4
+    ) AS l
+)
+SELECT f.id, f.user_id, f.text, f.category, f.importance, f.observed_at, f.source_session_id,
+       f.source_kind, f.superseded_at, f.superseded_by, f.created_at,
+       s.rank AS semantic_rank, l.rank AS lexical_rank
+FROM memory_fact AS f
+LEFT JOIN semantic AS s ON s.id = f.id
+LEFT JOIN lexical AS l ON l.id = f.id
+WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM lexical);
+
+-- name: count_active
+SELECT count(*) FROM memory_fact WHERE user_id = $1 AND superseded_at IS NULL;
+
+-- name: erase_facts
+-- One statement: superseded_by only points at rows of the same user, and the
+-- foreign key (NO ACTION) is checked at the end of the statement, when every
+-- referencing row is gone too.
+DELETE FROM memory_fact WHERE user_id = $1;
+
+-- name: erase_runs
+DELETE FROM memory_run WHERE user_id = $1;
+
+-- name: erase_cursors
+DELETE FROM session_cursor WHERE user_id = $1;
+
+-- name: erase_state
+DELETE FROM user_memory_state WHERE user_id = $1;
