@@ -17,6 +17,8 @@ from typing import Any
 
 import asyncpg
 import numpy as np
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from redis.asyncio import Redis
 
 from bench.probes import (
@@ -41,6 +43,14 @@ from worker.providers.rules import decide, extract_facts
 from worker.stages import consolidate, extract
 from worker.store.pool import create_pool
 from worker.store.postgres import PgMemoryStore
+from worker.telemetry import setup_telemetry
+
+
+class DroppingExporter(SpanExporter):
+    """Accepts every span and keeps none: the bench's JobRecorder reads them instead."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +144,12 @@ def make_worker(
     settings: Settings, recorder: JobRecorder, counter: PoolCounter, *, burst: bool,
     **overrides: Any,
 ) -> TimedWorker:
-    options = instrumented(worker_options(settings, burst=burst), recorder, counter)
+    # Spans are recorded, as in production with tracing on: a worker that exports
+    # nothing does not record them (worker.telemetry), so give it an exporter that
+    # drops what it is given, and the recorder reads the spans on their way.
+    telemetry = setup_telemetry(settings, span_exporter=DroppingExporter())
+    options = instrumented(worker_options(settings, burst=burst, telemetry=telemetry),
+                           recorder, counter)
     return TimedWorker(**{**options, **overrides})
 
 
