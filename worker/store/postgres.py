@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from typing import Any
 
 import asyncpg
@@ -19,7 +20,6 @@ from worker.store.types import (
     CursorState,
     ExistingRow,
     FactRecord,
-    FactRef,
     InsertFact,
     NeighborRow,
     RunCommit,
@@ -28,6 +28,9 @@ from worker.store.types import (
 )
 
 _PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+# SQLSTATEs raised by memfleet_commit_run (schema/0003_commit_run.sql).
+_CURSOR_MOVED = "MF001"
+_USER_CHANGED = "MF002"
 
 
 @asynccontextmanager
@@ -46,6 +49,12 @@ def _run_args(run: RunRecord) -> tuple[Any, ...]:
         run.consolidation_attempts, run.input_tokens, run.output_tokens,
         json.dumps(run.timings_ms), run.started_at,
     )
+
+
+def _run_json(run: RunRecord) -> str:
+    row = asdict(run)
+    row["started_at"] = run.started_at.isoformat()
+    return json.dumps(row)
 
 
 def _fact(row: Any) -> FactRecord:
@@ -85,79 +94,49 @@ class PgMemoryStore:
         return version, result
 
     async def commit_run(self, commit: RunCommit) -> int:
-        """Write one run atomically; return the run id.
+        """Write one run atomically, in one round trip; return the run id.
 
-        Raises CursorFenced or UserVersionConflict (after rolling back) when a
-        compare-and-set loses.
+        Raises CursorFenced or UserVersionConflict when a compare-and-set
+        loses; the statement then wrote nothing.
         """
-        sql = self._sql
         cursor = commit.cursor
-        async with (
-            _translated("the persist transaction"),
-            self._pool.acquire() as conn,
-            conn.transaction(),
-        ):
-            if cursor.expected_version == 0:
-                moved = await conn.fetchval(
-                    sql["insert_cursor"], cursor.session_id, cursor.user_id,
-                    cursor.last_hash, cursor.window_hash, cursor.position,
-                    cursor.processed, cursor.user_turns,
-                )
-            else:
-                moved = await conn.fetchval(
-                    sql["advance_cursor"], cursor.session_id, cursor.expected_version,
-                    cursor.last_hash, cursor.window_hash, cursor.position,
-                    cursor.processed, cursor.user_turns, cursor.user_id,
-                )
-            if moved is None:
-                raise CursorFenced(cursor.session_id)
-            if commit.user_version is not None:
-                bumped = await conn.fetchval(
-                    sql["bump_user_version"], cursor.user_id, commit.user_version
-                )
-                if bumped is None:
-                    raise UserVersionConflict(cursor.user_id)
-            run_id: int = await conn.fetchval(sql["insert_run"], *_run_args(commit.run))
-            await self._apply_writes(conn, commit, run_id)
-        return run_id
-
-    async def _apply_writes(self, conn: Any, commit: RunCommit, run_id: int) -> None:
-        """Two statements whatever the batch size: all inserts, then all supersessions."""
-        user_id = commit.cursor.user_id
         inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
-        new_ids: dict[int, int] = {}
-        if inserts:
-            ids = await conn.fetch(
-                self._sql["insert_facts"], user_id,
-                [w.text for w in inserts], [w.category for w in inserts],
-                [w.importance for w in inserts], [HalfVector(w.embedding) for w in inserts],
-                commit.embedding_model, commit.observed_at, commit.source_session_id, run_id,
-            )
-            ordered = sorted(row["id"] for row in ids)
-            new_ids = {w.ref: new_id for w, new_id in zip(inserts, ordered, strict=True)}
-
-        def resolve(ref: FactRef) -> int:
-            return ref.id if isinstance(ref, ExistingRow) else new_ids[ref.ref]
-
-        targets: list[int] = []
+        position = {w.ref: i + 1 for i, w in enumerate(inserts)}  # 1-based, as in SQL
+        targets: list[int | None] = []
+        targets_new: list[int | None] = []
         successors: list[int | None] = []
         for write in commit.writes:
             if isinstance(write, InsertFact):
-                if write.supersedes is not None:
-                    targets.append(resolve(write.supersedes))
-                    successors.append(new_ids[write.ref])
+                if write.supersedes is None:
+                    continue
+                target, successor = write.supersedes, position[write.ref]
             else:
-                targets.append(resolve(write.target))
-                successors.append(None)
-        if not targets:
-            return
-        done = await conn.fetch(
-            self._sql["supersede_facts"], user_id, targets, successors, commit.observed_at
-        )
-        if len(done) != len(targets):
-            # The user's version check makes this unreachable unless a writer
-            # skipped the version; refuse the whole batch.
-            raise UserVersionConflict(user_id)
+                target, successor = write.target, None
+            if isinstance(target, ExistingRow):
+                targets.append(target.id)
+                targets_new.append(None)
+            else:
+                targets.append(None)
+                targets_new.append(position[target.ref])
+            successors.append(successor)
+        try:
+            run_id: int = await self._pool.fetchval(
+                self._sql["commit_run"],
+                json.dumps(asdict(cursor)), commit.user_version, _run_json(commit.run),
+                [w.text for w in inserts], [w.category for w in inserts],
+                [w.importance for w in inserts], [HalfVector(w.embedding) for w in inserts],
+                commit.embedding_model, commit.observed_at, commit.source_session_id,
+                targets, targets_new, successors,
+            )
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate == _CURSOR_MOVED:
+                raise CursorFenced(cursor.session_id) from exc
+            if exc.sqlstate == _USER_CHANGED:
+                raise UserVersionConflict(cursor.user_id) from exc
+            raise StoreError(f"the persist transaction failed: {type(exc).__name__}") from exc
+        except (asyncpg.InterfaceError, OSError) as exc:
+            raise StoreError(f"the persist transaction failed: {type(exc).__name__}") from exc
+        return run_id
 
     async def record_run(self, run: RunRecord) -> int:
         """An audit row on its own, for runs that write no fact and move no cursor."""
