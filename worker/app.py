@@ -46,7 +46,8 @@ def worker_options(
             settings=settings,
             redis=ctx["redis"],
             store=PgMemoryStore(pool),
-            providers=build_providers(settings),
+            providers=build_providers(settings, on_failure=lambda kind: (
+                telemetry.metrics.llm_errors.add(1, {"kind": kind}))),
             limits=limits_from(settings),
             telemetry=telemetry,
         )

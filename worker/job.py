@@ -137,8 +137,6 @@ async def _run(
         except InvalidJob as exc:
             return await _record(deps, _ended(base, "invalid", str(exc), handover.user_id))
         except _TRANSIENT as exc:
-            if isinstance(exc, ProviderError):
-                deps.telemetry.metrics.llm_errors.add(1, {"kind": type(exc).__name__})
             final = job_try >= deps.settings.max_tries
             log.warning("job did not complete", job_try=job_try, final=final,
                         error=type(exc).__name__)

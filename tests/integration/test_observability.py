@@ -149,7 +149,7 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                 assert {e: p for e, p in errors.items() if p} == {}
                 # The steered events were counted, with the values the panels split by.
                 assert {"committed", "deferred", "retry"} <= known["memfleet_jobs_total"]["outcome"]
-                assert known["memfleet_llm_errors_total"]["kind"] == {"ProviderUnavailable"}
+                assert known["memfleet_llm_errors_total"]["kind"] == {"server_error"}
                 assert known["memfleet_cas_refused_total"]["fence"] == {"user"}
                 assert "memfleet_lock_contention_total" in known
                 assert known["memfleet_llm_tokens_total"]["direction"] == {"input", "output"}

@@ -114,7 +114,7 @@ def render_known_metrics() -> str:
         metrics.decisions.add(1, {"event": event})
     for fence in FENCES:
         metrics.refused_cas.add(1, {"fence": fence})
-    metrics.llm_errors.add(1, {"kind": "ProviderUnavailable"})
+    metrics.llm_errors.add(1, {"kind": "server_error"})
     metrics.lock_contention.add(1)
     metrics.lag.record(0.5)
     try:

@@ -217,3 +217,15 @@ async def test_other_exceptions_pass_through_untouched() -> None:
 
     with pytest.raises(KeyError):
         await call_with_retry(boom, RetryPolicy(), what=WHAT)
+
+
+async def test_every_failed_attempt_is_reported_by_kind() -> None:
+    _, sleep = _recorder()
+    kinds: list[str] = []
+    call = Calls(_status_error(429), _status_error(502), _timeout(), _connection())
+    policy = RetryPolicy(max_attempts=5, retry_after_jitter=0.0, on_failure=kinds.append)
+    assert await call_with_retry(call, policy, what=WHAT, sleep=sleep, rand=lambda: 0.0) == "ok"
+    assert kinds == ["rate_limit", "server_error", "timeout", "connection"]
+    with pytest.raises(ConfigurationError):
+        await call_with_retry(Calls(_status_error(401)), policy, what=WHAT, sleep=sleep)
+    assert kinds[-1] == "config"

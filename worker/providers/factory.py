@@ -7,6 +7,8 @@ never picks up OPENAI_* variables behind the settings' back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
@@ -37,14 +39,20 @@ def endpoint(base_url: str | None, api_key: str | None, prefix: str) -> tuple[st
     return base_url, api_key or PLACEHOLDER_KEY
 
 
-def _retry(settings: Settings) -> RetryPolicy:
+FailureHook = Callable[[str], None]
+
+
+def _retry(settings: Settings, on_failure: FailureHook | None) -> RetryPolicy:
     return RetryPolicy(
         max_attempts=settings.llm_max_attempts,
         retry_after_cap_s=settings.llm_retry_after_cap_s,
+        on_failure=on_failure,
     )
 
 
-def _chat_options(settings: Settings, model: str, what: str) -> ChatOptions:
+def _chat_options(
+    settings: Settings, model: str, what: str, on_failure: FailureHook | None = None
+) -> ChatOptions:
     if not model.strip():
         raise ConfigurationError(f"the openai provider needs a model name for {what}")
     base_url, api_key = endpoint(settings.llm_base_url, settings.llm_api_key, "MEMFLEET_LLM")
@@ -56,11 +64,11 @@ def _chat_options(settings: Settings, model: str, what: str) -> ChatOptions:
         timeout_s=settings.llm_timeout_s,
         answer_attempts=settings.llm_answer_attempts,
         temperature=settings.llm_temperature,
-        retry=_retry(settings),
+        retry=_retry(settings, on_failure),
     )
 
 
-def _embed_options(settings: Settings) -> EmbedOptions:
+def _embed_options(settings: Settings, on_failure: FailureHook | None = None) -> EmbedOptions:
     if not settings.embed_model.strip():
         raise ConfigurationError("the openai embeddings provider needs MEMFLEET_EMBED_MODEL")
     base_url, api_key = endpoint(
@@ -73,11 +81,12 @@ def _embed_options(settings: Settings) -> EmbedOptions:
         dim=settings.embed_dim,
         send_dimensions=settings.embed_send_dimensions,
         timeout_s=settings.embed_timeout_s,
-        retry=_retry(settings),
+        retry=_retry(settings, on_failure),
     )
 
 
-def build_providers(settings: Settings) -> Providers:
+def build_providers(settings: Settings, *, on_failure: FailureHook | None = None) -> Providers:
+    """``on_failure`` is told the kind of every failed model call (for metrics)."""
     if settings.llm_provider not in ("rules", "openai"):  # only if built without validation
         raise ConfigurationError(f"unknown MEMFLEET_LLM_PROVIDER {settings.llm_provider!r}")
     if settings.embed_provider not in ("hashing", "openai"):
@@ -86,11 +95,14 @@ def build_providers(settings: Settings) -> Providers:
     chat: tuple[ChatOptions, ChatOptions, ChatOptions] | None = None
     if settings.llm_provider == "openai":
         chat = (
-            _chat_options(settings, settings.extract_model, "extraction"),
-            _chat_options(settings, settings.consolidate_model, "consolidation"),
-            _chat_options(settings, settings.summary_model or settings.extract_model, "summaries"),
+            _chat_options(settings, settings.extract_model, "extraction", on_failure),
+            _chat_options(settings, settings.consolidate_model, "consolidation", on_failure),
+            _chat_options(
+                settings, settings.summary_model or settings.extract_model, "summaries",
+                on_failure,
+            ),
         )
-    embed = _embed_options(settings) if settings.embed_provider == "openai" else None
+    embed = _embed_options(settings, on_failure) if settings.embed_provider == "openai" else None
 
     extractor: Extractor
     consolidator: Consolidator

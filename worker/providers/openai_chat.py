@@ -146,6 +146,8 @@ class _OpenAIChat:
             except ProviderAnswerInvalid as exc:
                 # Asked again unchanged: breaks are mostly sampling or truncation.
                 problem = str(exc)
+                if self._options.retry.on_failure is not None:
+                    self._options.retry.on_failure("invalid_answer")
                 continue
             return Answer(value, usage, response.model or self._options.model)
         raise ProviderAnswerInvalid(

@@ -40,6 +40,9 @@ _CONFIG_STATUS = {
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_attempts: int = 4
+    # Told the kind of every failed attempt (rate_limit, server_error, timeout,
+    # connection, client_error, config, invalid_answer): the worker counts them.
+    on_failure: Callable[[str], None] | None = None
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
     retry_after_cap_s: float = 30.0
@@ -119,6 +122,23 @@ def _error_code(exc: openai.APIStatusError) -> str:
     return f" ({', '.join(details)})" if details else ""
 
 
+def failure_kind(exc: openai.OpenAIError) -> str:
+    """A small, fixed vocabulary for metrics labels."""
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 429:
+            return "rate_limit"
+        if exc.status_code >= 500:
+            return "server_error"
+        if exc.status_code in _CONFIG_STATUS:
+            return "config"
+        return "client_error"
+    return "other"
+
+
 def classify(exc: openai.OpenAIError, what: str, now: datetime) -> Retry | GiveUp:
     """What to do about one failed call to ``what`` (say "the LLM endpoint")."""
     if isinstance(exc, openai.APITimeoutError):
@@ -156,6 +176,8 @@ async def call_with_retry(
         try:
             return await call()
         except openai.OpenAIError as exc:
+            if policy.on_failure is not None:
+                policy.on_failure(failure_kind(exc))
             decision = classify(exc, what, now())
             if isinstance(decision, GiveUp):
                 raise decision.error from exc
