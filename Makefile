@@ -30,6 +30,8 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+	$(PY) -m bench.api_latency --requests 2000
+	$(PY) -m bench.tokens
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check worker api_stub tests bench
