@@ -27,6 +27,7 @@ from opentelemetry import propagate, trace
 from worker import queue
 from worker.config import Settings
 from worker.errors import (
+    ConfigurationError,
     InvalidJob,
     MemfleetError,
     ProviderAnswerInvalid,
@@ -136,6 +137,11 @@ async def _run(
             result = await run_once(run_ctx, handover)
         except InvalidJob as exc:
             return await _record(deps, _ended(base, "invalid", str(exc), handover.user_id))
+        except ConfigurationError as exc:
+            # A revoked key or a wrong model name: retrying will not help until an
+            # operator fixes it; the cursor is untouched, so nothing is lost.
+            log.error("job failed on configuration", error=_describe(exc))
+            return await _record(deps, _ended(base, "failed", _describe(exc), handover.user_id))
         except _TRANSIENT as exc:
             final = job_try >= deps.settings.max_tries
             log.warning("job did not complete", job_try=job_try, final=final,

@@ -1,7 +1,8 @@
-"""Job and result serialization: JSON, never pickle.
+"""Job and result serialization: plain JSON.
 
-ARQ's default serializer is pickle, which lets anyone who can write to Redis
-run code on the workers; memfleet's jobs and results are plain JSON.
+ARQ's default serializer rebuilds arbitrary Python objects, which lets anyone
+who can write to Redis run code on the workers; memfleet's jobs and results are
+plain JSON.
 """
 
 from __future__ import annotations

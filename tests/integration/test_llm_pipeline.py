@@ -192,3 +192,15 @@ async def test_a_prompt_injection_reaches_nothing_beyond_its_own_neighbours(
     assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE text LIKE 'Bob%'") == 0
     last = (await runs(db, "e"))[-1]
     assert last["outcome"] == "committed" and last["rejected"] == 0
+
+
+async def test_a_rejected_key_fails_the_job_on_the_record_without_retrying(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    stub.add_fault("401", count=5, path=CHAT)
+    await hand_over(llm, redis, "s1", "u1", [user_msg("I live in Gent.")])
+    stats = await drain(llm)
+    assert stats["retried"] == 0
+    (run,) = await runs(db, "s1")
+    assert run["outcome"] == "failed" and "ConfigurationError" in run["error"]
+    assert await db.fetchval("SELECT count(*) FROM session_cursor") == 0
