@@ -14,7 +14,6 @@ from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import HandoverUnavailable, InvalidHandover
-from worker.payload import Limits
 
 
 async def handover(redis: Redis, settings: Settings, session: str, user: str, msgs: list) -> None:  # type: ignore[type-arg]
@@ -149,6 +148,3 @@ async def test_a_session_cannot_be_taken_over_by_another_user(
     assert await active_texts(db, "alice") == ["Lives in Nice"]
     assert (await runs(db, "s1"))[-1]["outcome"] == "invalid"
 
-
-def test_limits_are_settings() -> None:
-    assert Limits(max_messages=3).max_messages == 3

@@ -41,17 +41,8 @@ async def _translated(what: str) -> AsyncIterator[None]:
         raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _run_args(run: RunRecord) -> tuple[Any, ...]:
-    return (
-        run.job_id, run.job_try, run.session_id, run.user_id, run.outcome, run.error,
-        run.slice_first_hash, run.slice_last_hash, run.slice_len, run.candidates,
-        run.added, run.updated, run.deleted, run.unchanged, run.rejected,
-        run.consolidation_attempts, run.input_tokens, run.output_tokens,
-        json.dumps(run.timings_ms), run.started_at,
-    )
-
-
 def _run_json(run: RunRecord) -> str:
+    """The audit row as JSON: both insert_run and memfleet_commit_run read this shape."""
     row = asdict(run)
     row["started_at"] = run.started_at.isoformat()
     return json.dumps(row)
@@ -141,7 +132,7 @@ class PgMemoryStore:
     async def record_run(self, run: RunRecord) -> int:
         """An audit row on its own, for runs that write no fact and move no cursor."""
         async with _translated("recording the run"):
-            run_id: int = await self._pool.fetchval(self._sql["insert_run"], *_run_args(run))
+            run_id: int = await self._pool.fetchval(self._sql["insert_run"], _run_json(run))
         return run_id
 
     async def save_summary(self, session_id: str, summary: str) -> None:

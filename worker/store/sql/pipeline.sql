@@ -32,13 +32,19 @@ ORDER BY c.ord, n.distance, n.id;
 SELECT memfleet_commit_run($1::jsonb, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 
 -- name: insert_run
+-- An audit row on its own (runs that move no cursor), from the same JSON the
+-- persist function reads.
 INSERT INTO memory_run (job_id, job_try, session_id, user_id, outcome, error,
                         slice_first_hash, slice_last_hash, slice_len, candidates,
                         added, updated, deleted, unchanged, rejected,
                         consolidation_attempts, input_tokens, output_tokens,
                         timings_ms, started_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-        $19::jsonb, $20)
+SELECT r.job_id, r.job_try, r.session_id, r.user_id, r.outcome, r.error,
+       r.slice_first_hash, r.slice_last_hash, r.slice_len, r.candidates,
+       r.added, r.updated, r.deleted, r.unchanged, r.rejected,
+       r.consolidation_attempts, r.input_tokens, r.output_tokens,
+       r.timings_ms, r.started_at
+FROM jsonb_populate_record(NULL::memory_run, $1::jsonb) AS r
 RETURNING id;
 
 -- name: save_summary
