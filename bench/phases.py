@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-import numpy as np
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from redis.asyncio import Redis
@@ -328,8 +327,7 @@ async def isolated_parts(settings: Settings, plans: Sequence[SessionPlan]) -> Is
                                             settings.context_messages, None, now)
             candidates = extract.candidates_from(extract_facts(request))
             # As the pipeline does: one float32 matrix for every later step.
-            embeddings = np.asarray((await embedder.embed([c.text for c in candidates])).value,
-                                    dtype=np.float32)
+            embeddings = (await embedder.embed([c.text for c in candidates])).value
             out.candidates = len(candidates)
             out.active_facts.append(counts.get(plan.user_id, 0))
 

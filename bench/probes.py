@@ -36,6 +36,7 @@ from opentelemetry.trace import SpanKind
 
 from worker.job import Deps
 from worker.providers.base import Answer, Providers
+from worker.vectors import Vector
 from worker.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
@@ -198,10 +199,10 @@ class _TimedEmbedder:
     def dim(self) -> int:
         return int(self._inner.dim)
 
-    async def embed(self, texts: list[str]) -> Answer[list[list[float]]]:
+    async def embed(self, texts: list[str]) -> Answer[Vector]:
         started = time.perf_counter()
         try:
-            answer: Answer[list[list[float]]] = await self._inner.embed(texts)
+            answer: Answer[Vector] = await self._inner.embed(texts)
             return answer
         finally:
             self._recorder.charge("embed", (time.perf_counter() - started) * 1000)

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 import structlog
 from opentelemetry import trace
 
@@ -26,6 +25,7 @@ from worker.stages.extract import CandidateFact
 from worker.store.postgres import PgMemoryStore
 from worker.store.types import CursorAdvance, CursorState, RunCommit, RunRecord, Vector
 from worker.telemetry import StageClock
+from worker.vectors import empty
 from worker.wire import SummaryRequest, WireMessage
 
 log = structlog.get_logger("memfleet.pipeline")
@@ -183,7 +183,7 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             for candidate in candidates:
                 span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
 
-    embeddings: Vector = np.zeros((0, providers.embedder.dim), dtype=np.float32)
+    embeddings: Vector = empty(providers.embedder.dim)
     if candidates:
         embed_provider = "openai" if settings.embed_provider == "openai" else "memfleet.hashing"
         with clock.stage("embed"), clock.provider_call(
@@ -192,13 +192,11 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             embedded = await providers.embedder.embed([c.text for c in candidates])
             done(embedded.model, embedded.usage.input_tokens, embedded.usage.output_tokens)
             usage += embedded.usage
-            if len(embedded.value) != len(candidates) or any(
-                len(e) != providers.embedder.dim for e in embedded.value
-            ):
+            if embedded.value.shape != (len(candidates), providers.embedder.dim):
                 raise ProviderAnswerInvalid("the embeddings do not match the request")
             # One float32 matrix from here on: similarity, the neighbour query and
             # the inserts all read it without converting again.
-            embeddings = np.asarray(embedded.value, dtype=np.float32)
+            embeddings = embedded.value
 
     advance = position.advance(handover, user_turns)
     observed = extract.observed_label(handover.handed_over_at)

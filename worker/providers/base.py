@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from worker.vectors import Vector
 from worker.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
@@ -59,8 +60,8 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
-    async def embed(self, texts: list[str]) -> Answer[list[list[float]]]:
-        """One call for all texts; vectors are unit length, in input order."""
+    async def embed(self, texts: list[str]) -> Answer[Vector]:
+        """One call for all texts: a float32 matrix of unit-length rows, in input order."""
         ...
 
 

@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from functools import lru_cache
 from hashlib import blake2b
 
+import numpy as np
+
 from worker.providers.base import Answer, Usage
+from worker.vectors import Vector
 
 WORD_WEIGHT = 1.0
 TRIGRAM_WEIGHT = 0.5
@@ -48,15 +51,8 @@ def _place(feature: str, dim: int) -> tuple[int, float]:
     return (h >> 1) % dim, (1.0 if h & 1 else -1.0)
 
 
-def _fallback(dim: int) -> list[float]:
-    index, sign = _place(_EMPTY_FEATURE, dim)
-    vector = [0.0] * dim
-    vector[index] = sign
-    return vector
-
-
-def hash_embed(text: str, dim: int) -> list[float]:
-    """The unit-length hashed vector of ``text`` in ``dim`` dimensions."""
+def _unit_buckets(text: str, dim: int) -> dict[int, float]:
+    """The non-zero entries of ``text``'s unit-length hashed vector, by index."""
     if dim < 1:
         raise ValueError(f"dim must be at least 1, got {dim}")
     # Accumulate sparsely: a sentence touches a few dozen buckets out of ~1500.
@@ -66,11 +62,26 @@ def hash_embed(text: str, dim: int) -> list[float]:
         buckets[index] = buckets.get(index, 0.0) + sign * weight
     norm = math.sqrt(math.fsum(v * v for v in buckets.values()))
     if norm == 0.0:  # no tokens, or (at tiny dims) signs that cancelled out
-        return _fallback(dim)
+        index, sign = _place(_EMPTY_FEATURE, dim)
+        return {index: sign}
+    return {index: value / norm for index, value in buckets.items()}
+
+
+def hash_embed(text: str, dim: int) -> list[float]:
+    """The unit-length hashed vector of ``text`` in ``dim`` dimensions."""
     vector = [0.0] * dim
-    for index, value in buckets.items():
-        vector[index] = value / norm
+    for index, value in _unit_buckets(text, dim).items():
+        vector[index] = value
     return vector
+
+
+def hash_embed_matrix(texts: list[str], dim: int) -> Vector:
+    """``hash_embed`` of every text, as the float32 matrix the pipeline carries."""
+    matrix = np.zeros((len(texts), dim), dtype=np.float32)
+    for row, text in enumerate(texts):
+        buckets = _unit_buckets(text, dim)
+        matrix[row, list(buckets)] = list(buckets.values())
+    return matrix
 
 
 class HashingEmbedder:
@@ -92,6 +103,5 @@ class HashingEmbedder:
     def dim(self) -> int:
         return self._dim
 
-    async def embed(self, texts: list[str]) -> Answer[list[list[float]]]:
-        vectors = [hash_embed(text, self._dim) for text in texts]
-        return Answer(vectors, Usage(0, 0), self._model)
+    async def embed(self, texts: list[str]) -> Answer[Vector]:
+        return Answer(hash_embed_matrix(texts, self._dim), Usage(0, 0), self._model)

@@ -10,16 +10,16 @@ neighbour search assumes unit length.
 from __future__ import annotations
 
 import asyncio
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import openai
 from openai.types import CreateEmbeddingResponse
 
 from worker.errors import ConfigurationError, ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
+from worker.vectors import Vector, empty
 
 _WHAT = "the embeddings endpoint"
 # Families known to take a ``dimensions`` argument; others reject it.
@@ -41,7 +41,7 @@ class EmbedOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
-def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> list[list[float]]:
+def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> Vector:
     """The response's vectors in input order, checked and scaled to unit length."""
     if len(response.data) != count:
         raise ProviderAnswerInvalid(
@@ -50,19 +50,19 @@ def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> lis
     ordered = sorted(response.data, key=lambda item: item.index)
     if [item.index for item in ordered] != list(range(count)):
         raise ProviderAnswerInvalid("the embeddings endpoint returned unexpected indexes")
-    vectors = []
     for item in ordered:
-        vector: Sequence[float] = item.embedding
-        if len(vector) != dim:
+        if len(item.embedding) != dim:
             raise ConfigurationError(
-                f"the embeddings model returned {len(vector)} dimensions, MEMFLEET_EMBED_DIM"
-                f" is {dim}: set the dimension the model produces"
+                f"the embeddings model returned {len(item.embedding)} dimensions,"
+                f" MEMFLEET_EMBED_DIM is {dim}: set the dimension the model produces"
             )
-        norm = math.sqrt(math.fsum(x * x for x in vector))
-        if not math.isfinite(norm) or norm == 0.0:
-            raise ProviderAnswerInvalid("the embeddings endpoint returned a zero or NaN vector")
-        vectors.append([x / norm for x in vector])
-    return vectors
+    # float64 for the norms, so a vector of tiny or huge values still scales right.
+    matrix = np.asarray([item.embedding for item in ordered], dtype=np.float64).reshape(count, dim)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0.0):
+        raise ProviderAnswerInvalid("the embeddings endpoint returned a zero or NaN vector")
+    unit: Vector = (matrix / norms).astype(np.float32)
+    return unit
 
 
 class OpenAIEmbedder:
@@ -102,9 +102,9 @@ class OpenAIEmbedder:
             encoding_format="float",
         )
 
-    async def embed(self, texts: list[str]) -> Answer[list[list[float]]]:
+    async def embed(self, texts: list[str]) -> Answer[Vector]:
         if not texts:  # the API rejects an empty input list
-            return Answer([], Usage(), self._options.model)
+            return Answer(empty(self._options.dim), Usage(), self._options.model)
         # An empty string is rejected too; a space embeds as "nothing said".
         safe = [text if text.strip() else " " for text in texts]
         response = await call_with_retry(

@@ -8,7 +8,7 @@ consolidation of the same user never both act on the same neighbours.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +19,7 @@ from pgvector import HalfVector
 
 from worker.errors import StoreError, UserVersionConflict
 from worker.store import queries
-from worker.store.types import FactRecord
+from worker.store.types import FactRecord, Vector
 
 _PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 _FACT_COLUMNS = tuple(FactRecord.__dataclass_fields__)
@@ -59,7 +59,7 @@ class NewFact:
     text: str
     category: str
     importance: int
-    embedding: list[float]
+    embedding: Vector  # one row of the embedder's matrix
     embedding_model: str
 
 
@@ -94,7 +94,7 @@ class MemoryApiStore:
         return [_fact(row) for row in rows]
 
     async def search(
-        self, user_id: str, embedding: Sequence[float], words_query: str, k: int
+        self, user_id: str, embedding: Vector, words_query: str, k: int
     ) -> list[RankedFact]:
         """Top-k active facts by meaning and by words, with their rank in each list.
 
@@ -102,7 +102,7 @@ class MemoryApiStore:
         """
         async with _translated("searching facts"):
             rows = await self._pool.fetch(
-                self._sql["search"], user_id, HalfVector(list(embedding)), words_query, k
+                self._sql["search"], user_id, HalfVector(embedding), words_query, k
             )
         return [RankedFact(_fact(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 

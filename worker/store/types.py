@@ -10,10 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-Vector = npt.NDArray[np.float32]
+from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
 
 @dataclass(frozen=True, slots=True)
