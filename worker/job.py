@@ -110,19 +110,14 @@ async def _run(
         span.set_attribute("memfleet.session", hashed_id(session_id))
         base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id, user_id=None,
                          outcome="invalid", started_at=started_at)
-        try:
-            raw = await queue.claim(deps.redis, session_id, job_id)
-            handover = decode_handover(raw, deps.limits)
-        except InvalidJob as exc:
-            return await _record(deps, _ended(base, "invalid", str(exc)))
-        _link_to_handover(span, handover.trace)
-        span.set_attribute("memfleet.user", hashed_id(handover.user_id))
-
         lock = SessionLock(deps.redis, session_id, int(deps.settings.lock_ttl_s * 1000))
         with clock.stage("lock") as lock_span:
-            acquired = await lock.acquire()
-            lock_span.set_attribute("memfleet.lock.acquired", acquired)
-        if not acquired:
+            # The claim and the lock go in one round trip (worker.queue.claim).
+            claimed = await queue.claim(deps.redis, session_id, job_id, lock=lock.request)
+            if claimed.locked:
+                lock.held()
+            lock_span.set_attribute("memfleet.lock.acquired", claimed.locked)
+        if claimed.payload is not None and not claimed.locked:
             deps.telemetry.metrics.lock_contention.add(1)
             # Busy is not a failure: hand the session to a job that runs later.
             await queue.enqueue(deps.redis, session_id, payload=None,
@@ -130,6 +125,14 @@ async def _run(
                                 defer_ms=int(deps.settings.busy_defer_s * 1000))
             span.set_attribute("memfleet.outcome", "deferred")
             return {"outcome": "deferred"}
+        try:
+            handover = decode_handover(claimed.payload, deps.limits)
+        except InvalidJob as exc:
+            if claimed.locked:
+                await lock.release()
+            return await _record(deps, _ended(base, "invalid", str(exc)))
+        _link_to_handover(span, handover.trace)
+        span.set_attribute("memfleet.user", hashed_id(handover.user_id))
 
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at)

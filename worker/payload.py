@@ -8,11 +8,10 @@ that does not parse is recorded and never retried.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -118,8 +117,7 @@ def decode_handover(raw: bytes | str | None, limits: Limits) -> Handover:
     if raw is None:
         raise InvalidJob("the session has no hand-over payload")
     try:
-        data: Any = json.loads(raw)
-        handover = Handover.model_validate(data)
+        handover = Handover.model_validate_json(raw)
     except (ValueError, ValidationError) as exc:
         raise InvalidJob(f"the hand-over payload does not parse: {type(exc).__name__}") from exc
     try:

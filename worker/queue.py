@@ -46,10 +46,16 @@ redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
 return ARGV[3]
 """
 
-# KEYS: marker, payload. ARGV: this job's id.
+# KEYS: marker, payload, and the session lock when the job takes it in the same
+# call. ARGV: this job's id, then the lock's token and ttl ms. Returns
+# {payload or nil, 1 when the lock was taken}. No payload, no lock: there is
+# nothing to work on.
 _CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return redis.call('GET', KEYS[2])
+local payload = redis.call('GET', KEYS[2])
+if not payload or #KEYS < 3 then return {payload, 0} end
+if redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then return {payload, 1} end
+return {payload, 0}
 """
 
 
@@ -91,10 +97,31 @@ async def enqueue(
     return Enqueued(_decode(result))
 
 
-async def claim(redis: Any, session_id: str, job_id: str) -> bytes | None:
-    """At job start: clear the queued marker if it is ours, then read the latest payload."""
-    raw = await redis.eval(_CLAIM, 2, QUEUED_PREFIX + session_id, HANDOVER_PREFIX + session_id,
-                           job_id)
-    if raw is None or isinstance(raw, bytes):
-        return raw
-    return str(raw).encode()
+@dataclass(frozen=True, slots=True)
+class LockRequest:
+    """A session lock to take in the claim's own round trip (worker.stages.lock)."""
+
+    key: str
+    token: str
+    ttl_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    payload: bytes | None
+    locked: bool  # the lock of ``claim(lock=...)`` is now held by its token
+
+
+async def claim(
+    redis: Any, session_id: str, job_id: str, *, lock: LockRequest | None = None
+) -> Claimed:
+    """At job start: clear the queued marker if it is ours, read the latest payload and,
+    when there is one, take ``lock``: one round trip for what every job does first."""
+    keys = [QUEUED_PREFIX + session_id, HANDOVER_PREFIX + session_id]
+    args: list[Any] = [job_id]
+    if lock is not None:
+        keys.append(lock.key)
+        args += [lock.token, lock.ttl_ms]
+    raw, locked = await redis.eval(_CLAIM, len(keys), *keys, *args)
+    payload = raw if raw is None or isinstance(raw, bytes) else str(raw).encode()
+    return Claimed(payload, bool(locked))

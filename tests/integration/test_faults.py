@@ -169,7 +169,7 @@ async def test_handovers_while_a_job_runs_coalesce_and_lose_nothing(
                                               queue_name=settings.queue_name)
     assert again.job_id is None, "a queued job already covers this hand-over"
     # The job starts (claims), then the user says more before it commits.
-    await queue.claim(redis, "s1", first.job_id)
+    assert (await queue.claim(redis, "s1", first.job_id)).payload is not None
     convo = [*convo, user_msg("I use Elixir.")]
     after = await schedule_memory_persistence(redis, "s1", "u1", convo,
                                               queue_name=settings.queue_name)

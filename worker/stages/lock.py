@@ -1,6 +1,7 @@
 """Lock stage: one worker per session at a time, in Redis.
 
-``SET memory-task-lock:<session> <token> NX PX <ttl>``; a background task
+``SET memory-task-lock:<session> <token> NX PX <ttl>``, sent by the job in the
+same Lua call that claims the hand-over (worker.queue.claim); a background task
 extends it while the job runs; release and extension compare the token so a
 worker never touches a lock it lost. The lock only saves work: correctness
 rests on the cursor compare-and-set in Postgres.
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+
+from worker.queue import LockRequest
 
 log = structlog.get_logger("memfleet.lock")
 
@@ -43,11 +46,15 @@ class SessionLock:
     def key(self) -> str:
         return LOCK_PREFIX + self.session_id
 
-    async def acquire(self) -> bool:
-        ok = await self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms)
-        if ok:
+    @property
+    def request(self) -> LockRequest:
+        """This lock as the job's claim takes it (worker.queue.claim)."""
+        return LockRequest(self.key, self.token, self.ttl_ms)
+
+    def held(self) -> None:
+        """The claim took the lock with this token: keep it alive from now on."""
+        if self._keeper is None:
             self._keeper = asyncio.create_task(self._keep_alive())
-        return bool(ok)
 
     async def _keep_alive(self) -> None:
         interval = self.ttl_ms / 3000
