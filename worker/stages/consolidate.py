@@ -63,32 +63,27 @@ def build_request(
     offered = []
     # Cosine of every pair of candidates at once (vectors are unit length): one
     # matrix product instead of a Python loop over 1536-dim lists per pair.
-    similarity = (embeddings @ embeddings.T).tolist()
-    # model_construct: every field below is typed data of our own (rows from the
-    # store, candidates that passed the answer schema); validating it again
-    # cost more than the neighbour query's round trip.
+    similarity = embeddings @ embeddings.T
     for i, candidate in enumerate(candidates):
         shown: list[Neighbor] = [
-            Neighbor.model_construct(id=wire_id(ExistingRow(row.id)), text=row.text,
-                                     observed_at=row.observed_at.date().isoformat())
+            Neighbor(id=wire_id(ExistingRow(row.id)), text=row.text,
+                     observed_at=row.observed_at.date().isoformat())
             for row in neighbors[i]
         ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
         # so a user who changes their mind twice in one slice ends with one fact.
-        earlier = sorted(range(i), key=lambda j: -similarity[i][j])[:k]
+        earlier = sorted(range(i), key=lambda j: -float(similarity[i, j]))[:k]
         shown += [
-            Neighbor.model_construct(id=wire_id(BatchCandidate(j)), text=candidates[j].text,
-                                     observed_at=observed_date)
+            Neighbor(id=wire_id(BatchCandidate(j)), text=candidates[j].text,
+                     observed_at=observed_date)
             for j in sorted(earlier)
         ]
-        wire_candidates.append(Candidate.model_construct(
-            candidate=i, text=candidate.text, category=candidate.category,
-            neighbors=tuple(shown),
-        ))
+        wire_candidates.append(
+            Candidate(candidate=i, text=candidate.text, category=candidate.category,
+                      neighbors=tuple(shown))
+        )
         offered.append(frozenset(n.id for n in shown))
-    request = ConsolidationRequest.model_construct(
-        observed_at=observed_at, candidates=tuple(wire_candidates)
-    )
+    request = ConsolidationRequest(observed_at=observed_at, candidates=tuple(wire_candidates))
     return PreparedRequest(request, id_map, tuple(offered))
 
 
