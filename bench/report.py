@@ -85,7 +85,7 @@ def values(samples: Sequence[JobSample], part: Part) -> list[float]:
 
 # (label, what it is, how to get it per job); None as the getter marks a heading row.
 INFRA_PARTS: list[tuple[str, str, Part | None]] = [
-    ("lock", "Redis SET NX PX + keep-alive task", _stage("lock")),
+    ("lock", "claim Lua: hand-over read + SET NX PX, keep-alive task", _stage("lock")),
     ("cursor", "load_cursor SELECT + locate", _stage("cursor")),
     ("consolidate, less rules call", "neighbour query + build_request + validate/plan",
      _less_provider("consolidate")),
@@ -95,7 +95,7 @@ INFRA_PARTS: list[tuple[str, str, Part | None]] = [
     ("summary, less rules call", "save_summary UPDATE (own commit), jobs where due",
      _less_provider("summary")),
     ("extract/embed glue", "request building, candidates_from, checks", _glue),
-    ("job other", "claim Lua + decode payload + lock release", _job_other),
+    ("job other", "decode payload + lock release + outcome", _job_other),
     ("ARQ bookkeeping", "run_job minus the job function (Redis pipelines)", _arq),
 ]
 PROVIDER_PARTS: list[tuple[str, str, Part | None]] = [

@@ -50,31 +50,35 @@ def build_request(
     observed_date: str,
     k: int,
 ) -> PreparedRequest:
-    ids: dict[Ref, int] = {}
     id_map: dict[int, Ref] = {}
+    # Keyed by plain ints (row id, candidate index): a neighbour shared by several
+    # candidates keeps one wire id, and no Ref is built just to be looked up.
+    row_ids: dict[int, int] = {}
+    batch_ids: dict[int, int] = {}
 
-    def wire_id(ref: Ref) -> int:
-        if ref not in ids:
-            ids[ref] = len(ids) + 1
-            id_map[ids[ref]] = ref
-        return ids[ref]
+    def wire_id(known: dict[int, int], key: int, ref: type[ExistingRow | BatchCandidate]) -> int:
+        wire = known.get(key)
+        if wire is None:
+            wire = known[key] = len(id_map) + 1
+            id_map[wire] = ref(key)
+        return wire
 
     wire_candidates = []
     offered = []
     # Cosine of every pair of candidates at once (vectors are unit length): one
     # matrix product instead of a Python loop over 1536-dim lists per pair.
-    similarity = embeddings @ embeddings.T
+    similarity = (embeddings @ embeddings.T).tolist()
     for i, candidate in enumerate(candidates):
         shown: list[Neighbor] = [
-            Neighbor(id=wire_id(ExistingRow(row.id)), text=row.text,
+            Neighbor(id=wire_id(row_ids, row.id, ExistingRow), text=row.text,
                      observed_at=row.observed_at.date().isoformat())
             for row in neighbors[i]
         ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
         # so a user who changes their mind twice in one slice ends with one fact.
-        earlier = sorted(range(i), key=lambda j: -float(similarity[i, j]))[:k]
+        earlier = sorted(range(i), key=lambda j: -similarity[i][j])[:k]
         shown += [
-            Neighbor(id=wire_id(BatchCandidate(j)), text=candidates[j].text,
+            Neighbor(id=wire_id(batch_ids, j, BatchCandidate), text=candidates[j].text,
                      observed_at=observed_date)
             for j in sorted(earlier)
         ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+from pgvector import HalfVector
 from pgvector.asyncpg import register_vector
 
 from worker.errors import StoreError
+from worker.store import halfvec
 
 
 class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
@@ -22,6 +24,10 @@ class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
 
 async def _init_connection(conn: Any) -> None:
     await register_vector(conn)
+    # The same binary format, but rows the store encoded a matrix at a time pass
+    # straight through (worker.store.halfvec).
+    await conn.set_type_codec("halfvec", encoder=halfvec.encode, decoder=HalfVector.from_binary,
+                              format="binary")
 
 
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> Any:

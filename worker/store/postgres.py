@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import fields
+from datetime import datetime
 from typing import Any
 
 import asyncpg
-from pgvector import HalfVector
 
 from worker.errors import CursorFenced, StoreError, UserVersionConflict
-from worker.store import queries
+from worker.store import halfvec, queries
 from worker.store.types import (
     CursorState,
     ExistingRow,
@@ -41,11 +41,24 @@ async def _translated(what: str) -> AsyncIterator[None]:
         raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def _flat_json(record: Any) -> str:
+    """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters.
+
+    Shallow on purpose: ``dataclasses.asdict`` deep-copies every value first.
+    """
+    return json.dumps({f.name: getattr(record, f.name) for f in fields(record)},
+                      default=_iso)
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def _run_json(run: RunRecord) -> str:
     """The audit row as JSON: both insert_run and memfleet_commit_run read this shape."""
-    row = asdict(run)
-    row["started_at"] = run.started_at.isoformat()
-    return json.dumps(row)
+    return _flat_json(run)
 
 
 def _fact(row: Any) -> FactRecord:
@@ -72,7 +85,7 @@ class PgMemoryStore:
         result: list[list[NeighborRow]] = [[] for _ in range(len(embeddings))]
         if not len(embeddings):
             return 0, result
-        vectors = [HalfVector(e) for e in embeddings]
+        vectors = halfvec.encode_rows(embeddings)
         async with _translated("the neighbour query"):
             rows = await self._pool.fetch(self._sql["neighbors"], user_id, vectors, k)
         version = 0
@@ -113,9 +126,10 @@ class PgMemoryStore:
         try:
             run_id: int = await self._pool.fetchval(
                 self._sql["commit_run"],
-                json.dumps(asdict(cursor)), commit.user_version, _run_json(commit.run),
+                _flat_json(cursor), commit.user_version, _run_json(commit.run),
                 [w.text for w in inserts], [w.category for w in inserts],
-                [w.importance for w in inserts], [HalfVector(w.embedding) for w in inserts],
+                [w.importance for w in inserts],
+                halfvec.encode_each([w.embedding for w in inserts]),
                 commit.embedding_model, commit.observed_at, commit.source_session_id,
                 targets, targets_new, successors,
             )
