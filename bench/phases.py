@@ -40,7 +40,7 @@ from worker.payload import Message
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.rules import decide, extract_facts
 from worker.stages import consolidate, extract
-from worker.store.pool import create_pool
+from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PgMemoryStore
 from worker.telemetry import setup_telemetry
 
@@ -310,7 +310,8 @@ async def isolated_parts(settings: Settings, plans: Sequence[SessionPlan]) -> Is
     The same users and the same ten candidate embeddings a job would send;
     called one at a time on an otherwise idle database.
     """
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2,
+                             server_settings=GENERIC_PLANS)  # as the worker's pool
     store = PgMemoryStore(pool)
     embedder = HashingEmbedder(settings.embed_dim)
     k = settings.neighbors_k

@@ -17,7 +17,7 @@ from worker.metrics import MetricsServer, keep_probing
 from worker.payload import Limits
 from worker.providers.factory import build_providers
 from worker.store.migrate import check_embed_dim
-from worker.store.pool import create_pool
+from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PgMemoryStore
 from worker.telemetry import Telemetry, setup_telemetry
 
@@ -38,7 +38,7 @@ def worker_options(
 
     async def on_startup(ctx: dict[str, Any]) -> None:
         pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
-                                 max_size=settings.db_pool_max)
+                                 max_size=settings.db_pool_max, server_settings=GENERIC_PLANS)
         async with pool.acquire() as conn:
             await check_embed_dim(conn, settings.embed_dim)
         ctx["pool"] = pool

@@ -30,7 +30,18 @@ async def _init_connection(conn: Any) -> None:
                               format="binary")
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> Any:
+# For the workers' pool. Every statement of the job pipeline has one good plan
+# whatever its parameters (lookups by session or user id); by default
+# PostgreSQL re-plans a prepared statement for its first executions and keeps
+# re-planning whenever a custom plan looks cheaper, which cost the neighbour
+# query 0.29 ms of its 2.25 ms (interleaved A/B, 1,400 queries each).
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+
+
+async def create_pool(
+    dsn: str, *, min_size: int = 1, max_size: int = 10,
+    server_settings: dict[str, str] | None = None,
+) -> Any:
     """Open a pool; a server that cannot be reached is a StoreError."""
     try:
         return await asyncpg.create_pool(
@@ -43,6 +54,7 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> Any
             # pipeline runs the same handful of queries for every job.
             statement_cache_size=256,
             command_timeout=30,
+            server_settings=server_settings,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StoreError(f"cannot connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
