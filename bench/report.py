@@ -92,7 +92,7 @@ INFRA_PARTS: list[tuple[str, str, Part | None]] = [
     ("  neighbour query, in the job", f"the job's {NEIGHBOR_SPAN!r} span",
      _span(NEIGHBOR_SPAN)),
     ("persist", "the one write transaction (COMMIT = WAL flush)", _stage("persist")),
-    ("summary, less rules call", "save_summary UPDATE (own commit), jobs where due",
+    ("summary, less rules call", "request building, jobs where due (stored by persist)",
      _less_provider("summary")),
     ("extract/embed glue", "request building, candidates_from, checks", _glue),
     ("job other", "decode payload + lock release + outcome", _job_other),

@@ -6,13 +6,21 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+from redis.asyncio import Redis
 
-from worker.app import drain_queue
+from worker.app import drain_queue, limits_from
 from worker.config import Settings
+from worker.job import Deps, persist_session_memory
+from worker.providers.base import Providers
+from worker.store.pool import create_pool
+from worker.store.postgres import PgMemoryStore
+from worker.telemetry import setup_telemetry
 
 
 async def drain(settings: Settings, **overrides: Any) -> dict[str, int]:
@@ -86,3 +94,18 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     })
     env.update({f"MEMFLEET_{k.upper()}": v for k, v in extra.items()})
     return env
+
+
+@asynccontextmanager
+async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> AsyncIterator[Deps]:
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=4)
+    try:
+        yield Deps(settings, redis, PgMemoryStore(pool), providers, limits_from(settings),
+                   setup_telemetry(settings))
+    finally:
+        await pool.close()
+
+
+async def run_job(deps: Deps, session_id: str, job_id: str) -> dict[str, Any]:
+    return await persist_session_memory({"deps": deps, "job_id": job_id, "job_try": 1},
+                                        session_id=session_id)

@@ -16,7 +16,7 @@ from worker.job import Deps, persist_session_memory
 from worker.metrics import MetricsServer, keep_probing
 from worker.payload import Limits
 from worker.providers.factory import build_providers
-from worker.store.migrate import check_embed_dim
+from worker.store.migrate import check_schema
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PgMemoryStore
 from worker.telemetry import Telemetry, setup_telemetry
@@ -40,7 +40,7 @@ def worker_options(
         pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
                                  max_size=settings.db_pool_max, server_settings=GENERIC_PLANS)
         async with pool.acquire() as conn:
-            await check_embed_dim(conn, settings.embed_dim)
+            await check_schema(conn, settings.embed_dim)
         ctx["pool"] = pool
         ctx["deps"] = Deps(
             settings=settings,

@@ -88,13 +88,16 @@ class _Position:
     case: CursorCase
     piece: Slice
 
-    def advance(self, handover: Handover, user_turns: int) -> CursorAdvance:
+    def advance(
+        self, handover: Handover, user_turns: int, summary: str | None = None
+    ) -> CursorAdvance:
         end = self.piece.end
         return CursorAdvance(
             session_id=handover.session_id, user_id=handover.user_id,
             expected_version=self.cursor.version if self.cursor else 0,
             last_hash=self.hashes[end - 1], window_hash=window_hash(self.hashes, end - 1),
             position=end - 1, processed=end - self.piece.start, user_turns=user_turns,
+            summary=summary,
         )
 
     def describe(self, run: RunRecord) -> RunRecord:
@@ -198,7 +201,13 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
             # the inserts all read it without converting again.
             embeddings = embedded.value
 
-    advance = position.advance(handover, user_turns)
+    # Before consolidation, so a consolidation re-run (another job of the user
+    # committed first) does not ask for it twice; stored by the persist
+    # transaction, with the slice it summarises.
+    summary = await _refresh_summary(ctx, handover, cursor, position.case, user_turns,
+                                     new_messages)
+    usage += summary.usage
+    advance = position.advance(handover, user_turns, summary.text)
     observed = extract.observed_label(handover.handed_over_at)
 
     for attempt in range(1, settings.consolidation_attempts + 1):
@@ -238,7 +247,6 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
                                  unchanged=0, timings_ms=dict(clock.timings_ms))
                 return RunResult("fenced", await store.record_run(fenced))
             _record_commit(clock, span, plan, rejected, handover)
-        await _refresh_summary(ctx, handover, cursor, position.case, user_turns, new_messages)
         return RunResult(
             "committed", run_id, piece.remaining, plan.added, plan.updated, plan.deleted,
             plan.unchanged, rejected,
@@ -299,6 +307,12 @@ async def _consolidate(
     return plan, version, validated.rejected, answer.usage
 
 
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    text: str | None  # None: not due, or the summarizer failed (the old one stays)
+    usage: Usage
+
+
 async def _refresh_summary(
     ctx: RunContext,
     handover: Handover,
@@ -306,9 +320,9 @@ async def _refresh_summary(
     case: CursorCase,
     user_turns: int,
     new_messages: Sequence[Any],
-) -> None:
+) -> _Summary:
     if not _summary_due(ctx.settings, cursor, case, user_turns):
-        return
+        return _Summary(None, Usage())
     with ctx.clock.stage("summary"):
         request = SummaryRequest(
             observed_at=extract.observed_label(handover.handed_over_at),
@@ -320,6 +334,8 @@ async def _refresh_summary(
             with ctx.clock.provider_call("chat", *_chat_model(ctx.settings, model)) as done:
                 answer = await ctx.providers.summarizer.summarize(request)
                 done(answer.model, answer.usage.input_tokens, answer.usage.output_tokens)
-            await ctx.store.save_summary(handover.session_id, answer.value.summary)
-        except Exception as exc:  # noqa: BLE001 - the facts are committed; a stale summary is tolerable
+        except Exception as exc:  # noqa: BLE001 - the facts matter; a stale summary is tolerable
+            # Its user turns keep counting, so the next run of the session asks again.
             log.warning("summary refresh failed", error=type(exc).__name__)
+            return _Summary(None, Usage())
+    return _Summary(answer.value.summary, answer.usage)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -12,18 +10,13 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from tests.helpers import active_texts, runs, user_msg
+from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
 from worker import queue
-from worker.app import limits_from
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.job import Deps, persist_session_memory
-from worker.providers.base import Answer, Providers
+from worker.providers.base import Answer
 from worker.providers.factory import build_providers
 from worker.stages.lock import LOCK_PREFIX
-from worker.store.pool import create_pool
-from worker.store.postgres import PgMemoryStore
-from worker.telemetry import setup_telemetry
 from worker.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
@@ -57,21 +50,6 @@ class BarrierConsolidator:
         if self.calls == 1:
             await self.barrier.wait()
         return answer
-
-
-@asynccontextmanager
-async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> AsyncIterator[Deps]:
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=4)
-    try:
-        yield Deps(settings, redis, PgMemoryStore(pool), providers, limits_from(settings),
-                   setup_telemetry(settings))
-    finally:
-        await pool.close()
-
-
-async def run_job(deps: Deps, session_id: str, job_id: str) -> dict[str, Any]:
-    return await persist_session_memory({"deps": deps, "job_id": job_id, "job_try": 1},
-                                        session_id=session_id)
 
 
 @pytest.mark.parametrize("earlier_turns", [0, 1], ids=["first-run", "later-run"])

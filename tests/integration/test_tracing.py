@@ -24,7 +24,7 @@ from worker.telemetry import setup_telemetry
 PRIVATE_PLACE = "Zanzibarcity"
 PRIVATE_TOOL = "Quuxlang"
 CONVERSATION = [user_msg(f"I live in {PRIVATE_PLACE}."), user_msg(f"I use {PRIVATE_TOOL}.")]
-STAGES = ["lock", "cursor", "extract", "embed", "consolidate", "persist", "summary"]
+STAGES = ["lock", "cursor", "extract", "embed", "summary", "consolidate", "persist"]
 
 
 def producer_tracer() -> tuple[Any, InMemorySpanExporter]:

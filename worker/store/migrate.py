@@ -91,12 +91,23 @@ async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -
     return applied_now
 
 
-async def check_embed_dim(conn: asyncpg.Connection, embed_dim: int) -> None:
-    """Refuse to run with a dimension other than the one the schema was made for."""
+async def check_schema(
+    conn: asyncpg.Connection, embed_dim: int, *, schema_dir: Path | None = None
+) -> None:
+    """Refuse to run on a database that lacks a migration this code ships, or that was
+    migrated for another embedding dimension. Code may run ahead of the schema only as
+    far as ``memfleet migrate``: a worker on an older schema would write the old way."""
+    sql = queries.load("migrate")
     try:
-        stored = await conn.fetchval(queries.load("migrate")["embed_dim"])
+        applied = {row["version"] for row in await conn.fetch(sql["applied"])}
+        stored = await conn.fetchval(sql["embed_dim"])
     except asyncpg.UndefinedTableError as exc:
         raise ConfigurationError("the database is not migrated: run `memfleet migrate`") from exc
+    missing = [m for m in load_migrations(schema_dir or default_schema_dir())
+               if m.version not in applied]
+    if missing:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in missing)
+        raise ConfigurationError(f"the database lacks migration {names}: run `memfleet migrate`")
     if stored is not None and int(stored) != embed_dim:
         raise ConfigurationError(
             f"MEMFLEET_EMBED_DIM={embed_dim} but the database was migrated with {stored}"

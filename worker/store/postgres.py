@@ -149,10 +149,6 @@ class PgMemoryStore:
             run_id: int = await self._pool.fetchval(self._sql["insert_run"], _run_json(run))
         return run_id
 
-    async def save_summary(self, session_id: str, summary: str) -> None:
-        async with _translated("saving the summary"):
-            await self._pool.execute(self._sql["save_summary"], session_id, summary)
-
     # -- reading ---------------------------------------------------------
 
     async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:

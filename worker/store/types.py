@@ -38,6 +38,7 @@ class CursorAdvance:
     position: int
     processed: int
     user_turns: int
+    summary: str | None = None  # a refreshed rolling summary, stored with the move
 
 
 @dataclass(frozen=True, slots=True)

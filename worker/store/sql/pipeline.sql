@@ -46,8 +46,3 @@ SELECT r.job_id, r.job_try, r.session_id, r.user_id, r.outcome, r.error,
        r.timings_ms, r.started_at
 FROM jsonb_populate_record(NULL::memory_run, $1::jsonb) AS r
 RETURNING id;
-
--- name: save_summary
-UPDATE session_cursor
-SET summary = $2, summary_updated_at = now(), user_turns_since_summary = 0
-WHERE session_id = $1;

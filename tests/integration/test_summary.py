@@ -1,0 +1,102 @@
+"""The rolling summary is committed with the slice it summarises, in the persist
+transaction; a summarizer that fails never costs the facts."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+from redis.asyncio import Redis
+
+from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+from worker.providers.base import Answer
+from worker.providers.factory import build_providers
+from worker.stages.lock import LOCK_PREFIX
+from worker.wire import SummaryAnswer, SummaryRequest
+
+
+class BrokenSummarizer:
+    async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
+        raise TimeoutError("the model did not answer")
+
+
+class GatedSummarizer:
+    """Summarises like the given one, but only once the gate opens (a stalled worker)."""
+
+    def __init__(self, inner: Any, gate: asyncio.Event, entered: asyncio.Event) -> None:
+        self.inner, self.gate, self.entered = inner, gate, entered
+
+    async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
+        self.entered.set()
+        await self.gate.wait()
+        answer: Answer[SummaryAnswer] = await self.inner.summarize(request)
+        return answer
+
+
+async def _cursor(db: asyncpg.Connection, session_id: str) -> asyncpg.Record:
+    return await db.fetchrow(
+        "SELECT summary, summary_updated_at, user_turns_since_summary, version"
+        " FROM session_cursor WHERE session_id = $1", session_id)
+
+
+async def test_summary_commits_with_its_slice(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    settings = settings.model_copy(update={"summary_every_user_turns": 2})
+    said = [user_msg("I live in Oslo."), user_msg("I use Rust.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
+    cursor = await _cursor(db, "s1")
+    assert cursor["summary"] and cursor["summary_updated_at"] is not None
+    assert cursor["user_turns_since_summary"] == 0
+    # One commit wrote both: the run's audit row carries the summary call's
+    # stage timing, and no second statement was needed after it.
+    [run] = await runs(db, "s1")
+    assert run["outcome"] == "committed" and "summary" in run["timings_ms"]
+
+
+async def test_a_failing_summarizer_keeps_the_facts_and_asks_again_next_run(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    settings = settings.model_copy(update={"summary_every_user_turns": 1})
+    base = build_providers(settings)
+    said = [user_msg("I live in Oslo.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    async with job_deps(settings, redis, replace(base, summarizer=BrokenSummarizer())) as deps:
+        assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
+    assert await active_texts(db, "u1") == ["Lives in Oslo"]
+    cursor = await _cursor(db, "s1")
+    assert cursor["summary"] is None and cursor["user_turns_since_summary"] == 1
+
+    said += [user_msg("I use Rust.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    async with job_deps(settings, redis, base) as deps:
+        assert (await run_job(deps, "s1", "j2"))["outcome"] == "committed"
+    cursor = await _cursor(db, "s1")
+    assert cursor["summary"] and cursor["user_turns_since_summary"] == 0
+
+
+async def test_a_fenced_run_writes_no_summary(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    settings = settings.model_copy(update={"summary_every_user_turns": 1})
+    base = build_providers(settings)
+    said = [user_msg("I live in Oslo.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    stalled = replace(base, summarizer=GatedSummarizer(base.summarizer, gate, entered))
+    async with job_deps(settings, redis, stalled) as slow, job_deps(settings, redis, base) as fast:
+        first = asyncio.create_task(run_job(slow, "s1", "j-stalled"))
+        await entered.wait()
+        await redis.delete(LOCK_PREFIX + "s1")  # its lock expired while it was frozen
+        assert (await run_job(fast, "s1", "j-fresh"))["outcome"] == "committed"
+        written = (await _cursor(db, "s1"))["summary_updated_at"]
+        gate.set()
+        assert (await first)["outcome"] == "fenced"
+    cursor = await _cursor(db, "s1")
+    assert cursor["version"] == 1 and cursor["summary_updated_at"] == written
