@@ -25,7 +25,7 @@ from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.providers.factory import build_providers
 from worker.store.memory_api import MemoryApiStore
-from worker.store.migrate import check_embed_dim
+from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 
 TITLE = "memfleet memory API"
@@ -52,7 +52,7 @@ def create_app(settings: Settings) -> FastAPI:
         providers = None
         try:
             async with pool.acquire() as conn:
-                await check_embed_dim(conn, settings.embed_dim)
+                await check_schema(conn, settings.embed_dim)
             redis = Redis.from_url(settings.redis_url, socket_timeout=5,
                                    socket_connect_timeout=2)
             providers = build_providers(settings)
