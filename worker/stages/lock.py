@@ -40,7 +40,11 @@ class SessionLock:
     ttl_ms: int
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     lost: bool = False
-    _keeper: asyncio.Task[None] | None = None
+    # A timer, not a sleeping task: most jobs end long before the first
+    # extension is due, and cancelling a timer costs nothing to await.
+    _timer: asyncio.TimerHandle | None = None
+    _extending: asyncio.Task[None] | None = None
+    _released: bool = False
 
     @property
     def key(self) -> str:
@@ -53,27 +57,38 @@ class SessionLock:
 
     def held(self) -> None:
         """The claim took the lock with this token: keep it alive from now on."""
-        if self._keeper is None:
-            self._keeper = asyncio.create_task(self._keep_alive())
+        if self._timer is None and self._extending is None:
+            self._schedule()
 
-    async def _keep_alive(self) -> None:
-        interval = self.ttl_ms / 3000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                extended = await self.redis.eval(_EXTEND, 1, self.key, self.token, self.ttl_ms)
-            except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
-                log.warning("lock extension failed", error=type(exc).__name__)
-                continue
-            if not extended:
-                self.lost = True
-                return
+    def _schedule(self) -> None:
+        if self._released:
+            return
+        # Three tries per TTL: one failed extension (a Redis blip) still leaves time.
+        self._timer = asyncio.get_running_loop().call_later(self.ttl_ms / 3000, self._extend_now)
+
+    def _extend_now(self) -> None:
+        self._timer = None
+        self._extending = asyncio.ensure_future(self._extend())
+
+    async def _extend(self) -> None:
+        try:
+            extended = await self.redis.eval(_EXTEND, 1, self.key, self.token, self.ttl_ms)
+        except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
+            log.warning("lock extension failed", error=type(exc).__name__)
+            extended = True  # unknown: try again at the next interval
+        if not extended:
+            self.lost = True  # another holder, or expired: never touch it again
+            return
+        self._schedule()
 
     async def release(self) -> None:
-        if self._keeper is not None:
-            self._keeper.cancel()
+        self._released = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._extending is not None and not self._extending.done():
+            self._extending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
+                await self._extending
         # A failed release is harmless: the lock expires by its TTL.
         with contextlib.suppress(Exception):
             await self.redis.eval(_RELEASE, 1, self.key, self.token)

@@ -1,0 +1,46 @@
+"""The session lock on a real Redis: kept alive while held, never touched once lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import Redis
+
+from worker.stages.lock import LOCK_PREFIX, SessionLock
+
+
+async def _take(redis: Redis, lock: SessionLock) -> None:
+    assert await redis.set(lock.key, lock.token, nx=True, px=lock.ttl_ms)
+    lock.held()
+
+
+async def test_a_held_lock_outlives_its_ttl_and_is_released(redis: Redis) -> None:
+    lock = SessionLock(redis, "s1", ttl_ms=300)
+    await _take(redis, lock)
+    await asyncio.sleep(1.0)  # more than three TTLs: only the extensions keep it
+    assert await redis.get(lock.key) == lock.token.encode()
+    assert not lock.lost
+    await lock.release()
+    assert await redis.get(lock.key) is None
+
+
+async def test_a_lost_lock_is_never_extended_nor_released(redis: Redis) -> None:
+    lock = SessionLock(redis, "s1", ttl_ms=300)
+    await _take(redis, lock)
+    await redis.set(LOCK_PREFIX + "s1", "someone-else", px=5000)  # it expired; another took it
+    await asyncio.sleep(0.3)
+    assert lock.lost
+    await lock.release()
+    assert await redis.get(lock.key) == b"someone-else"
+    assert 3000 < await redis.pttl(lock.key) <= 5000, "the other holder's TTL is untouched"
+
+
+async def test_no_extension_after_release(redis: Redis) -> None:
+    lock = SessionLock(redis, "s1", ttl_ms=300)
+    await _take(redis, lock)
+    await lock.release()
+    # Put our own token back with a short TTL: a keep-alive that outlived the
+    # release would find it and keep extending it.
+    await redis.set(lock.key, lock.token, px=150)
+    await asyncio.sleep(0.5)
+    assert await redis.get(lock.key) is None, "nothing extended the lock after its release"
