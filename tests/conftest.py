@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -60,20 +61,37 @@ def template_url(pg_server: EmbeddedPostgres) -> str:
     return _with_db(pg_server.url, TEMPLATE_DB)
 
 
+@asynccontextmanager
+async def throwaway_database(server: EmbeddedPostgres, template: str | None) -> AsyncIterator[str]:
+    """A database of the test's own, from ``template`` (None: empty), dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(server.url)
+    try:
+        from_template = f" TEMPLATE {template}" if template else ""
+        await conn.execute(f"CREATE DATABASE {name}{from_template}")
+    finally:
+        await conn.close()
+    try:
+        yield _with_db(server.url, name)
+    finally:
+        conn = await asyncpg.connect(server.url)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await conn.close()
+
+
 @pytest.fixture
 async def database_url(pg_server: EmbeddedPostgres, template_url: str) -> AsyncIterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(pg_server.url)
-    try:
-        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-    finally:
-        await conn.close()
-    yield _with_db(pg_server.url, name)
-    conn = await asyncpg.connect(pg_server.url)
-    try:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await conn.close()
+    async with throwaway_database(pg_server, TEMPLATE_DB) as url:
+        yield url
+
+
+@pytest.fixture
+async def empty_database_url(pg_server: EmbeddedPostgres) -> AsyncIterator[str]:
+    """Not migrated: for tests of migration itself."""
+    async with throwaway_database(pg_server, None) as url:
+        yield url
 
 
 @pytest.fixture

@@ -4,33 +4,14 @@ another embedding dimension), instead of writing the old way."""
 from __future__ import annotations
 
 import shutil
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from tests.conftest import TEST_EMBED_DIM
-from worker.embedded import EmbeddedPostgres
 from worker.errors import ConfigurationError
 from worker.store.migrate import check_schema, default_schema_dir, migrate
-
-
-@pytest.fixture
-async def empty_db(pg_server: EmbeddedPostgres) -> AsyncIterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(pg_server.url)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    yield pg_server.url.rsplit("/", 1)[0] + "/" + name
-    admin = await asyncpg.connect(pg_server.url)
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await admin.close()
 
 
 async def _check(url: str, embed_dim: int = TEST_EMBED_DIM) -> None:
@@ -41,28 +22,38 @@ async def _check(url: str, embed_dim: int = TEST_EMBED_DIM) -> None:
         await conn.close()
 
 
-async def test_unmigrated_database_is_refused(empty_db: str) -> None:
+async def test_unmigrated_database_is_refused(empty_database_url: str) -> None:
     with pytest.raises(ConfigurationError, match="not migrated"):
-        await _check(empty_db)
+        await _check(empty_database_url)
 
 
 async def test_database_behind_the_code_is_refused_until_migrated(
-    empty_db: str, tmp_path: Path
+    empty_database_url: str, tmp_path: Path
 ) -> None:
     shipped = sorted(default_schema_dir().glob("[0-9][0-9][0-9][0-9]_*.sql"))
     older = tmp_path / "schema"
     older.mkdir()
     for path in shipped[:-1]:  # a database migrated by the previous release
         shutil.copy(path, older / path.name)
-    await migrate(empty_db, embed_dim=TEST_EMBED_DIM, schema_dir=older)
+    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=older)
     newest = shipped[-1].stem
     with pytest.raises(ConfigurationError, match=f"lacks migration {newest}"):
-        await _check(empty_db)
-    assert await migrate(empty_db, embed_dim=TEST_EMBED_DIM) == [newest]
-    await _check(empty_db)
+        await _check(empty_database_url)
+    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [newest]
+    await _check(empty_database_url)
 
 
 async def test_other_embedding_dimension_is_refused(database_url: str) -> None:
     await _check(database_url)
     with pytest.raises(ConfigurationError, match=f"migrated with {TEST_EMBED_DIM}"):
         await _check(database_url, embed_dim=TEST_EMBED_DIM * 2)
+
+
+async def test_a_missing_or_empty_schema_directory_is_an_error(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    # An install that lost schema/ must never report "up to date".
+    with pytest.raises(ConfigurationError, match="no schema directory"):
+        await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=tmp_path / "gone")
+    with pytest.raises(ConfigurationError, match="no migrations"):
+        await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=tmp_path)

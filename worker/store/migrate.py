@@ -36,12 +36,17 @@ def default_schema_dir() -> Path:
 
 
 def load_migrations(schema_dir: Path) -> list[Migration]:
+    # Loud, never "up to date": an install that lost schema/ must not pass for migrated.
+    if not schema_dir.is_dir():
+        raise ConfigurationError(f"no schema directory at {schema_dir}")
     found = []
     for path in sorted(schema_dir.glob("*.sql")):
         match = _FILE.match(path.name)
         if match is None:
             raise ConfigurationError(f"{path.name}: migration files are named NNNN_name.sql")
         found.append(Migration(int(match[1]), match[2], path.read_text("utf-8")))
+    if not found:
+        raise ConfigurationError(f"no migrations in {schema_dir}")
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
         raise ConfigurationError(f"two migrations share a number in {schema_dir}")
@@ -94,9 +99,10 @@ async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -
 async def check_schema(
     conn: asyncpg.Connection, embed_dim: int, *, schema_dir: Path | None = None
 ) -> None:
-    """Refuse to run on a database that lacks a migration this code ships, or that was
-    migrated for another embedding dimension. Code may run ahead of the schema only as
-    far as ``memfleet migrate``: a worker on an older schema would write the old way."""
+    """Refuse to run on a database that lacks a migration this code ships (it would
+    write the old way; run ``memfleet migrate`` first), or that was migrated for
+    another embedding dimension. Migrations newer than the code are fine: each keeps
+    the previous release's calls working."""
     sql = queries.load("migrate")
     try:
         applied = {row["version"] for row in await conn.fetch(sql["applied"])}

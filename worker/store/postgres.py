@@ -42,7 +42,8 @@ async def _translated(what: str) -> AsyncIterator[None]:
 
 
 def _flat_json(record: Any) -> str:
-    """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters.
+    """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters: the
+    cursor move, and the audit row that insert_run and memfleet_commit_run both read.
 
     Shallow on purpose: ``dataclasses.asdict`` deep-copies every value first.
     """
@@ -54,11 +55,6 @@ def _iso(value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _run_json(run: RunRecord) -> str:
-    """The audit row as JSON: both insert_run and memfleet_commit_run read this shape."""
-    return _flat_json(run)
 
 
 def _fact(row: Any) -> FactRecord:
@@ -126,7 +122,7 @@ class PgMemoryStore:
         try:
             run_id: int = await self._pool.fetchval(
                 self._sql["commit_run"],
-                _flat_json(cursor), commit.user_version, _run_json(commit.run),
+                _flat_json(cursor), commit.user_version, _flat_json(commit.run),
                 [w.text for w in inserts], [w.category for w in inserts],
                 [w.importance for w in inserts],
                 halfvec.encode_each([w.embedding for w in inserts]),
@@ -146,7 +142,7 @@ class PgMemoryStore:
     async def record_run(self, run: RunRecord) -> int:
         """An audit row on its own, for runs that write no fact and move no cursor."""
         async with _translated("recording the run"):
-            run_id: int = await self._pool.fetchval(self._sql["insert_run"], _run_json(run))
+            run_id: int = await self._pool.fetchval(self._sql["insert_run"], _flat_json(run))
         return run_id
 
     # -- reading ---------------------------------------------------------
