@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.providers.base import Answer
+from worker.providers.base import Answer, Providers
 from worker.providers.factory import build_providers
 from worker.stages.lock import LOCK_PREFIX
 from worker.wire import SummaryAnswer, SummaryRequest
@@ -37,6 +37,15 @@ class GatedSummarizer:
         return answer
 
 
+async def _hand_over_and_run(
+    settings: Settings, redis: Redis, providers: Providers, said: list[dict[str, str]], job: str
+) -> str:
+    """Hand session s1 of user u1 over and run its job in-process; return the outcome."""
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    async with job_deps(settings, redis, providers) as deps:
+        return str((await run_job(deps, "s1", job))["outcome"])
+
+
 async def _cursor(db: asyncpg.Connection, session_id: str) -> asyncpg.Record:
     return await db.fetchrow(
         "SELECT summary, summary_updated_at, user_turns_since_summary, version"
@@ -48,9 +57,8 @@ async def test_summary_commits_with_its_slice(
 ) -> None:
     settings = settings.model_copy(update={"summary_every_user_turns": 2})
     said = [user_msg("I live in Oslo."), user_msg("I use Rust.")]
-    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
-    async with job_deps(settings, redis, build_providers(settings)) as deps:
-        assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
+    assert await _hand_over_and_run(settings, redis, build_providers(settings), said,
+                                    "j1") == "committed"
     cursor = await _cursor(db, "s1")
     assert cursor["summary"] and cursor["summary_updated_at"] is not None
     assert cursor["user_turns_since_summary"] == 0
@@ -66,17 +74,14 @@ async def test_a_failing_summarizer_keeps_the_facts_and_asks_again_next_run(
     settings = settings.model_copy(update={"summary_every_user_turns": 1})
     base = build_providers(settings)
     said = [user_msg("I live in Oslo.")]
-    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
-    async with job_deps(settings, redis, replace(base, summarizer=BrokenSummarizer())) as deps:
-        assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
+    broken = replace(base, summarizer=BrokenSummarizer())
+    assert await _hand_over_and_run(settings, redis, broken, said, "j1") == "committed"
     assert await active_texts(db, "u1") == ["Lives in Oslo"]
     cursor = await _cursor(db, "s1")
     assert cursor["summary"] is None and cursor["user_turns_since_summary"] == 1
 
     said += [user_msg("I use Rust.")]
-    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
-    async with job_deps(settings, redis, base) as deps:
-        assert (await run_job(deps, "s1", "j2"))["outcome"] == "committed"
+    assert await _hand_over_and_run(settings, redis, base, said, "j2") == "committed"
     cursor = await _cursor(db, "s1")
     assert cursor["summary"] and cursor["user_turns_since_summary"] == 0
 

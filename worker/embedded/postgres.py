@@ -19,12 +19,11 @@ from worker.embedded.process import (
     Account,
     EmbeddedServerError,
     file_lock,
-    free_port,
+    initial_port,
     kill_group,
     log_tail,
     pid_runs,
     pid_state,
-    read_int,
     run,
     settle_port,
     tcp_open,
@@ -154,9 +153,7 @@ class EmbeddedPostgres:
         self.durable = durable
         self._port_file = self.data_dir / "port"
         self._explicit_port = port is not None
-        if port is None:
-            port = read_int(self._port_file) or free_port()
-        self.port: int = port
+        self.port: int = initial_port(self._port_file, port)
 
     @property
     def url(self) -> str:
@@ -199,7 +196,6 @@ class EmbeddedPostgres:
                 self._wait_ready()
                 return self.url
             self.port = settle_port(self.port, self._port_file, explicit=self._explicit_port)
-            write_text_atomic(self._port_file, f"{self.port}\n")
             if not (self.pgdata / "PG_VERSION").is_file():
                 self._initdb(account, bin_dir)
             self._wait_stale_postmaster_gone()

@@ -57,8 +57,14 @@ def port_free(port: int) -> bool:
         return True
 
 
+def initial_port(port_file: Path, port: int | None) -> int:
+    """A constructor's port: the one given, else the one remembered, else a free one
+    (provisional until ``settle_port``)."""
+    return port if port is not None else (read_int(port_file) or free_port())
+
+
 def settle_port(port: int, port_file: Path, *, explicit: bool) -> int:
-    """The port a server that is not running yet should start on.
+    """The port a server that is not running yet should start on, written to ``port_file``.
 
     A port remembered from an earlier start is kept, so URLs handed out before
     stay valid. A port picked by the constructor is only provisional: it was
@@ -66,11 +72,12 @@ def settle_port(port: int, port_file: Path, *, explicit: bool) -> int:
     embedded server) may have taken it since.
     """
     if explicit:
-        return port
-    remembered = read_int(port_file)
-    if remembered:
-        return remembered
-    return port if port_free(port) else free_port()
+        settled = port
+    else:
+        remembered = read_int(port_file)
+        settled = remembered or (port if port_free(port) else free_port())
+    write_text_atomic(port_file, f"{settled}\n")
+    return settled
 
 
 def read_int(path: Path) -> int | None:

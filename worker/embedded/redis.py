@@ -17,7 +17,7 @@ from worker.embedded.process import (
     STOP_TIMEOUT_S,
     EmbeddedServerError,
     file_lock,
-    free_port,
+    initial_port,
     kill_group,
     log_tail,
     pid_runs,
@@ -26,7 +26,6 @@ from worker.embedded.process import (
     run,
     settle_port,
     wait_for,
-    write_text_atomic,
 )
 
 # Redis
@@ -75,9 +74,7 @@ class EmbeddedRedis:
         self.log_file = self.data_dir / "redis.log"
         self._port_file = self.data_dir / "port"
         self._explicit_port = port is not None
-        if port is None:
-            port = read_int(self._port_file) or free_port()
-        self.port: int = port
+        self.port: int = initial_port(self._port_file, port)
 
     @property
     def url(self) -> str:
@@ -104,7 +101,6 @@ class EmbeddedRedis:
                 self._wait_ready(pid)
                 return self.url
             self.port = settle_port(self.port, self._port_file, explicit=self._explicit_port)
-            write_text_atomic(self._port_file, f"{self.port}\n")
             binary = _redis_binary()
             log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
             code, output = run(
