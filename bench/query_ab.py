@@ -31,6 +31,7 @@ from bench import workload
 from bench.seed import prepare_database
 from bench.servers import throwaway_servers
 from bench.stats import dist_cells, table
+from worker.config import Settings
 from worker.payload import Message
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.rules import extract_facts
@@ -42,15 +43,16 @@ from worker.store.queries import load, parse_queries
 EMBED_DIM = 1536
 K = 5
 
-# A sixth of the seeded rows superseded by an appended successor, as jobs do.
-_CHURN = (
+# A sixth of the seeded rows superseded by a successor appended at the end of
+# the table, as jobs do.
+_APPEND_SUCCESSORS = (
     "INSERT INTO memory_fact (user_id, text, category, importance, embedding,"
     " embedding_model, observed_at, source_session_id, source_kind)"
     " SELECT user_id, text || ' (restated)', category, importance, embedding,"
     " embedding_model, observed_at, source_session_id, source_kind"
-    " FROM memory_fact WHERE id % 6 = 0 ORDER BY id",
-    "UPDATE memory_fact SET superseded_at = now() WHERE id % 6 = 0 AND id <= $1",
+    " FROM memory_fact WHERE id % 6 = 0 ORDER BY id"
 )
+_SUPERSEDE = "UPDATE memory_fact SET superseded_at = now() WHERE id % 6 = 0 AND id <= $1"
 
 
 async def _candidates(plans: Sequence[workload.SessionPlan]) -> list[tuple[str, Any]]:
@@ -60,8 +62,8 @@ async def _candidates(plans: Sequence[workload.SessionPlan]) -> list[tuple[str, 
     out = []
     for plan in plans:
         messages = [Message.model_validate(m) for m in plan.messages]
-        request = extract.build_request(messages, len(plan.history), len(messages), 20, None,
-                                        now)
+        request = extract.build_request(messages, len(plan.history), len(messages),
+                                        Settings().context_messages, None, now)
         texts = [c.text for c in extract.candidates_from(extract_facts(request))]
         out.append((plan.user_id, halfvec.encode_rows((await embedder.embed(texts)).value)))
     return out
@@ -103,8 +105,8 @@ async def _run(args: argparse.Namespace) -> str:
         pool = await create_pool(servers.database_url, min_size=1, max_size=1)
         try:
             seeded = await pool.fetchval("SELECT max(id) FROM memory_fact")
-            await pool.execute(_CHURN[0])
-            await pool.execute(_CHURN[1], seeded)
+            await pool.execute(_APPEND_SUCCESSORS)
+            await pool.execute(_SUPERSEDE, seeded)
         finally:
             await pool.close()
         # The first rounds warm caches and plans for both; they are not counted.

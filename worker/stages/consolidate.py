@@ -51,29 +51,17 @@ def build_request(
     k: int,
 ) -> PreparedRequest:
     id_map: dict[int, Ref] = {}
-    # One wire Neighbor per row (and per earlier candidate), built once and
-    # shared by every candidate it is shown to: the user's nearest facts recur
-    # across a batch, and the models are frozen.
-    shown_rows: dict[int, Neighbor] = {}
-    shown_batch: dict[int, Neighbor] = {}
+    # Keyed by plain ints (row id, candidate index): a neighbour shared by several
+    # candidates keeps one wire id, and no Ref is built just to be looked up.
+    row_ids: dict[int, int] = {}
+    batch_ids: dict[int, int] = {}
 
-    def row_neighbor(row: NeighborRow) -> Neighbor:
-        neighbor = shown_rows.get(row.id)
-        if neighbor is None:
-            wire = len(id_map) + 1
-            id_map[wire] = ExistingRow(row.id)
-            neighbor = shown_rows[row.id] = Neighbor(
-                id=wire, text=row.text, observed_at=row.observed_at.date().isoformat())
-        return neighbor
-
-    def batch_neighbor(j: int) -> Neighbor:
-        neighbor = shown_batch.get(j)
-        if neighbor is None:
-            wire = len(id_map) + 1
-            id_map[wire] = BatchCandidate(j)
-            neighbor = shown_batch[j] = Neighbor(
-                id=wire, text=candidates[j].text, observed_at=observed_date)
-        return neighbor
+    def wire_id(known: dict[int, int], key: int, ref: type[ExistingRow | BatchCandidate]) -> int:
+        wire = known.get(key)
+        if wire is None:
+            wire = known[key] = len(id_map) + 1
+            id_map[wire] = ref(key)
+        return wire
 
     wire_candidates = []
     offered = []
@@ -81,12 +69,19 @@ def build_request(
     # matrix product instead of a Python loop over 1536-dim lists per pair.
     similarity = (embeddings @ embeddings.T).tolist()
     for i, candidate in enumerate(candidates):
-        shown = [row_neighbor(row) for row in neighbors[i]]
+        shown: list[Neighbor] = [
+            Neighbor(id=wire_id(row_ids, row.id, ExistingRow), text=row.text,
+                     observed_at=row.observed_at.date().isoformat())
+            for row in neighbors[i]
+        ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
         # so a user who changes their mind twice in one slice ends with one fact.
-        # (reverse=True keeps equal similarities in index order, as -x would.)
-        earlier = sorted(range(i), key=similarity[i].__getitem__, reverse=True)[:k]
-        shown += [batch_neighbor(j) for j in sorted(earlier)]
+        earlier = sorted(range(i), key=lambda j: -similarity[i][j])[:k]
+        shown += [
+            Neighbor(id=wire_id(batch_ids, j, BatchCandidate), text=candidates[j].text,
+                     observed_at=observed_date)
+            for j in sorted(earlier)
+        ]
         wire_candidates.append(
             Candidate(candidate=i, text=candidate.text, category=candidate.category,
                       neighbors=tuple(shown))
