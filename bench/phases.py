@@ -40,9 +40,11 @@ from worker.payload import Message
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.rules import decide, extract_facts
 from worker.stages import consolidate, extract
+from worker.stages.extract import CandidateFact
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PgMemoryStore
 from worker.telemetry import setup_telemetry
+from worker.vectors import Vector
 
 
 class DroppingExporter(SpanExporter):
@@ -304,6 +306,18 @@ class Isolated:
     candidates: int = 0
 
 
+async def plan_candidates(
+    plan: SessionPlan, embedder: HashingEmbedder, context_messages: int, now: datetime
+) -> tuple[list[CandidateFact], Vector]:
+    """The candidates a job extracts from the plan's new slice, and their embeddings."""
+    messages = [Message.model_validate(m) for m in plan.messages]
+    request = extract.build_request(messages, len(plan.history), len(messages),
+                                    context_messages, None, now)
+    candidates = extract.candidates_from(extract_facts(request))
+    # As the pipeline does: one float32 matrix for every later step.
+    return candidates, (await embedder.embed([c.text for c in candidates])).value
+
+
 async def isolated_parts(settings: Settings, plans: Sequence[SessionPlan]) -> Isolated:
     """PgMemoryStore.neighbors on its own, plus the CPU parts around it, per plan.
 
@@ -322,13 +336,8 @@ async def isolated_parts(settings: Settings, plans: Sequence[SessionPlan]) -> Is
             "SELECT user_id, count(*) AS n FROM memory_fact WHERE superseded_at IS NULL"
             " GROUP BY user_id")}
         for plan in plans:
-            messages = [Message.model_validate(m) for m in plan.messages]
-            start = len(plan.history)
-            request = extract.build_request(messages, start, len(messages),
-                                            settings.context_messages, None, now)
-            candidates = extract.candidates_from(extract_facts(request))
-            # As the pipeline does: one float32 matrix for every later step.
-            embeddings = (await embedder.embed([c.text for c in candidates])).value
+            candidates, embeddings = await plan_candidates(plan, embedder,
+                                                           settings.context_messages, now)
             out.candidates = len(candidates)
             out.active_facts.append(counts.get(plan.user_id, 0))
 

@@ -28,14 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import workload
+from bench.phases import plan_candidates
 from bench.seed import prepare_database
 from bench.servers import throwaway_servers
 from bench.stats import dist_cells, table
 from worker.config import Settings
-from worker.payload import Message
 from worker.providers.hashing import HashingEmbedder
-from worker.providers.rules import extract_facts
-from worker.stages import extract
 from worker.store import halfvec
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.queries import load, parse_queries
@@ -61,11 +59,8 @@ async def _candidates(plans: Sequence[workload.SessionPlan]) -> list[tuple[str, 
     now = datetime.now(UTC)
     out = []
     for plan in plans:
-        messages = [Message.model_validate(m) for m in plan.messages]
-        request = extract.build_request(messages, len(plan.history), len(messages),
-                                        Settings().context_messages, None, now)
-        texts = [c.text for c in extract.candidates_from(extract_facts(request))]
-        out.append((plan.user_id, halfvec.encode_rows((await embedder.embed(texts)).value)))
+        _, embeddings = await plan_candidates(plan, embedder, Settings().context_messages, now)
+        out.append((plan.user_id, halfvec.encode_rows(embeddings)))
     return out
 
 
