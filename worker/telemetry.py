@@ -18,7 +18,8 @@ from typing import Any
 
 import structlog
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.environment_variables import OTEL_METRICS_EXEMPLAR_FILTER
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -181,7 +182,15 @@ def setup_telemetry(
         readers.append(PeriodicExportingMetricReader(
             OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"), export_interval_millis=15_000,
         ))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    # Exemplars travel only over OTLP: the Prometheus reader drops them, and
+    # offering every measurement to the reservoir costs about a third of a
+    # record. The standard variable still chooses when it is set.
+    exemplars_wanted = (settings.otel_exporter == "otlp"
+                        or OTEL_METRICS_EXEMPLAR_FILTER in os.environ)
+    meter_provider = MeterProvider(
+        resource=resource, metric_readers=readers,
+        exemplar_filter=None if exemplars_wanted else AlwaysOffExemplarFilter(),
+    )
     return Telemetry(
         tracer=tracer_provider.get_tracer(TRACER_NAME),
         metrics=Metrics(meter_provider.get_meter(TRACER_NAME)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from worker.stages.extract import CandidateFact
 from worker.store.types import (
@@ -24,7 +25,7 @@ from worker.store.types import (
     Vector,
     Write,
 )
-from worker.wire import Candidate, ConsolidationAnswer, ConsolidationRequest, Decision, Neighbor
+from worker.wire import ConsolidationAnswer, ConsolidationRequest, Decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,31 +64,33 @@ def build_request(
             id_map[wire] = ref(key)
         return wire
 
-    wire_candidates = []
-    offered = []
+    wire_candidates: list[dict[str, Any]] = []
+    offered: list[frozenset[int]] = []
     # Cosine of every pair of candidates at once (vectors are unit length): one
     # matrix product instead of a Python loop over 1536-dim lists per pair.
     similarity = (embeddings @ embeddings.T).tolist()
     for i, candidate in enumerate(candidates):
-        shown: list[Neighbor] = [
-            Neighbor(id=wire_id(row_ids, row.id, ExistingRow), text=row.text,
-                     observed_at=row.observed_at.date().isoformat())
+        shown: list[dict[str, Any]] = [
+            {"id": wire_id(row_ids, row.id, ExistingRow), "text": row.text,
+             "observed_at": row.observed_at.date().isoformat()}
             for row in neighbors[i]
         ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
         # so a user who changes their mind twice in one slice ends with one fact.
         earlier = sorted(range(i), key=lambda j: -similarity[i][j])[:k]
         shown += [
-            Neighbor(id=wire_id(batch_ids, j, BatchCandidate), text=candidates[j].text,
-                     observed_at=observed_date)
+            {"id": wire_id(batch_ids, j, BatchCandidate), "text": candidates[j].text,
+             "observed_at": observed_date}
             for j in sorted(earlier)
         ]
-        wire_candidates.append(
-            Candidate(candidate=i, text=candidate.text, category=candidate.category,
-                      neighbors=tuple(shown))
-        )
-        offered.append(frozenset(n.id for n in shown))
-    request = ConsolidationRequest(observed_at=observed_at, candidates=tuple(wire_candidates))
+        wire_candidates.append({"candidate": i, "text": candidate.text,
+                                "category": candidate.category, "neighbors": shown})
+        offered.append(frozenset(n["id"] for n in shown))
+    # Plain dicts validated once, as a whole: pydantic builds the nested models
+    # in one call, half the cost of a model constructor per neighbour.
+    request = ConsolidationRequest.model_validate(
+        {"observed_at": observed_at, "candidates": wire_candidates}
+    )
     return PreparedRequest(request, id_map, tuple(offered))
 
 

@@ -1,0 +1,82 @@
+"""setup_telemetry: which measurements carry exemplars.
+
+Exemplars only leave the process over OTLP (the Prometheus reader drops
+them), so without OTLP the worker does not collect them; the standard
+OTEL_METRICS_EXEMPLAR_FILTER variable still decides when it is set.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from worker.config import Settings
+from worker.telemetry import StageClock, setup_telemetry
+
+
+def _exemplars_after_one_stage(settings: Settings) -> int:
+    reader = InMemoryMetricReader()
+    telemetry = setup_telemetry(settings, span_exporter=InMemorySpanExporter(),
+                                extra_metric_readers=(reader,))
+    try:
+        # Recorded inside a sampled span: the trace-based filter keeps it.
+        with StageClock(telemetry.tracer, telemetry.metrics).stage("lock"):
+            pass
+        data = reader.get_metrics_data()
+    finally:
+        telemetry.shutdown()
+    assert data is not None
+    return sum(
+        len(point.exemplars)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "memfleet.stage.duration"
+        for point in metric.data.data_points
+    )
+
+
+def test_no_exemplars_when_nothing_exports_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_METRICS_EXEMPLAR_FILTER", raising=False)
+    assert _exemplars_after_one_stage(Settings(otel_exporter="none", metrics_port=None)) == 0
+
+
+class _AcceptEverything(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # http.server calls it by this name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def otlp_sink() -> Iterator[str]:
+    """A loopback endpoint that accepts what shutdown flushes, so it does not retry."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AcceptEverything)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_otlp_keeps_trace_based_exemplars(
+    monkeypatch: pytest.MonkeyPatch, otlp_sink: str
+) -> None:
+    monkeypatch.delenv("OTEL_METRICS_EXEMPLAR_FILTER", raising=False)
+    settings = Settings(otel_exporter="otlp", otel_endpoint=otlp_sink, metrics_port=None)
+    assert _exemplars_after_one_stage(settings) == 1
+
+
+def test_the_standard_variable_still_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_METRICS_EXEMPLAR_FILTER", "trace_based")
+    assert _exemplars_after_one_stage(Settings(otel_exporter="none", metrics_port=None)) == 1
