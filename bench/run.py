@@ -33,7 +33,7 @@ from bench.plot import plot_latency
 from bench.probes import install_recorder
 from bench.report import TARGET_P50_MS, TOTALS_PANEL, BenchResults, plot_panels, render
 from bench.seed import prepare_database
-from bench.servers import Servers, throwaway_servers
+from bench.servers import SHARED_BUFFERS, Servers, throwaway_servers
 from worker.app import worker_options
 from worker.config import Settings
 from worker.telemetry import configure_logging
@@ -213,7 +213,9 @@ async def _bench(args: argparse.Namespace, servers: Servers) -> BenchResults:
         f" {platform.python_version()}; one worker process = this process (in-process ARQ"
         f" worker from worker.app.worker_options)",
         f"PostgreSQL {pg_version} + pgvector {vector_version} (embedded, fresh cluster in a temp"
-        f" dir, TCP on 127.0.0.1); {redis_version} (embedded)",
+        f" dir, TCP on 127.0.0.1, shared_buffers={SHARED_BUFFERS} so the fact table is held in"
+        f" memory as on a production server; PostgreSQL's default is 128MB); {redis_version}"
+        " (embedded)",
         "durability: EmbeddedPostgres(durable=True), i.e. fsync=on, synchronous_commit=on,"
         " full_page_writes=on, for the PASS/FAIL runs"
         + ("; the durable=False runs switch the same cluster to durable=False's settings"

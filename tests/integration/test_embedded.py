@@ -107,6 +107,26 @@ async def test_postgres_starts_with_pgvector(pg: EmbeddedPostgres) -> None:
     assert synchronous_commit == "on"
 
 
+async def test_postgres_extra_settings_reach_the_server(tmp_path: Path) -> None:
+    server = EmbeddedPostgres(tmp_path / "pg", durable=False, settings={"work_mem": "7MB"})
+    try:
+        url = await asyncio.to_thread(server.start)
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            assert await conn.fetchval("SHOW work_mem") == "7MB"
+        finally:
+            await conn.close()
+    finally:
+        _finish(server)
+
+
+@pytest.mark.parametrize("settings", [{"work_mem": "7MB; rm -rf /"}, {"work mem": "7MB"},
+                                      {"work_mem": "$(id)"}])
+def test_postgres_settings_must_be_plain_words(tmp_path: Path, settings: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="not a plain server setting"):
+        EmbeddedPostgres(tmp_path / "pg", settings=settings)
+
+
 def test_postgres_data_dir_belongs_to_the_postgres_user(pg: EmbeddedPostgres) -> None:
     pg.start()
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
+import re
 import shutil
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,20 +139,34 @@ class _Postmaster:
     status: str
 
 
+_SETTING_NAME = re.compile(r"[a-z][a-z0-9_.]*")
+_SETTING_VALUE = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
 class EmbeddedPostgres:
     """A PostgreSQL cluster with pgvector in ``data_dir``, on 127.0.0.1.
 
     ``durable=False`` turns off fsync and full-page writes (and skips initdb's
     sync): much faster for tests, and still safe against a killed server, since
     every commit has reached the kernel, though not against a crashed machine.
+    ``settings`` are more server settings (``{"shared_buffers": "512MB"}``),
+    passed at every start.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, durable: bool = True) -> None:
+    def __init__(
+        self, data_dir: Path, port: int | None = None, *, durable: bool = True,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         # Absolute, because the programs run with the data directory as their cwd.
         self.data_dir = data_dir.absolute()
         self.pgdata = self.data_dir / "pgdata"
         self.log_file = self.data_dir / "postgres.log"
         self.durable = durable
+        self.settings = dict(settings or {})
+        for name, value in self.settings.items():
+            # They pass through pg_ctl's /bin/sh: plain words only.
+            if not (_SETTING_NAME.fullmatch(name) and _SETTING_VALUE.fullmatch(value)):
+                raise ValueError(f"not a plain server setting: {name}={value!r}")
         self._port_file = self.data_dir / "port"
         self._explicit_port = port is not None
         self.port: int = initial_port(self._port_file, port)
@@ -325,6 +341,7 @@ class EmbeddedPostgres:
             # commit, and turning it off would let kill() lose commits that were
             # already acknowledged (they wait in shared memory for the WAL writer).
             opts += ["-c fsync=off", "-c full_page_writes=off"]
+        opts += [f"-c {name}={value}" for name, value in self.settings.items()]
         return " ".join(opts)
 
     def _pg_ctl_start(self, account: Account | None, bin_dir: Path) -> None:
