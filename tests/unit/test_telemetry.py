@@ -1,4 +1,4 @@
-"""setup_telemetry: which measurements carry exemplars.
+"""setup_telemetry and StageClock: which measurements carry exemplars; failing stages.
 
 Exemplars only leave the process over OTLP (the Prometheus reader drops
 them), so without OTLP the worker does not collect them; the standard
@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from worker.config import Settings
 from worker.telemetry import StageClock, setup_telemetry
@@ -80,3 +82,28 @@ def test_otlp_keeps_trace_based_exemplars(
 def test_the_standard_variable_still_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_METRICS_EXEMPLAR_FILTER", "trace_based")
     assert _exemplars_after_one_stage(Settings(otel_exporter="none", metrics_port=None)) == 1
+
+
+def test_a_failing_stage_is_an_error_span_and_still_timed() -> None:
+    exporter = InMemorySpanExporter()
+    telemetry = setup_telemetry(Settings(otel_exporter="none", metrics_port=None),
+                                span_exporter=exporter)
+    clock = StageClock(telemetry.tracer, telemetry.metrics)
+    try:
+        with telemetry.tracer.start_as_current_span("job") as job:
+            with pytest.raises(TimeoutError), clock.stage("consolidate"), \
+                    clock.provider_call("chat", "openai", "m"):
+                raise TimeoutError("the model did not answer")
+            # Both spans were current inside and are not any more.
+            assert trace.get_current_span() is job
+    finally:
+        telemetry.shutdown()
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    for name in ("memfleet.consolidate", "chat m"):
+        span = spans[name]
+        assert span.status.status_code is StatusCode.ERROR
+        assert [event.name for event in span.events] == ["exception"]
+        assert span.end_time is not None
+    assert spans["chat m"].parent.span_id == spans["memfleet.consolidate"].context.span_id
+    assert spans["memfleet.consolidate"].parent.span_id == spans["job"].context.span_id
+    assert "consolidate" in clock.timings_ms
