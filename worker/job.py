@@ -107,7 +107,10 @@ async def _run(
                 outcome="invalid", started_at=started_at,
                 error="the job's arguments are not {session_id: str}",
             ))
-        span.set_attribute("memfleet.session", hashed_id(session_id))
+        # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
+        recording = span.is_recording()
+        if recording:
+            span.set_attribute("memfleet.session", hashed_id(session_id))
         base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id, user_id=None,
                          outcome="invalid", started_at=started_at)
         lock = SessionLock(deps.redis, session_id, int(deps.settings.lock_ttl_s * 1000))
@@ -131,8 +134,9 @@ async def _run(
             if claimed.locked:
                 await lock.release()
             return await _record(deps, _ended(base, "invalid", str(exc)))
-        _link_to_handover(span, handover.trace)
-        span.set_attribute("memfleet.user", hashed_id(handover.user_id))
+        if recording:
+            _link_to_handover(span, handover.trace)
+            span.set_attribute("memfleet.user", hashed_id(handover.user_id))
 
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at)

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from tests.helpers import drain, user_msg, worker_env
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.telemetry import setup_telemetry
+from worker.telemetry import hashed_id, setup_telemetry
 
 PRIVATE_PLACE = "Zanzibarcity"
 PRIVATE_TOOL = "Quuxlang"
@@ -81,7 +81,8 @@ async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     assert by_name["memfleet.persist"].attributes["db.operation.name"] == "COMMIT"
     assert by_name["memfleet.persist"].attributes["memfleet.decisions.add"] == 2
     assert by_name["memfleet.cursor"].attributes["memfleet.slice.length"] == 2
-    assert job.attributes["memfleet.session"] != "s1", "ids appear only hashed"
+    assert job.attributes["memfleet.session"] == hashed_id("s1"), "ids appear only hashed"
+    assert job.attributes["memfleet.user"] == hashed_id("u1")
 
 
 async def test_no_user_content_in_spans_logs_or_metrics_by_default(
