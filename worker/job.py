@@ -88,13 +88,12 @@ async def _run(
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
     started_at = datetime.now(UTC)
-    tracer = deps.telemetry.tracer
-    clock = StageClock(tracer, deps.telemetry.metrics)
+    clock = StageClock(deps.telemetry.tracer, deps.telemetry.metrics)
     session_id = kwargs.get("session_id")
 
-    with tracer.start_as_current_span(
-        f"process {deps.settings.queue_name}", kind=trace.SpanKind.CONSUMER,
-        attributes={
+    with clock.span(
+        f"process {deps.settings.queue_name}", trace.SpanKind.CONSUMER,
+        {
             "messaging.system": "arq", "messaging.operation.name": "process",
             "messaging.operation.type": "process",
             "messaging.destination.name": deps.settings.queue_name,

@@ -285,10 +285,10 @@ async def _consolidate(
     if not candidates:
         return consolidate.Plan((), 0, 0, 0, 0), None, 0, Usage()
     k = ctx.settings.neighbors_k
-    with ctx.clock.tracer.start_as_current_span(
-        "SELECT memory_fact", kind=trace.SpanKind.CLIENT,
-        attributes={"db.system.name": "postgresql", "db.operation.name": "SELECT",
-                    "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
+    with ctx.clock.span(
+        "SELECT memory_fact", trace.SpanKind.CLIENT,
+        {"db.system.name": "postgresql", "db.operation.name": "SELECT",
+         "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
     ):
         version, neighbors = await ctx.store.neighbors(user_id, embeddings, k)
     prepared = consolidate.build_request(

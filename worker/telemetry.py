@@ -83,13 +83,18 @@ class StageClock:
         """``with clock.stage("persist", ...) as span``: the stage's span, made current."""
         return _Stage(self, name, attributes)
 
+    def span(self, name: str, kind: trace.SpanKind, attributes: dict[str, Any]) -> _Scoped:
+        """``with clock.span(...) as span``: any other span of the job (the job's own
+        CONSUMER span, a database call), made current; not a stage, so not timed."""
+        return _Scoped(self.tracer, name, kind, attributes)
+
     def provider_call(self, operation: str, provider: str, model: str) -> _ProviderCall:
         """``with clock.provider_call(...) as done``: a gen_ai span around one provider call;
         ``done(response_model, input_tokens, output_tokens)`` records what it answered."""
         return _ProviderCall(self, operation, provider, model)
 
 
-# The two context managers below are classes, not @contextmanager generators
+# The context managers below are classes, not @contextmanager generators
 # wrapped around start_as_current_span: the same spans with two generator
 # frames fewer each, and a job opens about a dozen of them.
 
@@ -109,6 +114,25 @@ class _CurrentSpan:
               tb: TracebackType | None) -> None:
         otel_context.detach(self._token)
         self._span.__exit__(exc_type, exc, tb)
+
+
+class _Scoped(_CurrentSpan):
+    """``StageClock.span``: any other span of the job, made current."""
+
+    __slots__ = ("_attributes", "_kind", "_name", "_tracer")
+
+    def __init__(self, tracer: trace.Tracer, name: str, kind: trace.SpanKind,
+                 attributes: dict[str, Any]) -> None:
+        self._tracer, self._name, self._kind, self._attributes = tracer, name, kind, attributes
+
+    def __enter__(self) -> trace.Span:
+        self._enter(self._tracer.start_span(self._name, kind=self._kind,
+                                            attributes=self._attributes))
+        return self._span
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._exit(exc_type, exc, tb)
 
 
 class _Stage(_CurrentSpan):
