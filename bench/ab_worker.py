@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from bench import phases
 from bench.probes import install_recorder
+from worker import app
 from worker.config import Settings
 from worker.telemetry import configure_logging
 
@@ -73,7 +74,10 @@ def _write(out: Path, recorder: Any, worker: Any) -> None:
 
 def main() -> int:
     configure_logging("WARNING")
-    asyncio.run(serve(sys.argv[1], Path(sys.argv[2])))
+    # The loop this revision's `memfleet worker` runs on (asyncio's before it chose).
+    loop_factory = getattr(app, "new_event_loop", asyncio.new_event_loop)
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve(sys.argv[1], Path(sys.argv[2])))
     return 0
 
 

@@ -34,7 +34,7 @@ from bench.probes import install_recorder
 from bench.report import TARGET_P50_MS, TOTALS_PANEL, BenchResults, plot_panels, render
 from bench.seed import prepare_database
 from bench.servers import SHARED_BUFFERS, Servers, throwaway_servers
-from worker.app import worker_options
+from worker.app import new_event_loop, worker_options
 from worker.config import Settings
 from worker.telemetry import configure_logging
 
@@ -250,8 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("WARNING")
     # The SDK warns once per offending span; the report gives the counts instead.
     otel_warnings = _count_warnings("opentelemetry")
-    with throwaway_servers(durable=True) as servers:
-        results = asyncio.run(_bench(args, servers))
+    # On the loop `memfleet worker` runs on.
+    with throwaway_servers(durable=True) as servers, \
+            asyncio.Runner(loop_factory=new_event_loop) as runner:
+        results = runner.run(_bench(args, servers))
     results.library_warnings = dict(otel_warnings.counts)
 
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,19 @@ def limits_from(settings: Settings) -> Limits:
     return Limits(settings.max_message_chars, settings.max_messages, settings.max_id_chars)
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The worker's event loop: uvloop's where it is installed, asyncio's otherwise.
+
+    Same asyncio API, less work per wake-up, and a job wakes up about twenty
+    times: 0.53 ms less per job in an interleaved A/B (docs/bench.md).
+    """
+    try:
+        import uvloop
+    except ImportError:  # no wheel for this platform: asyncio's own loop works the same
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 # Allocations between young collections (CPython's default is 700). A job
 # allocates tens of thousands of short-lived objects; fewer young collections
 # cost less in all and take p95/p99 down (interleaved A/B in docs/bench.md).

@@ -60,16 +60,21 @@ def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.app import build_worker
+    from worker.app import build_worker, new_event_loop
     from worker.telemetry import configure_logging, setup_telemetry
 
     configure_logging(args.log_level)
     settings = resolve(settings)
     telemetry = setup_telemetry(settings)
+    # ARQ's Worker runs on the current loop: make it ours before building it.
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
     try:
         build_worker(settings, burst=args.burst, telemetry=telemetry).run()
     finally:
         telemetry.shutdown()
+        asyncio.set_event_loop(None)
+        loop.close()
     return 0
 
 

@@ -1,14 +1,16 @@
-"""quiet_garbage_collector: start-up objects frozen, garbage collected, young collections rarer."""
+"""The worker process's runtime: its event loop, and the garbage collector after start-up."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from worker.app import YOUNG_GC_THRESHOLD, quiet_garbage_collector
+from worker.app import YOUNG_GC_THRESHOLD, new_event_loop, quiet_garbage_collector
 
 
 @pytest.fixture
@@ -41,3 +43,24 @@ def test_start_up_objects_are_frozen_and_garbage_is_not() -> None:
     assert gc.get_freeze_count() > 0
     assert all(o is not kept for o in gc.get_objects())
     assert gc.get_threshold()[0] == YOUNG_GC_THRESHOLD
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uvloop has no Windows wheel")
+def test_the_worker_loop_is_uvloop_and_runs_coroutines() -> None:
+    import uvloop
+
+    loop = new_event_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+        assert loop.run_until_complete(asyncio.sleep(0, result="ran")) == "ran"
+    finally:
+        loop.close()
+
+
+def test_without_uvloop_the_worker_loop_is_asyncio_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
+    loop = new_event_loop()
+    try:
+        assert type(loop).__module__.startswith("asyncio")
+    finally:
+        loop.close()
