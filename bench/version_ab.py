@@ -38,7 +38,7 @@ from bench import workload
 from bench.ab_worker import DONE_PREFIX, READY_PREFIX
 from bench.seed import prepare_database
 from bench.servers import Servers, throwaway_servers
-from bench.stats import table
+from bench.stats import dist_cells, ms, pct, table
 from worker.client import schedule_memory_persistence
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,18 +97,13 @@ def _report(results: dict[str, dict[str, Any]], jobs: dict[str, list[str]], seed
     infra = {side: [results[side][j]["infra_ms"] for j in jobs[side]] for side in sides}
     rows = []
     for side in sides:
-        values = sorted(infra[side])
-        stages = {name: statistics.median(results[side][j]["stages"].get(name, 0.0)
-                                          for j in jobs[side])
-                  for name in ("lock", "cursor", "consolidate", "persist")}
-        rows.append([side, f"{statistics.median(values):.2f}",
-                     f"{values[int(0.95 * (len(values) - 1))]:.2f}",
-                     f"{statistics.mean(values):.2f}", str(len(values)),
-                     *(f"{v:.2f}" for v in stages.values())])
+        stages = [pct([results[side][j]["stages"].get(name, 0.0) for j in jobs[side]], 50)
+                  for name in ("lock", "cursor", "consolidate", "persist")]
+        rows.append([side, *dist_cells(infra[side]), *(ms(v) for v in stages)])
     diffs = [a - b for a, b in zip(infra[sides[0]], infra[sides[1]], strict=True)]
     low, high = _bootstrap_ci(diffs, seed)
     return "\n".join([
-        table(["revision", "p50 ms", "p95 ms", "mean ms", "jobs",
+        table(["revision", "p50 ms", "p95 ms", "p99 ms", "mean ms", "jobs",
                "lock p50", "cursor p50", "consolidate p50", "persist p50"], rows),
         "",
         f"paired difference ({sides[0]} - {sides[1]}), median over {len(diffs)} pairs:"

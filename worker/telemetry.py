@@ -110,8 +110,8 @@ class _CurrentSpan:
         self._span = span
         self._token = otel_context.attach(trace.set_span_in_context(span))
 
-    def _exit(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-              tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         otel_context.detach(self._token)
         self._span.__exit__(exc_type, exc, tb)
 
@@ -129,10 +129,6 @@ class _Scoped(_CurrentSpan):
         self._enter(self._tracer.start_span(self._name, kind=self._kind,
                                             attributes=self._attributes))
         return self._span
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._exit(exc_type, exc, tb)
 
 
 class _Stage(_CurrentSpan):
@@ -155,7 +151,7 @@ class _Stage(_CurrentSpan):
         if clock.metrics is not None:
             # While the span is current: an exemplar, when kept, points at it.
             clock.metrics.stage_duration.record(elapsed / 1000, {"stage": name})
-        self._exit(exc_type, exc, tb)
+        super().__exit__(exc_type, exc, tb)
 
 
 class _ProviderCall(_CurrentSpan):
@@ -183,10 +179,6 @@ class _ProviderCall(_CurrentSpan):
             for direction, count in (("input", input_tokens), ("output", output_tokens)):
                 if count:
                     metrics.tokens.add(count, {"model": response_model, "direction": direction})
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._exit(exc_type, exc, tb)
 
 
 @dataclass(slots=True)
