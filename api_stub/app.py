@@ -16,17 +16,18 @@ from typing import Any
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from api_stub import routes_chat, routes_memory
+from api_stub import chat_routes, memory_routes
 from api_stub.auth import AuthConfig
+from api_stub.chat_log import ChatLog
 from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
-from worker.app import limits_from
 from worker.config import Settings
+from worker.contract import Limits
 from worker.errors import ConfigurationError
 from worker.providers.factory import build_providers
-from worker.store.memory_api import MemoryApiStore
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
+from worker.store.postgres import PostgresStore
 
 TITLE = "memfleet memory API"
 VERSION = "0.1.0"
@@ -57,9 +58,9 @@ def create_app(settings: Settings) -> FastAPI:
                                    socket_connect_timeout=2)
             providers = build_providers(settings)
             app.state.deps = ApiDeps(
-                settings=settings, pool=pool, redis=redis, memory=MemoryApiStore(pool),
-                providers=providers, limits=limits_from(settings),
-                chat=routes_chat.ChatLog(redis),
+                settings=settings, pool=pool, redis=redis, memory=PostgresStore(pool),
+                providers=providers, limits=Limits.from_settings(settings),
+                chat=ChatLog(redis),
             )
             yield
         finally:
@@ -72,8 +73,8 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan)
     app.state.auth = auth
     install_handlers(app)
-    app.include_router(routes_chat.router)
-    app.include_router(routes_memory.router)
+    app.include_router(chat_routes.router)
+    app.include_router(memory_routes.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")
     async def healthz() -> dict[str, str]:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from api_stub.chat_log import ChatLog
 from worker.config import Settings
-from worker.payload import Limits
+from worker.contract import Limits
 from worker.providers.base import Providers
-from worker.store.memory_api import MemoryApiStore
-
-if TYPE_CHECKING:
-    from api_stub.routes_chat import ChatLog
+from worker.store.base import MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +17,7 @@ class ApiDeps:
     settings: Settings
     pool: Any
     redis: Any
-    memory: MemoryApiStore
+    memory: MemoryStore
     providers: Providers
     limits: Limits
     chat: ChatLog

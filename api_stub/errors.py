@@ -7,12 +7,17 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from redis.exceptions import RedisError
 
-from api_stub.models import ErrorBody
 from worker.errors import ProviderError, StoreConflict, StoreError
 
 log = logging.getLogger("memfleet.api")
+
+
+class ErrorBody(BaseModel):
+    detail: str
+
 
 _DESCRIPTIONS = {
     400: "The body could not be read (not UTF-8 JSON).",

@@ -25,8 +25,8 @@ class NoDelayH11Protocol(H11Protocol):
 
     With ``--workers`` uvicorn binds the listening socket itself without naming
     TCP, so asyncio does not set TCP_NODELAY on accepted connections; h11 writes
-    a response's head and body separately, and the body then waits ~40 ms for
-    the client's delayed ACK (Nagle). Measured: 52 ms per chat turn instead of 7.
+    a response's head and body separately, and the body then waits for the
+    client's delayed ACK (Nagle's algorithm), which dwarfs the turn itself.
     """
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

@@ -8,26 +8,16 @@ that does not parse is recorded and never retried.
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from worker.contract import Limits as Limits  # re-exported: callers size hand-overs with it
+from worker.contract import text_fault
 from worker.errors import InvalidHandover, InvalidJob
 
 Role = Literal["user", "assistant", "system", "tool"]
-
-# C0 and C1 control characters other than tab, newline and carriage return.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_message_chars: int = 32_000
-    max_messages: int = 20_000
-    max_id_chars: int = 256
 
 
 class Message(BaseModel):
@@ -56,12 +46,9 @@ def message_hash(message: Message) -> str:
 
 
 def _check_text(value: str, what: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidHandover(f"{what} is not valid UTF-8 (lone surrogate)") from exc
-    if _CONTROL.search(value):
-        raise InvalidHandover(f"{what} contains control characters")
+    fault = text_fault(value)
+    if fault is not None:
+        raise InvalidHandover(f"{what} {fault}")
 
 
 def check_id(value: object, what: str, limits: Limits) -> str:

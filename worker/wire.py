@@ -10,10 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Category = Literal["preference", "fact", "event", "relationship", "decision", "general"]
-CATEGORIES: tuple[Category, ...] = (
-    "preference", "fact", "event", "relationship", "decision", "general",
-)
+from worker.contract import CATEGORIES as CATEGORIES  # re-exported: the wire speaks them
+from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE
+from worker.contract import Category as Category
+
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 
 
@@ -37,7 +37,7 @@ class ExtractionRequest(_Frozen):
 class ExtractedFact(_Frozen):
     text: str = Field(min_length=1, max_length=1000)
     category: Category
-    importance: int = Field(ge=1, le=10)
+    importance: int = Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
 
 
 class ExtractionAnswer(_Frozen):

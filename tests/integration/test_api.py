@@ -14,7 +14,8 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.app import OPENAPI_PATH, create_app, openapi_json
-from api_stub.routes_chat import HANDOVER_HEADER, SESSION_PREFIX
+from api_stub.chat_log import SESSION_PREFIX
+from api_stub.chat_routes import HANDOVER_HEADER
 from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
 from worker.config import Settings

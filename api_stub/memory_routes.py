@@ -7,7 +7,7 @@ below is scoped by that user id, so another user's fact id is a plain 404.
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from pydantic import AfterValidator
@@ -15,11 +15,11 @@ from pydantic import AfterValidator
 from api_stub.auth import AuthedUser
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, error_responses
-from api_stub.models import (
+from api_stub.fields import clean_text
+from api_stub.memory_models import (
     MAX_FACT_ID,
     MAX_QUERY_CHARS,
     ActiveFacts,
-    Category,
     CategoryGroup,
     Chain,
     Erased,
@@ -28,10 +28,10 @@ from api_stub.models import (
     NewFactBody,
     SearchHitBody,
     SearchResults,
-    clean_text,
 )
-from worker.read import CATEGORY_ORDER, format_block, known_facts, search_facts
-from worker.store.memory_api import NewFact
+from worker.contract import CATEGORY_ORDER
+from worker.read import format_block, known_facts, search_facts
+from worker.store.types import NewFact
 
 router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
 
@@ -59,10 +59,10 @@ def _deps(request: Request) -> ApiDeps:
     summary="The user's active facts, grouped by category",
 )
 async def list_facts(request: Request, user_id: AuthedUser) -> ActiveFacts:
-    facts = await _deps(request).memory.active_facts(user_id)  # ordered by observed_at
+    facts = await _deps(request).memory.facts(user_id)  # ordered by observed_at
     groups = [
-        CategoryGroup(category=cast(Category, category), facts=[Fact.of(f) for f in facts
-                                                if f.category == category])
+        CategoryGroup(category=category,
+                      facts=[Fact.of(f) for f in facts if f.category == category])
         for category in CATEGORY_ORDER
     ]
     return ActiveFacts(user_id=user_id, count=len(facts),

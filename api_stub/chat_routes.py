@@ -11,20 +11,19 @@ X-Memory-Handover-Ms says how long step 3 took, the latency memory adds to a tur
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, Response, status
 from pydantic import AfterValidator
 from redis.exceptions import RedisError
 
 from api_stub.auth import TokenSubject
+from api_stub.chat_models import ChatBody, ChatReply, HandoverOutcome
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, error_responses
-from api_stub.models import MAX_ID_CHARS, ChatBody, ChatReply, clean_text
-from worker import queue
+from api_stub.fields import MAX_ID_CHARS, clean_text
 from worker.client import schedule_memory_persistence
 from worker.errors import HandoverUnavailable, InvalidHandover, StoreError
 from worker.read import known_facts
@@ -32,71 +31,9 @@ from worker.read import known_facts
 log = logging.getLogger("memfleet.api.chat")
 
 HANDOVER_HEADER = "X-Memory-Handover-Ms"
-SESSION_PREFIX = "chat:session:"
-OWNER_PREFIX = "chat:owner:"
-USER_SESSIONS_PREFIX = "chat:user-sessions:"
 CANNED_ANSWER = "Thanks, noted. (memfleet's chat stand-in answers every turn the same way.)"
 
-# KEYS: owner, messages, the user's session set. ARGV: user, user msg, answer msg, session.
-# One round trip, atomic: a session belongs to the user who opened it; another
-# user's turn is refused before anything is written.
-_APPEND_TURN = """
-local owner = redis.call('GET', KEYS[1])
-if owner and owner ~= ARGV[1] then return false end
-if not owner then redis.call('SET', KEYS[1], ARGV[1]) end
-redis.call('SADD', KEYS[3], ARGV[4])
-redis.call('RPUSH', KEYS[2], ARGV[2], ARGV[3])
-return redis.call('LRANGE', KEYS[2], 0, -1)
-"""
-
-# KEYS: the user's session set. ARGV: user, the three key prefixes. Deletes
-# only sessions the user still owns; returns how many.
-_ERASE_USER = """
-local sessions = redis.call('SMEMBERS', KEYS[1])
-local n = 0
-for _, sid in ipairs(sessions) do
-  if redis.call('GET', ARGV[2] .. sid) == ARGV[1] then
-    redis.call('DEL', ARGV[2] .. sid, ARGV[3] .. sid, ARGV[4] .. sid)
-    n = n + 1
-  end
-end
-redis.call('DEL', KEYS[1])
-return n
-"""
-
-
-class ChatLog:
-    """The stand-in's conversation store: one Redis list of JSON messages per session."""
-
-    def __init__(self, redis: Any) -> None:
-        self._append = redis.register_script(_APPEND_TURN)
-        self._erase = redis.register_script(_ERASE_USER)
-
-    async def append_turn(
-        self, user_id: str, session_id: str, content: str, answer: str
-    ) -> list[dict[str, str]] | None:
-        """The session's whole list after this turn; None if another user owns the session."""
-        raw = await self._append(
-            keys=[OWNER_PREFIX + session_id, SESSION_PREFIX + session_id,
-                  USER_SESSIONS_PREFIX + user_id],
-            args=[user_id, json.dumps({"role": "user", "content": content}),
-                  json.dumps({"role": "assistant", "content": answer}), session_id],
-        )
-        if raw is None:
-            return None
-        return [json.loads(item) for item in raw]
-
-    async def erase_user(self, user_id: str) -> int:
-        """Delete the user's sessions and their pending hand-overs; how many sessions went."""
-        count: int = await self._erase(
-            keys=[USER_SESSIONS_PREFIX + user_id],
-            args=[user_id, OWNER_PREFIX, SESSION_PREFIX, queue.HANDOVER_PREFIX],
-        )
-        return count
-
-
 router = APIRouter(tags=["chat"])
-
 
 SessionId = Annotated[
     str, Path(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(clean_text)
@@ -143,7 +80,7 @@ async def chat_turn(
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")
 
     started = time.perf_counter()
-    outcome: Literal["scheduled", "unavailable", "refused"] = "scheduled"
+    outcome: HandoverOutcome = "scheduled"
     try:
         await schedule_memory_persistence(
             deps.redis, session_id, user_id, messages,

@@ -1,0 +1,26 @@
+"""Request and response bodies of the chat stand-in."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api_stub.fields import MAX_CONTENT_CHARS, CleanText
+
+HandoverOutcome = Literal["scheduled", "unavailable", "refused"]
+
+
+class ChatBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: CleanText = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+
+
+class ChatReply(BaseModel):
+    session_id: str
+    answer: str
+    handover: HandoverOutcome = Field(
+        description="What became of the memory hand-over; the answer never waits for memory."
+    )
+    known_facts: int = Field(description="Facts the stand-in put in its prompt for this turn.")

@@ -1,0 +1,85 @@
+"""Request and response bodies of the memory API.
+
+A fact's JSON is FactRecord.to_json (the CLI prints the same); ``Fact`` is its
+documented shape, less the user id, which the path already names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api_stub.fields import CleanText
+from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE, Category, SourceKind
+from worker.store.types import FactRecord
+
+MAX_FACT_CHARS = 2_000
+MAX_QUERY_CHARS = 1_000
+MAX_FACT_ID = 2**63 - 1  # bigint: a larger id can only be a miss, refused as bad input
+
+
+class Fact(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # user_id: the path's user
+
+    id: int
+    text: str
+    category: Category
+    importance: int = Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
+    observed_at: datetime
+    source_kind: SourceKind
+    source_session_id: str | None
+    superseded_at: datetime | None
+    superseded_by: int | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, record: FactRecord) -> Fact:
+        return cls.model_validate(record.to_json())
+
+
+class CategoryGroup(BaseModel):
+    category: Category
+    facts: list[Fact]
+
+
+class ActiveFacts(BaseModel):
+    user_id: str
+    count: int
+    groups: list[CategoryGroup] = Field(
+        description="One group per category that has facts; facts ordered by observed_at."
+    )
+
+
+class NewFactBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: CleanText = Field(min_length=1, max_length=MAX_FACT_CHARS)
+    category: Category = "general"
+    importance: int = Field(default=5, ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
+
+
+class Chain(BaseModel):
+    fact_id: int
+    versions: list[Fact] = Field(description="Every version of the fact, oldest first.")
+
+
+class SearchHitBody(BaseModel):
+    fact: Fact
+    score: float = Field(description="Reciprocal Rank Fusion score (k = 60).")
+    semantic_rank: int | None
+    lexical_rank: int | None
+
+
+class SearchResults(BaseModel):
+    results: list[SearchHitBody]
+
+
+class KnownFacts(BaseModel):
+    block: str = Field(description="The system-prompt block; empty when nothing is known.")
+    count: int
+
+
+class Erased(BaseModel):
+    user_id: str
+    deleted: dict[str, int] = Field(description="Rows deleted, per table (and chat sessions).")

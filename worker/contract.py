@@ -1,0 +1,87 @@
+"""The rules every side of memfleet shares: categories, limits, text validation.
+
+The worker, the memory API and the chat stand-in import these and copy none of
+them, so a fact or a message one side accepts the other side accepts too. The
+schema's CHECK constraints list the same categories and source kinds (a unit
+test compares them). Standard library only: any side can import it cheaply.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Protocol, get_args
+
+# ---------------------------------------------------------------- facts
+
+Category = Literal["preference", "fact", "event", "relationship", "decision", "general"]
+CATEGORIES: tuple[Category, ...] = get_args(Category)
+
+# How facts are grouped for a reader (the prompt block, the API's list): who the
+# user is first, passing events and the rest last.
+CATEGORY_ORDER: tuple[Category, ...] = (
+    "fact", "preference", "relationship", "decision", "event", "general",
+)
+
+SourceKind = Literal["extracted", "manual", "backfill"]
+SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
+
+MIN_IMPORTANCE = 1
+MAX_IMPORTANCE = 10
+
+# ---------------------------------------------------------------- hand-over limits
+
+# The defaults of MEMFLEET_MAX_MESSAGE_CHARS, MEMFLEET_MAX_MESSAGES and
+# MEMFLEET_MAX_ID_CHARS; the API's documented request sizes use them too.
+DEFAULT_MAX_MESSAGE_CHARS = 32_000
+DEFAULT_MAX_MESSAGES = 20_000
+DEFAULT_MAX_ID_CHARS = 256
+
+
+class LimitSettings(Protocol):
+    """Anything that carries the three limits (worker.config.Settings does)."""
+
+    @property
+    def max_message_chars(self) -> int: ...
+
+    @property
+    def max_messages(self) -> int: ...
+
+    @property
+    def max_id_chars(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a hand-over may hold: checked at the door and again by the worker."""
+
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+    max_messages: int = DEFAULT_MAX_MESSAGES
+    max_id_chars: int = DEFAULT_MAX_ID_CHARS
+
+    @classmethod
+    def from_settings(cls, settings: LimitSettings) -> Limits:
+        return cls(settings.max_message_chars, settings.max_messages, settings.max_id_chars)
+
+
+# ---------------------------------------------------------------- text
+
+# C0 and C1 control characters other than tab, newline and carriage return.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def text_fault(value: str) -> str | None:
+    """Why ``value`` cannot be stored or handed over, or None when it can.
+
+    PostgreSQL refuses lone surrogates and NUL; the other control characters
+    are refused too, so nothing invisible reaches a prompt. The reason reads
+    after the name of the field ("content contains control characters") and
+    never quotes the text.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (lone surrogate)"
+    if _CONTROL.search(value):
+        return "contains control characters"
+    return None
