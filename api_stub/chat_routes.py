@@ -79,12 +79,14 @@ async def chat_turn(
         # Another user's session: the same answer as a session that does not exist.
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")
 
+    id_key = deps.settings.telemetry_id_key  # the workers' key: the spans' stand-ins match
     started = time.perf_counter()
     outcome: HandoverOutcome = "scheduled"
     try:
         await schedule_memory_persistence(
             deps.redis, session_id, user_id, messages,
             limits=deps.limits, queue_name=deps.settings.queue_name,
+            telemetry_id_key=id_key.get_secret_value() if id_key else None,
         )
     except InvalidHandover:
         # The list broke a limit (say, too many messages); logged without content.
