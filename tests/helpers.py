@@ -14,12 +14,13 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from worker.app import drain_queue, limits_from
+from worker.app import drain_queue
 from worker.config import Settings
+from worker.contract import Limits
 from worker.job import Deps, persist_session_memory
 from worker.providers.base import Providers
 from worker.store.pool import create_pool
-from worker.store.postgres import PgMemoryStore
+from worker.store.postgres import PostgresStore
 from worker.telemetry import setup_telemetry
 
 
@@ -100,7 +101,7 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
 async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> AsyncIterator[Deps]:
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=4)
     try:
-        yield Deps(settings, redis, PgMemoryStore(pool), providers, limits_from(settings),
+        yield Deps(settings, redis, PostgresStore(pool), providers, Limits.from_settings(settings),
                    setup_telemetry(settings))
     finally:
         await pool.close()

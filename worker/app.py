@@ -13,27 +13,25 @@ from arq.worker import Worker, func
 
 from worker import queue, serialization
 from worker.config import Settings
+from worker.errors import ConfigurationError
 from worker.job import Deps, persist_session_memory
 from worker.metrics import MetricsServer, keep_probing
 from worker.payload import Limits
 from worker.providers.factory import build_providers
 from worker.store.migrate import check_schema
 from worker.store.pool import GENERIC_PLANS, create_pool
-from worker.store.postgres import PgMemoryStore
+from worker.store.postgres import PostgresStore
 from worker.telemetry import Telemetry, setup_telemetry
 
 log = structlog.get_logger("memfleet.app")
 
-
-def limits_from(settings: Settings) -> Limits:
-    return Limits(settings.max_message_chars, settings.max_messages, settings.max_id_chars)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """The worker's event loop: uvloop's where it is installed, asyncio's otherwise.
 
     Same asyncio API, less work each time a job waits on Redis or PostgreSQL
-    and wakes up: 0.49 ms less per job in an interleaved A/B (docs/bench.md).
+    and wakes up (measured in docs/bench.md).
     """
     try:
         import uvloop
@@ -52,8 +50,8 @@ def quiet_garbage_collector() -> None:
     """Keep the collector off what start-up built, and collect the young less often.
 
     Imports, pools and clients live as long as the process; without ``freeze``
-    every full collection walks them all again (over 100,000 objects, about
-    0.17 s each time in the bench). Collected first so no garbage is frozen.
+    every full collection walks them all again. Collected first so no garbage
+    is frozen.
     """
     gc.collect()
     gc.freeze()
@@ -62,26 +60,33 @@ def quiet_garbage_collector() -> None:
 
 
 def worker_options(
-    settings: Settings, *, burst: bool = False, telemetry: Telemetry | None = None
+    settings: Settings, *, burst: bool = False, telemetry: Telemetry | None = None,
+    tune_gc: bool = False,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``arq.worker.Worker``, from settings read by the caller."""
+    """Keyword arguments for ``arq.worker.Worker``, from settings read by the caller.
+
+    ``tune_gc``: a worker process of its own (``memfleet worker``) calls
+    ``quiet_garbage_collector`` once started; tests and the demo, which share
+    their process with other code, leave the collector alone.
+    """
     if settings.redis_url is None or settings.database_url is None:
-        raise ValueError("worker_options needs resolved database and Redis URLs")
+        raise ConfigurationError("worker_options needs resolved database and Redis URLs")
     telemetry = telemetry or setup_telemetry(settings)
 
     async def on_startup(ctx: dict[str, Any]) -> None:
         pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
-                                 max_size=settings.db_pool_max, server_settings=GENERIC_PLANS)
+                                 max_size=settings.db_pool_max, server_settings=GENERIC_PLANS,
+                                 reset=False)
         async with pool.acquire() as conn:
             await check_schema(conn, settings.embed_dim)
         ctx["pool"] = pool
         ctx["deps"] = Deps(
             settings=settings,
             redis=ctx["redis"],
-            store=PgMemoryStore(pool),
+            store=PostgresStore(pool),
             providers=build_providers(settings, on_failure=lambda kind: (
                 telemetry.metrics.llm_errors.add(1, {"kind": kind}))),
-            limits=limits_from(settings),
+            limits=Limits.from_settings(settings),
             telemetry=telemetry,
         )
         redis = ctx["redis"]
@@ -97,7 +102,8 @@ def worker_options(
             port = await server.start(settings.metrics_host, settings.metrics_port)
             ctx["metrics_server"] = server
             log.info("serving /metrics and /healthz", port=port)
-        quiet_garbage_collector()
+        if tune_gc:
+            quiet_garbage_collector()
 
     async def on_shutdown(ctx: dict[str, Any]) -> None:
         probe = ctx.get("probe")
@@ -156,7 +162,8 @@ def build_worker(
     *,
     burst: bool = False,
     telemetry: Telemetry | None = None,
+    tune_gc: bool = False,
     **overrides: Any,
 ) -> Worker:
-    options = worker_options(settings, burst=burst, telemetry=telemetry)
+    options = worker_options(settings, burst=burst, telemetry=telemetry, tune_gc=tune_gc)
     return Worker(**{**options, **overrides})

@@ -70,7 +70,7 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        build_worker(settings, burst=args.burst, telemetry=telemetry).run()
+        build_worker(settings, burst=args.burst, telemetry=telemetry, tune_gc=True).run()
     finally:
         telemetry.shutdown()
         asyncio.set_event_loop(None)
@@ -79,13 +79,13 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _enqueue(settings: Settings, session: str, user: str, messages: Any) -> str:
-    from worker.app import limits_from
     from worker.client import schedule_memory_persistence
+    from worker.contract import Limits
 
     redis = Redis.from_url(settings.redis_url or "")
     try:
         result = await schedule_memory_persistence(
-            redis, session, user, messages, limits=limits_from(settings),
+            redis, session, user, messages, limits=Limits.from_settings(settings),
             queue_name=settings.queue_name,
         )
     finally:
@@ -108,11 +108,11 @@ def _cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _facts(settings: Settings, user: str, include_all: bool) -> list[dict[str, Any]]:
     from worker.store.pool import create_pool
-    from worker.store.postgres import PgMemoryStore
+    from worker.store.postgres import PostgresStore
 
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
-        facts = await PgMemoryStore(pool).facts(user, include_superseded=include_all)
+        facts = await PostgresStore(pool).facts(user, include_superseded=include_all)
     finally:
         await pool.close()
     return [f.to_json() for f in facts]

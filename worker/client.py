@@ -8,6 +8,8 @@ Light on purpose: it imports no stage, provider or database code.
 works too). The job is written with memfleet's JSON serializer whatever the
 client's settings. Bad input raises InvalidHandover; a Redis outage raises
 HandoverUnavailable within ``timeout_s`` and never hangs the chat turn.
+``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
+spans that match the workers' (worker.telemetry_ids).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from redis.exceptions import RedisError
 from worker import queue
 from worker.errors import HandoverUnavailable
 from worker.payload import Handover, Limits, check_id, encode_handover, parse_messages
-from worker.telemetry_ids import hashed_id
+from worker.telemetry_ids import hashed_id, id_key
 
 
 async def schedule_memory_persistence(
@@ -36,6 +38,7 @@ async def schedule_memory_persistence(
     queue_name: str = queue.DEFAULT_QUEUE,
     timeout_s: float = 1.0,
     tracer: trace.Tracer | None = None,
+    telemetry_id_key: str | None = None,
 ) -> queue.Enqueued:
     limits = limits or Limits()
     handover = Handover(
@@ -50,7 +53,7 @@ async def schedule_memory_persistence(
         attributes={"messaging.system": "arq", "messaging.operation.name": "send",
                     "messaging.operation.type": "send",
                     "messaging.destination.name": queue_name,
-                    "memfleet.session": hashed_id(session_id),
+                    "memfleet.session": hashed_id(session_id, id_key(telemetry_id_key)),
                     "memfleet.messages": len(handover.messages)},
     ) as span:
         carrier: dict[str, str] = {}

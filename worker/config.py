@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_MESSAGES
 
 
 class Settings(BaseSettings):
@@ -51,9 +53,9 @@ class Settings(BaseSettings):
     consolidation_attempts: int = Field(default=4, ge=1)
 
     # Hand-over limits (bad input is refused at the door with a clear error).
-    max_message_chars: int = Field(default=32_000, ge=1)
-    max_messages: int = Field(default=20_000, ge=1)
-    max_id_chars: int = Field(default=256, ge=1)
+    max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
+    max_messages: int = Field(default=DEFAULT_MAX_MESSAGES, ge=1)
+    max_id_chars: int = Field(default=DEFAULT_MAX_ID_CHARS, ge=1)
 
     # Telemetry. Nothing is exported unless asked; /metrics only with a port.
     otel_exporter: Literal["none", "console", "otlp"] = "none"
@@ -61,6 +63,8 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "0.0.0.0"  # noqa: S104 - a scrape target must listen beyond loopback
     capture_content: bool = False  # message and fact text in spans: off unless explicitly on
+    # HMAC key of the session and user stand-ins in spans (worker.telemetry_ids).
+    telemetry_id_key: SecretStr | None = None
     queue_probe_interval_s: float = Field(default=5.0, gt=0)
 
     # Database pool.

@@ -11,12 +11,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from worker.app import drain_queue, limits_from
+from worker.app import drain_queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.contract import Limits
 from worker.store.migrate import migrate
 from worker.store.pool import create_pool
-from worker.store.postgres import PgMemoryStore
+from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
 
 USER = "demo-ada"
@@ -90,7 +91,7 @@ async def run_demo(settings: Settings) -> int:
                     continue
                 # What a chat server does after answering: one fast hand-over call.
                 await schedule_memory_persistence(
-                    redis, session_id, USER, list(history), limits=limits_from(settings),
+                    redis, session_id, USER, list(history), limits=Limits.from_settings(settings),
                     queue_name=settings.queue_name,
                 )
             print(f"handed over {session_id}: {len(history)} messages; the worker drains...")
@@ -99,7 +100,7 @@ async def run_demo(settings: Settings) -> int:
         await redis.aclose()
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
-        store = PgMemoryStore(pool)
+        store = PostgresStore(pool)
         facts = await store.facts(USER, include_superseded=True)
         runs = await store.runs(user_id=USER)
     finally:

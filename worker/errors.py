@@ -2,26 +2,35 @@
 
     MemfleetError
     ├── InvalidHandover        the caller's session/user/messages break the contract
-    ├── HandoverUnavailable    Redis could not take the hand-over (outage, timeout)
-    ├── InvalidJob             a job or its payload in Redis cannot be read; never retried
-    ├── StoreError             PostgreSQL failed (connection, query); transient
+    ├── HandoverUnavailable    Redis could not take the hand-over (outage, timeout)   transient
+    ├── InvalidJob             a job or its payload in Redis cannot be read
+    ├── LockLost               the session lock expired or was taken while the job ran
+    ├── StoreError             PostgreSQL failed (connection, query)                    transient
     ├── StoreConflict          a compare-and-set in the persist transaction lost
     │   ├── CursorFenced           another run already committed this slice
-    │   └── UserVersionConflict    another job changed this user's facts first
-    ├── ProviderError          an LLM or embeddings call failed
-    │   ├── ProviderUnavailable    transient: rate limit, 5xx, timeout, connection
-    │   └── ProviderAnswerInvalid  the answer broke the schema or named unknown ids
-    └── ConfigurationError     settings that cannot work (missing key, wrong dimension)
+    │   └── UserVersionConflict    another job changed this user's facts first          transient
+    ├── ConsolidationContention other jobs of the user kept committing first             transient
+    ├── ProviderError          an LLM or embeddings call was refused (HTTP 400 and the like)
+    │   ├── ProviderUnavailable    rate limit, 5xx, timeout, connection                  transient
+    │   └── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
+    └── ConfigurationError     settings that cannot work (missing key, unknown model)
 
-Lower-level errors (asyncpg, redis, openai) are raised ``from`` the original so the
-cause stays in the traceback.
+``transient`` is the retry policy: the job runs again later (cursor untouched)
+only for an error that can heal by itself. Everything else ends the run at
+once, on the record. Lower-level errors (asyncpg, redis, openai) are raised
+``from`` the original so the cause stays in the traceback.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class MemfleetError(Exception):
     """Root of every error memfleet raises on purpose."""
+
+    transient: ClassVar[bool] = False
+    """True when trying the same work again later can succeed without anyone acting."""
 
 
 class InvalidHandover(MemfleetError, ValueError):
@@ -31,13 +40,25 @@ class InvalidHandover(MemfleetError, ValueError):
 class HandoverUnavailable(MemfleetError):
     """Redis did not take the hand-over in time; the chat turn goes on without it."""
 
+    transient = True
+
 
 class InvalidJob(MemfleetError):
     """A queued job or its payload cannot be read. Recorded, never retried."""
 
 
+class LockLost(MemfleetError):
+    """The session lock is no longer this job's: stop before the next model call.
+
+    Not a failure of the session: the job hands it to a later job (as when the
+    lock is busy), and the cursor fence keeps the slice from counting twice.
+    """
+
+
 class StoreError(MemfleetError):
     """PostgreSQL failed. Transient: the job is retried later, the cursor untouched."""
+
+    transient = True
 
 
 class StoreConflict(MemfleetError):
@@ -51,18 +72,34 @@ class CursorFenced(StoreConflict):
 class UserVersionConflict(StoreConflict):
     """The user's facts changed since consolidation read them: consolidate again."""
 
+    transient = True
+
+
+class ConsolidationContention(MemfleetError):
+    """Other jobs of the same user kept committing first; retry the job later."""
+
+    transient = True
+
 
 class ProviderError(MemfleetError):
-    """An LLM or embeddings call failed."""
+    """An LLM or embeddings call failed in a way another try will not fix (a refused request)."""
 
 
 class ProviderUnavailable(ProviderError):
-    """A transient provider failure that persisted through the retries."""
+    """A transient provider failure that persisted through the call's own retries."""
+
+    transient = True
 
 
 class ProviderAnswerInvalid(ProviderError):
-    """The provider answered, but the answer broke the schema or the request's ids."""
+    """The provider answered, but the answer broke the schema or the request's ids.
+
+    Transient: models are sampled, and the next try may answer well. On the last
+    try the job skips the slice on the record instead (worker.job).
+    """
+
+    transient = True
 
 
 class ConfigurationError(MemfleetError):
-    """Settings that cannot work."""
+    """Settings that cannot work: an operator must act before a retry can succeed."""

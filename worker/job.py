@@ -1,23 +1,27 @@
-"""The ARQ job: claim the hand-over, take the session lock, run the pipeline.
+"""The ARQ job: take the session, run the pipeline, decide the outcome.
 
-Outcomes, each with an audit row in ``memory_run``:
+Outcomes, each counted in ``memfleet.jobs`` and, but for ``deferred`` by a
+busy lock, recorded with an audit row in ``memory_run``:
 
-- committed / empty / fenced: see worker.pipeline;
-- deferred: the session lock is busy; a follow-up job is queued, no try is spent;
-- invalid: the job or its payload cannot be read; recorded, never retried;
-- retry: a transient failure (PostgreSQL, provider, contention); ARQ runs the job
+- committed / empty / fenced / skipped: see worker.pipeline and worker.stages.persist;
+- deferred: the session lock is busy, or was lost mid-run; a later job takes
+  the session over, and no try is spent;
+- invalid: the job or its payload cannot be read; never retried;
+- retry: a transient error (``MemfleetError.transient``); ARQ runs the job
   again after a backoff, with the cursor untouched;
-- failed: the same, on the last allowed try; the next hand-over starts over;
-- skipped: on the last allowed try, when the model kept breaking the answer
-  schema for this slice: the cursor moves past it with no fact written, and the
-  audit row names the slice (first and last hash) and the error.
+- failed: a permanent error (refused request, bad settings), at once; or a
+  transient one on the last allowed try. The next hand-over starts over;
+- skipped, on the last try, when the model kept breaking the answer schema
+  for this slice: the cursor moves past it with no fact written;
+- error: anything memfleet did not expect; recorded, counted, and raised to ARQ.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import structlog
@@ -26,25 +30,18 @@ from opentelemetry import propagate, trace
 
 from worker import queue
 from worker.config import Settings
-from worker.errors import (
-    ConfigurationError,
-    InvalidJob,
-    MemfleetError,
-    ProviderAnswerInvalid,
-    ProviderError,
-    StoreError,
-)
-from worker.payload import Limits, decode_handover
-from worker.pipeline import ConsolidationContention, RunContext, run_once, skip_slice
+from worker.errors import InvalidJob, LockLost, MemfleetError, ProviderAnswerInvalid, StoreError
+from worker.payload import Handover, Limits, decode_handover
+from worker.pipeline import RunContext, run_once, skip_slice
 from worker.providers.base import Providers
-from worker.stages.lock import SessionLock
-from worker.store.postgres import PgMemoryStore
+from worker.stages import lock
+from worker.store.base import PipelineStore
 from worker.store.types import RunRecord
-from worker.telemetry import StageClock, Telemetry, hashed_id
+from worker.telemetry import StageClock, Telemetry
 
 log = structlog.get_logger("memfleet.job")
 
-_TRANSIENT = (StoreError, ProviderError, ConsolidationContention)
+FOLLOW_UP_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +50,29 @@ class Deps:
 
     settings: Settings
     redis: Any
-    store: PgMemoryStore
+    store: PipelineStore
     providers: Providers
     limits: Limits
     telemetry: Telemetry
+
+
+class Next(StrEnum):
+    """What becomes of a run that raised a MemfleetError."""
+
+    RETRY = "retry"
+    FAIL = "failed"
+    SKIP = "skipped"
+
+
+def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
+    """The retry policy, decided by the error tree: only transient errors are tried again."""
+    if not exc.transient:
+        return Next.FAIL
+    if job_try < max_tries:
+        return Next.RETRY
+    # The model keeps breaking the contract on this slice: skip it, on the record,
+    # rather than block the session forever (docs/architecture.md).
+    return Next.SKIP if isinstance(exc, ProviderAnswerInvalid) else Next.FAIL
 
 
 def backoff_s(job_try: int) -> float:
@@ -67,19 +83,24 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
     deps: Deps = ctx["deps"]
     metrics = deps.telemetry.metrics
     metrics.running_jobs += 1
+    outcome = "error"
     try:
         result = await _run(deps, ctx, args, kwargs)
+        outcome = str(result.get("outcome"))
+        return result
     except Retry:
-        metrics.jobs.add(1, {"outcome": "retry"})
+        outcome = "retry"
         raise
     except asyncio.CancelledError:
         # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
-        metrics.jobs.add(1, {"outcome": "cancelled"})
+        outcome = "cancelled"
+        raise
+    except Exception as exc:
+        log.exception("job ended in an unexpected error", error=type(exc).__name__)
         raise
     finally:
         metrics.running_jobs -= 1
-    metrics.jobs.add(1, {"outcome": str(result.get("outcome"))})
-    return result
+        metrics.jobs.add(1, {"outcome": outcome})
 
 
 async def _run(
@@ -90,6 +111,8 @@ async def _run(
     started_at = datetime.now(UTC)
     clock = StageClock(deps.telemetry.tracer, deps.telemetry.metrics)
     session_id = kwargs.get("session_id")
+    base = RunRecord(job_id=job_id, job_try=job_try, session_id=None, user_id=None,
+                     outcome="invalid", started_at=started_at)
 
     with clock.span(
         f"process {deps.settings.queue_name}", trace.SpanKind.CONSUMER,
@@ -101,78 +124,97 @@ async def _run(
         },
     ) as span:
         if args or set(kwargs) != {"session_id"} or not isinstance(session_id, str):
-            return await _record(deps, RunRecord(
-                job_id=job_id, job_try=job_try, session_id=None, user_id=None,
-                outcome="invalid", started_at=started_at,
-                error="the job's arguments are not {session_id: str}",
-            ))
+            return await _record(deps, base, "invalid",
+                                 "the job's arguments are not {session_id: str}")
+        base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id, user_id=None,
+                         outcome="invalid", started_at=started_at)
         # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
         recording = span.is_recording()
         if recording:
-            span.set_attribute("memfleet.session", hashed_id(session_id))
-        base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id, user_id=None,
-                         outcome="invalid", started_at=started_at)
-        lock = SessionLock(deps.redis, session_id, int(deps.settings.lock_ttl_s * 1000))
-        with clock.stage("lock") as lock_span:
-            # The claim and the lock go in one round trip (worker.queue.claim).
-            claimed = await queue.claim(deps.redis, session_id, job_id, lock=lock.request)
-            if claimed.locked:
-                lock.held()
-            lock_span.set_attribute("memfleet.lock.acquired", claimed.locked)
+            span.set_attribute("memfleet.session", deps.telemetry.hashed_id(session_id))
+        session_lock = lock.SessionLock(deps.redis, session_id,
+                                        int(deps.settings.lock_ttl_s * 1000))
+        claimed = await lock.take(deps.redis, session_lock, job_id, clock)
         if claimed.payload is not None and not claimed.locked:
-            deps.telemetry.metrics.lock_contention.add(1)
             # Busy is not a failure: hand the session to a job that runs later.
-            await queue.enqueue(deps.redis, session_id, payload=None,
-                                queue_name=deps.settings.queue_name,
-                                defer_ms=int(deps.settings.busy_defer_s * 1000))
+            await _defer(deps, session_id)
             span.set_attribute("memfleet.outcome", "deferred")
             return {"outcome": "deferred"}
         try:
             handover = decode_handover(claimed.payload, deps.limits)
         except InvalidJob as exc:
-            if claimed.locked:
-                await lock.release()
-            return await _record(deps, _ended(base, "invalid", str(exc)))
+            await session_lock.release()
+            return await _record(deps, base, "invalid", str(exc))
         if recording:
             _link_to_handover(span, handover.trace)
-            span.set_attribute("memfleet.user", hashed_id(handover.user_id))
-
+            span.set_attribute("memfleet.user", deps.telemetry.hashed_id(handover.user_id))
+        base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id,
+                         user_id=handover.user_id, outcome="invalid", started_at=started_at)
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
-                             started_at)
+                             started_at, check_lock=session_lock.check)
         try:
-            result = await run_once(run_ctx, handover)
-        except InvalidJob as exc:
-            return await _record(deps, _ended(base, "invalid", str(exc), handover.user_id))
-        except ConfigurationError as exc:
-            # A revoked key or a wrong model name: retrying will not help until an
-            # operator fixes it; the cursor is untouched, so nothing is lost.
-            log.error("job failed on configuration", error=_describe(exc))
-            return await _record(deps, _ended(base, "failed", _describe(exc), handover.user_id))
-        except _TRANSIENT as exc:
-            final = job_try >= deps.settings.max_tries
-            log.warning("job did not complete", job_try=job_try, final=final,
-                        error=type(exc).__name__)
-            if final and isinstance(exc, ProviderAnswerInvalid):
-                # The model keeps breaking the contract on this slice: skip it, on the
-                # record, rather than block the session forever (docs/architecture.md).
-                result = await skip_slice(run_ctx, handover, _describe(exc))
-            else:
-                await _record(deps, _ended(base, "failed" if final else "retry",
-                                           _describe(exc), handover.user_id))
-                if final:
-                    return {"outcome": "failed", "error": type(exc).__name__}
-                raise Retry(defer=backoff_s(job_try)) from exc
+            result = await _run_pipeline(deps, run_ctx, handover, base)
         finally:
-            await lock.release()
-        if result.remaining:
+            await session_lock.release()
+        if "error" in result or result["outcome"] == "deferred":
+            span.set_attribute("memfleet.outcome", str(result["outcome"]))
+            return result
+        if result["remaining"]:
             # A long backlog goes in bounded chunks, one job each.
+            await _follow_up(deps, session_id, job_try)
+        span.set_attribute("memfleet.outcome", result["outcome"])
+        log.info("job finished", job_id=job_id, job_try=job_try, outcome=result["outcome"],
+                 added=result["added"], updated=result["updated"], deleted=result["deleted"],
+                 timings_ms=clock.timings_ms)
+        return result
+
+
+async def _run_pipeline(
+    deps: Deps, ctx: RunContext, handover: Handover, base: RunRecord
+) -> dict[str, Any]:
+    try:
+        return (await run_once(ctx, handover)).as_dict()
+    except InvalidJob as exc:
+        return await _record(deps, base, "invalid", str(exc))
+    except LockLost as exc:
+        # Another job holds the session now, or Redis forgot the lock: either way a
+        # later job takes over (the cursor fence keeps the slice from counting twice).
+        await _defer(deps, handover.session_id)
+        return await _record(deps, base, "deferred", _describe(exc))
+    except MemfleetError as exc:
+        decision = after_error(exc, ctx.job_try, deps.settings.max_tries)
+        log.warning("job did not complete", job_try=ctx.job_try, next=decision.value,
+                    error=type(exc).__name__)
+        if decision is Next.SKIP:
+            return (await skip_slice(ctx, handover, _describe(exc))).as_dict()
+        recorded = await _record(deps, base, decision.value, _describe(exc))
+        if decision is Next.RETRY:
+            raise Retry(defer=backoff_s(ctx.job_try)) from exc
+        return recorded
+    except Exception as exc:
+        await _record(deps, base, "error", type(exc).__name__)
+        raise
+
+
+async def _defer(deps: Deps, session_id: str) -> None:
+    await queue.enqueue(deps.redis, session_id, payload=None,
+                        queue_name=deps.settings.queue_name,
+                        defer_ms=int(deps.settings.busy_defer_s * 1000))
+
+
+async def _follow_up(deps: Deps, session_id: str, job_try: int) -> None:
+    """Queue the job for the rest of the backlog. If Redis will not take it, this
+    job is retried instead: its next run starts where this commit left the cursor."""
+    for attempt in range(1, FOLLOW_UP_ATTEMPTS + 1):
+        try:
             await queue.enqueue(deps.redis, session_id, payload=None,
                                 queue_name=deps.settings.queue_name)
-        span.set_attribute("memfleet.outcome", result.outcome)
-        log.info("job finished", job_id=job_id, job_try=job_try, outcome=result.outcome,
-                 added=result.added, updated=result.updated, deleted=result.deleted,
-                 timings_ms=clock.timings_ms)
-        return result.as_dict()
+            return
+        except Exception as exc:  # noqa: BLE001 - any Redis failure: try again, then hand to ARQ
+            log.warning("follow-up enqueue failed", attempt=attempt, error=type(exc).__name__)
+            if attempt < FOLLOW_UP_ATTEMPTS:
+                await asyncio.sleep(0.1 * attempt)
+    raise Retry(defer=backoff_s(job_try))
 
 
 def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
@@ -182,21 +224,20 @@ def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
         span.add_link(producer, {"messaging.operation.type": "send"})
 
 
-def _ended(base: RunRecord, outcome: str, error: str, user_id: str | None = None) -> RunRecord:
-    return replace(base, outcome=outcome, error=error, user_id=user_id)
-
-
 def _describe(exc: BaseException) -> str:
     # Our own errors never carry user content; others are named by type only.
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, MemfleetError) else type(exc).__name__
 
 
-async def _record(deps: Deps, run: RunRecord) -> dict[str, Any]:
+async def _record(deps: Deps, base: RunRecord, outcome: str, error: str) -> dict[str, Any]:
+    run = RunRecord(job_id=base.job_id, job_try=base.job_try, session_id=base.session_id,
+                    user_id=base.user_id, outcome=outcome, started_at=base.started_at,
+                    error=error)
     try:
         await deps.store.record_run(run)
     except StoreError as exc:
         # The audit row is best effort when PostgreSQL itself is what failed.
-        log.warning("audit row not written", outcome=run.outcome, error=str(exc)[:200])
-    log.info("job recorded", outcome=run.outcome, job_id=run.job_id)
-    return {"outcome": run.outcome, "error": run.error}
+        log.warning("audit row not written", outcome=outcome, error=str(exc)[:200])
+    log.info("job recorded", outcome=outcome, job_id=run.job_id)
+    return {"outcome": outcome, "error": error}
 

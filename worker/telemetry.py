@@ -35,9 +35,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from worker.config import Settings
 from worker.metrics import Metrics
-from worker.telemetry_ids import hashed_id
+from worker.telemetry_ids import hashed_id, id_key
 
-__all__ = ["StageClock", "Telemetry", "hashed_id", "setup_telemetry"]
+__all__ = ["StageClock", "Telemetry", "setup_telemetry"]
 
 TRACER_NAME = "memfleet.worker"
 
@@ -78,6 +78,9 @@ class StageClock:
     tracer: trace.Tracer
     metrics: Metrics | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Tokens of every provider call that answered, for the audit row.
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     def stage(self, name: str, **attributes: Any) -> _Stage:
         """``with clock.stage("persist", ...) as span``: the stage's span, made current."""
@@ -174,7 +177,10 @@ class _ProviderCall(_CurrentSpan):
         self._span.set_attributes({"gen_ai.response.model": response_model,
                                    "gen_ai.usage.input_tokens": input_tokens,
                                    "gen_ai.usage.output_tokens": output_tokens})
-        metrics = self._clock.metrics
+        clock = self._clock
+        clock.input_tokens += input_tokens
+        clock.output_tokens += output_tokens
+        metrics = clock.metrics
         if metrics is not None:
             for direction, count in (("input", input_tokens), ("output", output_tokens)):
                 if count:
@@ -191,6 +197,11 @@ class Telemetry:
     registry: CollectorRegistry
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
+    id_key: bytes
+
+    def hashed_id(self, value: str) -> str:
+        """A session or user id as spans show it (worker.telemetry_ids)."""
+        return hashed_id(value, self.id_key)
 
     def render_metrics(self) -> bytes:
         return bytes(generate_latest(self.registry))
@@ -262,5 +273,7 @@ def setup_telemetry(
         registry=registry,
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
+        id_key=id_key(settings.telemetry_id_key.get_secret_value()
+                      if settings.telemetry_id_key else None),
     )
 

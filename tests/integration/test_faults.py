@@ -11,11 +11,11 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
-from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
+from worker.stages import lock
 from worker.stages.lock import LOCK_PREFIX
 from worker.wire import (
     ConsolidationAnswer,
@@ -27,6 +27,8 @@ from worker.wire import (
 
 class GatedExtractor:
     """Extracts like the rules provider, but waits at a gate first (a stalled worker)."""
+
+    provider_name, model = "memfleet.test", "test-double"
 
     def __init__(self, inner: Any, gate: asyncio.Event, entered: asyncio.Event) -> None:
         self.inner, self.gate, self.entered = inner, gate, entered
@@ -40,6 +42,8 @@ class GatedExtractor:
 
 class BarrierConsolidator:
     """Both jobs decide before either commits: the race the user version closes."""
+
+    provider_name, model = "memfleet.test", "test-double"
 
     def __init__(self, inner: Any, barrier: asyncio.Barrier) -> None:
         self.inner, self.barrier, self.calls = inner, barrier, 0
@@ -147,7 +151,9 @@ async def test_handovers_while_a_job_runs_coalesce_and_lose_nothing(
                                               queue_name=settings.queue_name)
     assert again.job_id is None, "a queued job already covers this hand-over"
     # The job starts (claims), then the user says more before it commits.
-    assert (await queue.claim(redis, "s1", first.job_id)).payload is not None
+    started = lock.SessionLock(redis, "s1", ttl_ms=5000)
+    assert (await lock.claim(redis, started, first.job_id)).payload is not None
+    await started.release()
     convo = [*convo, user_msg("I use Elixir.")]
     after = await schedule_memory_persistence(redis, "s1", "u1", convo,
                                               queue_name=settings.queue_name)
@@ -156,3 +162,48 @@ async def test_handovers_while_a_job_runs_coalesce_and_lose_nothing(
 
     await drain(settings)
     assert sorted(await active_texts(db, "u1")) == ["Uses Elixir", "Uses Python"]
+
+
+class CountingConsolidator:
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls = inner, 0
+
+    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
+        self.calls += 1
+        answer: Answer[ConsolidationAnswer] = await self.inner.consolidate(request)
+        return answer
+
+
+async def test_a_job_that_lost_its_lock_stops_calling_the_model(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    settings = settings.model_copy(update={"lock_ttl_s": 0.3})
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I like jazz.")],
+                                      queue_name=settings.queue_name)
+    base = build_providers(settings)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    counting = CountingConsolidator(base.consolidator)
+    stalled = replace(base, extractor=GatedExtractor(base.extractor, gate, entered),
+                      consolidator=counting)
+    async with job_deps(settings, redis, stalled) as deps:
+        job = asyncio.create_task(run_job(deps, "s1", "job-stalled"))
+        await entered.wait()
+        # Its lock expired while it was frozen, and another job took it.
+        await redis.set(LOCK_PREFIX + "s1", "another-job", px=10_000)
+        await asyncio.sleep(0.4)  # past the next heartbeat, which finds the lock gone
+        gate.set()
+        result = await job
+    assert result["outcome"] == "deferred"
+    assert counting.calls == 0, "no model call once the lock was lost"
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 0
+    assert await redis.get(LOCK_PREFIX + "s1") == b"another-job", "the other holder's lock stays"
+    (run,) = await runs(db, "s1")
+    assert run["outcome"] == "deferred" and "LockLost" in run["error"]
+    # The session was handed to a later job: once the other holder is done, it is stored.
+    await redis.delete(LOCK_PREFIX + "s1")
+    from tests.helpers import drain
+
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Likes jazz"]

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import TEST_EMBED_DIM
 from worker.store.pool import GENERIC_PLANS, create_pool
-from worker.store.postgres import PgMemoryStore
+from worker.store.postgres import PostgresStore
 from worker.vectors import Vector
 
 _OBSERVED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -32,9 +32,9 @@ def _matrix(*degrees: float) -> Vector:
 
 
 @pytest.fixture
-async def store(database_url: str) -> AsyncIterator[PgMemoryStore]:
+async def store(database_url: str) -> AsyncIterator[PostgresStore]:
     pool = await create_pool(database_url, max_size=2, server_settings=GENERIC_PLANS)
-    yield PgMemoryStore(pool)
+    yield PostgresStore(pool)
     await pool.close()
 
 
@@ -51,7 +51,7 @@ async def _fact(db: asyncpg.Connection, user: str, text: str, degrees: float,
 
 
 async def test_top_k_per_candidate_of_one_users_active_facts(
-    db: asyncpg.Connection, store: PgMemoryStore
+    db: asyncpg.Connection, store: PostgresStore
 ) -> None:
     same = await _fact(db, "alice", "same", 0)
     thirty = await _fact(db, "alice", "thirty", 30)
@@ -80,14 +80,14 @@ async def test_top_k_per_candidate_of_one_users_active_facts(
 
 
 async def test_a_user_without_facts_gets_no_neighbours_and_version_zero(
-    db: asyncpg.Connection, store: PgMemoryStore
+    db: asyncpg.Connection, store: PostgresStore
 ) -> None:
     await _fact(db, "bob", "bob's", 0)
     version, neighbors = await store.neighbors("carol", _matrix(0, 45), 5)
     assert (version, neighbors) == (0, [[], []])
 
 
-async def test_no_candidates_asks_nothing(store: PgMemoryStore) -> None:
+async def test_no_candidates_asks_nothing(store: PostgresStore) -> None:
     version, neighbors = await store.neighbors("alice", np.zeros((0, TEST_EMBED_DIM),
                                                                  dtype=np.float32), 5)
     assert (version, neighbors) == (0, [])

@@ -1,5 +1,6 @@
-"""A process refuses to start on a database that is behind the code (or was made for
-another embedding dimension), instead of writing the old way."""
+"""Migrations: a new database gets the baseline, an old one keeps its history,
+functions are re-applied when they change, and a process refuses to start on
+a database that is behind the code (or was made for another embedding dimension)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import pytest
 
 from tests.conftest import TEST_EMBED_DIM
 from worker.errors import ConfigurationError
-from worker.store.migrate import check_schema, default_schema_dir, migrate
+from worker.store.migrate import check_schema, checksum, default_schema_dir, migrate, render
+
+LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_schema"
+ROUTINES = sorted(p.stem for p in (default_schema_dir() / "routines").glob("*.sql"))
 
 
 async def _check(url: str, embed_dim: int = TEST_EMBED_DIM) -> None:
@@ -22,25 +26,117 @@ async def _check(url: str, embed_dim: int = TEST_EMBED_DIM) -> None:
         await conn.close()
 
 
+def _copy_schema(tmp_path: Path) -> Path:
+    copy = tmp_path / "schema"
+    shutil.copytree(default_schema_dir(), copy, ignore=shutil.ignore_patterns("__*"))
+    return copy
+
+
+async def _catalog(url: str) -> dict[str, list[str]]:
+    """Everything that makes the schema what it is, in a comparable form."""
+    conn = await asyncpg.connect(url)
+    try:
+        columns = await conn.fetch(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default,"
+            " generation_expression FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND table_name NOT LIKE 'memfleet_%'"
+            " ORDER BY table_name, ordinal_position")
+        indexes = await conn.fetch(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY indexname")
+        checks = await conn.fetch(
+            "SELECT conrelid::regclass::text AS t, pg_get_constraintdef(oid) AS d"
+            " FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2")
+        functions = await conn.fetch(
+            "SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args"
+            " FROM pg_proc AS p WHERE p.pronamespace = 'public'::regnamespace"
+            " AND p.proname LIKE 'memfleet%' ORDER BY 1")
+        storage = await conn.fetchval(
+            "SELECT attstorage FROM pg_attribute"
+            " WHERE attrelid = 'memory_fact'::regclass AND attname = 'embedding'")
+    finally:
+        await conn.close()
+    return {
+        "columns": [str(tuple(r)) for r in columns if r["table_name"] != "memfleet_routine"],
+        "indexes": [r["indexdef"] for r in indexes if "memfleet_" not in r["indexdef"]],
+        "checks": [f"{r['t']}: {r['d']}" for r in checks if not r["t"].startswith("memfleet_")],
+        "functions": [f"{r['proname']}({r['args']})" for r in functions],
+        "storage": [storage],
+    }
+
+
 async def test_unmigrated_database_is_refused(empty_database_url: str) -> None:
     with pytest.raises(ConfigurationError, match="not migrated"):
         await _check(empty_database_url)
 
 
-async def test_database_behind_the_code_is_refused_until_migrated(
+async def test_a_new_database_gets_the_baseline_and_every_routine(
+    empty_database_url: str,
+) -> None:
+    applied = await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM)
+    assert applied == ["0004_baseline", *(f"routines/{name}" for name in ROUTINES)]
+    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == []
+    await _check(empty_database_url)
+
+
+async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_one(
+    empty_database_url: str, database_url: str
+) -> None:
+    # The four migrations of the releases before the baseline, as they recorded them.
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        await conn.execute(
+            "CREATE TABLE memfleet_migration (version integer PRIMARY KEY, name text NOT NULL,"
+            " checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        for path in sorted(LEGACY.glob("*.sql")):
+            text = render(path.read_text("utf-8"), TEST_EMBED_DIM)
+            await conn.execute(text)
+            await conn.execute("INSERT INTO memfleet_migration VALUES ($1, $2, $3)",
+                               int(path.name[:4]), path.stem[5:], checksum(text))
+    finally:
+        await conn.close()
+    with pytest.raises(ConfigurationError, match="lacks routines/"):
+        await _check(empty_database_url)
+    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
+        f"routines/{name}" for name in ROUTINES]
+    await _check(empty_database_url)
+    assert await _catalog(empty_database_url) == await _catalog(database_url)
+
+
+async def test_a_changed_routine_is_applied_again_and_a_missing_one_refused(
     empty_database_url: str, tmp_path: Path
 ) -> None:
-    shipped = sorted(default_schema_dir().glob("[0-9][0-9][0-9][0-9]_*.sql"))
-    older = tmp_path / "schema"
-    older.mkdir()
-    for path in shipped[:-1]:  # a database migrated by the previous release
-        shutil.copy(path, older / path.name)
-    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=older)
-    newest = shipped[-1].stem
-    with pytest.raises(ConfigurationError, match=f"lacks migration {newest}"):
+    schema = _copy_schema(tmp_path)
+    held_back = schema / "routines" / f"{ROUTINES[0]}.sql"
+    text = held_back.read_text("utf-8")
+    held_back.unlink()  # a database migrated by a release without this routine
+    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema)
+    with pytest.raises(ConfigurationError, match=f"lacks routines/{ROUTINES[0]}"):
         await _check(empty_database_url)
-    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [newest]
-    await _check(empty_database_url)
+    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
+        f"routines/{ROUTINES[0]}"]
+    held_back.write_text(text + "\n-- changed\n", "utf-8")
+    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema) == [
+        f"routines/{ROUTINES[0]}"]
+
+
+async def test_a_new_numbered_migration_is_required_then_applied_once(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    schema = _copy_schema(tmp_path)
+    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema)
+    (schema / "0005_fact_note.sql").write_text(
+        "ALTER TABLE memory_fact ADD COLUMN note text;\n", "utf-8")
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        with pytest.raises(ConfigurationError, match="lacks 0005_fact_note"):
+            await check_schema(conn, TEST_EMBED_DIM, schema_dir=schema)
+    finally:
+        await conn.close()
+    assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema) == [
+        "0005_fact_note"]
+    (schema / "0005_fact_note.sql").write_text("-- edited after release\n", "utf-8")
+    with pytest.raises(ConfigurationError, match="applied with different contents"):
+        await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema)
 
 
 async def test_other_embedding_dimension_is_refused(database_url: str) -> None:
@@ -49,11 +145,9 @@ async def test_other_embedding_dimension_is_refused(database_url: str) -> None:
         await _check(database_url, embed_dim=TEST_EMBED_DIM * 2)
 
 
-async def test_a_missing_or_empty_schema_directory_is_an_error(
-    empty_database_url: str, tmp_path: Path
-) -> None:
+async def test_a_missing_schema_is_an_error(empty_database_url: str, tmp_path: Path) -> None:
     # An install that lost schema/ must never report "up to date".
-    with pytest.raises(ConfigurationError, match="no schema directory"):
+    with pytest.raises(ConfigurationError, match=r"baseline\.sql is missing"):
         await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=tmp_path / "gone")
-    with pytest.raises(ConfigurationError, match="no migrations"):
+    with pytest.raises(ConfigurationError, match=r"baseline\.sql is missing"):
         await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=tmp_path)

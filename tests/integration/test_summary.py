@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.errors import ConfigurationError, ProviderUnavailable
 from worker.providers.base import Answer, Providers
 from worker.providers.factory import build_providers
 from worker.stages.lock import LOCK_PREFIX
@@ -20,12 +21,21 @@ from worker.wire import SummaryAnswer, SummaryRequest
 
 
 class BrokenSummarizer:
+    """Fails as a provider fails after its own retries, or with ``error`` when given."""
+
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error or ProviderUnavailable("the model did not answer")
+
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
-        raise TimeoutError("the model did not answer")
+        raise self.error
 
 
 class GatedSummarizer:
     """Summarises like the given one, but only once the gate opens (a stalled worker)."""
+
+    provider_name, model = "memfleet.test", "test-double"
 
     def __init__(self, inner: Any, gate: asyncio.Event, entered: asyncio.Event) -> None:
         self.inner, self.gate, self.entered = inner, gate, entered
@@ -84,6 +94,20 @@ async def test_a_failing_summarizer_keeps_the_facts_and_asks_again_next_run(
     assert await _hand_over_and_run(settings, redis, base, said, "j2") == "committed"
     cursor = await _cursor(db, "s1")
     assert cursor["summary"] and cursor["user_turns_since_summary"] == 0
+
+
+async def test_a_summarizer_with_bad_settings_fails_the_job_instead_of_being_ignored(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # A wrong model name will not heal: the run ends, on the record, and writes nothing.
+    settings = settings.model_copy(update={"summary_every_user_turns": 1})
+    broken = replace(build_providers(settings), summarizer=BrokenSummarizer(
+        ConfigurationError("the LLM endpoint does not know this model (HTTP 404)")))
+    said = [user_msg("I live in Oslo.")]
+    assert await _hand_over_and_run(settings, redis, broken, said, "j1") == "failed"
+    assert await active_texts(db, "u1") == []
+    (run,) = await db.fetch("SELECT outcome, error FROM memory_run")
+    assert run["outcome"] == "failed" and "ConfigurationError" in run["error"]
 
 
 async def test_a_fenced_run_writes_no_summary(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 import sys
@@ -13,13 +14,15 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
 from tests.helpers import drain, user_msg, worker_env
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.telemetry import hashed_id, setup_telemetry
+from worker.telemetry import setup_telemetry
+from worker.telemetry_ids import hashed_id
 
 PRIVATE_PLACE = "Zanzibarcity"
 PRIVATE_TOOL = "Quuxlang"
@@ -40,8 +43,10 @@ def dump(spans: tuple[ReadableSpan, ...] | list[ReadableSpan]) -> str:
 
 async def run_one_job(settings: Settings, redis: Redis) -> tuple[Any, ReadableSpan, str]:
     tracer, producer_spans = producer_tracer()
+    key = settings.telemetry_id_key.get_secret_value() if settings.telemetry_id_key else None
     await schedule_memory_persistence(redis, "s1", "u1", CONVERSATION,
-                                      queue_name=settings.queue_name, tracer=tracer)
+                                      queue_name=settings.queue_name, tracer=tracer,
+                                      telemetry_id_key=key)
     exporter = InMemorySpanExporter()
     telemetry = setup_telemetry(settings, span_exporter=exporter)
     with capture_logs() as logs:
@@ -54,7 +59,8 @@ async def run_one_job(settings: Settings, redis: Redis) -> tuple[Any, ReadableSp
 async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     settings: Settings, redis: Redis
 ) -> None:
-    settings = settings.model_copy(update={"summary_every_user_turns": 1})
+    settings = settings.model_copy(update={"summary_every_user_turns": 1,
+                                           "telemetry_id_key": SecretStr("test-id-key")})
     spans, producer, _ = await run_one_job(settings, redis)
     assert producer.kind is SpanKind.PRODUCER
     assert producer.attributes["messaging.operation.type"] == "send"
@@ -81,8 +87,14 @@ async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     assert by_name["memfleet.persist"].attributes["db.operation.name"] == "COMMIT"
     assert by_name["memfleet.persist"].attributes["memfleet.decisions.add"] == 2
     assert by_name["memfleet.cursor"].attributes["memfleet.slice.length"] == 2
-    assert job.attributes["memfleet.session"] == hashed_id("s1"), "ids appear only hashed"
-    assert job.attributes["memfleet.user"] == hashed_id("u1")
+    key = b"test-id-key"
+    assert job.attributes["memfleet.session"] == hashed_id("s1", key), "ids appear only hashed"
+    assert job.attributes["memfleet.user"] == hashed_id("u1", key)
+    # The same key on both sides: the hand-over's span and the job's name one session alike.
+    assert producer.attributes["memfleet.session"] == job.attributes["memfleet.session"]
+    # Keyed: hashing a dictionary of likely ids without the key finds nothing.
+    unkeyed = hashlib.sha256(b"s1").hexdigest()[:16]
+    assert job.attributes["memfleet.session"] != unkeyed
 
 
 async def test_no_user_content_in_spans_logs_or_metrics_by_default(

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from worker.errors import ConfigurationError, ProviderError, ProviderUnavailable
 from worker.providers.retry import (
     GiveUp,
-    Retry,
     RetryPolicy,
+    TryAgain,
     backoff_delay,
     call_with_retry,
     classify,
@@ -93,9 +93,9 @@ def test_backoff_grows_then_caps() -> None:
 
 def test_a_retry_after_is_honoured_jittered_upwards_and_capped() -> None:
     policy = RetryPolicy(retry_after_cap_s=30.0, retry_after_jitter=0.1)
-    assert wait_for(Retry("HTTP 429", 2.0), 1, policy, 0.0) == 2.0
-    assert 2.0 <= wait_for(Retry("HTTP 429", 2.0), 1, policy, 0.99) <= 2.2
-    assert wait_for(Retry("HTTP 503", 3600.0), 1, policy, 0.0) == 30.0
+    assert wait_for(TryAgain("HTTP 429", 2.0), 1, policy, 0.0) == 2.0
+    assert 2.0 <= wait_for(TryAgain("HTTP 429", 2.0), 1, policy, 0.99) <= 2.2
+    assert wait_for(TryAgain("HTTP 503", 3600.0), 1, policy, 0.0) == 30.0
 
 
 # ---------------------------------------------------------------- classify
@@ -104,12 +104,12 @@ def test_a_retry_after_is_honoured_jittered_upwards_and_capped() -> None:
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529])
 def test_transient_statuses_are_retried(status: int) -> None:
     decision = classify(_status_error(status, {"retry-after": "4"}), WHAT, NOW)
-    assert decision == Retry(f"HTTP {status}", 4.0)
+    assert decision == TryAgain(f"HTTP {status}", 4.0)
 
 
 def test_timeouts_and_connection_errors_are_retried() -> None:
-    assert classify(_timeout(), WHAT, NOW) == Retry("timeout")
-    assert classify(_connection(), WHAT, NOW) == Retry("connection error")
+    assert classify(_timeout(), WHAT, NOW) == TryAgain("timeout")
+    assert classify(_connection(), WHAT, NOW) == TryAgain("connection error")
 
 
 @pytest.mark.parametrize("status", [401, 403, 404])

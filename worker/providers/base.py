@@ -39,24 +39,31 @@ class Answer(Generic[T]):
     model: str
 
 
-class Extractor(Protocol):
+class Labelled(Protocol):
+    """What a provider call's span names: ``gen_ai.provider.name`` and the requested model."""
+
+    @property
+    def provider_name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+
+class Extractor(Labelled, Protocol):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]: ...
 
 
-class Consolidator(Protocol):
+class Consolidator(Labelled, Protocol):
     async def consolidate(
         self, request: ConsolidationRequest
     ) -> Answer[ConsolidationAnswer]: ...
 
 
-class Summarizer(Protocol):
+class Summarizer(Labelled, Protocol):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]: ...
 
 
-class Embedder(Protocol):
-    @property
-    def model(self) -> str: ...
-
+class Embedder(Labelled, Protocol):
     @property
     def dim(self) -> int: ...
 

@@ -88,6 +88,7 @@ class HashingEmbedder:
     """The ``Embedder`` for offline runs; the same text gives the same vector anywhere."""
 
     __slots__ = ("_dim", "_model")
+    provider_name = "memfleet.hashing"
 
     def __init__(self, dim: int, model: str = "hashing-v1") -> None:
         if dim < 1:

@@ -98,6 +98,8 @@ def content_of(response: ChatCompletion) -> str | None:
 class _OpenAIChat:
     """One client per provider instance, closed by ``aclose``."""
 
+    provider_name = "openai"
+
     def __init__(self, options: ChatOptions, *, sleep: Sleep = asyncio.sleep) -> None:
         self._options = options
         self._sleep = sleep

@@ -68,6 +68,8 @@ def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> Vec
 class OpenAIEmbedder:
     """The ``Embedder`` over HTTP; one client per instance, closed by ``aclose``."""
 
+    provider_name = "openai"
+
     def __init__(self, options: EmbedOptions, *, sleep: Sleep = asyncio.sleep) -> None:
         if options.dim < 1:
             raise ConfigurationError(f"the embedding dimension must be positive, got {options.dim}")

@@ -52,7 +52,7 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class Retry:
+class TryAgain:
     """Try again; ``retry_after_s`` is the server's Retry-After when it gave one."""
 
     reason: str
@@ -106,7 +106,7 @@ def backoff_delay(attempt: int, policy: RetryPolicy, rand: float) -> float:
     return step / 2.0 + step / 2.0 * rand
 
 
-def wait_for(decision: Retry, attempt: int, policy: RetryPolicy, rand: float) -> float:
+def wait_for(decision: TryAgain, attempt: int, policy: RetryPolicy, rand: float) -> float:
     """The wait before the next try, given the server's hint if any."""
     if decision.retry_after_s is None:
         return backoff_delay(attempt, policy, rand)
@@ -139,16 +139,16 @@ def failure_kind(exc: openai.OpenAIError) -> str:
     return "other"
 
 
-def classify(exc: openai.OpenAIError, what: str, now: datetime) -> Retry | GiveUp:
+def classify(exc: openai.OpenAIError, what: str, now: datetime) -> TryAgain | GiveUp:
     """What to do about one failed call to ``what`` (say "the LLM endpoint")."""
     if isinstance(exc, openai.APITimeoutError):
-        return Retry("timeout")
+        return TryAgain("timeout")
     if isinstance(exc, openai.APIConnectionError):
-        return Retry("connection error")
+        return TryAgain("connection error")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         if status in _RETRYABLE_STATUS or status >= 500:
-            return Retry(f"HTTP {status}", retry_after_seconds(exc.response.headers, now))
+            return TryAgain(f"HTTP {status}", retry_after_seconds(exc.response.headers, now))
         if status in _CONFIG_STATUS:
             return GiveUp(ConfigurationError(f"{what} {_CONFIG_STATUS[status]}"))
         hint = ""

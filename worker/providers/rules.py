@@ -30,6 +30,7 @@ from worker.wire import (
 )
 
 MODEL = "rules-v1"
+RULES_PROVIDER = "memfleet.rules"  # gen_ai.provider.name in spans
 SUMMARY_CHARS = 1000
 SNIPPET_CHARS = 160
 _LINE_SLACK = 200  # at most this much is given up to start the tail on a whole line
@@ -205,15 +206,24 @@ def summarize(request: SummaryRequest) -> SummaryAnswer:
 
 
 class RulesExtractor:
+    provider_name = RULES_PROVIDER
+    model = MODEL
+
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
         return Answer(extract_facts(request), Usage(0, 0), MODEL)
 
 
 class RulesConsolidator:
+    provider_name = RULES_PROVIDER
+    model = MODEL
+
     async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
         return Answer(decide(request), Usage(0, 0), MODEL)
 
 
 class RulesSummarizer:
+    provider_name = RULES_PROVIDER
+    model = MODEL
+
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         return Answer(summarize(request), Usage(0, 0), MODEL)

@@ -6,15 +6,21 @@ row (or for one of the batch's earlier candidates) inside this request only.
 neighbours, so an answer can never reach another user's row or an id it was
 not shown. ``plan_writes`` turns the accepted decisions into the store's
 ordered writes, following supersessions made earlier in the same batch.
+``run`` is the stage: one neighbour query, LLM pass 2, and those three.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from worker.stages.extract import CandidateFact
+import structlog
+from opentelemetry import trace
+
+from worker.stages.context import RunContext, ask
+from worker.stages.extract import CandidateFact, observed_label
 from worker.store.types import (
     ExistingRow,
     FactRef,
@@ -26,6 +32,8 @@ from worker.store.types import (
     Write,
 )
 from worker.wire import ConsolidationAnswer, ConsolidationRequest, Decision
+
+log = structlog.get_logger("memfleet.consolidate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +204,42 @@ def plan_writes(
         else:
             added += 1
     return Plan(tuple(writes), added, updated, deleted, unchanged)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    plan: Plan
+    user_version: int | None  # the user's version the neighbours were read at; None: no facts
+    rejected: int
+
+
+async def run(
+    ctx: RunContext,
+    user_id: str,
+    candidates: Sequence[CandidateFact],
+    embeddings: Vector,
+    observed_at: datetime,
+    attempt: int,
+) -> Decided:
+    """Read the user's nearest active facts and decide what every candidate does to them."""
+    with ctx.clock.stage("consolidate", **{"memfleet.attempt": attempt}):
+        if not candidates:
+            return Decided(Plan((), 0, 0, 0, 0), None, 0)
+        k = ctx.settings.neighbors_k
+        with ctx.clock.span(
+            "SELECT memory_fact", trace.SpanKind.CLIENT,
+            {"db.system.name": "postgresql", "db.operation.name": "SELECT",
+             "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
+        ):
+            version, neighbors = await ctx.store.neighbors(user_id, embeddings, k)
+        prepared = build_request(candidates, embeddings, neighbors, observed_label(observed_at),
+                                 observed_at.date().isoformat(), k)
+        consolidator = ctx.providers.consolidator
+        answer = await ask(ctx, "chat", consolidator,
+                           lambda: consolidator.consolidate(prepared.request))
+        validated = validate(prepared, answer.value)
+        if validated.rejected:
+            log.warning("consolidation decisions rejected", rejected=validated.rejected,
+                        reasons=list(validated.reasons))
+        plan = plan_writes(candidates, embeddings, prepared, validated)
+    return Decided(plan, version, validated.rejected)

@@ -1,4 +1,7 @@
-"""Extract stage: the new slice (plus a little context and the summary) in, atomic facts out."""
+"""Extract stage: the new slice (plus a little context and the summary) in, atomic facts out.
+
+LLM pass 1. Building the request and reading the answer are pure functions.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from worker.payload import Message
+from worker.payload import Handover, Message
+from worker.stages.context import RunContext, ask
+from worker.stages.cursor import Position
 from worker.wire import Category, ExtractionAnswer, ExtractionRequest, WireMessage
 
 MAX_CANDIDATES = 20
@@ -61,3 +66,20 @@ def candidates_from(answer: ExtractionAnswer) -> list[CandidateFact]:
     if len(out) > MAX_CANDIDATES:
         out = sorted(out, key=lambda c: -c.importance)[:MAX_CANDIDATES]
     return out
+
+
+async def run(ctx: RunContext, handover: Handover, position: Position) -> list[CandidateFact]:
+    with ctx.clock.stage("extract") as span:
+        request = build_request(
+            handover.messages, position.piece.start, position.piece.end,
+            ctx.settings.context_messages,
+            position.cursor.summary if position.cursor else None, handover.handed_over_at,
+        )
+        extractor = ctx.providers.extractor
+        answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
+        candidates = candidates_from(answer.value)
+        span.set_attribute("memfleet.candidates", len(candidates))
+        if ctx.settings.capture_content:
+            for candidate in candidates:
+                span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
+    return candidates

@@ -1,10 +1,12 @@
-"""Lock stage: one worker per session at a time, in Redis.
+"""Lock stage: one job per session at a time, in Redis.
 
-``SET memory-task-lock:<session> <token> NX PX <ttl>``, sent by the job in the
-same Lua call that claims the hand-over (worker.queue.claim); a background task
-extends it while the job runs; release and extension compare the token so a
-worker never touches a lock it lost. The lock only saves work: correctness
-rests on the cursor compare-and-set in Postgres.
+``SET memory-task-lock:<session> <token> NX PX <ttl>`` goes in the same
+round trip as the job's claim of the hand-over (``claim``). While the job runs,
+a timer extends the lock; release and extension compare the token, so a job
+never touches a lock it lost. When an extension finds the lock gone or taken,
+``SessionLock.check`` raises LockLost: the job stops before its next model
+call. The lock only saves work: correctness rests on the cursor
+compare-and-set in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,20 +19,18 @@ from typing import Any
 
 import structlog
 
-from worker.queue import LockRequest
+from worker import queue
+from worker.errors import LockLost
+from worker.redis_scripts import LuaScript
+from worker.telemetry import StageClock
 
 log = structlog.get_logger("memfleet.lock")
 
 LOCK_PREFIX = "memory-task-lock:"
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-_EXTEND = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
+_CLAIM = LuaScript("worker.stages.lua", "claim.lua")
+_EXTEND = LuaScript("worker.stages.lua", "extend.lua")
+_RELEASE = LuaScript("worker.stages.lua", "release.lua")
 
 
 @dataclass(slots=True)
@@ -50,15 +50,15 @@ class SessionLock:
     def key(self) -> str:
         return LOCK_PREFIX + self.session_id
 
-    @property
-    def request(self) -> LockRequest:
-        """This lock as the job's claim takes it (worker.queue.claim)."""
-        return LockRequest(self.key, self.token, self.ttl_ms)
-
     def held(self) -> None:
-        """The claim took the lock with this token: keep it alive from now on."""
+        """The lock is ours with this token: keep it alive from now on."""
         if self._timer is None and self._extending is None:
             self._schedule()
+
+    def check(self) -> None:
+        """Raise LockLost once an extension found the lock gone or another's."""
+        if self.lost:
+            raise LockLost("the session lock expired or was taken by another job")
 
     def _schedule(self) -> None:
         if self._released:
@@ -72,12 +72,13 @@ class SessionLock:
 
     async def _extend(self) -> None:
         try:
-            extended = await self.redis.eval(_EXTEND, 1, self.key, self.token, self.ttl_ms)
+            extended = await _EXTEND(self.redis, [self.key], [self.token, self.ttl_ms])
         except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
             log.warning("lock extension failed", error=type(exc).__name__)
             extended = True  # unknown: try again at the next interval
         if not extended:
             self.lost = True  # another holder, or expired: never touch it again
+            log.warning("session lock lost")
             return
         self._schedule()
 
@@ -89,6 +90,38 @@ class SessionLock:
             self._extending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._extending
+        if self.lost:
+            return
         # A failed release is harmless: the lock expires by its TTL.
         with contextlib.suppress(Exception):
-            await self.redis.eval(_RELEASE, 1, self.key, self.token)
+            await _RELEASE(self.redis, [self.key], [self.token])
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    payload: bytes | None  # None: the session has no hand-over (erased, or expired)
+    locked: bool  # the lock is now held by this job; False with a payload: busy
+
+
+async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
+    """At job start: clear the queued marker if it is this job's, read the latest
+    hand-over and, when there is one, take ``lock``: one round trip."""
+    raw, locked = await _CLAIM(
+        redis,
+        [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key],
+        [job_id, lock.token, lock.ttl_ms],
+    )
+    payload = raw if raw is None or isinstance(raw, bytes) else str(raw).encode()
+    if locked:
+        lock.held()
+    return Claimed(payload, bool(locked))
+
+
+async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) -> Claimed:
+    """The lock stage: ``claim`` in its span, with busy sessions counted."""
+    with clock.stage("lock") as span:
+        claimed = await claim(redis, lock, job_id)
+        span.set_attribute("memfleet.lock.acquired", claimed.locked)
+    if claimed.payload is not None and not claimed.locked and clock.metrics is not None:
+        clock.metrics.lock_contention.add(1)
+    return claimed

@@ -1,8 +1,18 @@
-"""Apply schema/NNNN_name.sql in order, once each, under a Postgres advisory lock.
+"""Bring a database to the schema this code ships, under a Postgres advisory lock.
+
+schema/ holds three kinds of file:
+
+- ``baseline.sql``: every table and index as they stand, for a new database,
+  recorded as migration ``BASELINE_VERSION``. Databases migrated before the
+  baseline existed already hold versions 1..BASELINE_VERSION and skip it.
+- ``NNNN_name.sql`` (NNNN above the baseline): changes, applied once each, in
+  order. A recorded migration whose file changed since is refused.
+- ``routines/*.sql``: functions (``CREATE OR REPLACE``), applied after the
+  migrations whenever their text differs from what the database last got, so
+  a function is defined in one file and changed in place.
 
 Ten replicas running ``memfleet migrate`` together queue on the lock; each
-then finds the migrations already recorded and does nothing. A recorded
-migration whose file changed since is refused rather than silently skipped.
+then finds everything recorded and does nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import asyncpg
@@ -17,6 +28,8 @@ import asyncpg
 from worker.errors import ConfigurationError, StoreError
 from worker.store import queries
 
+# The last migration of the history that baseline.sql sums up.
+BASELINE_VERSION = 4
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 
@@ -26,94 +39,143 @@ class Migration:
     name: str
     sql: str
 
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+@dataclass(frozen=True, slots=True)
+class Routine:
+    name: str
+    sql: str
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaFiles:
+    baseline: Migration
+    migrations: tuple[Migration, ...]  # above the baseline, in order
+    routines: tuple[Routine, ...]
 
 
 def default_schema_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "schema"
+    """schema/ as the wheel ships it (the package ``memfleet_schema``), or in a checkout."""
+    try:
+        return Path(str(resources.files("memfleet_schema")))
+    except ModuleNotFoundError:  # a checkout run without installing it
+        return Path(__file__).resolve().parents[2] / "schema"
 
 
-def load_migrations(schema_dir: Path) -> list[Migration]:
+def load_schema(schema_dir: Path) -> SchemaFiles:
     # Loud, never "up to date": an install that lost schema/ must not pass for migrated.
-    if not schema_dir.is_dir():
-        raise ConfigurationError(f"no schema directory at {schema_dir}")
-    found = []
+    baseline_path = schema_dir / "baseline.sql"
+    if not baseline_path.is_file():
+        raise ConfigurationError(f"no schema at {schema_dir} (baseline.sql is missing)")
+    migrations = []
     for path in sorted(schema_dir.glob("*.sql")):
+        if path.name == "baseline.sql":
+            continue
         match = _FILE.match(path.name)
         if match is None:
             raise ConfigurationError(f"{path.name}: migration files are named NNNN_name.sql")
-        found.append(Migration(int(match[1]), match[2], path.read_text("utf-8")))
-    if not found:
-        raise ConfigurationError(f"no migrations in {schema_dir}")
-    versions = [m.version for m in found]
+        if int(match[1]) <= BASELINE_VERSION:
+            raise ConfigurationError(f"{path.name}: numbered at or below the baseline")
+        migrations.append(Migration(int(match[1]), match[2], path.read_text("utf-8")))
+    versions = [m.version for m in migrations]
     if len(set(versions)) != len(versions):
         raise ConfigurationError(f"two migrations share a number in {schema_dir}")
-    return found
+    routines = tuple(Routine(p.stem, p.read_text("utf-8"))
+                     for p in sorted((schema_dir / "routines").glob("*.sql")))
+    baseline = Migration(BASELINE_VERSION, "baseline", baseline_path.read_text("utf-8"))
+    return SchemaFiles(baseline, tuple(migrations), routines)
 
 
-def render(migration: Migration, embed_dim: int) -> str:
-    return migration.sql.replace("{embed_dim}", str(int(embed_dim)))
+def render(sql: str, embed_dim: int) -> str:
+    return sql.replace("{embed_dim}", str(int(embed_dim)))
+
+
+def checksum(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -> list[str]:
     """Apply what is missing; return the names applied (empty when up to date)."""
-    migrations = load_migrations(schema_dir or default_schema_dir())
+    files = load_schema(schema_dir or default_schema_dir())
     sql = queries.load("migrate")
     try:
         conn = await asyncpg.connect(dsn)
     except (OSError, asyncpg.PostgresError) as exc:
         raise StoreError(f"cannot connect to PostgreSQL: {exc}") from exc
-    applied_now: list[str] = []
     try:
         await conn.execute(sql["lock"])
         try:
-            await conn.execute(sql["ensure_table"])
-            done = {row["version"]: row for row in await conn.fetch(sql["applied"])}
-            for migration in migrations:
-                text = render(migration, embed_dim)
-                checksum = hashlib.sha256(text.encode()).hexdigest()
-                if migration.version in done:
-                    if done[migration.version]["checksum"] != checksum:
-                        raise ConfigurationError(
-                            f"migration {migration.version:04d}_{migration.name} was applied"
-                            " with different contents (or another MEMFLEET_EMBED_DIM)"
-                        )
-                    continue
-                async with conn.transaction():
-                    await conn.execute(text)
-                    await conn.execute(
-                        sql["record"], migration.version, migration.name, checksum
-                    )
-                applied_now.append(f"{migration.version:04d}_{migration.name}")
+            return await _apply(conn, sql, files, embed_dim)
         finally:
             await conn.execute(sql["unlock"])
     except asyncpg.PostgresError as exc:
         raise StoreError(f"migration failed: {exc}") from exc
     finally:
         await conn.close()
+
+
+async def _apply(
+    conn: asyncpg.Connection, sql: dict[str, str], files: SchemaFiles, embed_dim: int
+) -> list[str]:
+    await conn.execute(sql["ensure_tables"])
+    done = {row["version"]: row for row in await conn.fetch(sql["applied"])}
+    applied_now: list[str] = []
+    if not done:
+        pending = [files.baseline, *files.migrations]
+    elif max(done) < BASELINE_VERSION:
+        raise ConfigurationError(
+            f"the database stopped at migration {max(done):04d}, before the baseline"
+            f" ({BASELINE_VERSION:04d}): migrate it with an older memfleet release first"
+        )
+    else:
+        pending = list(files.migrations)
+    for migration in pending:
+        text = render(migration.sql, embed_dim)
+        if migration.version in done:
+            if done[migration.version]["checksum"] != checksum(text):
+                raise ConfigurationError(
+                    f"migration {migration.version:04d}_{migration.name} was applied"
+                    " with different contents (or another MEMFLEET_EMBED_DIM)"
+                )
+            continue
+        async with conn.transaction():
+            await conn.execute(text)
+            await conn.execute(sql["record"], migration.version, migration.name, checksum(text))
+        applied_now.append(f"{migration.version:04d}_{migration.name}")
+    routines_done = {row["name"]: row["checksum"] for row in await conn.fetch(sql["routines"])}
+    for routine in files.routines:
+        if routines_done.get(routine.name) == checksum(routine.sql):
+            continue
+        async with conn.transaction():
+            await conn.execute(routine.sql)
+            await conn.execute(sql["record_routine"], routine.name, checksum(routine.sql))
+        applied_now.append(f"routines/{routine.name}")
     return applied_now
 
 
 async def check_schema(
     conn: asyncpg.Connection, embed_dim: int, *, schema_dir: Path | None = None
 ) -> None:
-    """Refuse to run on a database that lacks a migration this code ships (it would
-    write the old way; run ``memfleet migrate`` first), or that was migrated for
-    another embedding dimension. Migrations newer than the code are fine: each keeps
-    the previous release's calls working."""
+    """Refuse to run on a database that lacks a migration or a routine this code ships
+    (it would write the old way; run ``memfleet migrate`` first), or that was migrated
+    for another embedding dimension. Migrations newer than the code are fine: each
+    keeps the previous release's calls working."""
+    files = load_schema(schema_dir or default_schema_dir())
     sql = queries.load("migrate")
     try:
         applied = {row["version"] for row in await conn.fetch(sql["applied"])}
         stored = await conn.fetchval(sql["embed_dim"])
     except asyncpg.UndefinedTableError as exc:
         raise ConfigurationError("the database is not migrated: run `memfleet migrate`") from exc
-    missing = [m for m in load_migrations(schema_dir or default_schema_dir())
+    try:
+        routines = {row["name"] for row in await conn.fetch(sql["routines"])}
+    except asyncpg.UndefinedTableError:  # migrated before routines had a table of their own
+        routines = set()
+    missing = [f"{m.version:04d}_{m.name}" for m in (files.baseline, *files.migrations)
                if m.version not in applied]
+    missing += [f"routines/{r.name}" for r in files.routines if r.name not in routines]
     if missing:
-        names = ", ".join(f"{m.version:04d}_{m.name}" for m in missing)
-        raise ConfigurationError(f"the database lacks migration {names}: run `memfleet migrate`")
+        raise ConfigurationError(
+            f"the database lacks {', '.join(missing)}: run `memfleet migrate`")
     if stored is not None and int(stored) != embed_dim:
         raise ConfigurationError(
             f"MEMFLEET_EMBED_DIM={embed_dim} but the database was migrated with {stored}"

@@ -13,10 +13,10 @@ from worker.store import halfvec
 
 
 class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
-    """Pooled connections carry no session state in memfleet (no SET, LISTEN or
-    advisory locks; migrate uses its own connection), so the 4-statement reset
-    asyncpg sends on every release is pure round trips. Open transactions are
-    still rolled back by asyncpg itself."""
+    """For the workers' pool (``reset=False``): the pipeline's statements leave no
+    session state (no SET, LISTEN or advisory locks; migrate uses its own
+    connection), so the reset asyncpg sends on every release is pure round
+    trips. Open transactions are still rolled back by asyncpg itself."""
 
     def get_reset_query(self) -> str:
         return ""
@@ -33,23 +33,27 @@ async def _init_connection(conn: Any) -> None:
 # For the workers' pool. Every statement of the job pipeline has one good plan
 # whatever its parameters (lookups by session or user id); by default
 # PostgreSQL re-plans a prepared statement for its first executions and keeps
-# re-planning whenever a custom plan looks cheaper, which cost the neighbour
-# query 0.29 ms of its 2.25 ms (interleaved A/B, 1,400 queries each).
+# re-planning whenever a custom plan looks cheaper, which costs the neighbour
+# query measurably (docs/bench.md).
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 
 
 async def create_pool(
     dsn: str, *, min_size: int = 1, max_size: int = 10,
-    server_settings: dict[str, str] | None = None,
+    server_settings: dict[str, str] | None = None, reset: bool = True,
 ) -> Any:
-    """Open a pool; a server that cannot be reached is a StoreError."""
+    """Open a pool; a server that cannot be reached is a StoreError.
+
+    ``reset=False`` skips asyncpg's session reset on release: only for pools
+    whose users never change session state (the workers' pipeline).
+    """
     try:
         return await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
-            connection_class=_NoResetConnection,
+            connection_class=asyncpg.Connection if reset else _NoResetConnection,
             # Statements are prepared once per connection and reused: the
             # pipeline runs the same handful of queries for every job.
             statement_cache_size=256,

@@ -1,18 +1,21 @@
-"""PgMemoryStore: the real store, on asyncpg with binary pgvector codecs.
+"""PostgresStore: the real store, on asyncpg with binary pgvector codecs.
 
-Every fact query takes the user id; errors from asyncpg are translated here.
+Implements both store interfaces (worker.store.base). Every fact query takes
+the user id first, so a fact id of another user reads exactly like an id that
+does not exist. asyncpg's errors are translated here, and only here.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+from pgvector import HalfVector
 
 from worker.errors import CursorFenced, StoreError, UserVersionConflict
 from worker.store import halfvec, queries
@@ -22,15 +25,26 @@ from worker.store.types import (
     FactRecord,
     InsertFact,
     NeighborRow,
+    NewFact,
+    RankedFact,
     RunCommit,
     RunRecord,
     Vector,
 )
 
 _PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
-# SQLSTATEs raised by memfleet_commit_run (schema/0003_commit_run.sql).
+# SQLSTATEs raised by memfleet_commit_run (schema/routines/memfleet_commit_run.sql).
 _CURSOR_MOVED = "MF001"
 _USER_CHANGED = "MF002"
+_FACT_COLUMNS = tuple(f.name for f in fields(FactRecord))
+
+# A lost compare-and-set in a manual write only means a worker committed for
+# this user a moment ago; trying again is cheap and almost always wins.
+CAS_ATTEMPTS = 5
+
+
+class _Missing(Exception):
+    """Internal: the targeted row is not there; rolls the transaction back."""
 
 
 @asynccontextmanager
@@ -38,17 +52,16 @@ async def _translated(what: str) -> AsyncIterator[None]:
     try:
         yield
     except _PG_ERRORS as exc:
-        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        # Named by type only: a server message can quote the values it refused.
+        raise StoreError(f"{what} failed: {type(exc).__name__}") from exc
 
 
 def _flat_json(record: Any) -> str:
-    """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters: the
-    cursor move, and the audit row that insert_run and memfleet_commit_run both read.
+    """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters.
 
     Shallow on purpose: ``dataclasses.asdict`` deep-copies every value first.
     """
-    return json.dumps({f.name: getattr(record, f.name) for f in fields(record)},
-                      default=_iso)
+    return json.dumps({f.name: getattr(record, f.name) for f in fields(record)}, default=_iso)
 
 
 def _iso(value: Any) -> str:
@@ -58,32 +71,32 @@ def _iso(value: Any) -> str:
 
 
 def _fact(row: Any) -> FactRecord:
-    return FactRecord(**dict(row))
+    return FactRecord(**{name: row[name] for name in _FACT_COLUMNS})
 
 
-class PgMemoryStore:
+class PostgresStore:
     def __init__(self, pool: Any) -> None:
         self._pool = pool
-        self._sql = queries.load("pipeline")
-        self._facts_sql = queries.load("facts")
+        self._pipeline = queries.load("pipeline")
+        self._facts = queries.load("facts")
+        self._api = queries.load("memory_api")
 
-    # -- the pipeline ----------------------------------------------------
+    # -- the pipeline (PipelineStore) --------------------------------------
 
     async def load_cursor(self, session_id: str) -> CursorState | None:
         async with _translated("loading the cursor"):
-            row = await self._pool.fetchrow(self._sql["load_cursor"], session_id)
+            row = await self._pool.fetchrow(self._pipeline["load_cursor"], session_id)
         return None if row is None else CursorState(**dict(row))
 
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int
     ) -> tuple[int, list[list[NeighborRow]]]:
-        """The user's version and, per embedding (a row of the matrix), its top-k active facts."""
         result: list[list[NeighborRow]] = [[] for _ in range(len(embeddings))]
         if not len(embeddings):
             return 0, result
         vectors = halfvec.encode_rows(embeddings)
         async with _translated("the neighbour query"):
-            rows = await self._pool.fetch(self._sql["neighbors"], user_id, vectors, k)
+            rows = await self._pool.fetch(self._pipeline["neighbors"], user_id, vectors, k)
         version = 0
         for row in rows:
             version = row["version"]
@@ -94,11 +107,7 @@ class PgMemoryStore:
         return version, result
 
     async def commit_run(self, commit: RunCommit) -> int:
-        """Write one run atomically, in one round trip; return the run id.
-
-        Raises CursorFenced or UserVersionConflict when a compare-and-set
-        loses; the statement then wrote nothing.
-        """
+        """Write one run atomically, in one round trip (memfleet_commit_run)."""
         cursor = commit.cursor
         inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
         position = {w.ref: i + 1 for i, w in enumerate(inserts)}  # 1-based, as in SQL
@@ -121,7 +130,7 @@ class PgMemoryStore:
             successors.append(successor)
         try:
             run_id: int = await self._pool.fetchval(
-                self._sql["commit_run"],
+                self._pipeline["commit_run"],
                 _flat_json(cursor), commit.user_version, _flat_json(commit.run),
                 [w.text for w in inserts], [w.category for w in inserts],
                 [w.importance for w in inserts],
@@ -140,24 +149,108 @@ class PgMemoryStore:
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
-        """An audit row on its own, for runs that write no fact and move no cursor."""
         async with _translated("recording the run"):
-            run_id: int = await self._pool.fetchval(self._sql["insert_run"], _flat_json(run))
+            run_id: int = await self._pool.fetchval(self._pipeline["insert_run"],
+                                                    _flat_json(run))
         return run_id
 
-    # -- reading ---------------------------------------------------------
+    # -- reading (MemoryStore) ---------------------------------------------
 
     async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:
         name = "all_facts" if include_superseded else "active_facts"
         async with _translated("reading facts"):
-            rows = await self._pool.fetch(self._facts_sql[name], user_id)
+            rows = await self._pool.fetch(self._facts[name], user_id)
         return [_fact(row) for row in rows]
+
+    async def count_active(self, user_id: str) -> int:
+        async with _translated("counting facts"):
+            count: int = await self._pool.fetchval(self._api["count_active"], user_id)
+        return count
+
+    async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
+        async with _translated("reading a fact"):
+            row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
+        return None if row is None else _fact(row)
+
+    async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
+        async with _translated("reading a chain"):
+            rows = await self._pool.fetch(self._api["chain"], user_id, fact_id)
+        return [_fact(row) for row in rows]
+
+    async def search(
+        self, user_id: str, embedding: Vector, words_query: str, k: int
+    ) -> list[RankedFact]:
+        """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
+        async with _translated("searching facts"):
+            rows = await self._pool.fetch(
+                self._api["search"], user_id, HalfVector(embedding), words_query, k
+            )
+        return [RankedFact(_fact(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 
     async def runs(
         self, *, session_id: str | None = None, user_id: str | None = None
     ) -> list[dict[str, Any]]:
-        """Audit rows of one session or of one user, oldest first."""
         name, key = ("runs_for_session", session_id) if session_id else ("runs_for_user", user_id)
         async with _translated("reading runs"):
-            rows = await self._pool.fetch(self._facts_sql[name], key)
+            rows = await self._pool.fetch(self._facts[name], key)
         return [dict(row) for row in rows]
+
+    # -- writing (MemoryStore) ---------------------------------------------
+
+    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+        observed_at = datetime.now(UTC)
+
+        async def write(conn: Any) -> FactRecord:
+            row = await conn.fetchrow(
+                self._api["insert_manual_fact"], user_id, fact.text, fact.category,
+                fact.importance, HalfVector(fact.embedding), fact.embedding_model, observed_at,
+            )
+            return _fact(row)
+
+        result = await self._versioned("adding a fact", user_id, write)
+        assert result is not None  # an insert always returns its row
+        return result
+
+    async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
+        """Nothing is deleted, and a miss leaves the user's version untouched."""
+
+        async def write(conn: Any) -> FactRecord:
+            row = await conn.fetchrow(self._api["remove_fact"], user_id, fact_id)
+            if row is None:
+                raise _Missing
+            return _fact(row)
+
+        return await self._versioned("removing a fact", user_id, write)
+
+    async def _versioned(
+        self, what: str, user_id: str, write: Callable[[Any], Awaitable[FactRecord]]
+    ) -> FactRecord | None:
+        """Run ``write`` in a transaction that also wins the user-version compare-and-set."""
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                async with _translated(what), self._pool.acquire() as conn, conn.transaction():
+                    version = await conn.fetchval(self._api["user_version"], user_id)
+                    bumped = await conn.fetchval(self._api["bump_user_version"], user_id, version)
+                    if bumped is None:
+                        raise UserVersionConflict(user_id)
+                    return await write(conn)
+            except _Missing:
+                return None
+            except UserVersionConflict:
+                continue
+        raise UserVersionConflict(user_id)
+
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        """Also fences the user's in-flight jobs: with the session cursors gone, a
+        run that read a cursor finds nothing to advance and writes nothing."""
+        counts: dict[str, int] = {}
+        async with _translated("erasing a user"), self._pool.acquire() as conn, conn.transaction():
+            for table, name in (
+                ("memory_fact", "erase_facts"),
+                ("memory_run", "erase_runs"),
+                ("session_cursor", "erase_cursors"),
+                ("user_memory_state", "erase_state"),
+            ):
+                status: str = await conn.execute(self._api[name], user_id)
+                counts[table] = int(status.rsplit(" ", 1)[-1])
+        return counts

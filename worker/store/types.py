@@ -149,3 +149,23 @@ class FactRecord:
             "superseded_by": self.superseded_by,
             "created_at": self.created_at.isoformat(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RankedFact:
+    """A search hit: the fact and its 1-based rank in each list (None: not in that list)."""
+
+    fact: FactRecord
+    semantic_rank: int | None
+    lexical_rank: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewFact:
+    """A fact written by hand through the memory API."""
+
+    text: str
+    category: str
+    importance: int
+    embedding: Vector  # one row of the embedder's matrix
+    embedding_model: str

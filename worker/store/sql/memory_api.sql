@@ -8,11 +8,8 @@ SELECT coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0);
 -- name: bump_user_version
 -- The same compare-and-set as the pipeline's persist transaction, so manual
 -- writes and worker consolidation serialise per user: a job that read the
--- neighbours before this write re-runs consolidation.
-INSERT INTO user_memory_state AS s (user_id, version) VALUES ($1, $2 + 1)
-ON CONFLICT (user_id) DO UPDATE SET version = s.version + 1, updated_at = now()
-    WHERE s.version = $2
-RETURNING version;
+-- neighbours before this write re-runs consolidation. NULL: lost.
+SELECT memfleet_bump_user_version($1, $2);
 
 -- name: get_fact
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,

@@ -39,21 +39,10 @@ LEFT JOIN memory_fact AS f ON f.id = top.id AND f.user_id = $1
 ORDER BY top.ord, top.distance, top.id;
 
 -- name: commit_run
--- The whole persist transaction in one round trip (schema/0003_commit_run.sql).
+-- The whole persist transaction in one round trip (schema/routines/memfleet_commit_run.sql).
 SELECT memfleet_commit_run($1::jsonb, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 
 -- name: insert_run
 -- An audit row on its own (runs that move no cursor), from the same JSON the
 -- persist function reads.
-INSERT INTO memory_run (job_id, job_try, session_id, user_id, outcome, error,
-                        slice_first_hash, slice_last_hash, slice_len, candidates,
-                        added, updated, deleted, unchanged, rejected,
-                        consolidation_attempts, input_tokens, output_tokens,
-                        timings_ms, started_at)
-SELECT r.job_id, r.job_try, r.session_id, r.user_id, r.outcome, r.error,
-       r.slice_first_hash, r.slice_last_hash, r.slice_len, r.candidates,
-       r.added, r.updated, r.deleted, r.unchanged, r.rejected,
-       r.consolidation_attempts, r.input_tokens, r.output_tokens,
-       r.timings_ms, r.started_at
-FROM jsonb_populate_record(NULL::memory_run, $1::jsonb) AS r
-RETURNING id;
+SELECT memfleet_insert_run($1::jsonb);

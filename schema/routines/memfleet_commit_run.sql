@@ -1,0 +1,108 @@
+-- The persist transaction of a run in ONE round trip: the cursor
+-- compare-and-set (the fence), the user's version compare-and-set, the audit
+-- row, the new facts, the supersessions and the refreshed rolling summary.
+-- Run as a single statement, it is its own transaction: a lost
+-- compare-and-set raises and nothing is written.
+--   SQLSTATE MF001: the cursor moved (another run did this slice)
+--   SQLSTATE MF002: the user's facts changed since consolidation read them
+-- Its signature is kept across releases, so workers of two versions can call
+-- it while a fleet rolls over.
+CREATE OR REPLACE FUNCTION memfleet_commit_run(
+    p_cursor            jsonb,      -- session_id, user_id, expected_version (0: none yet),
+                                    -- last_hash, window_hash, position, processed, user_turns,
+                                    -- and summary (absent or null: keep the stored one)
+    p_user_version      bigint,     -- NULL: the run writes no fact, the version is not checked
+    p_run               jsonb,      -- the memory_run row (memfleet_insert_run)
+    p_texts             text[],
+    p_categories        text[],
+    p_importances       smallint[],
+    p_embeddings        halfvec[],
+    p_embedding_model   text,
+    p_observed_at       timestamptz,
+    p_source_session_id text,
+    p_sup_target        bigint[],   -- per supersession: an existing row id, or NULL ...
+    p_sup_target_new    integer[],  -- ... and then the 1-based position of a row inserted here
+    p_sup_successor     integer[]   -- position of the superseding new row; NULL for a DELETE
+) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_user    text := p_cursor ->> 'user_id';
+    v_summary text := p_cursor ->> 'summary';  -- NULL: no summary was due (or it failed)
+    v_moved   bigint;
+    v_run_id  bigint;
+    v_new_ids bigint[];
+    v_done    integer;
+BEGIN
+    IF (p_cursor ->> 'expected_version')::bigint = 0 THEN
+        INSERT INTO session_cursor (session_id, user_id, version, last_hash, window_hash,
+                                    position, processed_count, user_turns_since_summary,
+                                    summary, summary_updated_at)
+        VALUES (p_cursor ->> 'session_id', v_user, 1, p_cursor ->> 'last_hash',
+                p_cursor ->> 'window_hash', (p_cursor ->> 'position')::integer,
+                (p_cursor ->> 'processed')::bigint,
+                CASE WHEN v_summary IS NULL THEN (p_cursor ->> 'user_turns')::integer ELSE 0 END,
+                v_summary, CASE WHEN v_summary IS NULL THEN NULL ELSE now() END)
+        ON CONFLICT (session_id) DO NOTHING
+        RETURNING version INTO v_moved;
+    ELSE
+        UPDATE session_cursor
+        SET version = version + 1, last_hash = p_cursor ->> 'last_hash',
+            window_hash = p_cursor ->> 'window_hash',
+            position = (p_cursor ->> 'position')::integer,
+            processed_count = processed_count + (p_cursor ->> 'processed')::bigint,
+            user_turns_since_summary = CASE
+                WHEN v_summary IS NULL
+                THEN user_turns_since_summary + (p_cursor ->> 'user_turns')::integer
+                ELSE 0 END,
+            summary = coalesce(v_summary, summary),
+            summary_updated_at = CASE WHEN v_summary IS NULL THEN summary_updated_at
+                                      ELSE now() END,
+            updated_at = now()
+        WHERE session_id = p_cursor ->> 'session_id'
+          AND version = (p_cursor ->> 'expected_version')::bigint
+          AND user_id = v_user
+        RETURNING version INTO v_moved;
+    END IF;
+    IF v_moved IS NULL THEN
+        RAISE EXCEPTION 'the session cursor moved' USING ERRCODE = 'MF001';
+    END IF;
+
+    IF p_user_version IS NOT NULL
+       AND memfleet_bump_user_version(v_user, p_user_version) IS NULL THEN
+        RAISE EXCEPTION 'the user''s facts changed' USING ERRCODE = 'MF002';
+    END IF;
+
+    v_run_id := memfleet_insert_run(p_run);
+
+    IF cardinality(p_texts) > 0 THEN
+        -- Identity values are drawn in ORDER BY order: sorted, they follow p_texts.
+        WITH inserted AS (
+            INSERT INTO memory_fact (user_id, text, category, importance, embedding,
+                                     embedding_model, observed_at, source_session_id,
+                                     source_kind, run_id)
+            SELECT v_user, t.text, t.category, t.importance, t.embedding, p_embedding_model,
+                   p_observed_at, p_source_session_id, 'extracted', v_run_id
+            FROM unnest(p_texts, p_categories, p_importances, p_embeddings)
+                 WITH ORDINALITY AS t (text, category, importance, embedding, ord)
+            ORDER BY t.ord
+            RETURNING id
+        )
+        SELECT array_agg(id ORDER BY id) INTO v_new_ids FROM inserted;
+    END IF;
+
+    IF cardinality(p_sup_target) > 0 THEN
+        UPDATE memory_fact AS f
+        SET superseded_at = p_observed_at, superseded_by = v_new_ids[s.successor]
+        FROM unnest(p_sup_target, p_sup_target_new, p_sup_successor)
+             AS s (target, target_new, successor)
+        WHERE f.id = coalesce(s.target, v_new_ids[s.target_new])
+          AND f.user_id = v_user AND f.superseded_at IS NULL;
+        GET DIAGNOSTICS v_done = ROW_COUNT;
+        IF v_done <> cardinality(p_sup_target) THEN
+            -- Only a writer that skipped the user's version could get here.
+            RAISE EXCEPTION 'a fact to supersede is no longer active' USING ERRCODE = 'MF002';
+        END IF;
+    END IF;
+    RETURN v_run_id;
+END;
+$$;

@@ -1,0 +1,261 @@
+"""One contract, two stores: every test runs on PostgresStore and on InMemoryStore.
+
+The in-memory store stands in for PostgreSQL in the pipeline's unit tests;
+these tests are what makes that stand-in honest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.conftest import TEMPLATE_DB, TEST_EMBED_DIM, throwaway_database
+from worker.embedded import EmbeddedPostgres
+from worker.errors import CursorFenced, UserVersionConflict
+from worker.store.base import MemoryStore, PipelineStore
+from worker.store.memory import InMemoryStore
+from worker.store.pool import create_pool
+from worker.store.postgres import PostgresStore
+from worker.store.types import (
+    CursorAdvance,
+    ExistingRow,
+    InsertFact,
+    NewFact,
+    NewRow,
+    RunCommit,
+    RunRecord,
+    SupersedeFact,
+    Vector,
+    Write,
+)
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+class Store(PipelineStore, MemoryStore):
+    """Both interfaces, as each implementation provides them."""
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def server(request: pytest.FixtureRequest) -> EmbeddedPostgres | None:
+    """The PostgreSQL server for the postgres case (started outside the test's loop)."""
+    if request.param == "memory":
+        return None
+    request.getfixturevalue("template_url")
+    pg: EmbeddedPostgres = request.getfixturevalue("pg_server")
+    return pg
+
+
+@pytest.fixture
+async def store(server: EmbeddedPostgres | None) -> AsyncIterator[Any]:
+    if server is None:
+        yield InMemoryStore()
+        return
+    async with throwaway_database(server, TEMPLATE_DB) as url:
+        pool = await create_pool(url, min_size=1, max_size=2)
+        try:
+            yield PostgresStore(pool)
+        finally:
+            await pool.close()
+
+
+def vec(*hot: int) -> Vector:
+    """A unit vector with weight on the given dimensions."""
+    v = np.zeros(TEST_EMBED_DIM, dtype=np.float32)
+    v[list(hot)] = 1.0
+    return v / np.linalg.norm(v)
+
+
+def run_row(session: str = "s1", user: str = "u1", outcome: str = "committed") -> RunRecord:
+    return RunRecord(job_id="j", job_try=1, session_id=session, user_id=user, outcome=outcome,
+                     started_at=NOW)
+
+
+def advance(expected: int, *, session: str = "s1", user: str = "u1", position: int = 0,
+            summary: str | None = None, user_turns: int = 1) -> CursorAdvance:
+    return CursorAdvance(session_id=session, user_id=user, expected_version=expected,
+                         last_hash=f"h{position}", window_hash=f"w{position}", position=position,
+                         processed=1, user_turns=user_turns, summary=summary)
+
+
+def commit(cursor: CursorAdvance, writes: tuple[Write, ...], user_version: int | None = 0,
+           observed_at: datetime = NOW) -> RunCommit:
+    return RunCommit(cursor=cursor, user_version=user_version, writes=writes,
+                     observed_at=observed_at, embedding_model="test",
+                     source_session_id=cursor.session_id, run=run_row(cursor.session_id,
+                                                                       cursor.user_id))
+
+
+def insert(ref: int, text: str, embedding: Vector, supersedes: Any = None) -> InsertFact:
+    return InsertFact(ref=ref, text=text, category="fact", importance=5, embedding=embedding,
+                      supersedes=supersedes)
+
+
+async def test_a_first_commit_creates_the_cursor_and_the_facts(store: Store) -> None:
+    assert await store.load_cursor("s1") is None
+    await store.commit_run(commit(advance(0), (insert(0, "Lives in Oslo", vec(0)),)))
+    cursor = await store.load_cursor("s1")
+    assert cursor is not None
+    assert (cursor.version, cursor.user_id, cursor.last_hash, cursor.position) == (1, "u1", "h0", 0)
+    (fact,) = await store.facts("u1")
+    assert (fact.text, fact.source_session_id, fact.source_kind) == ("Lives in Oslo", "s1",
+                                                                     "extracted")
+    assert fact.observed_at == NOW and fact.superseded_at is None
+
+
+async def test_the_cursor_fence_refuses_a_stale_commit_and_writes_nothing(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
+    for stale in (advance(0, position=1), advance(7, position=1)):
+        with pytest.raises(CursorFenced):
+            await store.commit_run(commit(stale, (insert(0, "Likes rock", vec(1)),), None))
+    assert [f.text for f in await store.facts("u1")] == ["Likes jazz"]
+    assert len(await store.runs(session_id="s1")) == 1
+    cursor = await store.load_cursor("s1")
+    assert cursor is not None and cursor.version == 1
+
+
+async def test_the_cursor_belongs_to_its_user(store: Store) -> None:
+    await store.commit_run(commit(advance(0), ()))
+    with pytest.raises(CursorFenced):
+        await store.commit_run(commit(advance(1, user="u2"), (), None))
+
+
+async def test_the_user_version_fence_refuses_a_commit_on_stale_neighbours(store: Store) -> None:
+    await store.commit_run(commit(advance(0, session="a"), (insert(0, "Likes jazz", vec(0)),)))
+    version, _ = await store.neighbors("u1", vec(0)[None, :], 5)
+    assert version == 1
+    with pytest.raises(UserVersionConflict):
+        await store.commit_run(commit(advance(0, session="b"), (insert(0, "x", vec(1)),), 0))
+    assert await store.load_cursor("b") is None, "a lost compare-and-set moves no cursor"
+    await store.commit_run(commit(advance(0, session="b"), (insert(0, "Likes rock", vec(1)),), 1))
+    assert len(await store.facts("u1")) == 2
+
+
+async def test_supersession_chains_within_one_commit(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (insert(0, "Lives in Paris", vec(0)),)))
+    (paris,) = await store.facts("u1")
+    later = NOW + timedelta(days=1)
+    await store.commit_run(commit(advance(1, position=1), (
+        insert(0, "Lives in Lyon", vec(0, 1), ExistingRow(paris.id)),
+        insert(1, "Lives in Nice", vec(0, 2), NewRow(0)),
+    ), 1, later))
+    active = await store.facts("u1")
+    assert [f.text for f in active] == ["Lives in Nice"]
+    chain = await store.chain("u1", paris.id)
+    assert [f.text for f in chain] == ["Lives in Paris", "Lives in Lyon", "Lives in Nice"]
+    assert chain[0].superseded_by == chain[1].id and chain[1].superseded_by == chain[2].id
+    assert chain[0].superseded_at == later
+    assert await store.chain("u1", chain[2].id) == chain
+    assert await store.chain("u2", paris.id) == [], "another user's chain reads as missing"
+
+
+async def test_delete_supersedes_without_successor_and_history_stays(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (insert(0, "Has a cat", vec(0)),)))
+    (cat,) = await store.facts("u1")
+    await store.commit_run(commit(advance(1, position=1), (SupersedeFact(ExistingRow(cat.id)),),
+                                  1))
+    assert await store.facts("u1") == []
+    (kept,) = await store.facts("u1", include_superseded=True)
+    assert kept.id == cat.id and kept.superseded_at is not None and kept.superseded_by is None
+
+
+async def test_superseding_an_inactive_fact_is_a_conflict_and_rolls_back(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (insert(0, "Has a cat", vec(0)),)))
+    (cat,) = await store.facts("u1")
+    await store.remove_fact("u1", cat.id)
+    with pytest.raises(UserVersionConflict):
+        await store.commit_run(commit(advance(1, position=1), (
+            insert(0, "Has a dog", vec(1)), SupersedeFact(ExistingRow(cat.id))), None))
+    assert await store.facts("u1") == []
+    cursor = await store.load_cursor("s1")
+    assert cursor is not None and cursor.version == 1
+
+
+async def test_neighbors_are_the_users_own_active_facts_nearest_first(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (
+        insert(0, "near", vec(0)), insert(1, "middle", vec(0, 1, 2)), insert(2, "far", vec(2)),
+        insert(3, "gone", vec(0)),
+    )))
+    gone = next(f for f in await store.facts("u1") if f.text == "gone")
+    await store.remove_fact("u1", gone.id)
+    await store.commit_run(commit(advance(0, session="x", user="u2"),
+                                  (insert(0, "other user", vec(0)),)))
+    version, found = await store.neighbors("u1", np.stack([vec(0), vec(2)]), 2)
+    assert version == 2
+    assert [[n.text for n in per] for per in found] == [["near", "middle"], ["far", "middle"]]
+    assert found[0][0].distance == pytest.approx(0.0, abs=1e-3)
+    assert found[0][1].distance == pytest.approx(1 - 1 / np.sqrt(3), abs=1e-3)
+    assert (await store.neighbors("nobody", vec(0)[None, :], 2)) == (0, [[]])
+
+
+async def test_the_summary_moves_with_the_cursor(store: Store) -> None:
+    await store.commit_run(commit(advance(0, user_turns=2), (), None))
+    first = await store.load_cursor("s1")
+    assert first is not None and (first.summary, first.user_turns_since_summary) == (None, 2)
+    await store.commit_run(commit(advance(1, position=1, summary="Lives in Oslo."), (), None))
+    second = await store.load_cursor("s1")
+    assert second is not None
+    assert (second.summary, second.user_turns_since_summary) == ("Lives in Oslo.", 0)
+    await store.commit_run(commit(advance(2, position=2), (), None))
+    third = await store.load_cursor("s1")
+    assert third is not None and third.summary == "Lives in Oslo."
+    assert third.processed_count == 3
+
+
+async def test_audit_rows_of_a_session_and_of_a_user(store: Store) -> None:
+    await store.record_run(replace(run_row(outcome="empty"), error="nothing new"))
+    await store.commit_run(commit(advance(0), ()))
+    rows = await store.runs(session_id="s1")
+    assert [r["outcome"] for r in rows] == ["empty", "committed"]
+    assert rows[0]["error"] == "nothing new" and rows[0]["id"] < rows[1]["id"]
+    assert [r["outcome"] for r in await store.runs(user_id="u1")] == ["empty", "committed"]
+    assert await store.runs(user_id="u2") == []
+
+
+async def test_manual_facts_bump_the_version_and_stay_scoped(store: Store) -> None:
+    fact = await store.add_fact("u1", NewFact("Likes tea", "preference", 4, vec(3), "test"))
+    assert fact.source_kind == "manual" and fact.user_id == "u1"
+    assert (await store.neighbors("u1", vec(3)[None, :], 1))[0] == 1
+    assert await store.get_fact("u1", fact.id) == fact
+    assert await store.get_fact("u2", fact.id) is None
+    assert await store.remove_fact("u2", fact.id) is None, "another user's id reads as missing"
+    assert await store.count_active("u1") == 1
+    removed = await store.remove_fact("u1", fact.id)
+    assert removed is not None and removed.superseded_at is not None
+    assert await store.remove_fact("u1", fact.id) is None
+    assert await store.count_active("u1") == 0
+    assert (await store.neighbors("u1", vec(3)[None, :], 1))[0] == 2, "a miss bumps nothing"
+
+
+async def test_search_ranks_by_meaning_and_by_words(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (
+        insert(0, "Plays the cello", vec(0)), insert(1, "Drinks green tea", vec(1)),
+        insert(2, "Owns a cello and a violin", vec(2)),
+    )))
+    await store.add_fact("u2", NewFact("Plays the cello too", "fact", 5, vec(0), "test"))
+    hits = {h.fact.text: h for h in await store.search("u1", vec(0), "cello", 2)}
+    assert set(hits) == {"Plays the cello", "Drinks green tea", "Owns a cello and a violin"}
+    assert hits["Plays the cello"].semantic_rank == 1
+    assert hits["Owns a cello and a violin"].lexical_rank is not None
+    assert hits["Drinks green tea"].lexical_rank is None
+    assert all(h.fact.user_id == "u1" for h in hits.values())
+
+
+async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) -> None:
+    await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
+    await store.commit_run(commit(advance(0, session="x", user="u2"),
+                                  (insert(0, "Likes rock", vec(1)),)))
+    counts = await store.erase_user("u1")
+    assert counts == {"memory_fact": 1, "memory_run": 1, "session_cursor": 1,
+                      "user_memory_state": 1}
+    assert await store.facts("u1", include_superseded=True) == []
+    assert await store.load_cursor("s1") is None
+    assert [f.text for f in await store.facts("u2")] == ["Likes rock"]
+    # An in-flight job of the erased user that read the old cursor writes nothing.
+    with pytest.raises(CursorFenced):
+        await store.commit_run(commit(advance(1, position=1), (insert(0, "x", vec(2)),), None))

@@ -1,0 +1,210 @@
+"""The pipeline on the in-memory store: cursor cases, intra-batch supersession,
+fences, retries of consolidation, skips and a lost lock, in milliseconds.
+
+The same pipeline runs on PostgreSQL in tests/integration; tests/contract
+keeps the two stores' behaviour the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from opentelemetry.trace import NoOpTracer
+
+from worker.config import Settings
+from worker.errors import ConsolidationContention, LockLost, UserVersionConflict
+from worker.payload import Handover, Message
+from worker.pipeline import RunContext, run_once, skip_slice
+from worker.providers.factory import build_providers
+from worker.stages.persist import RunResult
+from worker.store.memory import InMemoryStore
+from worker.store.types import CursorState, RunCommit
+from worker.telemetry import StageClock
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+SETTINGS = Settings(embed_dim=64, summary_every_user_turns=100)
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def bot(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+def handover(*messages: Message, session: str = "s1", user_id: str = "u1") -> Handover:
+    return Handover(session_id=session, user_id=user_id, messages=messages, handed_over_at=NOW)
+
+
+def context(store: Any, settings: Settings = SETTINGS, **changes: Any) -> RunContext:
+    ctx = RunContext(settings, store, build_providers(settings), StageClock(NoOpTracer()),
+                     job_id="j1", job_try=1, started_at=NOW)
+    return replace(ctx, **changes)
+
+
+async def active(store: InMemoryStore, user_id: str = "u1") -> list[str]:
+    return sorted(f.text for f in await store.facts(user_id))
+
+
+async def test_first_run_takes_everything_and_moves_the_cursor_to_the_end() -> None:
+    store = InMemoryStore()
+    said = handover(user("My name is Dana and I live in Berlin."), bot("Hi Dana."))
+    result = await run_once(context(store), said)
+    assert (result.outcome, result.added, result.remaining) == ("committed", 2, 0)
+    assert await active(store) == ["Lives in Berlin", "Name is Dana"]
+    cursor = await store.load_cursor("s1")
+    assert cursor is not None and (cursor.position, cursor.processed_count) == (1, 2)
+    (run,) = store.run_rows
+    assert (run["outcome"], run["slice_len"], run["candidates"]) == ("committed", 2, 2)
+    assert set(run["timings_ms"]) >= {"cursor", "extract", "embed", "consolidate"}
+
+
+async def test_a_found_cursor_processes_only_what_follows_it() -> None:
+    store = InMemoryStore()
+    first = handover(user("I use Postgres."), bot("Nice."))
+    await run_once(context(store), first)
+    later = handover(*first.messages, user("We switched from Postgres to SQLite."))
+    result = await run_once(context(store), later)
+    assert (result.outcome, result.updated) == ("committed", 1)
+    assert store.run_rows[-1]["slice_len"] == 1
+    assert await active(store) == ["Uses SQLite"]
+    assert (await run_once(context(store), later)).outcome == "empty", "nothing new"
+
+
+async def test_a_repeated_message_does_not_confuse_the_cursor() -> None:
+    store = InMemoryStore()
+    said = handover(user("ok"), bot("ok"), user("I use Zig."), bot("ok"))
+    await run_once(context(store), said)
+    more = handover(*said.messages, user("ok"), user("I use Go."))
+    await run_once(context(store), more)
+    assert store.run_rows[-1]["slice_len"] == 2
+    cursor = await store.load_cursor("s1")
+    assert cursor is not None and cursor.position == 5
+
+
+async def test_a_summarised_history_is_processed_whole_and_resummarised() -> None:
+    store = InMemoryStore()
+    await run_once(context(store), handover(user("I live in Oslo."), bot("Nice.")))
+    summarised = handover(Message(role="system", content="Earlier: the user lives in Oslo."),
+                          user("I use Rust."))
+    result = await run_once(context(store), summarised)
+    assert result.outcome == "committed" and store.run_rows[-1]["slice_len"] == 2
+    cursor = await store.load_cursor("s1")
+    assert cursor is not None and cursor.summary, "a summarised history asks for a summary"
+    assert "Uses Rust" in await active(store)
+
+
+async def test_a_change_of_mind_within_one_slice_leaves_one_fact_and_a_chain() -> None:
+    store = InMemoryStore()
+    said = handover(user("I live in Berlin."), user("I just moved to Paris a few months ago."))
+    result = await run_once(context(store), said)
+    assert result.outcome == "committed"
+    assert await active(store) == ["Lives in Paris"]
+    (paris,) = await store.facts("u1")
+    assert [f.text for f in await store.chain("u1", paris.id)] == ["Lives in Berlin",
+                                                                  "Lives in Paris"]
+
+
+async def test_a_long_backlog_is_done_in_bounded_slices() -> None:
+    store = InMemoryStore()
+    settings = SETTINGS.model_copy(update={"max_slice_messages": 2})
+    said = handover(user("I use Zig."), bot("ok"), user("I live in Oslo."), bot("ok"),
+                    user("My name is Dana."))
+    assert (await run_once(context(store, settings), said)).remaining == 3
+    assert (await run_once(context(store, settings), said)).remaining == 1
+    assert (await run_once(context(store, settings), said)).remaining == 0
+    assert await active(store) == ["Lives in Oslo", "Name is Dana", "Uses Zig"]
+
+
+class StaleCursorStore(InMemoryStore):
+    """Reads the cursor as it was before another run moved it (a stalled worker)."""
+
+    async def load_cursor(self, session_id: str) -> CursorState | None:
+        return None
+
+
+async def test_a_slice_another_run_committed_is_fenced_and_writes_nothing() -> None:
+    store = StaleCursorStore()
+    said = handover(user("I use Zig."))
+    assert (await run_once(context(store), said)).outcome == "committed"
+    result = await run_once(context(store), said)
+    assert result == RunResult("fenced", result.run_id)
+    assert await active(store) == ["Uses Zig"]
+    assert [r["outcome"] for r in store.run_rows] == ["committed", "fenced"]
+
+
+class RacedStore(InMemoryStore):
+    """Another job of the user commits between consolidation and persist, ``races`` times."""
+
+    def __init__(self, races: int) -> None:
+        super().__init__()
+        self.races = races
+
+    async def commit_run(self, commit: RunCommit) -> int:
+        if self.races and commit.user_version is not None:
+            self.races -= 1
+            user_id = commit.cursor.user_id
+            self.versions[user_id] = self.versions.get(user_id, 0) + 1
+        return await super().commit_run(commit)
+
+
+async def test_a_lost_user_version_race_consolidates_again() -> None:
+    store = RacedStore(races=1)
+    result = await run_once(context(store), handover(user("I use Zig.")))
+    assert result.outcome == "committed"
+    assert store.run_rows[-1]["consolidation_attempts"] == 2
+    assert await active(store) == ["Uses Zig"]
+
+
+async def test_endless_contention_gives_up_with_a_transient_error() -> None:
+    store = RacedStore(races=SETTINGS.consolidation_attempts)
+    with pytest.raises(ConsolidationContention) as raised:
+        await run_once(context(store), handover(user("I use Zig.")))
+    assert raised.value.transient
+    assert await active(store) == [] and await store.load_cursor("s1") is None
+    assert not isinstance(raised.value, UserVersionConflict)
+
+
+async def test_a_skipped_slice_moves_the_cursor_on_the_record_without_facts() -> None:
+    store = InMemoryStore()
+    said = handover(user("I use Zig."), bot("ok"))
+    result = await skip_slice(context(store), said, "ProviderAnswerInvalid: bad answer")
+    assert result.outcome == "skipped"
+    assert await active(store) == []
+    (run,) = store.run_rows
+    assert run["outcome"] == "skipped" and run["slice_len"] == 2 and run["slice_first_hash"]
+    assert (await run_once(context(store), said)).outcome == "empty"
+
+
+async def test_a_lost_lock_stops_the_run_before_any_model_call() -> None:
+    store = InMemoryStore()
+    calls: list[str] = []
+    providers = build_providers(SETTINGS)
+
+    class Watching:
+        provider_name, model = "memfleet.test", "test-double"
+
+        async def extract(self, request: Any) -> Any:
+            calls.append("extract")
+            return await providers.extractor.extract(request)
+
+    def lost() -> None:
+        raise LockLost("gone")
+
+    ctx = context(store, providers=replace(providers, extractor=Watching()), check_lock=lost)
+    with pytest.raises(LockLost):
+        await run_once(ctx, handover(user("I use Zig.")))
+    assert calls == [] and store.run_rows == [] and await store.load_cursor("s1") is None
+
+
+async def test_another_users_facts_never_reach_the_run() -> None:
+    store = InMemoryStore()
+    await run_once(context(store), handover(user("I use Zig."), session="a", user_id="alice"))
+    result = await run_once(context(store), handover(user("I use Zig."), session="b",
+                                                     user_id="bob"))
+    assert (result.outcome, result.added) == ("committed", 1), "bob's fact is his own"
+    assert await active(store, "alice") == ["Uses Zig"] == await active(store, "bob")

@@ -1,0 +1,143 @@
+"""Persist stage: every write of a run in ONE PostgreSQL transaction.
+
+The store's commit does, atomically: the cursor compare-and-set (the fence),
+the user-version compare-and-set, the new facts, the supersessions, the
+refreshed summary and the run's audit row. A lost compare-and-set writes
+nothing: CursorFenced (another run did this slice) ends the run with an audit
+row of its own; UserVersionConflict goes back to the pipeline, which
+consolidates again. This module also builds every audit row of a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import trace
+
+from worker.errors import CursorFenced, UserVersionConflict
+from worker.payload import Handover
+from worker.stages.consolidate import Decided, Plan
+from worker.stages.context import RunContext
+from worker.stages.cursor import Position
+from worker.store.types import RunCommit, RunRecord
+
+_DB = {"db.system.name": "postgresql", "db.operation.name": "COMMIT"}
+_NO_WRITES = Decided(Plan((), 0, 0, 0, 0), user_version=None, rejected=0)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    outcome: str  # committed | empty | fenced | skipped
+    run_id: int | None
+    remaining: int = 0  # messages after this run's slice, left for a follow-up job
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome, "run_id": self.run_id, "remaining": self.remaining,
+            "added": self.added, "updated": self.updated, "deleted": self.deleted,
+            "unchanged": self.unchanged, "rejected": self.rejected,
+        }
+
+
+def audit_row(ctx: RunContext, handover: Handover, outcome: str, **columns: Any) -> RunRecord:
+    """The run's audit row as it stands now: ids, outcome, tokens and stage timings."""
+    clock = ctx.clock
+    return RunRecord(
+        job_id=ctx.job_id, job_try=ctx.job_try, session_id=handover.session_id,
+        user_id=handover.user_id, outcome=outcome, started_at=ctx.started_at,
+        input_tokens=clock.input_tokens, output_tokens=clock.output_tokens,
+        timings_ms=dict(clock.timings_ms), **columns,
+    )
+
+
+async def record_empty(ctx: RunContext, handover: Handover) -> RunResult:
+    """Nothing new since the cursor: an audit row, no commit."""
+    return RunResult("empty", await ctx.store.record_run(audit_row(ctx, handover, "empty")))
+
+
+async def commit(
+    ctx: RunContext, handover: Handover, position: Position, decided: Decided,
+    summary: str | None, *, candidates: int, attempt: int,
+) -> RunResult:
+    """Commit the run; raises UserVersionConflict when the user's facts changed meanwhile."""
+    plan = decided.plan
+    run = position.describe(audit_row(
+        ctx, handover, "committed", candidates=candidates, added=plan.added,
+        updated=plan.updated, deleted=plan.deleted, unchanged=plan.unchanged,
+        rejected=decided.rejected, consolidation_attempts=attempt,
+    ))
+    with ctx.clock.stage("persist", **_DB) as span:
+        try:
+            run_id = await _commit(ctx, handover, position, run, decided, summary)
+        except UserVersionConflict:
+            _refused(ctx, span, "user")
+            raise
+        except CursorFenced:
+            _refused(ctx, span, "cursor")
+            fenced = replace(run, outcome="fenced", added=0, updated=0, deleted=0, unchanged=0,
+                             timings_ms=dict(ctx.clock.timings_ms))
+            return RunResult("fenced", await ctx.store.record_run(fenced))
+        counts = (("ADD", plan.added), ("UPDATE", plan.updated), ("DELETE", plan.deleted),
+                  ("NONE", plan.unchanged), ("REJECTED", decided.rejected))
+        for event, count in counts:
+            span.set_attribute(f"memfleet.decisions.{event.lower()}", count)
+        _record_metrics(ctx, handover, counts)
+    return RunResult("committed", run_id, position.piece.remaining, plan.added, plan.updated,
+                     plan.deleted, plan.unchanged, decided.rejected)
+
+
+async def skip(ctx: RunContext, handover: Handover, position: Position, reason: str) -> RunResult:
+    """Move the cursor past a slice the model keeps answering wrongly about.
+
+    No fact is written; the audit row (outcome ``skipped``) names the slice by
+    its first and last hash and says why, so nothing is lost silently and the
+    session is not stuck behind one slice forever.
+    """
+    if position.piece.empty:
+        return RunResult("empty", None)
+    run = position.describe(audit_row(ctx, handover, "skipped", error=reason))
+    with ctx.clock.stage("persist", **_DB) as span:
+        try:
+            run_id = await _commit(ctx, handover, position, run, _NO_WRITES, None)
+        except CursorFenced:
+            _refused(ctx, span, "cursor")
+            return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
+    return RunResult("skipped", run_id, position.piece.remaining)
+
+
+async def _commit(
+    ctx: RunContext, handover: Handover, position: Position, run: RunRecord, decided: Decided,
+    summary: str | None,
+) -> int:
+    return await ctx.store.commit_run(RunCommit(
+        cursor=position.advance(handover, summary), user_version=decided.user_version,
+        writes=decided.plan.writes, observed_at=handover.handed_over_at,
+        embedding_model=ctx.providers.embedder.model, source_session_id=handover.session_id,
+        run=run,
+    ))
+
+
+def _refused(ctx: RunContext, span: trace.Span, fence: str) -> None:
+    span.set_attribute("memfleet.conflict", "user_version" if fence == "user" else "cursor")
+    if ctx.clock.metrics is not None:
+        ctx.clock.metrics.refused_cas.add(1, {"fence": fence})
+
+
+def _record_metrics(
+    ctx: RunContext, handover: Handover, counts: tuple[tuple[str, int], ...]
+) -> None:
+    metrics = ctx.clock.metrics
+    if metrics is None:
+        return
+    for event, count in counts:
+        if count:
+            metrics.decisions.add(count, {"event": event})
+    lag = (datetime.now(UTC) - handover.handed_over_at).total_seconds()
+    metrics.lag.record(max(lag, 0.0))

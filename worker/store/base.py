@@ -1,0 +1,89 @@
+"""The store interfaces: what the pipeline and the memory API need of storage.
+
+Two narrow protocols, each implemented by ``PostgresStore`` (the real one) and
+``InMemoryStore`` (unit tests of pure logic); tests/contract runs the same
+tests against both. Every operation on facts takes the user id: one user's
+facts never reach another's request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from worker.store.types import (
+    CursorState,
+    FactRecord,
+    NeighborRow,
+    NewFact,
+    RankedFact,
+    RunCommit,
+    RunRecord,
+    Vector,
+)
+
+
+class PipelineStore(Protocol):
+    """What one run of the job pipeline reads and writes."""
+
+    async def load_cursor(self, session_id: str) -> CursorState | None: ...
+
+    async def neighbors(
+        self, user_id: str, embeddings: Vector, k: int
+    ) -> tuple[int, list[list[NeighborRow]]]:
+        """The user's version and, per row of ``embeddings``, its top-k ACTIVE facts,
+        nearest first (cosine distance), read in one snapshot."""
+        ...
+
+    async def commit_run(self, commit: RunCommit) -> int:
+        """Write the whole run atomically; return the audit row's id.
+
+        Raises CursorFenced or UserVersionConflict when a compare-and-set loses;
+        nothing is written then.
+        """
+        ...
+
+    async def record_run(self, run: RunRecord) -> int:
+        """An audit row on its own, for runs that write no fact and move no cursor."""
+        ...
+
+
+class MemoryStore(Protocol):
+    """What the memory API and the read path do on one user's facts."""
+
+    async def facts(
+        self, user_id: str, *, include_superseded: bool = False
+    ) -> list[FactRecord]:
+        """Active facts oldest observation first; with superseded ones, by id."""
+        ...
+
+    async def count_active(self, user_id: str) -> int: ...
+
+    async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
+
+    async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
+        """Every version of the fact, oldest first; empty when the user has no such fact."""
+        ...
+
+    async def search(
+        self, user_id: str, embedding: Vector, words_query: str, k: int
+    ) -> list[RankedFact]:
+        """Top-k active facts by meaning and by words, with their rank in each list."""
+        ...
+
+    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+        """Insert a fact written by hand (source_kind 'manual'); bumps the user's version."""
+        ...
+
+    async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
+        """Supersede an active fact with no successor; None when there is no such fact."""
+        ...
+
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        """Delete everything stored about the user; rows deleted per table."""
+        ...
+
+    async def runs(
+        self, *, session_id: str | None = None, user_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Audit rows of one session or of one user, oldest first."""
+        ...

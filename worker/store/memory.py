@@ -1,0 +1,252 @@
+"""InMemoryStore: both store interfaces in plain Python, for unit tests of pure logic.
+
+It keeps the PostgreSQL store's contract (tests/contract runs the same tests
+against both): the same compare-and-sets, supersession instead of deletion,
+everything scoped by user. Embeddings are rounded to half precision as the
+halfvec column rounds them. Not for production: nothing is durable, and one
+event loop's tasks are its only concurrency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from worker.errors import CursorFenced, UserVersionConflict
+from worker.store.types import (
+    CursorState,
+    ExistingRow,
+    FactRecord,
+    FactRef,
+    InsertFact,
+    NeighborRow,
+    NewFact,
+    RankedFact,
+    RunCommit,
+    RunRecord,
+    Vector,
+)
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(slots=True)
+class _Row:
+    fact: FactRecord
+    embedding: Vector  # float32 of the half-precision values, unit length or not
+
+
+@dataclass(slots=True)
+class InMemoryStore:
+    cursors: dict[str, CursorState] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    rows: dict[int, _Row] = field(default_factory=dict)
+    run_rows: list[dict[str, Any]] = field(default_factory=list)
+    _next_fact: int = 1
+
+    # -- the pipeline (PipelineStore) --------------------------------------
+
+    async def load_cursor(self, session_id: str) -> CursorState | None:
+        return self.cursors.get(session_id)
+
+    async def neighbors(
+        self, user_id: str, embeddings: Vector, k: int
+    ) -> tuple[int, list[list[NeighborRow]]]:
+        active = [row for row in self.rows.values()
+                  if row.fact.user_id == user_id and row.fact.superseded_at is None]
+        result: list[list[NeighborRow]] = []
+        for query in _half(embeddings) if len(embeddings) else []:
+            ranked = sorted(((_distance(query, r.embedding), r.fact.id, r) for r in active),
+                            key=lambda t: (t[0], t[1]))[:k]
+            result.append([NeighborRow(r.fact.id, r.fact.text, r.fact.observed_at, d)
+                           for d, _, r in ranked])
+        return self.versions.get(user_id, 0), result
+
+    async def commit_run(self, commit: RunCommit) -> int:
+        move, user = commit.cursor, commit.cursor.user_id
+        current = self.cursors.get(move.session_id)
+        if move.expected_version == 0:
+            if current is not None:
+                raise CursorFenced(move.session_id)
+        elif (current is None or current.version != move.expected_version
+              or current.user_id != user):
+            raise CursorFenced(move.session_id)
+        if commit.user_version is not None and self.versions.get(user, 0) != commit.user_version:
+            raise UserVersionConflict(user)
+        # Every check passes before anything is written: all or nothing, as one transaction.
+        targets = [self._target(w.supersedes if isinstance(w, InsertFact) else w.target)
+                   for w in commit.writes
+                   if not isinstance(w, InsertFact) or w.supersedes is not None]
+        for target in targets:
+            if isinstance(target, int) and not self._active(user, target):
+                raise UserVersionConflict(user)
+        self.cursors[move.session_id] = _moved(current, move)
+        if commit.user_version is not None:
+            self.versions[user] = commit.user_version + 1
+        run_id = self._insert_run(commit.run)
+        new_ids: dict[int, int] = {}
+        for write in commit.writes:
+            if isinstance(write, InsertFact):
+                new_ids[write.ref] = self._insert(
+                    user, write.text, write.category, write.importance, write.embedding,
+                    commit.observed_at, commit.source_session_id, "extracted")
+        for write in commit.writes:
+            if isinstance(write, InsertFact):
+                if write.supersedes is not None:
+                    self._supersede(_resolve(write.supersedes, new_ids), commit.observed_at,
+                                    new_ids[write.ref])
+            else:
+                self._supersede(_resolve(write.target, new_ids), commit.observed_at, None)
+        return run_id
+
+    async def record_run(self, run: RunRecord) -> int:
+        return self._insert_run(run)
+
+    # -- reading (MemoryStore) ---------------------------------------------
+
+    async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:
+        facts = [r.fact for r in self.rows.values() if r.fact.user_id == user_id]
+        if include_superseded:
+            return sorted(facts, key=lambda f: f.id)
+        return sorted((f for f in facts if f.superseded_at is None),
+                      key=lambda f: (f.observed_at, f.id))
+
+    async def count_active(self, user_id: str) -> int:
+        return len(await self.facts(user_id))
+
+    async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
+        row = self.rows.get(fact_id)
+        return row.fact if row is not None and row.fact.user_id == user_id else None
+
+    async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
+        if await self.get_fact(user_id, fact_id) is None:
+            return []
+        mine = {f.id: f for f in await self.facts(user_id, include_superseded=True)}
+        found, todo = set(), [fact_id]
+        while todo:
+            at = todo.pop()
+            if at in found or at not in mine:
+                continue
+            found.add(at)
+            successor = mine[at].superseded_by
+            todo += [successor] if successor is not None else []
+            todo += [f.id for f in mine.values() if f.superseded_by == at]
+        return [mine[i] for i in sorted(found)]
+
+    async def search(
+        self, user_id: str, embedding: Vector, words_query: str, k: int
+    ) -> list[RankedFact]:
+        active = [r for r in self.rows.values()
+                  if r.fact.user_id == user_id and r.fact.superseded_at is None]
+        query = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
+        semantic = sorted(active, key=lambda r: (_distance(query, r.embedding), r.fact.id))[:k]
+        words = {w.lower() for w in _WORD.findall(words_query) if w.lower() != "or"}
+        scored = [(len(words & set(_WORD.findall(r.fact.text.lower()))), r) for r in active]
+        lexical = [r for score, r in sorted((t for t in scored if t[0]),
+                                            key=lambda t: (-t[0], t[1].fact.id))][:k]
+        sem_rank = {r.fact.id: i + 1 for i, r in enumerate(semantic)}
+        lex_rank = {r.fact.id: i + 1 for i, r in enumerate(lexical)}
+        return [RankedFact(self.rows[i].fact, sem_rank.get(i), lex_rank.get(i))
+                for i in sorted(sem_rank.keys() | lex_rank.keys())]
+
+    async def runs(
+        self, *, session_id: str | None = None, user_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        if session_id:
+            return [r for r in self.run_rows if r["session_id"] == session_id]
+        return [r for r in self.run_rows if r["user_id"] == user_id]
+
+    # -- writing (MemoryStore) ---------------------------------------------
+
+    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+        self.versions[user_id] = self.versions.get(user_id, 0) + 1
+        fact_id = self._insert(user_id, fact.text, fact.category, fact.importance,
+                               fact.embedding, datetime.now(UTC), None, "manual")
+        return self.rows[fact_id].fact
+
+    async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
+        if not self._active(user_id, fact_id):
+            return None
+        self.versions[user_id] = self.versions.get(user_id, 0) + 1
+        self._supersede(fact_id, datetime.now(UTC), None)
+        return self.rows[fact_id].fact
+
+    async def erase_user(self, user_id: str) -> dict[str, int]:
+        facts = [i for i, r in self.rows.items() if r.fact.user_id == user_id]
+        runs = [r for r in self.run_rows if r["user_id"] == user_id]
+        cursors = [s for s, c in self.cursors.items() if c.user_id == user_id]
+        for fact_id in facts:
+            del self.rows[fact_id]
+        self.run_rows = [r for r in self.run_rows if r["user_id"] != user_id]
+        for session_id in cursors:
+            del self.cursors[session_id]
+        state = 1 if self.versions.pop(user_id, None) is not None else 0
+        return {"memory_fact": len(facts), "memory_run": len(runs),
+                "session_cursor": len(cursors), "user_memory_state": state}
+
+    # -- internals ---------------------------------------------------------
+
+    def _active(self, user_id: str, fact_id: int) -> bool:
+        row = self.rows.get(fact_id)
+        return row is not None and row.fact.user_id == user_id and row.fact.superseded_at is None
+
+    @staticmethod
+    def _target(ref: FactRef | None) -> int | None:
+        return ref.id if isinstance(ref, ExistingRow) else None
+
+    def _insert(self, user_id: str, text: str, category: str, importance: int,
+                embedding: Vector, observed_at: datetime, session_id: str | None,
+                kind: str) -> int:
+        fact_id, self._next_fact = self._next_fact, self._next_fact + 1
+        fact = FactRecord(
+            id=fact_id, user_id=user_id, text=text, category=category, importance=importance,
+            observed_at=observed_at, source_session_id=session_id, source_kind=kind,
+            superseded_at=None, superseded_by=None, created_at=datetime.now(UTC),
+        )
+        vector = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
+        self.rows[fact_id] = _Row(fact, vector)
+        return fact_id
+
+    def _supersede(self, fact_id: int, at: datetime, successor: int | None) -> None:
+        row = self.rows[fact_id]
+        row.fact = replace(row.fact, superseded_at=at, superseded_by=successor)
+
+    def _insert_run(self, run: RunRecord) -> int:
+        row = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+        row.update(id=len(self.run_rows) + 1, finished_at=datetime.now(UTC))
+        self.run_rows.append(row)
+        return int(row["id"])
+
+
+def _resolve(ref: FactRef, new_ids: dict[int, int]) -> int:
+    return ref.id if isinstance(ref, ExistingRow) else new_ids[ref.ref]
+
+
+def _moved(current: CursorState | None, move: Any) -> CursorState:
+    """The cursor after ``move``, as memfleet_commit_run computes it."""
+    summarised = move.summary is not None
+    turns = (0 if summarised
+             else (current.user_turns_since_summary if current else 0) + move.user_turns)
+    return CursorState(
+        session_id=move.session_id, user_id=move.user_id,
+        version=current.version + 1 if current else 1, last_hash=move.last_hash,
+        window_hash=move.window_hash, position=move.position,
+        processed_count=(current.processed_count if current else 0) + move.processed,
+        user_turns_since_summary=turns,
+        summary=move.summary if summarised else (current.summary if current else None),
+    )
+
+
+def _half(matrix: Vector) -> Vector:
+    return np.asarray(matrix, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def _distance(a: Vector, b: Vector) -> float:
+    """pgvector's cosine distance."""
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return 1.0 - float(a @ b) / norm if norm else 1.0
