@@ -204,3 +204,20 @@ async def test_a_rejected_key_fails_the_job_on_the_record_without_retrying(
     (run,) = await runs(db, "s1")
     assert run["outcome"] == "failed" and "ConfigurationError" in run["error"]
     assert await db.fetchval("SELECT count(*) FROM session_cursor") == 0
+
+
+async def test_a_refused_request_is_not_retried_by_the_call_nor_by_arq(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    # HTTP 400 will not heal by itself: one request, one run, failed on the record.
+    # (If the error tree called it transient, ARQ would run the job again.)
+    llm = llm.model_copy(update={"max_tries": 5})
+    stub.add_fault("400", count=5, path=CHAT)
+    await hand_over(llm, redis, "s1", "u1", [user_msg("I live in Gent.")])
+    stats = await drain(llm)
+    assert stats["retried"] == 0
+    assert len([r for r in stub.recorded() if r["path"] == CHAT]) == 1
+    (run,) = await runs(db, "s1")
+    assert run["outcome"] == "failed" and "ProviderError" in run["error"]
+    assert "HTTP 400" in run["error"]
+    assert await db.fetchval("SELECT count(*) FROM session_cursor") == 0, "nothing was lost"

@@ -1,0 +1,88 @@
+"""Outcomes the job must never lose: a follow-up that Redis refused, an error nobody
+expected, and a test process whose garbage collector the worker leaves alone."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+import pytest
+from arq import Retry
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
+from worker import queue
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+from worker.providers.factory import build_providers
+from worker.telemetry import setup_telemetry
+
+
+class RefusesEnqueue:
+    """The worker's Redis, but every hand-over script call fails (Redis went away
+    right after the commit); the lock's own scripts still work."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis, self.refused = redis, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._redis, name)
+
+    async def evalsha(self, sha: str, *args: Any) -> Any:
+        if sha == queue._ENQUEUE.sha:
+            self.refused += 1
+            raise RedisConnectionError("connection reset")
+        return await self._redis.evalsha(sha, *args)
+
+
+async def test_a_refused_follow_up_enqueue_hands_the_rest_of_the_backlog_to_arq(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    settings = settings.model_copy(update={"max_slice_messages": 1})
+    said = [user_msg("I use Zig."), user_msg("I live in Oslo.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        flaky = RefusesEnqueue(redis)
+        with pytest.raises(Retry):
+            await run_job(replace(deps, redis=flaky), "s1", "j1")
+        assert flaky.refused == 3, "tried again before handing it over"
+        assert await active_texts(db, "u1") == ["Uses Zig"], "the first slice is committed"
+        # ARQ runs the job again: it goes on from the cursor, with Redis back.
+        assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
+    assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Zig"]
+
+
+class ExplodingExtractor:
+    provider_name, model = "memfleet.test", "test-double"
+
+    async def extract(self, request: Any) -> Any:
+        raise RuntimeError("a bug nobody planned for")
+
+
+async def test_an_unexpected_error_is_recorded_counted_and_raised(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name)
+    broken = replace(build_providers(settings), extractor=ExplodingExtractor())
+    async with job_deps(settings, redis, broken) as deps:
+        with pytest.raises(RuntimeError):
+            await run_job(deps, "s1", "j1")
+        metrics = deps.telemetry.render_metrics().decode()
+    assert 'memfleet_jobs_total{outcome="error"} 1.0' in metrics
+    (run,) = await runs(db, "s1")
+    assert (run["outcome"], run["error"]) == ("error", "RuntimeError")
+    assert await db.fetchval("SELECT count(*) FROM session_cursor") == 0, "nothing was lost"
+
+
+async def test_a_worker_in_a_shared_process_leaves_the_garbage_collector_alone(
+    settings: Settings, redis: Redis
+) -> None:
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name)
+    await drain(settings, telemetry=setup_telemetry(settings))
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)

@@ -1,0 +1,56 @@
+"""The job's retry policy is the error tree: only what can heal by itself is tried again."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.embedded.process import EmbeddedServerError
+from worker.errors import (
+    ConfigurationError,
+    ConsolidationContention,
+    CursorFenced,
+    HandoverUnavailable,
+    InvalidHandover,
+    InvalidJob,
+    LockLost,
+    MemfleetError,
+    ProviderAnswerInvalid,
+    ProviderError,
+    ProviderUnavailable,
+    StoreError,
+    UserVersionConflict,
+)
+from worker.job import Next, after_error
+
+PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
+             InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
+             LockLost("gone"), EmbeddedServerError("no binaries")]
+TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
+             ConsolidationContention("busy user"), UserVersionConflict("u1"),
+             HandoverUnavailable("redis")]
+
+
+@pytest.mark.parametrize("error", PERMANENT, ids=lambda e: type(e).__name__)
+def test_a_permanent_error_ends_the_run_at_once(error: MemfleetError) -> None:
+    assert not error.transient
+    assert after_error(error, job_try=1, max_tries=8) is Next.FAIL
+
+
+@pytest.mark.parametrize("error", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_a_transient_error_is_retried_until_the_last_try(error: MemfleetError) -> None:
+    assert error.transient
+    assert after_error(error, job_try=1, max_tries=8) is Next.RETRY
+    assert after_error(error, job_try=7, max_tries=8) is Next.RETRY
+    last = after_error(error, job_try=8, max_tries=8)
+    assert last is (Next.SKIP if isinstance(error, ProviderAnswerInvalid) else Next.FAIL)
+
+
+def test_every_memfleet_error_class_states_its_policy() -> None:
+    def subclasses(cls: type[MemfleetError]) -> set[type[MemfleetError]]:
+        found = set(cls.__subclasses__())
+        for sub in list(found):
+            found |= subclasses(sub)
+        return found
+
+    covered = {type(e) for e in PERMANENT + TRANSIENT}
+    assert subclasses(MemfleetError) - {CursorFenced.__base__} <= covered | {MemfleetError}
