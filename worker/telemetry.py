@@ -258,7 +258,7 @@ def setup_telemetry(
             OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"), export_interval_millis=15_000,
         ))
     # Exemplars travel only over OTLP: the Prometheus reader drops them, and
-    # offering every measurement to the reservoir costs about a third of a
+    # offering every measurement to the reservoir costs a good part of a
     # record. The standard variable still chooses when it is set.
     exemplars_wanted = (settings.otel_exporter == "otlp"
                         or OTEL_METRICS_EXEMPLAR_FILTER in os.environ)

@@ -95,7 +95,7 @@ def build_request(
                                 "category": candidate.category, "neighbors": shown})
         offered.append(frozenset(n["id"] for n in shown))
     # Plain dicts validated once, as a whole: pydantic builds the nested models
-    # in one call, half the cost of a model constructor per neighbour.
+    # in one call, cheaper than a model constructor per neighbour.
     request = ConsolidationRequest.model_validate(
         {"observed_at": observed_at, "candidates": wire_candidates}
     )

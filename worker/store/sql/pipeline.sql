@@ -12,10 +12,9 @@ WHERE session_id = $1;
 -- One statement, so one snapshot: the user's version and the top-k ACTIVE
 -- facts of that user for every candidate embedding. Exact scan, no ANN index
 -- (see design.md). The user's active rows are read once (through the partial
--- index) into a materialised set that every candidate ranks; reading the heap
--- once per candidate cost about 0.5 ms more at 10 candidates x 200 facts
--- (python -m bench.query_ab: 4.24 vs 4.77 ms p50). Text and date are fetched
--- for the top k only.
+-- index) into a materialised set that every candidate ranks, rather than the
+-- heap once per candidate (measured in docs/bench.md). Text and date are
+-- fetched for the top k only.
 WITH state AS (
     SELECT coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0) AS version
 ), active AS MATERIALIZED (
