@@ -19,7 +19,7 @@ busy lock, recorded with an audit row in ``memory_run``:
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -126,8 +126,7 @@ async def _run(
         if args or set(kwargs) != {"session_id"} or not isinstance(session_id, str):
             return await _record(deps, base, "invalid",
                                  "the job's arguments are not {session_id: str}")
-        base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id, user_id=None,
-                         outcome="invalid", started_at=started_at)
+        base = replace(base, session_id=session_id)
         # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
         recording = span.is_recording()
         if recording:
@@ -148,8 +147,7 @@ async def _run(
         if recording:
             _link_to_handover(span, handover.trace)
             span.set_attribute("memfleet.user", deps.telemetry.hashed_id(handover.user_id))
-        base = RunRecord(job_id=job_id, job_try=job_try, session_id=session_id,
-                         user_id=handover.user_id, outcome="invalid", started_at=started_at)
+        base = replace(base, user_id=handover.user_id)
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at, check_lock=session_lock.check)
         try:
@@ -230,9 +228,7 @@ def _describe(exc: BaseException) -> str:
 
 
 async def _record(deps: Deps, base: RunRecord, outcome: str, error: str) -> dict[str, Any]:
-    run = RunRecord(job_id=base.job_id, job_try=base.job_try, session_id=base.session_id,
-                    user_id=base.user_id, outcome=outcome, started_at=base.started_at,
-                    error=error)
+    run = replace(base, outcome=outcome, error=error)
     try:
         await deps.store.record_run(run)
     except StoreError as exc:
