@@ -1,83 +1,87 @@
-"""One worker process of ``bench.version_ab``, run in one checkout's root.
+"""One worker process of ``bench.version_ab``: one revision's worker, timed by its spans.
 
-    cd CHECKOUT && PYTHONPATH=. python -m bench.ab_worker QUEUE OUT.json
+    cd KIT && PYTHONPATH=KIT:CHECKOUT python -m bench.ab_worker --sessions N
 
-``worker`` and ``bench`` are that checkout's. version_ab copies this file into
-an older checkout, so it runs the code of any revision whose bench has
-``make_worker``, ``PoolCounter`` and ``install_recorder``. Settings come from the MEMFLEET_*
-environment. The worker is the bench's instrumented one (poll 0.05 s); each
-finished job is announced on the Redis list ``bench:ab:done:QUEUE``, after its
-timing has been taken. On SIGTERM it stops between polls and writes
-``{job_id: {"infra_ms": ..., "stages": {...}}}`` to OUT.json.
+KIT holds a copy of this checkout's bench/ package and nothing else, so
+``worker`` is CHECKOUT's, whichever revision that is, and CHECKOUT's own bench/
+is never imported. Only the worker's public functions are used (bench.jobs).
+Settings come from the MEMFLEET_* environment: a database and a Redis db of
+this process's own.
+
+It migrates its database with its revision's migrate, seeds users and session
+histories through its revision's client and workers, pushes ``{"ready": ...}``
+to ``bench:ab:done``, then serves: for every session index popped from
+``bench:ab:go`` it hands that session's slice over, waits for ARQ's
+after_job_end and pushes the job's timing (bench.spans) as JSON to
+``bench:ab:done``. "stop" ends it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
-import signal
-import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from bench import phases
-from bench.probes import install_recorder
-from worker import app
+from bench import jobs, workload
+from bench.spans import JobSpans
+from worker.app import build_worker, new_event_loop
 from worker.config import Settings
-from worker.telemetry import configure_logging
+from worker.store.migrate import migrate
+from worker.telemetry import configure_logging, setup_telemetry
 
-READY_PREFIX = "bench:ab:ready:"
-DONE_PREFIX = "bench:ab:done:"
+GO_KEY = "bench:ab:go"
+DONE_KEY = "bench:ab:done"
+POLL_DELAY_S = 0.05  # as bench.run's one-at-a-time run
+IDLE_EXIT_S = 900  # nothing to do for this long: the driver is gone
 
 
-async def serve(queue: str, out: Path) -> None:
-    settings = Settings(queue_name=queue)
-    recorder = install_recorder()
-    worker = phases.make_worker(settings, recorder, phases.PoolCounter(), burst=False,
-                                poll_delay=0.05, handle_signals=False)
-    announce = Redis.from_url(settings.redis_url or "")
-    timed_run_job = worker.run_job
-
-    async def run_job(job_id: str, score: int) -> None:
-        await timed_run_job(job_id, score)  # timed inside; the announcement is not
-        await announce.lpush(DONE_PREFIX + queue, job_id)
-
-    worker.run_job = run_job  # type: ignore[method-assign]
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    main = asyncio.create_task(worker.main())
+async def serve(args: argparse.Namespace) -> None:
+    settings = Settings()
+    database_url, redis_url = settings.database_url or "", settings.redis_url or ""
+    spans = JobSpans()
+    telemetry = setup_telemetry(settings, span_exporter=spans)
+    redis = Redis.from_url(redis_url)
+    plans = list(workload.sessions(args.seed, args.users, args.sessions))
     try:
-        while "deps" not in worker.ctx:
-            if main.done():
-                main.result()  # start-up failed: raise its error
-            await asyncio.sleep(0.01)
-        await announce.lpush(READY_PREFIX + queue, "ready")
-        await stop.wait()
-        await worker.stop_polling(main)
+        await migrate(database_url, embed_dim=settings.embed_dim)
+        await jobs.seed(redis, settings, telemetry, seed=args.seed, users=args.users,
+                        plans=plans)
+        active = await jobs.settle(database_url)
+        spans.jobs.clear()
+        finished = jobs.Finished()
+        worker = build_worker(settings, telemetry=telemetry, poll_delay=POLL_DELAY_S,
+                              handle_signals=False, after_job_end=finished)
+        main = asyncio.create_task(worker.main())
+        try:
+            await redis.lpush(DONE_KEY, json.dumps({"ready": active}))
+            while True:
+                popped = await redis.blpop([GO_KEY], timeout=IDLE_EXIT_S)
+                if popped is None or popped[1] == b"stop":
+                    break
+                handed = await jobs.hand_over(redis, settings, plans[int(popped[1])])
+                await finished.wait(handed.job_id, main)
+                await redis.lpush(DONE_KEY, json.dumps(spans.jobs[handed.job_id].as_json()))
+            await jobs.stop(worker, main)
+        finally:
+            main.cancel()  # a no-op once stop() has ended it
+            await worker.close()
     finally:
-        await worker.close()
-        await announce.aclose()
-    _write(out, recorder, worker)
+        await redis.aclose()
+        telemetry.shutdown()
 
 
-def _write(out: Path, recorder: Any, worker: Any) -> None:
-    result: dict[str, Any] = {}
-    for job_id, job in recorder.jobs.items():
-        run = worker.run_ns.get(job_id)
-        if run is not None:
-            result[job_id] = {"infra_ms": (run[1] - run[0]) / 1e6 - sum(job.provider.values()),
-                              "stages": job.stages}
-    out.write_text(json.dumps(result))
-
-
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ab_worker")
+    parser.add_argument("--sessions", type=int, required=True)
+    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
     configure_logging("WARNING")
-    # The loop this revision's `memfleet worker` runs on (asyncio's before it chose).
-    loop_factory = getattr(app, "new_event_loop", asyncio.new_event_loop)
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve(sys.argv[1], Path(sys.argv[2])))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(serve(args))
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ import httpx
 
 from api_stub.auth import AuthConfig, issue_token
 from bench.servers import throwaway_servers
-from worker.embedded import free_port
+from bench.stats import pct
 from worker.store.migrate import migrate
 
 SECRET = "bench-secret-" + "0123456789abcdef" * 2  # a throwaway bench key
@@ -39,14 +40,6 @@ class Result:
     handover_ms: list[float]
     request_ms: list[float]
     outcomes: Counter[str]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
 
 
 async def _wait_healthy(base_url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -105,17 +98,23 @@ def table(results: list[Result]) -> str:
         h, q = r.handover_ms, r.request_ms
         outcome = ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items()))
         lines.append(
-            f"| {r.concurrency} | {len(h)} | {percentile(h, 50):.2f} | {percentile(h, 95):.2f} "
-            f"| {percentile(h, 99):.2f} | {max(h):.2f} | {percentile(q, 50):.2f} "
-            f"| {percentile(q, 99):.2f} | {outcome} |"
+            f"| {r.concurrency} | {len(h)} | {pct(h, 50):.2f} | {pct(h, 95):.2f} "
+            f"| {pct(h, 99):.2f} | {max(h):.2f} | {pct(q, 50):.2f} "
+            f"| {pct(q, 99):.2f} | {outcome} |"
         )
-    worst = max(percentile(r.handover_ms, 99) for r in results)
+    worst = max(pct(r.handover_ms, 99) for r in results)
     verdict = "meets" if worst < TARGET_P99_MS else "MISSES"
     lines.append("")
     lines.append(
         f"Worst hand-over p99: {worst:.2f} ms ({verdict} the {TARGET_P99_MS:g} ms target)."
     )
     return "\n".join(lines)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def start_api(

