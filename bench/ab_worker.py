@@ -66,8 +66,7 @@ async def serve(args: argparse.Namespace) -> None:
                 await redis.lpush(DONE_KEY, json.dumps(spans.jobs[handed.job_id].as_json()))
             await jobs.stop(worker, main)
         finally:
-            main.cancel()  # a no-op once stop() has ended it
-            await worker.close()
+            await jobs.close(worker, main)
     finally:
         await redis.aclose()
         telemetry.shutdown()

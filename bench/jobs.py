@@ -86,6 +86,13 @@ async def stop(worker: Worker, main: asyncio.Task[None]) -> None:
     await asyncio.wait_for(main, JOB_WAIT_S)
 
 
+async def close(worker: Worker, main: asyncio.Task[None]) -> None:
+    """After stop(), or after an error: the main task ended, the worker's connections closed."""
+    main.cancel()  # a no-op once it has ended
+    await asyncio.gather(main, return_exceptions=True)
+    await worker.close()
+
+
 async def seed(redis: Redis, settings: Settings, telemetry: Telemetry, *, seed: int,
                users: int, plans: Sequence[SessionPlan]) -> None:
     """Every user's facts, then every plan's history, each drained by a burst worker."""

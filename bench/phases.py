@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 from redis.asyncio import Redis
 
-from bench.jobs import Finished, Handed, hand_over, stop
+from bench.jobs import Finished, Handed, close, hand_over, stop
 from bench.spans import JobSpans, JobTiming
 from bench.workload import SessionPlan
 from worker.app import build_worker
@@ -117,8 +117,7 @@ async def one_at_a_time(
         cpu_s += time.process_time()
         await stop(worker, main)
     finally:
-        main.cancel()  # a no-op once stop() has ended it
-        await worker.close()
+        await close(worker, main)
     return _result(name, bench, handed, finished, poll_delay_s, cpu_s)
 
 

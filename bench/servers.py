@@ -20,11 +20,8 @@ class Servers:
     root: Path
 
 
-# Sized like a production server for the bench's data: the fact table of 200
-# users x 200 facts is about 175 MB, and PostgreSQL's default 128 MB of shared
-# buffers holds about three quarters of it, so the neighbour query then reads
-# about 90 pages a job from the kernel's cache (pg_statio, 300 jobs). A memory
-# store's database should hold its users' active facts in memory (README).
+# Enough to hold the seeded fact table in memory, as a production server sized for its
+# users' active facts would (docs/bench.md: the default 128MB does not).
 SHARED_BUFFERS = "512MB"
 
 
