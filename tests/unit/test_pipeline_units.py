@@ -18,11 +18,13 @@ from worker.config import Settings
 from worker.errors import ConsolidationContention, LockLost, UserVersionConflict
 from worker.payload import Handover, Message
 from worker.pipeline import RunContext, run_once, skip_slice
+from worker.providers.base import Answer, Usage
 from worker.providers.factory import build_providers
 from worker.stages.persist import RunResult
 from worker.store.memory import InMemoryStore
 from worker.store.types import CursorState, RunCommit
 from worker.telemetry import StageClock
+from worker.wire import ExtractedFact, ExtractionAnswer
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(embed_dim=64, summary_every_user_turns=100)
@@ -208,3 +210,43 @@ async def test_another_users_facts_never_reach_the_run() -> None:
                                                      user_id="bob"))
     assert (result.outcome, result.added) == ("committed", 1), "bob's fact is his own"
     assert await active(store, "alice") == ["Uses Zig"] == await active(store, "bob")
+
+
+class ScriptedExtractor:
+    """Answers every extraction with the given facts, in order."""
+
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = texts
+
+    async def extract(self, request: Any) -> Any:
+        facts = tuple(ExtractedFact(text=t, category="fact", importance=7) for t in self.texts)
+        return Answer(ExtractionAnswer(facts=facts), Usage(), self.model)
+
+
+@pytest.mark.parametrize(("said", "last"), [
+    (("Lives in Paris", "Lives in Lyon", "Lives in Paris"), "Lives in Paris"),
+    (("Uses Slack", "No longer uses Slack", "Uses Slack"), "Uses Slack"),
+])
+async def test_a_slice_ends_on_the_users_latest_statement(said: tuple[str, ...],
+                                                          last: str) -> None:
+    store = InMemoryStore()
+    providers = replace(build_providers(SETTINGS), extractor=ScriptedExtractor(*said))
+    result = await run_once(context(store, providers=providers), handover(user("...")))
+    assert result.outcome == "committed"
+    assert await active(store) == [last]
+    (fact,) = await store.facts("u1")
+    assert [f.text for f in await store.chain("u1", fact.id)][-1] == last
+
+
+async def test_a_stored_value_changed_and_changed_back_in_one_slice_ends_on_it() -> None:
+    store = InMemoryStore()
+    first = replace(build_providers(SETTINGS), extractor=ScriptedExtractor("Lives in Paris"))
+    await run_once(context(store, providers=first), handover(user("a")))
+    back = replace(first, extractor=ScriptedExtractor("Lives in Lyon", "Lives in Paris"))
+    await run_once(context(store, providers=back), handover(user("a"), user("b")))
+    assert await active(store) == ["Lives in Paris"]
+    (fact,) = await store.facts("u1")
+    assert [f.text for f in await store.chain("u1", fact.id)] == [
+        "Lives in Paris", "Lives in Lyon", "Lives in Paris"]

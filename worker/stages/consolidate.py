@@ -160,9 +160,11 @@ def plan_writes(
     replaced: dict[FactRef, FactRef | None] = {}
     added = updated = deleted = unchanged = 0
 
-    def current(ref: Ref) -> FactRef | None:
-        row: FactRef | None
-        row = ref if isinstance(ref, ExistingRow) else became.get(ref.index)
+    def shown(ref: Ref) -> FactRef | None:
+        """The row a wire id stood for when the request was built."""
+        return ref if isinstance(ref, ExistingRow) else became.get(ref.index)
+
+    def current(row: FactRef | None) -> FactRef | None:
         while row is not None and row in replaced:
             row = replaced[row]
         return row
@@ -171,15 +173,18 @@ def plan_writes(
         decision = validated.decisions.get(i)
         if decision is None:
             continue
-        target = (
-            current(prepared.id_map[decision.target]) if decision.target is not None else None
-        )
+        was = shown(prepared.id_map[decision.target]) if decision.target is not None else None
+        target = current(was)
         event = decision.event
         if event == "NONE":
-            unchanged += 1
-            if target is not None:
-                became[i] = target
-            continue
+            if was is None or was not in replaced:
+                unchanged += 1
+                if target is not None:
+                    became[i] = target
+                continue
+            # "Already known" of a fact this batch has just changed or retracted:
+            # the user said it again, after what undid it, so it holds again.
+            event = "UPDATE" if target is not None else "ADD"
         if event == "DELETE":
             if target is None:  # already gone within this batch
                 unchanged += 1

@@ -52,21 +52,26 @@ _SPACE = re.compile(r"\s+")
 
 
 def candidates_from(answer: ExtractionAnswer) -> list[CandidateFact]:
-    """Normalise whitespace, drop duplicates in the answer, keep a bounded batch."""
-    seen: set[str] = set()
+    """Normalise whitespace, drop immediate repeats, keep a bounded batch, in the user's order.
+
+    Only a repeat of the fact just before it is dropped: a fact stated again
+    after another ("Paris", "Lyon", "Paris"; "no hobby", "chess", "no hobby")
+    is the user's latest word and must reach consolidation after what it undoes.
+    """
     out: list[CandidateFact] = []
+    previous = None
     for fact in answer.facts:
         text = _SPACE.sub(" ", fact.text).strip()
         key = text.casefold().rstrip(".")
-        if not text or key in seen:
+        if not text or key == previous:
             continue
-        seen.add(key)
+        previous = key
         out.append(CandidateFact(text, fact.category, fact.importance))
-    # Most important first when a model over-produces.
     if len(out) > MAX_CANDIDATES:
-        out = sorted(out, key=lambda c: -c.importance)[:MAX_CANDIDATES]
+        # A model over-produced: keep the most important, still in the order said.
+        keep = sorted(range(len(out)), key=lambda i: -out[i].importance)[:MAX_CANDIDATES]
+        out = [out[i] for i in sorted(keep)]
     return out
-
 
 async def run(ctx: RunContext, handover: Handover, position: Position) -> list[CandidateFact]:
     with ctx.clock.stage("extract") as span:
