@@ -18,6 +18,7 @@ from worker.job import Deps, persist_session_memory
 from worker.metrics import MetricsServer, keep_probing
 from worker.payload import Limits
 from worker.providers.factory import build_providers
+from worker.stages import lock
 from worker.store.migrate import check_schema
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PostgresStore
@@ -92,6 +93,9 @@ def worker_options(
         redis = ctx["redis"]
         ctx["probe"] = asyncio.create_task(keep_probing(
             telemetry.metrics, redis, settings.queue_name, settings.queue_probe_interval_s))
+        ctx["recovery"] = asyncio.create_task(lock.keep_recovering(
+            redis, settings.queue_name, settings.recovery_interval_s,
+            lambda count: telemetry.metrics.recovered.add(count)))
         if settings.metrics_port is not None:
 
             async def healthy() -> None:
@@ -106,11 +110,12 @@ def worker_options(
             quiet_garbage_collector()
 
     async def on_shutdown(ctx: dict[str, Any]) -> None:
-        probe = ctx.get("probe")
-        if probe is not None:
-            probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await probe
+        for name in ("probe", "recovery"):
+            task = ctx.get(name)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         server = ctx.get("metrics_server")
         if server is not None:
             await server.stop()

@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     max_tries: int = Field(default=8, ge=1)
     max_jobs: int = Field(default=10, ge=1)
     keep_result_s: int = Field(default=3600, ge=0)
-    lock_ttl_s: float = Field(default=60.0, gt=0)
+    # A dead worker's session waits at most about lock_ttl_s + recovery_interval_s.
+    lock_ttl_s: float = Field(default=20.0, gt=0)
+    recovery_interval_s: float = Field(default=5.0, gt=0)
     busy_defer_s: float = Field(default=1.0, gt=0)
 
     # The pipeline.

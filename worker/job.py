@@ -132,7 +132,8 @@ async def _run(
         if recording:
             span.set_attribute("memfleet.session", deps.telemetry.hashed_id(session_id))
         session_lock = lock.SessionLock(deps.redis, session_id,
-                                        int(deps.settings.lock_ttl_s * 1000))
+                                        int(deps.settings.lock_ttl_s * 1000),
+                                        deps.settings.queue_name)
         claimed = await lock.take(deps.redis, session_lock, job_id, clock)
         if claimed.payload is not None and not claimed.locked:
             # Busy is not a failure: hand the session to a job that runs later.

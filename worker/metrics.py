@@ -53,6 +53,9 @@ class Metrics:
                                            "LLM and embedding failures by kind")
         self.lock_contention = m.create_counter(
             "memfleet.lock.contention", "{job}", "Jobs that found the session lock busy")
+        self.recovered = m.create_counter(
+            "memfleet.sessions.recovered", "{session}",
+            "Sessions a dead worker left locked, queued again by the recovery pass")
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")

@@ -7,7 +7,8 @@ memfleet writes ARQ jobs itself, atomically, in Lua (``worker/lua/enqueue.lua``)
   (each hand-over replaces it: the chat server always sends the whole list);
 - ``memfleet:queued:<session>`` names the job that is queued and not started.
 
-A hand-over sets the payload and enqueues a job only when none is queued. A
+A hand-over sets the payload and enqueues a job only when none is waiting (a
+job a worker has already picked does not count: that worker may be dead). A
 job, when it starts, clears the marker and then reads the payload in the same
 script (worker.stages.lock.claim): a hand-over before that moment is in what
 it reads; one after it enqueues a new job. So every message is read by some
@@ -32,6 +33,7 @@ DEFAULT_QUEUE = "memfleet:queue"
 HANDOVER_PREFIX = "memfleet:handover:"
 QUEUED_PREFIX = "memfleet:queued:"
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
+ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
 PAYLOAD_TTL_MS = 7 * 86_400_000
 JOB_EXPIRES_MS = 86_400_000
 
@@ -79,6 +81,6 @@ async def enqueue(
         redis,
         [handover_key(session_id), queued_key(session_id), queue_name],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session_id, now),
-         now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX],
+         now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX],
     )
     return Enqueued(_decode(result))

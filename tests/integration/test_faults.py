@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
+from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.providers.base import Answer
@@ -207,3 +208,23 @@ async def test_a_job_that_lost_its_lock_stops_calling_the_model(
 
     await drain(settings)
     assert await active_texts(db, "u1") == ["Likes jazz"]
+
+
+async def test_a_handover_never_coalesces_into_a_job_a_dead_worker_picked(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    said = [user_msg("I use Zig.")]
+    first = await schedule_memory_persistence(redis, "s1", "u1", said,
+                                              queue_name=settings.queue_name)
+    assert first.job_id is not None
+    # A worker picked the job (ARQ marks it in progress for the job timeout + 10 s)
+    # and was SIGKILLed before the job claimed the session.
+    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=1500)
+    said += [user_msg("I live in Oslo.")]
+    second = await schedule_memory_persistence(redis, "s1", "u1", said,
+                                               queue_name=settings.queue_name)
+    assert second.job_id is not None, "the hand-over queued a job of its own"
+    from tests.helpers import drain
+
+    await drain(settings)
+    assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Zig"]

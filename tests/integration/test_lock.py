@@ -44,3 +44,30 @@ async def test_no_extension_after_release(redis: Redis) -> None:
     await redis.set(lock.key, lock.token, px=150)
     await asyncio.sleep(0.5)
     assert await redis.get(lock.key) is None, "nothing extended the lock after its release"
+
+
+async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis: Redis) -> None:
+    from worker import queue
+    from worker.stages.lock import claim, claimed_key, recover_abandoned
+
+    dead = SessionLock(redis, "dead", ttl_ms=200)
+    alive = SessionLock(redis, "alive", ttl_ms=200)
+    done = SessionLock(redis, "done", ttl_ms=200)
+    for one in (dead, alive, done):
+        job = await queue.enqueue(redis, one.session_id, payload=b"{}")
+        assert job.job_id is not None
+        assert (await claim(redis, one, job.job_id)).locked
+    assert await redis.get(queue.QUEUED_PREFIX + "dead") is None, "the job claimed its session"
+    await done.release()
+    # "dead": its worker was killed, nothing extends the lock any more.
+    dead._released = True
+    if dead._timer is not None:
+        dead._timer.cancel()
+    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "no deadline passed yet"
+    await asyncio.sleep(0.5)
+    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == ["dead"]
+    assert await redis.zrange(claimed_key(queue.DEFAULT_QUEUE), 0, -1) == [b"alive"]
+    assert await redis.get(queue.QUEUED_PREFIX + "dead") is not None, "a job waits for it"
+    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "queued once"
+    await alive.release()
+    assert await redis.zcard(claimed_key(queue.DEFAULT_QUEUE)) == 0

@@ -7,6 +7,12 @@ never touches a lock it lost. When an extension finds the lock gone or taken,
 ``SessionLock.check`` raises LockLost: the job stops before its next model
 call. The lock only saves work: correctness rests on the cursor
 compare-and-set in PostgreSQL.
+
+A held lock also lists its session in ``memfleet:claimed:<queue>`` with the
+lock's expiry. Every worker runs ``keep_recovering``: a session whose
+deadline passed with its lock gone was abandoned by a dead worker, and gets a
+new job at once, instead of waiting for ARQ to retry the dead worker's job
+(job timeout + 10 s).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +35,20 @@ from worker.telemetry import StageClock
 log = structlog.get_logger("memfleet.lock")
 
 LOCK_PREFIX = "memory-task-lock:"
+CLAIMED_PREFIX = "memfleet:claimed:"  # + queue name: sessions whose lock a job holds
 
 _CLAIM = LuaScript("worker.stages.lua", "claim.lua")
 _EXTEND = LuaScript("worker.stages.lua", "extend.lua")
 _RELEASE = LuaScript("worker.stages.lua", "release.lua")
+_RECOVER = LuaScript("worker.stages.lua", "recover.lua")
+
+
+def claimed_key(queue_name: str) -> str:
+    return CLAIMED_PREFIX + queue_name
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -38,6 +56,7 @@ class SessionLock:
     redis: Any
     session_id: str
     ttl_ms: int
+    queue_name: str = queue.DEFAULT_QUEUE
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     lost: bool = False
     # A timer, not a sleeping task: most jobs end long before the first
@@ -72,7 +91,8 @@ class SessionLock:
 
     async def _extend(self) -> None:
         try:
-            extended = await _EXTEND(self.redis, [self.key], [self.token, self.ttl_ms])
+            extended = await _EXTEND(self.redis, [self.key, claimed_key(self.queue_name)],
+                                     [self.token, self.ttl_ms, self.session_id, _now_ms()])
         except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
             log.warning("lock extension failed", error=type(exc).__name__)
             extended = True  # unknown: try again at the next interval
@@ -94,7 +114,8 @@ class SessionLock:
             return
         # A failed release is harmless: the lock expires by its TTL.
         with contextlib.suppress(Exception):
-            await _RELEASE(self.redis, [self.key], [self.token])
+            await _RELEASE(self.redis, [self.key, claimed_key(self.queue_name)],
+                           [self.token, self.session_id])
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +129,9 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     hand-over and, when there is one, take ``lock``: one round trip."""
     raw, locked = await _CLAIM(
         redis,
-        [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key],
-        [job_id, lock.token, lock.ttl_ms],
+        [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key,
+         claimed_key(lock.queue_name)],
+        [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms()],
     )
     payload = raw if raw is None or isinstance(raw, bytes) else str(raw).encode()
     if locked:
@@ -125,3 +147,27 @@ async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) ->
     if claimed.payload is not None and not claimed.locked and clock.metrics is not None:
         clock.metrics.lock_contention.add(1)
     return claimed
+
+
+async def recover_abandoned(redis: Any, queue_name: str, *, limit: int = 100) -> list[str]:
+    """Queue a job for each session a dead worker left claimed; return their ids."""
+    raw = await _RECOVER(redis, [claimed_key(queue_name)], [_now_ms(), LOCK_PREFIX, limit])
+    sessions = [s.decode() if isinstance(s, bytes) else str(s) for s in raw]
+    for session_id in sessions:
+        await queue.enqueue(redis, session_id, payload=None, queue_name=queue_name)
+    return sessions
+
+
+async def keep_recovering(
+    redis: Any, queue_name: str, every_s: float, on_recovered: Callable[[int], None]
+) -> None:
+    """The recovery pass, every ``every_s`` seconds, until cancelled."""
+    while True:
+        try:
+            sessions = await recover_abandoned(redis, queue_name)
+            if sessions:
+                log.warning("abandoned sessions queued again", count=len(sessions))
+                on_recovered(len(sessions))
+        except Exception as exc:  # noqa: BLE001 - a failed pass (Redis down) is tried again
+            log.warning("recovery pass failed", error=type(exc).__name__)
+        await asyncio.sleep(every_s)

@@ -1,0 +1,18 @@
+-- The recovery pass (worker.stages.lock.recover_abandoned): sessions in the
+-- claimed set whose deadline passed. A session whose lock is gone was
+-- abandoned (its worker died): it leaves the set and is returned, for a new
+-- job. One whose lock is still held (by a later job, or a slow extension)
+-- gets the lock's own expiry as its new deadline.
+-- KEYS: claimed set. ARGV: now ms, lock key prefix, most sessions to return.
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+local abandoned = {}
+for _, session in ipairs(due) do
+  local ttl = redis.call('PTTL', ARGV[2] .. session)
+  if ttl > 0 then
+    redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + ttl, session)
+  else
+    redis.call('ZREM', KEYS[1], session)
+    table.insert(abandoned, session)
+  end
+end
+return abandoned
