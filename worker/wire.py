@@ -6,9 +6,15 @@ pipeline validates one shape whoever answered.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from worker.contract import CATEGORIES as CATEGORIES  # re-exported: the wire speaks them
 from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE
@@ -61,6 +67,15 @@ class ConsolidationRequest(_Frozen):
     task: Literal["memory_consolidation"] = "memory_consolidation"
     observed_at: str
     candidates: tuple[Candidate, ...]
+    # Only in a second ask: what was wrong with the first answer, per candidate.
+    corrections: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_corrections(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("corrections"):
+            data.pop("corrections", None)
+        return data
 
 
 class Decision(_Frozen):

@@ -165,6 +165,25 @@ async def test_updates_naming_unknown_or_foreign_ids_are_refused(
     assert (last["outcome"], last["rejected"], last["updated"]) == ("committed", 1, 0)
 
 
+async def test_a_decision_naming_an_unknown_id_is_asked_again_once_with_the_reason(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    await hand_over(llm, redis, "a", "alice", [user_msg("I live in Turin.")])
+    await drain(llm)
+    stub.reset()
+    stub.add_fault("unknown_ids", count=1, path=CHAT, task="memory_consolidation")
+    await hand_over(llm, redis, "a", "alice",
+                    [user_msg("I live in Turin."), user_msg("I moved to Milan.")])
+    await drain(llm)
+    assert await active_texts(db, "alice") == ["Lives in Milan"], "the user's move is stored"
+    first, second = wire_requests(stub, "memory_consolidation")
+    assert "corrections" not in first
+    (correction,) = second["corrections"]
+    assert correction.startswith("candidate 0:") and "neighbours" in correction
+    last = (await runs(db, "a"))[-1]
+    assert (last["outcome"], last["rejected"], last["updated"]) == ("committed", 0, 1)
+
+
 async def test_a_prompt_injection_reaches_nothing_beyond_its_own_neighbours(
     llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
 ) -> None:

@@ -24,7 +24,7 @@ from worker.stages.persist import RunResult
 from worker.store.memory import InMemoryStore
 from worker.store.types import CursorState, RunCommit
 from worker.telemetry import StageClock
-from worker.wire import ExtractedFact, ExtractionAnswer
+from worker.wire import ConsolidationAnswer, Decision, ExtractedFact, ExtractionAnswer
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(embed_dim=64, summary_every_user_turns=100)
@@ -250,3 +250,39 @@ async def test_a_stored_value_changed_and_changed_back_in_one_slice_ends_on_it()
     (fact,) = await store.facts("u1")
     assert [f.text for f in await store.chain("u1", fact.id)] == [
         "Lives in Paris", "Lives in Lyon", "Lives in Paris"]
+
+
+class WrongIdConsolidator:
+    """Names an id it was not shown, ``times`` times; then answers like the rules provider."""
+
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, inner: Any, times: int) -> None:
+        self.inner, self.times = inner, times
+        self.requests: list[Any] = []
+
+    async def consolidate(self, request: Any) -> Any:
+        self.requests.append(request)
+        if len(self.requests) <= self.times:
+            wrong = tuple(Decision(candidate=c.candidate, event="UPDATE", target=4242)
+                          for c in request.candidates)
+            return Answer(ConsolidationAnswer(decisions=wrong), Usage(), self.model)
+        return await self.inner.consolidate(request)
+
+
+@pytest.mark.parametrize(("times", "stored", "rejected"), [(1, ["Uses Zig"], 0), (2, [], 1)])
+async def test_a_wrong_target_is_asked_again_once_then_skipped_on_the_record(
+    times: int, stored: list[str], rejected: int
+) -> None:
+    store = InMemoryStore()
+    base = build_providers(SETTINGS)
+    wrong = WrongIdConsolidator(base.consolidator, times)
+    ctx = context(store, providers=replace(base, consolidator=wrong))
+    result = await run_once(ctx, handover(user("I use Zig.")))
+    assert (result.outcome, result.rejected) == ("committed", rejected)
+    assert await active(store) == stored
+    assert len(wrong.requests) == 2, "asked once more, never more"
+    assert wrong.requests[0].corrections == ()
+    assert wrong.requests[1].corrections == (
+        "candidate 0: target 4242 is not among this candidate's neighbours",)
+    assert store.run_rows[-1]["rejected"] == rejected

@@ -106,7 +106,15 @@ def build_request(
 class Validated:
     decisions: dict[int, Decision]  # candidate index -> its one accepted decision
     rejected: int  # candidates without an acceptable decision
+    # Why, one line per fault, naming the candidate by its index and quoting no
+    # text: safe to log, and what a second ask is told (``corrections``).
     reasons: tuple[str, ...] = field(default=())
+
+    def merged(self, retry: Validated) -> Validated:
+        """These decisions, with a second ask's filling the candidates that had none."""
+        decisions = {**retry.decisions, **self.decisions}
+        missing = self.rejected + len(self.decisions) - len(decisions)
+        return Validated(decisions, missing, retry.reasons)
 
 
 def validate(prepared: PreparedRequest, answer: ConsolidationAnswer) -> Validated:
@@ -117,25 +125,26 @@ def validate(prepared: PreparedRequest, answer: ConsolidationAnswer) -> Validate
     for decision in answer.decisions:
         i = decision.candidate
         if not 0 <= i < count:
-            reasons.append("unknown candidate")
+            reasons.append(f"candidate {i}: there is no such candidate in the request")
             continue
         if i in accepted:
-            reasons.append("two decisions for one candidate")
+            reasons.append(f"candidate {i}: give one decision per candidate, not two")
             continue
         needs_target = decision.event in ("UPDATE", "DELETE")
         if needs_target and decision.target is None:
-            reasons.append(f"{decision.event} without a target")
+            reasons.append(f"candidate {i}: {decision.event} needs a target")
             continue
         if decision.target is not None and decision.target not in prepared.offered[i]:
             if needs_target:
-                reasons.append("target not among the candidate's neighbours")
+                reasons.append(f"candidate {i}: target {decision.target} is not among"
+                               " this candidate's neighbours")
                 continue
             decision = decision.model_copy(update={"target": None})  # NONE's target is a hint
         accepted[i] = decision
-    missing = count - len(accepted)
-    if missing:
-        reasons.append(f"{missing} candidate(s) without an acceptable decision")
-    return Validated(accepted, missing, tuple(reasons))
+    reasons += [f"candidate {i}: no acceptable decision was given"
+                for i in range(count) if i not in accepted
+                and not any(r.startswith(f"candidate {i}:") for r in reasons)]
+    return Validated(accepted, count - len(accepted), tuple(reasons))
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,11 +249,19 @@ async def run(
         prepared = build_request(candidates, embeddings, neighbors, observed_label(observed_at),
                                  observed_at.date().isoformat(), k)
         consolidator = ctx.providers.consolidator
-        answer = await ask(ctx, "chat", consolidator,
-                           lambda: consolidator.consolidate(prepared.request))
+        request = prepared.request
+        answer = await ask(ctx, "chat", consolidator, lambda: consolidator.consolidate(request))
         validated = validate(prepared, answer.value)
         if validated.rejected:
-            log.warning("consolidation decisions rejected", rejected=validated.rejected,
-                        reasons=list(validated.reasons))
+            # Asked again once, told what was wrong; what is still wrong is skipped,
+            # on the record (the audit row's and the decision metric's REJECTED).
+            log.warning("consolidation decisions rejected, asking again",
+                        rejected=validated.rejected, reasons=list(validated.reasons))
+            retry = request.model_copy(update={"corrections": validated.reasons})
+            again = await ask(ctx, "chat", consolidator, lambda: consolidator.consolidate(retry))
+            validated = validated.merged(validate(prepared, again.value))
+            if validated.rejected:
+                log.warning("consolidation decisions rejected twice",
+                            rejected=validated.rejected, reasons=list(validated.reasons))
         plan = plan_writes(candidates, embeddings, prepared, validated)
     return Decided(plan, version, validated.rejected)
