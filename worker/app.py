@@ -10,6 +10,10 @@ from typing import Any
 import structlog
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
+from redis.asyncio.retry import Retry as RedisRetry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker import queue, serialization
 from worker.config import Settings
@@ -58,6 +62,19 @@ def quiet_garbage_collector() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_GC_THRESHOLD, older, oldest)
+
+
+REDIS_BACKOFF_CAP_S = 3.0
+
+
+def redis_settings(url: str, retries: int) -> RedisSettings:
+    """ARQ's connection settings, with every Redis command retried with backoff while
+    Redis is unreachable (a restart, a failover): the worker waits for it instead of
+    exiting. After ``retries`` tries the error surfaces and the process exits."""
+    redis = RedisSettings.from_dsn(url)
+    redis.retry = RedisRetry(ExponentialBackoff(cap=REDIS_BACKOFF_CAP_S, base=0.1), retries)
+    redis.retry_on_error = [RedisConnectionError, RedisTimeoutError, OSError]
+    return redis
 
 
 def worker_options(
@@ -132,7 +149,7 @@ def worker_options(
                  timeout=settings.job_timeout_s, max_tries=settings.max_tries),
         ],
         "queue_name": settings.queue_name,
-        "redis_settings": RedisSettings.from_dsn(settings.redis_url),
+        "redis_settings": redis_settings(settings.redis_url, settings.redis_retries),
         "on_startup": on_startup,
         "on_shutdown": on_shutdown,
         "job_serializer": serialization.serialize,

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     # A dead worker's session waits at most about lock_ttl_s + recovery_interval_s.
     lock_ttl_s: float = Field(default=20.0, gt=0)
     recovery_interval_s: float = Field(default=5.0, gt=0)
+    # Tries of each Redis command while Redis is unreachable, backing off up to 3 s
+    # between tries: about two minutes of outage ridden out before a worker exits.
+    redis_retries: int = Field(default=45, ge=0)
     busy_defer_s: float = Field(default=1.0, gt=0)
 
     # The pipeline.

@@ -61,13 +61,17 @@ _REDIS_STARTED = re.compile(rb"pid=(\d+), just started")
 
 
 class EmbeddedRedis:
-    """A Redis-compatible server in ``data_dir`` on 127.0.0.1, with no persistence.
+    """A Redis-compatible server in ``data_dir`` on 127.0.0.1.
 
-    The queue's contents do not survive a restart of this server; it is for
-    development and tests, where that is what one wants.
+    Without ``appendonly`` nothing is persisted: the queue's contents do not
+    survive a restart, which is what development and most tests want. With it,
+    the server keeps an append-only file (fsync every second), as production
+    Redis must: a crash of the server process then loses no acknowledged write.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, *,
+                 appendonly: bool = False) -> None:
+        self.appendonly = appendonly
         # Absolute, because the server changes its cwd to --dir.
         self.data_dir = data_dir.absolute()
         self.pid_file = self.data_dir / "redis.pid"
@@ -116,7 +120,9 @@ class EmbeddedRedis:
                     "--save",
                     "",
                     "--appendonly",
-                    "no",
+                    "yes" if self.appendonly else "no",
+                    "--appendfsync",
+                    "everysec",
                     "--dir",
                     str(self.data_dir),
                     "--pidfile",

@@ -1,0 +1,145 @@
+"""Redis and PostgreSQL crash and come back: no hand-over is lost, workers carry on.
+
+Each test runs servers of its own, so it can SIGKILL and restart them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+
+from api_stub.llm_stub import StubServer
+from tests.conftest import TEST_EMBED_DIM
+from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+from worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from worker.errors import HandoverUnavailable
+from worker.store.migrate import migrate
+
+LANGUAGES = ["Zig", "Go", "Rust", "Elm", "Nim", "Lua"]
+
+
+@pytest.fixture
+async def aof_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path / "aof-redis", appendonly=True)
+    await asyncio.to_thread(server.start)
+    yield server
+    await asyncio.to_thread(server.stop)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s")
+        await asyncio.sleep(0.2)
+
+
+async def test_handovers_survive_a_redis_crash_with_its_append_only_file(
+    settings: Settings, db: asyncpg.Connection, aof_redis: EmbeddedRedis
+) -> None:
+    settings = settings.model_copy(update={"redis_url": aof_redis.url})
+    client = Redis.from_url(aof_redis.url)
+    try:
+        for i, language in enumerate(LANGUAGES[:5]):
+            await schedule_memory_persistence(client, f"s{i}", "u1",
+                                              [user_msg(f"I use {language}.")],
+                                              queue_name=settings.queue_name)
+        await asyncio.to_thread(aof_redis.kill)  # SIGKILL: no time to save anything
+        started = time.monotonic()
+        with pytest.raises(HandoverUnavailable):
+            await schedule_memory_persistence(client, "s9", "u1", [user_msg("I use Odin.")],
+                                              queue_name=settings.queue_name, timeout_s=0.5)
+        assert time.monotonic() - started < 2, "an outage is reported, never waited out"
+        await asyncio.to_thread(aof_redis.start)
+        assert aof_redis.url == settings.redis_url
+        # The same client, reconnecting by itself.
+        await schedule_memory_persistence(client, "s5", "u1", [user_msg("I use Lua.")],
+                                          queue_name=settings.queue_name)
+    finally:
+        await client.aclose()
+    await drain(settings)
+    assert sorted(await active_texts(db, "u1")) == sorted(f"Uses {x}" for x in LANGUAGES)
+
+
+async def test_a_worker_carries_on_after_redis_restarts_under_it(
+    settings: Settings, db: asyncpg.Connection, aof_redis: EmbeddedRedis, tmp_path: Path
+) -> None:
+    settings = settings.model_copy(update={"redis_url": aof_redis.url})
+    workers = WorkerProcesses(worker_env(settings), tmp_path, 1)
+    client = Redis.from_url(aof_redis.url)
+    try:
+        await schedule_memory_persistence(client, "s1", "u1", [user_msg("I use Zig.")],
+                                          queue_name=settings.queue_name)
+
+        async def stored(count: int) -> bool:
+            return len(await active_texts(db, "u1")) == count
+
+        await eventually(lambda: stored(1), 30)
+        await asyncio.to_thread(aof_redis.kill)
+        await asyncio.sleep(2)  # the worker polls a dead server meanwhile
+        await asyncio.to_thread(aof_redis.start)
+        await schedule_memory_persistence(client, "s2", "u1", [user_msg("I use Go.")],
+                                          queue_name=settings.queue_name)
+        await eventually(lambda: stored(2), 30)
+        assert workers.procs[0].poll() is None, "the same worker process did it"
+    finally:
+        await client.aclose()
+        workers.stop()
+    assert sorted(await active_texts(db, "u1")) == ["Uses Go", "Uses Zig"]
+
+
+async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    pg = EmbeddedPostgres(tmp_path / "pg")
+    await asyncio.to_thread(pg.start)
+    await migrate(pg.url, embed_dim=TEST_EMBED_DIM)
+    settings = settings.model_copy(update={"database_url": pg.url})
+    with StubServer(dim=TEST_EMBED_DIM) as stub:
+        env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
+                         embed_provider="openai", embed_base_url=stub.v1)
+        stub.add_fault("latency_ms", latency_ms=1000, count=1, path="/v1/chat/completions")
+        workers = WorkerProcesses(env, tmp_path, 1)
+        try:
+            await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+
+            async def in_flight() -> bool:
+                return bool(stub.recorded())
+
+            await eventually(in_flight, 30)
+            await asyncio.to_thread(pg.kill)  # SIGKILL while the job waits on the model
+            await asyncio.sleep(4)  # the job's next query fails: it is retried later
+            await asyncio.to_thread(pg.start)  # crash recovery
+
+            async def stored() -> bool:
+                conn = await asyncpg.connect(pg.url)
+                try:
+                    return await active_texts(conn, "u1") == ["Uses Zig"]
+                finally:
+                    await conn.close()
+
+            await eventually(stored, 60)
+            assert workers.procs[0].poll() is None, "the worker rode the outage out"
+            extractions = [r for r in stub.recorded()
+                           if "fact_extraction" in str(r["body"].get("messages"))]
+            assert len(extractions) >= 2, "the failed run was tried again from the start"
+        finally:
+            workers.stop()
+    conn = await asyncpg.connect(pg.url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM memory_fact") == 1
+        outcomes = [r["outcome"] for r in await conn.fetch(
+            "SELECT outcome FROM memory_run ORDER BY id")]
+        assert outcomes[-1] == "committed" and outcomes.count("committed") == 1
+    finally:
+        await conn.close()
+        await asyncio.to_thread(pg.stop)
