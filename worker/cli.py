@@ -106,21 +106,22 @@ def _cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _facts(settings: Settings, user: str, include_all: bool) -> list[dict[str, Any]]:
+async def _with_store(settings: Settings, use: Any) -> Any:
     from worker.store.pool import create_pool
     from worker.store.postgres import PostgresStore
 
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
-        facts = await PostgresStore(pool).facts(user, include_superseded=include_all)
+        return await use(PostgresStore(pool))
     finally:
         await pool.close()
-    return [f.to_json() for f in facts]
 
 
 def _cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
     settings = resolve(settings)
-    facts = asyncio.run(_facts(settings, args.user, args.all))
+    records = asyncio.run(_with_store(settings, lambda store: store.facts(
+        args.user, include_superseded=args.all)))
+    facts = [f.to_json() for f in records]
     if args.json:
         print(json.dumps(facts, ensure_ascii=False, indent=2))
     else:
@@ -128,6 +129,42 @@ def _cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
             mark = "  " if fact["superseded_at"] is None else "x "
             print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']})")
     return 0
+
+
+def _cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.dead_letters import describe_run
+
+    settings = resolve(settings)
+    outcomes = [o.strip() for o in args.outcome.split(",") if o.strip()]
+    runs = asyncio.run(_with_store(settings, lambda store: store.runs_by_outcome(
+        outcomes, args.limit)))
+    rows = [describe_run(run) for run in runs]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    else:
+        for run in rows:
+            print(f"{run['finished_at']}  {run['outcome']:<8} session={run['session_id']}"
+                  f" try={run['job_try']}  {run['error'] or ''}")
+    return 0
+
+
+def _cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.dead_letters import redrive
+
+    settings = resolve(settings)
+
+    async def go(store: Any) -> Any:
+        redis = Redis.from_url(settings.redis_url or "")
+        try:
+            return await redrive(redis, store, settings.queue_name,
+                                 None if args.failed else [args.session])
+        finally:
+            await redis.aclose()
+
+    results = asyncio.run(_with_store(settings, go))
+    for result in results:
+        print(f"{result.session_id}: {result.status}")
+    return 1 if any(r.status == "no hand-over in Redis" for r in results) else 0
 
 
 def _cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -153,13 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--user", required=True)
     facts.add_argument("--json", action="store_true")
     facts.add_argument("--all", action="store_true", help="include superseded facts")
+    runs = sub.add_parser("runs", help="list dead letters: runs that stored nothing")
+    runs.add_argument("--outcome", default="failed,skipped,invalid,error",
+                      help="comma-separated outcomes (default: every dead-letter outcome)")
+    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--json", action="store_true")
+    retry = sub.add_parser("retry", help="queue a session again after its run failed")
+    which = retry.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", help="one session")
+    which.add_argument("--failed", action="store_true",
+                       help="every session whose latest run failed")
     sub.add_parser("demo", help="run the end-to-end demo")
     return parser
 
 
 _COMMANDS = {
     "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
-    "enqueue": _cmd_enqueue, "facts": _cmd_facts, "demo": _cmd_demo,
+    "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
+    "demo": _cmd_demo,
 }
 
 

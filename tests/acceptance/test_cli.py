@@ -131,3 +131,30 @@ async def test_the_demo_runs_against_an_openai_compatible_endpoint(
     assert "Uses Postgres -> [5] Uses SQLite -> (no longer true)" in result.stdout
     paths = {r["path"] for r in recorded}
     assert paths == {"/v1/chat/completions", "/v1/embeddings"}
+
+
+async def test_dead_letters_are_listed_and_their_sessions_driven_again(
+    settings: Settings, tmp_path: Path
+) -> None:
+    env = worker_env(settings)
+    said = [{"role": "user", "content": "I live in Porto."}]
+    memfleet(env, "enqueue", "--session", "s1", "--user", "u1",
+             "--messages", write_messages(tmp_path / "a.json", said))
+    # The model endpoint is down and the job has one try: it fails, on the record.
+    down = {**env, "MEMFLEET_LLM_PROVIDER": "openai", "MEMFLEET_EMBED_PROVIDER": "hashing",
+            "MEMFLEET_LLM_BASE_URL": "http://127.0.0.1:9/v1", "MEMFLEET_LLM_MAX_ATTEMPTS": "1",
+            "MEMFLEET_MAX_TRIES": "1"}
+    assert memfleet(down, "worker", "--burst").returncode == 0
+    (dead,) = json.loads(memfleet(env, "runs", "--json").stdout)
+    assert (dead["session_id"], dead["outcome"]) == ("s1", "failed")
+    assert "ProviderUnavailable" in dead["error"]
+    assert "I live in Porto" not in memfleet(env, "runs").stdout, "no user content"
+
+    retried = memfleet(env, "retry", "--failed")
+    assert (retried.returncode, retried.stdout.strip()) == (0, "s1: queued")
+    assert memfleet(env, "worker", "--burst").returncode == 0
+    active = json.loads(memfleet(env, "facts", "--user", "u1", "--json").stdout)
+    assert [f["text"] for f in active] == ["Lives in Porto"]
+    assert memfleet(env, "retry", "--failed").stdout == "", "nothing failed any more"
+    gone = memfleet(env, "retry", "--session", "never-handed-over")
+    assert gone.returncode == 1 and "no hand-over in Redis" in gone.stdout

@@ -259,3 +259,19 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     # An in-flight job of the erased user that read the old cursor writes nothing.
     with pytest.raises(CursorFenced):
         await store.commit_run(commit(advance(1, position=1), (insert(0, "x", vec(2)),), None))
+
+
+async def test_dead_letters_newest_first_and_sessions_whose_latest_run_failed(
+    store: Store,
+) -> None:
+    await store.record_run(run_row("a", outcome="failed"))
+    await store.record_run(run_row("a", outcome="committed"))  # retried and done
+    await store.record_run(run_row("b", outcome="skipped"))
+    await store.record_run(run_row("c", outcome="retry"))
+    await store.record_run(run_row("c", outcome="failed"))
+    await store.record_run(replace(run_row(outcome="invalid"), session_id=None, user_id=None))
+    dead = await store.runs_by_outcome(["failed", "skipped", "invalid"], 10)
+    assert [(r["session_id"], r["outcome"]) for r in dead] == [
+        (None, "invalid"), ("c", "failed"), ("b", "skipped"), ("a", "failed")]
+    assert [r["outcome"] for r in await store.runs_by_outcome(["failed"], 1)] == ["failed"]
+    assert await store.failed_sessions() == ["c"]

@@ -61,7 +61,7 @@ def test_promtool_accepts_the_config() -> None:
 def test_promtool_accepts_the_rules() -> None:
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 5 rules found" in result.stdout
+    assert "SUCCESS: 6 rules found" in result.stdout
 
 
 @needs_promtool
@@ -217,10 +217,10 @@ async def test_prometheus_scrapes_a_worker_and_the_dashboard_queries_return_data
                 assert time.monotonic() < deadline, rules
                 await asyncio.sleep(0.25)
                 rules = await evaluated()
-            assert len(rules) == 5
+            assert len(rules) == 6
             assert {(r["name"], r["health"]) for r in rules} == {
                 ("MemfleetBacklogGrowing", "ok"), ("MemfleetFailureRateHigh", "ok"),
-                ("MemfleetWorkersStalled", "ok"),
+                ("MemfleetDeadLetters", "ok"), ("MemfleetWorkersStalled", "ok"),
             }
             assert [r for r in rules if r["state"] != "inactive"] == []
     finally:

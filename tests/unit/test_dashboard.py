@@ -32,7 +32,7 @@ ALERTS = OBSERVABILITY / "prometheus" / "alerts.yml"
 
 # The label values the code records (worker/job.py, worker/pipeline.py, worker/metrics.py).
 OUTCOMES = ("committed", "empty", "fenced", "deferred", "invalid", "retry", "failed", "skipped",
-            "cancelled")
+            "error", "cancelled")
 STAGES = ("lock", "cursor", "extract", "embed", "consolidate", "persist", "summary")
 EVENTS = ("ADD", "UPDATE", "DELETE", "NONE", "REJECTED")
 FENCES = ("cursor", "user")
@@ -194,6 +194,7 @@ def test_the_alerts_query_only_what_the_worker_exports() -> None:
     exprs = alert_exprs()
     assert {name.split("#")[0] for name in exprs} == {
         "MemfleetBacklogGrowing", "MemfleetFailureRateHigh", "MemfleetWorkersStalled",
+        "MemfleetDeadLetters",
     }
     errors = {name: problems(expr, known) for name, expr in exprs.items()}
     assert {n: p for n, p in errors.items() if p} == {}

@@ -8,6 +8,7 @@ facts never reach another's request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from worker.store.types import (
@@ -86,4 +87,12 @@ class MemoryStore(Protocol):
         self, *, session_id: str | None = None, user_id: str | None = None
     ) -> list[dict[str, Any]]:
         """Audit rows of one session or of one user, oldest first."""
+        ...
+
+    async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
+        """The newest audit rows with one of ``outcomes``, newest first (for operators)."""
+        ...
+
+    async def failed_sessions(self) -> list[str]:
+        """Sessions whose latest run ended ``failed``."""
         ...

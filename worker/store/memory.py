@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -160,6 +161,13 @@ class InMemoryStore:
         if session_id:
             return [r for r in self.run_rows if r["session_id"] == session_id]
         return [r for r in self.run_rows if r["user_id"] == user_id]
+
+    async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
+        return [r for r in reversed(self.run_rows) if r["outcome"] in outcomes][:limit]
+
+    async def failed_sessions(self) -> list[str]:
+        latest = {r["session_id"]: r["outcome"] for r in self.run_rows if r["session_id"]}
+        return sorted(s for s, outcome in latest.items() if outcome == "failed")
 
     # -- writing (MemoryStore) ---------------------------------------------
 

@@ -8,7 +8,7 @@ does not exist. asyncpg's errors are translated here, and only here.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -194,6 +194,16 @@ class PostgresStore:
         async with _translated("reading runs"):
             rows = await self._pool.fetch(self._facts[name], key)
         return [dict(row) for row in rows]
+
+    async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
+        async with _translated("reading runs"):
+            rows = await self._pool.fetch(self._facts["runs_by_outcome"], list(outcomes), limit)
+        return [dict(row) for row in rows]
+
+    async def failed_sessions(self) -> list[str]:
+        async with _translated("reading runs"):
+            rows = await self._pool.fetch(self._facts["failed_sessions"])
+        return [row["session_id"] for row in rows]
 
     # -- writing (MemoryStore) ---------------------------------------------
 

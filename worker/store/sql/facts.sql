@@ -28,3 +28,24 @@ SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_len, cand
 FROM memory_run
 WHERE user_id = $1
 ORDER BY id;
+
+-- name: runs_by_outcome
+-- Dead letters for operators (`memfleet runs`): the newest runs that ended so.
+SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_len, started_at,
+       finished_at
+FROM memory_run
+WHERE outcome = ANY($1::text[])
+ORDER BY id DESC
+LIMIT $2;
+
+-- name: failed_sessions
+-- Sessions whose latest run failed for good (`memfleet retry --failed`).
+SELECT session_id
+FROM (
+    SELECT DISTINCT ON (session_id) session_id, outcome
+    FROM memory_run
+    WHERE session_id IS NOT NULL
+    ORDER BY session_id, id DESC
+) AS latest
+WHERE outcome = 'failed'
+ORDER BY session_id;
