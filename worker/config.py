@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(default=4, ge=1, le=20)  # HTTP tries per call
     llm_answer_attempts: int = Field(default=2, ge=1, le=10)  # asks per schema-breaking answer
     llm_retry_after_cap_s: float = Field(default=30.0, ge=0)
+    # The fleet's circuit breaker (worker.breaker): open this long after a model
+    # failure, doubling with each failure in a row, up to the max.
+    llm_breaker_open_s: float = Field(default=2.0, gt=0)
+    llm_breaker_max_s: float = Field(default=60.0, gt=0)
     llm_temperature: float | None = Field(default=0.0, ge=0, le=2)  # None: not sent
     embed_timeout_s: float = Field(default=30.0, gt=0)
     # None: send `dimensions` only to models known to accept it (text-embedding-3*).

@@ -28,9 +28,17 @@ import structlog
 from arq import Retry
 from opentelemetry import propagate, trace
 
-from worker import queue
+from worker import breaker, queue
+from worker.breaker import BreakerKeys
 from worker.config import Settings
-from worker.errors import InvalidJob, LockLost, MemfleetError, ProviderAnswerInvalid, StoreError
+from worker.errors import (
+    InvalidJob,
+    LockLost,
+    MemfleetError,
+    ProviderAnswerInvalid,
+    ProviderUnavailable,
+    StoreError,
+)
 from worker.payload import Handover, Limits, decode_handover
 from worker.pipeline import RunContext, run_once, skip_slice
 from worker.providers.base import Providers
@@ -136,10 +144,13 @@ async def _run(
                                         deps.settings.queue_name)
         claimed = await lock.take(deps.redis, session_lock, job_id, clock)
         if claimed.payload is not None and not claimed.locked:
-            # Busy is not a failure: hand the session to a job that runs later.
-            await _defer(deps, session_id)
-            span.set_attribute("memfleet.outcome", "deferred")
-            return {"outcome": "deferred"}
+            # Busy, or the model endpoint is resting: not a failure, and no try is
+            # spent. A job that runs later takes the session over.
+            reason = "llm_breaker" if claimed.breaker_open_ms else "busy"
+            await _defer(deps, session_id, claimed.breaker_open_ms)
+            span.set_attributes({"memfleet.outcome": "deferred",
+                                 "memfleet.deferred.reason": reason})
+            return {"outcome": "deferred", "reason": reason}
         try:
             handover = decode_handover(claimed.payload, deps.limits)
         except InvalidJob as exc:
@@ -155,6 +166,8 @@ async def _run(
             result = await _run_pipeline(deps, run_ctx, handover, base)
         finally:
             await session_lock.release()
+        if claimed.breaker_failures and "error" not in result:
+            await breaker.reset(deps.redis, BreakerKeys.of(deps.settings.queue_name))
         if "error" in result or result["outcome"] == "deferred":
             span.set_attribute("memfleet.outcome", str(result["outcome"]))
             return result
@@ -181,6 +194,8 @@ async def _run_pipeline(
         await _defer(deps, handover.session_id)
         return await _record(deps, base, "deferred", _describe(exc))
     except MemfleetError as exc:
+        if isinstance(exc, ProviderUnavailable):
+            await _trip_breaker(deps)
         decision = after_error(exc, ctx.job_try, deps.settings.max_tries)
         log.warning("job did not complete", job_try=ctx.job_try, next=decision.value,
                     error=type(exc).__name__)
@@ -195,10 +210,23 @@ async def _run_pipeline(
         raise
 
 
-async def _defer(deps: Deps, session_id: str) -> None:
+async def _defer(deps: Deps, session_id: str, at_least_ms: int = 0) -> None:
     await queue.enqueue(deps.redis, session_id, payload=None,
                         queue_name=deps.settings.queue_name,
-                        defer_ms=int(deps.settings.busy_defer_s * 1000))
+                        defer_ms=max(int(deps.settings.busy_defer_s * 1000), at_least_ms))
+
+
+async def _trip_breaker(deps: Deps) -> None:
+    """The model endpoint failed past its retries: pause every replica's model calls."""
+    settings = deps.settings
+    try:
+        open_ms = await breaker.trip(deps.redis, BreakerKeys.of(settings.queue_name),
+                                     settings.llm_breaker_open_s, settings.llm_breaker_max_s)
+    except Exception as exc:  # noqa: BLE001 - the breaker only saves calls; the retry stands
+        log.warning("circuit breaker not tripped", error=type(exc).__name__)
+        return
+    deps.telemetry.metrics.breaker_trips.add(1)
+    log.warning("model endpoint failing: circuit breaker open", open_ms=open_ms)
 
 
 async def _follow_up(deps: Deps, session_id: str, job_try: int) -> None:

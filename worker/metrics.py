@@ -56,6 +56,9 @@ class Metrics:
         self.recovered = m.create_counter(
             "memfleet.sessions.recovered", "{session}",
             "Sessions a dead worker left locked, queued again by the recovery pass")
+        self.breaker_trips = m.create_counter(
+            "memfleet.llm.breaker.trips", "{trip}",
+            "Times a job opened the fleet's circuit breaker on the model endpoint")
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")

@@ -120,7 +120,7 @@ async def test_a_busy_session_is_deferred_not_failed(
     await redis.set(LOCK_PREFIX + "s1", "someone-else", px=60_000)
     async with job_deps(settings, redis, build_providers(settings)) as deps:
         result = await run_job(deps, "s1", "j1")
-        assert result == {"outcome": "deferred"}
+        assert result == {"outcome": "deferred", "reason": "busy"}
         queued = await redis.zrange(settings.queue_name, 0, -1)
         assert len(queued) == 1, "a follow-up job is queued for later"
         await redis.delete(LOCK_PREFIX + "s1")

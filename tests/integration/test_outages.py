@@ -143,3 +143,40 @@ async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice
     finally:
         await conn.close()
         await asyncio.to_thread(pg.stop)
+
+
+async def test_a_model_outage_pauses_the_whole_fleet_and_loses_nothing(
+    settings: Settings, redis: Redis, db: asyncpg.Connection, tmp_path: Path
+) -> None:
+    chat = "/v1/chat/completions"
+    with StubServer(dim=TEST_EMBED_DIM) as stub:
+        env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
+                         embed_provider="openai", embed_base_url=stub.v1,
+                         llm_max_attempts="1", max_tries="50", llm_breaker_open_s="1",
+                         llm_breaker_max_s="4", busy_defer_s="0.1")
+        stub.add_fault("503", count=100_000, path=chat)  # the endpoint is down
+        workers = WorkerProcesses(env, tmp_path, 2)
+        try:
+            for i, language in enumerate(LANGUAGES):
+                await schedule_memory_persistence(redis, f"s{i}", f"u{i}",
+                                                  [user_msg(f"I use {language}.")],
+                                                  queue_name=settings.queue_name)
+            await asyncio.sleep(8)
+            calls = sorted(r["at"] for r in stub.recorded() if r["path"] == chat)
+            stub.reset()  # the endpoint is back
+
+            async def all_stored() -> bool:
+                count = await db.fetchval(
+                    "SELECT count(*) FROM memory_fact WHERE superseded_at IS NULL")
+                return bool(count == len(LANGUAGES))
+
+            await eventually(all_stored, 60)
+        finally:
+            workers.stop()
+    # Every job in flight when the endpoint went down makes its call; after the first
+    # failure, the whole fleet sends one probe per open period (1, 2, 4 s) instead of
+    # each job retrying on its own backoff.
+    after_first_second = [at for at in calls if at > calls[0] + 1.0]
+    assert calls and len(after_first_second) <= 4, (len(calls), len(after_first_second))
+    for i, language in enumerate(LANGUAGES):
+        assert await active_texts(db, f"u{i}") == [f"Uses {language}"]

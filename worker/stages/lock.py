@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from worker import queue
+from worker.breaker import BreakerKeys
 from worker.errors import LockLost
 from worker.redis_scripts import LuaScript
 from worker.telemetry import StageClock
@@ -122,21 +123,24 @@ class SessionLock:
 class Claimed:
     payload: bytes | None  # None: the session has no hand-over (erased, or expired)
     locked: bool  # the lock is now held by this job; False with a payload: busy
+    breaker_open_ms: int = 0  # > 0: the fleet's LLM breaker is open; the lock was not taken
+    breaker_failures: int = 0  # model failures in a row before this job (worker.breaker)
 
 
 async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     """At job start: clear the queued marker if it is this job's, read the latest
     hand-over and, when there is one, take ``lock``: one round trip."""
-    raw, locked = await _CLAIM(
+    breaker = BreakerKeys.of(lock.queue_name)
+    raw, locked, open_ms, failures = await _CLAIM(
         redis,
         [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key,
-         claimed_key(lock.queue_name)],
+         claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe],
         [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms()],
     )
     payload = raw if raw is None or isinstance(raw, bytes) else str(raw).encode()
     if locked:
         lock.held()
-    return Claimed(payload, bool(locked))
+    return Claimed(payload, bool(locked), int(open_ms), int(failures))
 
 
 async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) -> Claimed:

@@ -3,15 +3,28 @@
 -- one, take the session lock, in one round trip. A session whose lock is
 -- taken is listed in the claimed set until its lock expires, so the recovery
 -- pass finds it if this worker dies.
--- KEYS: queued marker, payload, lock, claimed set. ARGV: job id, lock token,
--- lock ttl ms, session id, now ms.
--- Returns {payload or nil, 1 when the lock was taken}. No payload, no lock:
--- there is nothing to work on.
+-- While the fleet's LLM circuit breaker is open (worker.breaker) the lock is
+-- not taken: the job defers the session until it closes. Once it closes after
+-- failures, one job at a time probes the endpoint (the probe key); the others
+-- wait for its verdict.
+-- KEYS: queued marker, payload, lock, claimed set, breaker open flag, breaker
+-- failure count, breaker probe. ARGV: job id, lock token, lock ttl ms,
+-- session id, now ms.
+-- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
+-- breaker (0: closed), failures in a row}. No payload, no lock: there is
+-- nothing to work on.
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 local payload = redis.call('GET', KEYS[2])
-if not payload then return {payload, 0} end
+if not payload then return {payload, 0, 0, 0} end
+local open = redis.call('PTTL', KEYS[5])
+if open > 0 then return {payload, 0, open, 0} end
+local failures = tonumber(redis.call('GET', KEYS[6]) or '0')
+if failures > 0 and redis.call('EXISTS', KEYS[7]) == 1 then
+  return {payload, 0, 1, failures}
+end
 if redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then
   redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + tonumber(ARGV[3]), ARGV[4])
-  return {payload, 1}
+  if failures > 0 then redis.call('SET', KEYS[7], ARGV[2], 'PX', ARGV[3]) end
+  return {payload, 1, 0, failures}
 end
-return {payload, 0}
+return {payload, 0, 0, failures}
