@@ -1,0 +1,146 @@
+"""The fleet scenario shared by the fleet test and the chaos run: sessions that state
+facts turn by turn (and change one), handed over turn by turn, and the checks that
+every message counted exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import asyncpg
+from redis.asyncio import Redis
+
+from tests.helpers import bot_msg, user_msg
+from worker.client import schedule_memory_persistence
+from worker.errors import HandoverUnavailable
+
+TURNS = 5
+
+
+def user_of(session: int) -> str:
+    return f"user{session // 2}"  # two sessions per user, talking at the same time
+
+
+def conversation(s: int) -> list[dict[str, str]]:
+    said = [
+        f"I use tool{s}a.",
+        f"I use lib{s}x.",
+        "ok",  # repeats in every session and turn
+        f"We switched from tool{s}a to tool{s}b.",
+        f"I like dish{s}.",
+    ]
+    out: list[dict[str, str]] = []
+    for line in said[:TURNS]:
+        out += [user_msg(line), bot_msg("ok")]
+    return out
+
+
+def expected_active(s: int) -> set[str]:
+    return {f"Uses tool{s}b", f"Uses lib{s}x", f"Likes dish{s}"}
+
+
+async def hand_over_turn_by_turn(
+    redis: Redis, seed: int, sessions: int, pause_s: tuple[float, float] = (0.4, 0.9)
+) -> int:
+    """Hand every session over turn by turn; a hand-over Redis refused is handed over
+    again, as a chat server's next turn would. Returns how many were refused."""
+    rng = random.Random(seed)
+    convos = {s: conversation(s) for s in range(sessions)}
+    refused = 0
+    for turn in range(1, TURNS + 1):
+        calls = []
+        for s, msgs in convos.items():
+            upto = msgs[: 2 * turn]
+            # A generous timeout: this test is about exactly-once, not hand-over latency,
+            # and 260 concurrent calls on a loaded 2-core machine can exceed the 1 s default.
+            calls.append((s, upto))
+            if rng.random() < 0.3:  # a concurrent re-hand-over of the same list
+                calls.append((s, upto))
+        rng.shuffle(calls)
+        pending = calls
+        while pending:
+            results = await asyncio.gather(*(
+                schedule_memory_persistence(redis, f"session{s}", user_of(s), upto, timeout_s=30)
+                for s, upto in pending), return_exceptions=True)
+            failed = [call for call, r in zip(pending, results, strict=True)
+                      if isinstance(r, HandoverUnavailable)]
+            others = [r for r in results if isinstance(r, BaseException)
+                      and not isinstance(r, HandoverUnavailable)]
+            if others:
+                raise others[0]
+            refused += len(failed)
+            pending = failed
+            if pending:
+                await asyncio.sleep(0.5)
+        await asyncio.sleep(rng.uniform(*pause_s))
+    return refused
+
+
+async def wait_for_workers(redis: Redis) -> None:
+    """Every worker has started when each of three warm-up sessions was taken by a job."""
+    for i in range(3):
+        await schedule_memory_persistence(redis, f"warmup{i}", "warmup", [user_msg("hi")])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if await redis.zcard("memfleet:queue") == 0:
+            await asyncio.sleep(1.0)  # let the slower starters finish booting too
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the workers did not start")
+
+
+async def wait_until_done(
+    db: asyncpg.Connection, redis: Redis, timeout_s: float, sessions: int
+) -> float:
+    """Wait until every session's cursor is at its last message; return the seconds waited."""
+    started = time.monotonic()
+    deadline = time.monotonic() + timeout_s
+    final_position = 2 * TURNS - 1
+    while time.monotonic() < deadline:
+        done = await db.fetchval(
+            "SELECT count(*) FROM session_cursor WHERE position = $1"
+            " AND session_id LIKE 'session%'", final_position
+        )
+        if done == sessions and await redis.zcard("memfleet:queue") == 0:
+            return time.monotonic() - started
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"only {done} of {sessions} sessions done in {timeout_s}s")
+
+
+async def assert_exactly_once(db: asyncpg.Connection, sessions: int) -> None:
+    # 1. Every message was in exactly one committed slice.
+    per_session = await db.fetch(
+        "SELECT session_id, sum(slice_len) AS n FROM memory_run"
+        " WHERE outcome = 'committed' GROUP BY session_id"
+    )
+    per_session = [r for r in per_session if not r["session_id"].startswith("warmup")]
+    assert len(per_session) == sessions
+    assert {r["n"] for r in per_session} == {2 * TURNS}
+    # 2. Every fact stored once: 3 active + 1 superseded per session, nothing more.
+    for s in range(sessions):
+        rows = await db.fetch(
+            "SELECT id, text, superseded_at, superseded_by FROM memory_fact"
+            " WHERE user_id = $1 AND source_session_id = $2",
+            user_of(s), f"session{s}",
+        )
+        active = [r["text"] for r in rows if r["superseded_at"] is None]
+        assert sorted(active) == sorted(expected_active(s)), s
+        old = [r for r in rows if r["superseded_at"] is not None]
+        assert [r["text"] for r in old] == [f"Uses tool{s}a"], s
+        new_id = {r["text"]: r["id"] for r in rows}[f"Uses tool{s}b"]
+        assert old[0]["superseded_by"] == new_id
+    # 3. No duplicate active fact for any user.
+    dupes = await db.fetch(
+        "SELECT user_id, text FROM memory_fact WHERE superseded_at IS NULL"
+        " GROUP BY user_id, text HAVING count(*) > 1"
+    )
+    assert dupes == []
+    # 4. Chains are consistent: same user, newer row, never dangling.
+    broken = await db.fetchval(
+        "SELECT count(*) FROM memory_fact old JOIN memory_fact new ON new.id = old.superseded_by"
+        " WHERE new.user_id <> old.user_id OR new.id <= old.id OR old.superseded_at IS NULL"
+    )
+    assert broken == 0
+
+
