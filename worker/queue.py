@@ -34,7 +34,10 @@ HANDOVER_PREFIX = "memfleet:handover:"
 QUEUED_PREFIX = "memfleet:queued:"
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
+PENDING_PREFIX = "memfleet:pending:"  # + queue name: sessions with a job not yet claimed
 PAYLOAD_TTL_MS = 7 * 86_400_000
+# A job not claimed this long after it was due is looked at by the recovery pass.
+PENDING_GRACE_MS = 30_000
 JOB_EXPIRES_MS = 86_400_000
 
 _ENQUEUE = LuaScript("worker.lua", "enqueue.lua")
@@ -45,6 +48,10 @@ def job_bytes(session_id: str, enqueue_ms: int) -> bytes:
     job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [], "k": {"session_id": session_id},
                            "et": enqueue_ms}
     return json.dumps(job, separators=(",", ":")).encode()
+
+
+def pending_key(queue_name: str) -> str:
+    return PENDING_PREFIX + queue_name
 
 
 def handover_key(session_id: str) -> str:
@@ -79,8 +86,9 @@ async def enqueue(
     job_id = f"memfleet-{uuid.uuid4().hex}"
     result = await _ENQUEUE(
         redis,
-        [handover_key(session_id), queued_key(session_id), queue_name],
+        [handover_key(session_id), queued_key(session_id), queue_name, pending_key(queue_name)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session_id, now),
-         now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX],
+         now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
+         session_id, now + defer_ms + PENDING_GRACE_MS],
     )
     return Enqueued(_decode(result))

@@ -228,3 +228,26 @@ async def test_a_handover_never_coalesces_into_a_job_a_dead_worker_picked(
 
     await drain(settings)
     assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Zig"]
+
+
+async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_recovery(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    first = await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+    assert first.job_id is not None
+    # A worker picked the job and was SIGKILLed before the job claimed the session;
+    # no later hand-over comes. ARQ alone would run it again after job timeout + 10 s.
+    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=1500)
+    pending = queue.pending_key(settings.queue_name)
+    assert await redis.zscore(pending, "s1") is not None
+    assert await lock.recover_abandoned(redis, settings.queue_name) == [], "not late yet"
+    await redis.zadd(pending, {"s1": 0})  # its grace period is over
+    assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
+    again = await redis.get(queue.queued_key("s1"))
+    assert again is not None and again.decode() != first.job_id, "a job of its own"
+    from tests.helpers import drain
+
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Uses Zig"]
+    assert await redis.zscore(pending, "s1") is None, "claimed: no longer pending"

@@ -3,12 +3,16 @@
 -- A job a worker has picked (ARQ's in-progress key) is not waiting: if that
 -- worker died before claiming the session, coalescing into its job would
 -- stall the session until ARQ's in-progress key expires.
--- KEYS: payload, queued marker, queue. ARGV: payload or "", payload ttl ms,
--- job id, job bytes, score, job expiry ms, ARQ's job key prefix, ARQ's
--- in-progress key prefix.
+-- The session is (re)listed in the pending set with a deadline: if no job has
+-- claimed it by then, the recovery pass looks at it again (a worker may have
+-- died between picking its job and claiming the session).
+-- KEYS: payload, queued marker, queue, pending set. ARGV: payload or "",
+-- payload ttl ms, job id, job bytes, score, job expiry ms, ARQ's job key
+-- prefix, ARQ's in-progress key prefix, session id, pending deadline ms.
 if ARGV[1] ~= '' then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
+redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
 local queued = redis.call('GET', KEYS[2])
 if queued and redis.call('EXISTS', ARGV[7] .. queued) == 1
    and redis.call('EXISTS', ARGV[8] .. queued) == 0 then

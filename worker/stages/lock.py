@@ -134,7 +134,8 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     raw, locked, open_ms, failures = await _CLAIM(
         redis,
         [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key,
-         claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe],
+         claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
+         queue.pending_key(lock.queue_name)],
         [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms()],
     )
     payload = raw if raw is None or isinstance(raw, bytes) else str(raw).encode()
@@ -154,9 +155,11 @@ async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) ->
 
 
 async def recover_abandoned(redis: Any, queue_name: str, *, limit: int = 100) -> list[str]:
-    """Queue a job for each session a dead worker left claimed; return their ids."""
-    raw = await _RECOVER(redis, [claimed_key(queue_name)], [_now_ms(), LOCK_PREFIX, limit])
-    sessions = [s.decode() if isinstance(s, bytes) else str(s) for s in raw]
+    """Queue a job for each session a dead worker left claimed, or whose job nobody
+    claimed in time; return their ids."""
+    raw = await _RECOVER(redis, [claimed_key(queue_name), queue.pending_key(queue_name)],
+                         [_now_ms(), LOCK_PREFIX, limit])
+    sessions = list(dict.fromkeys(s.decode() if isinstance(s, bytes) else str(s) for s in raw))
     for session_id in sessions:
         await queue.enqueue(redis, session_id, payload=None, queue_name=queue_name)
     return sessions

@@ -8,12 +8,15 @@
 -- failures, one job at a time probes the endpoint (the probe key); the others
 -- wait for its verdict.
 -- KEYS: queued marker, payload, lock, claimed set, breaker open flag, breaker
--- failure count, breaker probe. ARGV: job id, lock token, lock ttl ms,
--- session id, now ms.
+-- failure count, breaker probe, pending set. ARGV: job id, lock token, lock
+-- ttl ms, session id, now ms.
 -- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
 -- breaker (0: closed), failures in a row}. No payload, no lock: there is
 -- nothing to work on.
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[8], ARGV[4])
+end
 local payload = redis.call('GET', KEYS[2])
 if not payload then return {payload, 0, 0, 0} end
 local open = redis.call('PTTL', KEYS[5])
