@@ -104,7 +104,8 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         outcome = "cancelled"
         raise
     except Exception as exc:
-        log.exception("job ended in an unexpected error", error=type(exc).__name__)
+        # By type only: a traceback's message could quote user content.
+        log.error("job ended in an unexpected error", error=type(exc).__name__)
         raise
     finally:
         metrics.running_jobs -= 1
