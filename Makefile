@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench lint clean prometheus-tools
+.PHONY: venv test demo bench chaos lint clean prometheus-tools
 
 venv: $(STAMP)
 
@@ -32,6 +32,10 @@ bench: $(STAMP)
 	$(PY) -m bench.run
 	$(PY) -m bench.api_latency --requests 2000
 	$(PY) -m bench.tokens
+
+# The long chaos run: 200 sessions through every fault at once; prints its figures.
+chaos: $(STAMP)
+	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check worker api_stub tests bench
