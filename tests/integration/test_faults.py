@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
+from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
 from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
@@ -159,8 +159,6 @@ async def test_handovers_while_a_job_runs_coalesce_and_lose_nothing(
     after = await schedule_memory_persistence(redis, "s1", "u1", convo,
                                               queue_name=settings.queue_name)
     assert after.job_id is not None, "a hand-over after the claim gets a job of its own"
-    from tests.helpers import drain
-
     await drain(settings)
     assert sorted(await active_texts(db, "u1")) == ["Uses Elixir", "Uses Python"]
 
@@ -204,8 +202,6 @@ async def test_a_job_that_lost_its_lock_stops_calling_the_model(
     assert run["outcome"] == "deferred" and "LockLost" in run["error"]
     # The session was handed to a later job: once the other holder is done, it is stored.
     await redis.delete(LOCK_PREFIX + "s1")
-    from tests.helpers import drain
-
     await drain(settings)
     assert await active_texts(db, "u1") == ["Likes jazz"]
 
@@ -224,8 +220,6 @@ async def test_a_handover_never_coalesces_into_a_job_a_dead_worker_picked(
     second = await schedule_memory_persistence(redis, "s1", "u1", said,
                                                queue_name=settings.queue_name)
     assert second.job_id is not None, "the hand-over queued a job of its own"
-    from tests.helpers import drain
-
     await drain(settings)
     assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Zig"]
 
@@ -246,8 +240,6 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
     again = await redis.get(queue.queued_key("s1"))
     assert again is not None and again.decode() != first.job_id, "a job of its own"
-    from tests.helpers import drain
-
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
     assert await redis.zscore(pending, "s1") is None, "claimed: no longer pending"

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 from redis.asyncio import Redis
 
@@ -19,7 +20,7 @@ from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from worker.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from worker.errors import HandoverUnavailable
 from worker.store.migrate import migrate
 
@@ -73,8 +74,18 @@ async def test_a_worker_carries_on_after_redis_restarts_under_it(
     settings: Settings, db: asyncpg.Connection, aof_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
     settings = settings.model_copy(update={"redis_url": aof_redis.url})
-    workers = WorkerProcesses(worker_env(settings), tmp_path, 1)
+    port = free_port()
+    workers = WorkerProcesses(worker_env(settings, metrics_port=str(port)), tmp_path, 1)
     client = Redis.from_url(aof_redis.url)
+    health = f"http://127.0.0.1:{port}/healthz"
+
+    async def health_is(status: int) -> bool:
+        try:
+            async with httpx.AsyncClient(timeout=5) as http:
+                return (await http.get(health)).status_code == status
+        except httpx.HTTPError:
+            return False
+
     try:
         await schedule_memory_persistence(client, "s1", "u1", [user_msg("I use Zig.")],
                                           queue_name=settings.queue_name)
@@ -83,9 +94,11 @@ async def test_a_worker_carries_on_after_redis_restarts_under_it(
             return len(await active_texts(db, "u1")) == count
 
         await eventually(lambda: stored(1), 30)
+        assert await health_is(200)
         await asyncio.to_thread(aof_redis.kill)
-        await asyncio.sleep(2)  # the worker polls a dead server meanwhile
+        await eventually(lambda: health_is(503), 10)  # not ready while Redis is gone
         await asyncio.to_thread(aof_redis.start)
+        await eventually(lambda: health_is(200), 30)
         await schedule_memory_persistence(client, "s2", "u1", [user_msg("I use Go.")],
                                           queue_name=settings.queue_name)
         await eventually(lambda: stored(2), 30)
