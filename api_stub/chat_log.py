@@ -27,14 +27,16 @@ redis.call('RPUSH', KEYS[2], ARGV[2], ARGV[3])
 return redis.call('LRANGE', KEYS[2], 0, -1)
 """
 
-# KEYS: the user's session set. ARGV: user, the three key prefixes. Deletes
+# KEYS: the user's session set. ARGV: user, then the key prefixes: owner,
+# messages, and the hand-over's (latest list, its meta, older lists). Deletes
 # only sessions the user still owns; returns how many.
 _ERASE_USER = """
 local sessions = redis.call('SMEMBERS', KEYS[1])
 local n = 0
 for _, sid in ipairs(sessions) do
   if redis.call('GET', ARGV[2] .. sid) == ARGV[1] then
-    redis.call('DEL', ARGV[2] .. sid, ARGV[3] .. sid, ARGV[4] .. sid)
+    redis.call('DEL', ARGV[2] .. sid, ARGV[3] .. sid, ARGV[4] .. sid, ARGV[5] .. sid,
+               ARGV[6] .. sid)
     n = n + 1
   end
 end
@@ -68,6 +70,7 @@ class ChatLog:
         """Delete the user's sessions and their pending hand-overs; how many sessions went."""
         count: int = await self._erase(
             keys=[USER_SESSIONS_PREFIX + user_id],
-            args=[user_id, OWNER_PREFIX, SESSION_PREFIX, queue.HANDOVER_PREFIX],
+            args=[user_id, OWNER_PREFIX, SESSION_PREFIX, queue.HANDOVER_PREFIX,
+                  queue.META_PREFIX, queue.BACKLOG_PREFIX],
         )
         return count

@@ -7,7 +7,9 @@ Light on purpose: it imports no stage, provider or database code.
 ``redis`` is the chat server's own ``redis.asyncio.Redis`` (an ``arq.ArqRedis``
 works too). The job is written with memfleet's JSON serializer whatever the
 client's settings. Bad input raises InvalidHandover; a Redis outage raises
-HandoverUnavailable within ``timeout_s`` and never hangs the chat turn.
+HandoverUnavailable within ``timeout_s`` and never hangs the chat turn;
+HandoverBacklogFull (a HandoverUnavailable) says the session already holds too
+many older lists no worker has finished (worker.queue): hand it over later.
 ``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
 spans that match the workers' (worker.telemetry_ids).
 """
@@ -23,8 +25,15 @@ from opentelemetry import propagate, trace
 from redis.exceptions import RedisError
 
 from worker import queue
-from worker.errors import HandoverUnavailable
-from worker.payload import Handover, Limits, check_id, encode_handover, parse_messages
+from worker.errors import HandoverBacklogFull, HandoverUnavailable
+from worker.payload import (
+    Handover,
+    Limits,
+    check_id,
+    encode_handover,
+    parse_messages,
+    prefix_digests,
+)
 from worker.telemetry_ids import hashed_id, id_key
 
 
@@ -62,9 +71,13 @@ async def schedule_memory_persistence(
         try:
             enqueued = await asyncio.wait_for(
                 queue.enqueue(redis, session_id, payload=encode_handover(handover),
+                              digests=prefix_digests(handover.messages),
                               queue_name=queue_name),
                 timeout_s,
             )
+        except HandoverBacklogFull as exc:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
+            raise
         except (RedisError, OSError, TimeoutError) as exc:
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
             raise HandoverUnavailable(
@@ -72,4 +85,5 @@ async def schedule_memory_persistence(
             ) from exc
         span.set_attribute("messaging.message.id", enqueued.job_id or "")
         span.set_attribute("memfleet.coalesced", enqueued.job_id is None)
+        span.set_attribute("memfleet.handover.kept_older", enqueued.kept_older)
         return enqueued

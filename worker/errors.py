@@ -3,6 +3,7 @@
     MemfleetError
     ├── InvalidHandover        the caller's session/user/messages break the contract
     ├── HandoverUnavailable    Redis could not take the hand-over (outage, timeout)   transient
+    │   └── HandoverBacklogFull    the session's older lists wait unprocessed         transient
     ├── InvalidJob             a job or its payload in Redis cannot be read
     ├── LockLost               the session lock expired or was taken while the job ran
     ├── StoreError             PostgreSQL failed (connection, query)                    transient
@@ -41,6 +42,12 @@ class HandoverUnavailable(MemfleetError):
     """Redis did not take the hand-over in time; the chat turn goes on without it."""
 
     transient = True
+
+
+class HandoverBacklogFull(HandoverUnavailable):
+    """The session already holds the most older message lists that no job has
+    finished (workers down while the history was replaced again and again).
+    The new list is not stored: hand the session over again later."""
 
 
 class InvalidJob(MemfleetError):

@@ -39,10 +39,11 @@ from worker.errors import (
     ProviderUnavailable,
     StoreError,
 )
-from worker.payload import Handover, Limits, decode_handover
+from worker.payload import Limits, Snapshot, decode_handover
 from worker.pipeline import RunContext, run_once, skip_slice
 from worker.providers.base import Providers
 from worker.stages import lock
+from worker.stages.cursor import NOTHING_SETTLED, Settlement
 from worker.store.base import PipelineStore
 from worker.store.types import RunRecord
 from worker.telemetry import StageClock, Telemetry
@@ -152,11 +153,13 @@ async def _run(
             span.set_attributes({"memfleet.outcome": "deferred",
                                  "memfleet.deferred.reason": reason})
             return {"outcome": "deferred", "reason": reason}
-        try:
-            handover = decode_handover(claimed.payload, deps.limits)
-        except InvalidJob as exc:
+        snapshots, unreadable = read_lists(claimed, deps.limits)
+        for error in unreadable:
+            await _record(deps, base, "invalid", error)
+        if not snapshots:
             await session_lock.release()
-            return await _record(deps, base, "invalid", str(exc))
+            return {"outcome": "invalid", "error": unreadable[-1]}
+        handover = snapshots[-1].handover
         if recording:
             _link_to_handover(span, handover.trace)
             span.set_attribute("memfleet.user", deps.telemetry.hashed_id(handover.user_id))
@@ -164,7 +167,8 @@ async def _run(
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at, check_lock=session_lock.check)
         try:
-            result = await _run_pipeline(deps, run_ctx, handover, base)
+            result, settlement = await _run_pipeline(deps, run_ctx, snapshots, base)
+            await _settle(deps, session_id, settlement)
         finally:
             await session_lock.release()
         if claimed.breaker_failures and "error" not in result:
@@ -172,8 +176,8 @@ async def _run(
         if "error" in result or result["outcome"] == "deferred":
             span.set_attribute("memfleet.outcome", str(result["outcome"]))
             return result
-        if result["remaining"]:
-            # A long backlog goes in bounded chunks, one job each.
+        if settlement.follow_up:
+            # A long list goes in bounded chunks, and each older list in its own job.
             await _follow_up(deps, session_id, job_try)
         span.set_attribute("memfleet.outcome", result["outcome"])
         log.info("job finished", job_id=job_id, job_try=job_try, outcome=result["outcome"],
@@ -182,18 +186,33 @@ async def _run(
         return result
 
 
+def read_lists(claimed: lock.Claimed, limits: Limits) -> tuple[list[Snapshot], list[str]]:
+    """The session's lists that parse, oldest first, and why the others do not."""
+    snapshots: list[Snapshot] = []
+    unreadable: list[str] = []
+    if claimed.payload is None:
+        unreadable.append("the session has no hand-over payload")
+    for raw in claimed.lists():
+        try:
+            snapshots.append(Snapshot(raw.seq, decode_handover(raw.payload, limits), raw.latest))
+        except InvalidJob as exc:
+            unreadable.append(str(exc) if raw.latest else f"an older list: {exc}")
+    return snapshots, unreadable
+
+
 async def _run_pipeline(
-    deps: Deps, ctx: RunContext, handover: Handover, base: RunRecord
-) -> dict[str, Any]:
+    deps: Deps, ctx: RunContext, snapshots: list[Snapshot], base: RunRecord
+) -> tuple[dict[str, Any], Settlement]:
     try:
-        return (await run_once(ctx, handover)).as_dict()
+        result = await run_once(ctx, snapshots)
+        return result.as_dict(), result.settlement
     except InvalidJob as exc:
-        return await _record(deps, base, "invalid", str(exc))
+        return await _record(deps, base, "invalid", str(exc)), NOTHING_SETTLED
     except LockLost as exc:
         # Another job holds the session now, or Redis forgot the lock: either way a
         # later job takes over (the cursor fence keeps the slice from counting twice).
-        await _defer(deps, handover.session_id)
-        return await _record(deps, base, "deferred", _describe(exc))
+        await _defer(deps, snapshots[-1].handover.session_id)
+        return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
     except MemfleetError as exc:
         if isinstance(exc, ProviderUnavailable):
             await _trip_breaker(deps)
@@ -201,14 +220,27 @@ async def _run_pipeline(
         log.warning("job did not complete", job_try=ctx.job_try, next=decision.value,
                     error=type(exc).__name__)
         if decision is Next.SKIP:
-            return (await skip_slice(ctx, handover, _describe(exc))).as_dict()
+            skipped = await skip_slice(ctx, snapshots, _describe(exc))
+            return skipped.as_dict(), skipped.settlement
         recorded = await _record(deps, base, decision.value, _describe(exc))
         if decision is Next.RETRY:
             raise Retry(defer=backoff_s(ctx.job_try)) from exc
-        return recorded
+        return recorded, NOTHING_SETTLED
     except Exception as exc:
         await _record(deps, base, "error", type(exc).__name__)
         raise
+
+
+async def _settle(deps: Deps, session_id: str, settlement: Settlement) -> None:
+    """Drop the older lists the run finished. Best effort: a list left behind is
+    passed over by the next job (its number is below the cursor's)."""
+    if not (settlement.done_through or settlement.latest_done):
+        return
+    try:
+        await queue.settle(deps.redis, session_id, done_through=settlement.done_through,
+                           latest_done=settlement.latest_done)
+    except Exception as exc:  # noqa: BLE001 - see the docstring: nothing depends on it
+        log.warning("finished lists not dropped", error=type(exc).__name__)
 
 
 async def _defer(deps: Deps, session_id: str, at_least_ms: int = 0) -> None:

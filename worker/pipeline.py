@@ -11,8 +11,10 @@ across a provider call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from worker.errors import ConsolidationContention, UserVersionConflict
-from worker.payload import Handover
+from worker.payload import Snapshot
 from worker.stages import consolidate, cursor, embed, extract, persist, summary
 from worker.stages.context import RunContext
 from worker.stages.persist import RunResult
@@ -20,10 +22,12 @@ from worker.stages.persist import RunResult
 __all__ = ["RunContext", "RunResult", "run_once", "skip_slice"]
 
 
-async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
-    position = await cursor.run(ctx, handover)
+async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
+    """One slice of the first list (oldest first) with messages after the cursor."""
+    position = await cursor.run(ctx, snapshots)
+    handover = position.handover
     if position.piece.empty:
-        return await persist.record_empty(ctx, handover)
+        return await persist.record_empty(ctx, position)
     candidates = await extract.run(ctx, handover, position)
     embeddings = await embed.run(ctx, candidates)
     new_summary = await summary.run(ctx, handover, position)
@@ -39,7 +43,7 @@ async def run_once(ctx: RunContext, handover: Handover) -> RunResult:
     raise ConsolidationContention(f"{attempts} consolidations lost to other jobs of the user")
 
 
-async def skip_slice(ctx: RunContext, handover: Handover, reason: str) -> RunResult:
+async def skip_slice(ctx: RunContext, snapshots: Sequence[Snapshot], reason: str) -> RunResult:
     """Move the cursor past the slice without writing a fact, on the record (persist.skip)."""
-    position = await cursor.run(ctx, handover)
-    return await persist.skip(ctx, handover, position, reason)
+    position = await cursor.run(ctx, snapshots)
+    return await persist.skip(ctx, position.handover, position, reason)

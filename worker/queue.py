@@ -4,7 +4,13 @@ ARQ's ``_job_id`` alone drops hand-overs that arrive while a job runs, so
 memfleet writes ARQ jobs itself, atomically, in Lua (``worker/lua/enqueue.lua``):
 
 - ``memfleet:handover:<session>`` holds the session's LATEST message list
-  (each hand-over replaces it: the chat server always sends the whole list);
+  (the chat server always sends the whole list), and
+  ``memfleet:handover-meta:<session>`` its length, last prefix digest
+  (worker.payload.prefix_digests) and hand-over number;
+- ``memfleet:backlog:<session>`` holds older lists that a later one does not
+  extend (the chat server summarised or replaced its history before a commit
+  finished them), oldest first, each as ``<number>:<payload>``; jobs process
+  them before the latest list and drop them once done (``settle``);
 - ``memfleet:queued:<session>`` names the job that is queued and not started.
 
 A hand-over sets the payload and enqueues a job only when none is waiting (a
@@ -26,12 +32,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from worker.errors import HandoverBacklogFull
+from worker.payload import PREFIX_DIGEST_BYTES
 from worker.redis_scripts import LuaScript
 
 JOB_FUNCTION = "persist_session_memory"
 DEFAULT_QUEUE = "memfleet:queue"
 HANDOVER_PREFIX = "memfleet:handover:"
 QUEUED_PREFIX = "memfleet:queued:"
+META_PREFIX = "memfleet:handover-meta:"
+BACKLOG_PREFIX = "memfleet:backlog:"
+# Older lists a session may hold unprocessed; one more refuses the hand-over.
+BACKLOG_LIMIT = 32
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
 PENDING_PREFIX = "memfleet:pending:"  # + queue name: sessions with a job not yet claimed
@@ -41,6 +53,7 @@ PENDING_GRACE_MS = 30_000
 JOB_EXPIRES_MS = 86_400_000
 
 _ENQUEUE = LuaScript("worker.lua", "enqueue.lua")
+_SETTLE = LuaScript("worker.lua", "settle.lua")
 
 
 def job_bytes(session_id: str, enqueue_ms: int) -> bytes:
@@ -62,9 +75,23 @@ def queued_key(session_id: str) -> str:
     return QUEUED_PREFIX + session_id
 
 
+def meta_key(session_id: str) -> str:
+    return META_PREFIX + session_id
+
+
+def backlog_key(session_id: str) -> str:
+    return BACKLOG_PREFIX + session_id
+
+
+def session_keys(session_id: str) -> tuple[str, ...]:
+    """Every key that holds a session's messages (for erasure)."""
+    return (handover_key(session_id), meta_key(session_id), backlog_key(session_id))
+
+
 @dataclass(frozen=True, slots=True)
 class Enqueued:
     job_id: str | None  # None: a job already queued for the session will read this hand-over
+    kept_older: bool = False  # the previous list went to the backlog (this one does not extend it)
 
 
 def _decode(value: Any) -> str | None:
@@ -78,17 +105,38 @@ async def enqueue(
     session_id: str,
     *,
     payload: bytes | None,
+    digests: bytes = b"",
     queue_name: str = DEFAULT_QUEUE,
     defer_ms: int = 0,
 ) -> Enqueued:
-    """Store ``payload`` (when given) and make sure one job for the session is queued."""
+    """Store ``payload`` (when given; ``digests`` are its messages' prefix digests)
+    and make sure one job for the session is queued.
+
+    Raises HandoverBacklogFull when the session already holds BACKLOG_LIMIT older
+    lists that no job has finished: the new list is not stored.
+    """
     now = int(time.time() * 1000)
     job_id = f"memfleet-{uuid.uuid4().hex}"
     result = await _ENQUEUE(
         redis,
-        [handover_key(session_id), queued_key(session_id), queue_name, pending_key(queue_name)],
+        [handover_key(session_id), queued_key(session_id), queue_name, pending_key(queue_name),
+         meta_key(session_id), backlog_key(session_id)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session_id, now),
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
-         session_id, now + defer_ms + PENDING_GRACE_MS],
+         session_id, now + defer_ms + PENDING_GRACE_MS, digests, PREFIX_DIGEST_BYTES,
+         BACKLOG_LIMIT],
     )
-    return Enqueued(_decode(result))
+    if result == -1:
+        raise HandoverBacklogFull(
+            f"the session holds {BACKLOG_LIMIT} older message lists no job has finished yet"
+        )
+    job, kept = result
+    return Enqueued(_decode(job), bool(kept))
+
+
+async def settle(redis: Any, session_id: str, *, done_through: int, latest_done: int) -> None:
+    """After a run: drop the backlog lists numbered up to ``done_through`` (a commit
+    covers them), and mark the latest list finished when ``latest_done`` is still
+    its number (0: it is not), so a later hand-over need not keep it."""
+    await _SETTLE(redis, [backlog_key(session_id), meta_key(session_id)],
+                  [done_through, latest_done])

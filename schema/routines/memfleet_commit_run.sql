@@ -10,7 +10,8 @@
 CREATE OR REPLACE FUNCTION memfleet_commit_run(
     p_cursor            jsonb,      -- session_id, user_id, expected_version (0: none yet),
                                     -- last_hash, window_hash, position, processed, user_turns,
-                                    -- and summary (absent or null: keep the stored one)
+                                    -- summary (absent or null: keep the stored one) and
+                                    -- handover_seq (absent: keep the stored one)
     p_user_version      bigint,     -- NULL: the run writes no fact, the version is not checked
     p_run               jsonb,      -- the memory_run row (memfleet_insert_run)
     p_texts             text[],
@@ -36,12 +37,13 @@ BEGIN
     IF (p_cursor ->> 'expected_version')::bigint = 0 THEN
         INSERT INTO session_cursor (session_id, user_id, version, last_hash, window_hash,
                                     position, processed_count, user_turns_since_summary,
-                                    summary, summary_updated_at)
+                                    summary, summary_updated_at, handover_seq)
         VALUES (p_cursor ->> 'session_id', v_user, 1, p_cursor ->> 'last_hash',
                 p_cursor ->> 'window_hash', (p_cursor ->> 'position')::integer,
                 (p_cursor ->> 'processed')::bigint,
                 CASE WHEN v_summary IS NULL THEN (p_cursor ->> 'user_turns')::integer ELSE 0 END,
-                v_summary, CASE WHEN v_summary IS NULL THEN NULL ELSE now() END)
+                v_summary, CASE WHEN v_summary IS NULL THEN NULL ELSE now() END,
+                coalesce((p_cursor ->> 'handover_seq')::bigint, 0))
         ON CONFLICT (session_id) DO NOTHING
         RETURNING version INTO v_moved;
     ELSE
@@ -57,6 +59,9 @@ BEGIN
             summary = coalesce(v_summary, summary),
             summary_updated_at = CASE WHEN v_summary IS NULL THEN summary_updated_at
                                       ELSE now() END,
+            -- Never backwards: lists are taken in order (worker.stages.cursor).
+            handover_seq = greatest(handover_seq,
+                                    coalesce((p_cursor ->> 'handover_seq')::bigint, 0)),
             updated_at = now()
         WHERE session_id = p_cursor ->> 'session_id'
           AND version = (p_cursor ->> 'expected_version')::bigint

@@ -5,9 +5,11 @@ of this test's own, talking to the OpenAI-compatible stub. While sessions are
 handed over turn by turn: workers are SIGKILLed and restarted, Redis and
 PostgreSQL are SIGKILLed and restarted, the model endpoint is down for a few
 seconds, and faulty answers (429, 500, timeouts, broken JSON, truncated JSON,
-unknown ids) are mixed in. Afterwards every message counted in exactly one
-committed slice, every fact is stored once, the change of mind in every
-session is applied, every chain is consistent, and no session is stuck.
+unknown ids) are mixed in; every third session's chat server replaces its
+history with a summary halfway (tests/fleet_scenario.py). Afterwards every
+message counted in exactly one committed slice, every fact is stored once, the
+change of mind in every session is applied, every chain is consistent, and no
+session is stuck.
 
 `make test` runs a short version; `make chaos` a long one
 (MEMFLEET_CHAOS_SESSIONS=200) and prints its figures.
@@ -29,6 +31,7 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.fleet_scenario import (
+    SUMMARY_TURN,
     assert_exactly_once,
     hand_over_turn_by_turn,
     wait_for_workers,
@@ -112,7 +115,7 @@ async def test_every_message_exactly_once_through_every_fault_at_once(
                     faults["worker SIGKILL"] += 1
                     next_kill = now + rng.uniform(0.7, 1.5)
                 await asyncio.sleep(0.3)
-            refused = await handing_over
+            handed = await handing_over
             injecting.cancel()
             stub.control("DELETE", "/_stub/faults")
             fleet.kill_and_restart(rng.randrange(3))  # once more, while the backlog drains
@@ -125,8 +128,10 @@ async def test_every_message_exactly_once_through_every_fault_at_once(
                 " AS committed, count(*) FILTER (WHERE outcome = 'fenced') AS fenced,"
                 " count(*) FILTER (WHERE job_try > 1) AS reruns,"
                 " coalesce(sum(rejected), 0) AS rejected FROM memory_run")
-            print(f"\nchaos: {SESSIONS} sessions x 5 turns, hand-overs refused while Redis"
-                  f" was down and handed over again: {refused}; drained {drained:.1f} s after"
+            print(f"\nchaos: {SESSIONS} sessions x 5 turns (every third summarised at turn"
+                  f" {SUMMARY_TURN}), hand-overs refused while Redis was down and handed over"
+                  f" again: {handed.refused}; unfinished lists kept when a summary replaced"
+                  f" them: {handed.kept_older}; drained {drained:.1f} s after"
                   f" the last hand-over; faults: {dict(sorted(faults.items()))};"
                   f" runs: {dict(stats)}; lost 0, doubled 0 (checked)")
             assert faults["redis"] == faults["postgres"] == faults["llm down"] == 1

@@ -16,6 +16,7 @@ from worker.store.migrate import check_schema, checksum, default_schema_dir, mig
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_schema"
 ROUTINES = sorted(p.stem for p in (default_schema_dir() / "routines").glob("*.sql"))
+MIGRATIONS = sorted(p.stem for p in default_schema_dir().glob("0*.sql"))
 
 
 async def _check(url: str, embed_dim: int = TEST_EMBED_DIM) -> None:
@@ -73,7 +74,7 @@ async def test_a_new_database_gets_the_baseline_and_every_routine(
     empty_database_url: str,
 ) -> None:
     applied = await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM)
-    assert applied == ["0004_baseline", *(f"routines/{name}" for name in ROUTINES)]
+    assert applied == ["0004_baseline", *MIGRATIONS, *(f"routines/{name}" for name in ROUTINES)]
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == []
     await _check(empty_database_url)
 
@@ -94,10 +95,10 @@ async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_on
                                int(path.name[:4]), path.stem[5:], checksum(text))
     finally:
         await conn.close()
-    with pytest.raises(ConfigurationError, match="lacks routines/"):
+    with pytest.raises(ConfigurationError, match="lacks 0005_cursor_handover_seq, routines/"):
         await _check(empty_database_url)
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
-        f"routines/{name}" for name in ROUTINES]
+        *MIGRATIONS, *(f"routines/{name}" for name in ROUTINES)]
     await _check(empty_database_url)
     assert await _catalog(empty_database_url) == await _catalog(database_url)
 
@@ -124,17 +125,17 @@ async def test_a_new_numbered_migration_is_required_then_applied_once(
 ) -> None:
     schema = _copy_schema(tmp_path)
     await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema)
-    (schema / "0005_fact_note.sql").write_text(
+    (schema / "0099_fact_note.sql").write_text(
         "ALTER TABLE memory_fact ADD COLUMN note text;\n", "utf-8")
     conn = await asyncpg.connect(empty_database_url)
     try:
-        with pytest.raises(ConfigurationError, match="lacks 0005_fact_note"):
+        with pytest.raises(ConfigurationError, match="lacks 0099_fact_note"):
             await check_schema(conn, TEST_EMBED_DIM, schema_dir=schema)
     finally:
         await conn.close()
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema) == [
-        "0005_fact_note"]
-    (schema / "0005_fact_note.sql").write_text("-- edited after release\n", "utf-8")
+        "0099_fact_note"]
+    (schema / "0099_fact_note.sql").write_text("-- edited after release\n", "utf-8")
     with pytest.raises(ConfigurationError, match="applied with different contents"):
         await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=schema)
 

@@ -16,8 +16,10 @@ from opentelemetry.trace import NoOpTracer
 
 from worker.config import Settings
 from worker.errors import ConsolidationContention, LockLost, UserVersionConflict
-from worker.payload import Handover, Message
-from worker.pipeline import RunContext, run_once, skip_slice
+from worker.payload import Handover, Message, Snapshot
+from worker.pipeline import RunContext
+from worker.pipeline import run_once as run_lists
+from worker.pipeline import skip_slice as skip_in_lists
 from worker.providers.base import Answer, Usage
 from worker.providers.factory import build_providers
 from worker.stages.persist import RunResult
@@ -40,6 +42,15 @@ def bot(text: str) -> Message:
 
 def handover(*messages: Message, session: str = "s1", user_id: str = "u1") -> Handover:
     return Handover(session_id=session, user_id=user_id, messages=messages, handed_over_at=NOW)
+
+
+async def run_once(ctx: RunContext, latest: Handover) -> RunResult:
+    """A run over a session that holds only its latest list."""
+    return await run_lists(ctx, [Snapshot(1, latest, latest=True)])
+
+
+async def skip_slice(ctx: RunContext, latest: Handover, reason: str) -> RunResult:
+    return await skip_in_lists(ctx, [Snapshot(1, latest, latest=True)], reason)
 
 
 def context(store: Any, settings: Settings = SETTINGS, **changes: Any) -> RunContext:

@@ -9,6 +9,7 @@ from worker.errors import (
     ConfigurationError,
     ConsolidationContention,
     CursorFenced,
+    HandoverBacklogFull,
     HandoverUnavailable,
     InvalidHandover,
     InvalidJob,
@@ -27,7 +28,7 @@ PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown mo
              LockLost("gone"), EmbeddedServerError("no binaries")]
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
              ConsolidationContention("busy user"), UserVersionConflict("u1"),
-             HandoverUnavailable("redis")]
+             HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists")]
 
 
 @pytest.mark.parametrize("error", PERMANENT, ids=lambda e: type(e).__name__)

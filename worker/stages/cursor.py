@@ -14,6 +14,12 @@ position without doubt when messages repeat ("ok", "Thanks!"):
 When several places still match (a whole window repeated), the earliest wins:
 reprocessing a few messages costs a consolidation NONE, skipping them would
 lose facts.
+
+A session may hold older lists besides its latest one (worker.queue: the chat
+server replaced its history before a commit finished them). The run takes the
+first list, oldest first, with something after the cursor. A backlog list
+numbered below the cursor's ``handover_seq`` is finished (lists are taken in
+order), even when Redis failed to drop it; the latest list is always located.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+import structlog
+
 from worker.errors import InvalidJob
-from worker.payload import Handover, Message, message_hash
+from worker.payload import Handover, Message, Snapshot, message_hash
 from worker.stages.context import RunContext
 from worker.store.types import CursorAdvance, CursorState, RunRecord
+
+log = structlog.get_logger("memfleet.cursor")
 
 WINDOW = 4
 
@@ -81,13 +91,40 @@ def take_slice(total: int, start: int, max_messages: int) -> Slice:
 
 
 @dataclass(frozen=True, slots=True)
+class Settlement:
+    """What a run leaves for Redis to tidy (worker.queue.settle) and whether more is due."""
+
+    done_through: int  # backlog lists numbered up to this are finished
+    latest_done: int  # the latest list's number when the run finished it, else 0
+    follow_up: bool  # the rest of this list, or a later one, waits for another job
+
+
+NOTHING_SETTLED = Settlement(0, 0, follow_up=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Position:
-    """Where this run stands in the session: the cursor read, and the slice to process."""
+    """Where this run stands in the session: the cursor read, the list and the slice."""
 
     hashes: list[str]
     cursor: CursorState | None
     case: CursorCase
     piece: Slice
+    snapshot: Snapshot
+    later: int = 0  # lists after this one
+    done_before: int = 0  # the number of the last finished list before this one (0: none)
+    foreign: int = 0  # older lists passed over because another user's cursor holds the session
+
+    @property
+    def handover(self) -> Handover:
+        return self.snapshot.handover
+
+    def settlement(self) -> Settlement:
+        """After this slice moved the cursor (or there was nothing to move)."""
+        if self.piece.remaining:
+            return Settlement(self.done_before, 0, follow_up=True)
+        seq = self.snapshot.seq
+        return Settlement(seq, seq if self.snapshot.latest else 0, follow_up=self.later > 0)
 
     def new_messages(self, handover: Handover) -> Sequence[Message]:
         return handover.messages[self.piece.start : self.piece.end]
@@ -104,6 +141,7 @@ class Position:
             last_hash=self.hashes[end - 1], window_hash=window_hash(self.hashes, end - 1),
             position=end - 1, processed=end - self.piece.start,
             user_turns=self.user_turns(handover), summary=summary,
+            handover_seq=self.snapshot.seq,
         )
 
     def describe(self, run: RunRecord) -> RunRecord:
@@ -113,15 +151,47 @@ class Position:
                        slice_len=self.piece.end - self.piece.start)
 
 
-async def run(ctx: RunContext, handover: Handover) -> Position:
-    """Read the session's cursor and find the slice this run processes."""
-    with ctx.clock.stage("cursor") as span:
-        hashes = [message_hash(m) for m in handover.messages]
-        cursor = await ctx.store.load_cursor(handover.session_id)
-        if cursor is not None and cursor.user_id != handover.user_id:
-            raise InvalidJob("the session belongs to another user")
+def choose(snapshots: Sequence[Snapshot], cursor: CursorState | None,
+           max_messages: int) -> Position:
+    """The first list, oldest first, with messages after the cursor, and its slice;
+    the last list (empty slice) when every list is finished."""
+    if not snapshots:
+        raise ValueError("choose needs at least one list")
+    floor = cursor.handover_seq if cursor is not None else 0
+    done_before = foreign = 0
+    for index, snapshot in enumerate(snapshots):
+        last = index == len(snapshots) - 1
+        if not snapshot.latest and snapshot.seq < floor and not last:
+            done_before = snapshot.seq
+            continue
+        if cursor is not None and cursor.user_id != snapshot.handover.user_id:
+            if last:
+                raise InvalidJob("the session belongs to another user")
+            done_before, foreign = snapshot.seq, foreign + 1
+            continue
+        hashes = [message_hash(m) for m in snapshot.handover.messages]
         located = locate(hashes, cursor)
-        piece = take_slice(len(hashes), located.start, ctx.settings.max_slice_messages)
-        span.set_attribute("memfleet.cursor.case", located.case.value)
-        span.set_attribute("memfleet.slice.length", piece.end - piece.start)
-    return Position(hashes, cursor, located.case, piece)
+        piece = take_slice(len(hashes), located.start, max_messages)
+        if piece.empty and not last:
+            done_before = snapshot.seq
+            continue
+        return Position(hashes, cursor, located.case, piece, snapshot,
+                        later=len(snapshots) - index - 1, done_before=done_before,
+                        foreign=foreign)
+    raise AssertionError("unreachable: the last list always returns")
+
+
+async def run(ctx: RunContext, snapshots: Sequence[Snapshot]) -> Position:
+    """Read the session's cursor and find the list and slice this run processes."""
+    with ctx.clock.stage("cursor") as span:
+        cursor = await ctx.store.load_cursor(snapshots[-1].handover.session_id)
+        position = choose(snapshots, cursor, ctx.settings.max_slice_messages)
+        span.set_attribute("memfleet.cursor.case", position.case.value)
+        span.set_attribute("memfleet.slice.length", position.piece.end - position.piece.start)
+        span.set_attribute("memfleet.handover.lists", len(snapshots))
+        if position.foreign:
+            # Two users handed over one session id: the older lists of the user who
+            # does not hold the cursor are passed over, on the span and in the log.
+            span.set_attribute("memfleet.handover.foreign_lists", position.foreign)
+            log.warning("older lists of another user passed over", lists=position.foreign)
+    return position

@@ -120,28 +120,57 @@ class SessionLock:
 
 
 @dataclass(frozen=True, slots=True)
+class RawList:
+    """One of the session's message lists as Redis holds it, not parsed yet."""
+
+    seq: int  # its hand-over number (worker.queue)
+    payload: bytes
+    latest: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     payload: bytes | None  # None: the session has no hand-over (erased, or expired)
     locked: bool  # the lock is now held by this job; False with a payload: busy
     breaker_open_ms: int = 0  # > 0: the fleet's LLM breaker is open; the lock was not taken
     breaker_failures: int = 0  # model failures in a row before this job (worker.breaker)
+    seq: int = 0  # the latest list's hand-over number
+    backlog: tuple[bytes, ...] = ()  # older lists, oldest first, as "<number>:<payload>"
+
+    def lists(self) -> list[RawList]:
+        """The backlog's lists, oldest first, then the latest one."""
+        lists = []
+        for entry in self.backlog:
+            number, sep, payload = entry.partition(b":")
+            if sep and number.isdigit():
+                lists.append(RawList(int(number), payload, latest=False))
+            else:  # unreadable: its payload fails to parse and is recorded as such
+                lists.append(RawList(0, entry, latest=False))
+        if self.payload is not None:
+            lists.append(RawList(self.seq, self.payload, latest=True))
+        return lists
+
+
+def _bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
 
 
 async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     """At job start: clear the queued marker if it is this job's, read the latest
     hand-over and, when there is one, take ``lock``: one round trip."""
     breaker = BreakerKeys.of(lock.queue_name)
-    raw, locked, open_ms, failures = await _CLAIM(
+    raw, locked, open_ms, failures, seq, backlog = await _CLAIM(
         redis,
         [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key,
          claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
-         queue.pending_key(lock.queue_name)],
+         queue.pending_key(lock.queue_name), queue.meta_key(lock.session_id),
+         queue.backlog_key(lock.session_id)],
         [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms()],
     )
-    payload = raw if raw is None or isinstance(raw, bytes) else str(raw).encode()
     if locked:
         lock.held()
-    return Claimed(payload, bool(locked), int(open_ms), int(failures))
+    return Claimed(None if raw is None else _bytes(raw), bool(locked), int(open_ms),
+                   int(failures), int(seq), tuple(_bytes(entry) for entry in backlog))
 
 
 async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) -> Claimed:

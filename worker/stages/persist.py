@@ -20,7 +20,7 @@ from worker.errors import CursorFenced, UserVersionConflict
 from worker.payload import Handover
 from worker.stages.consolidate import Decided, Plan
 from worker.stages.context import RunContext
-from worker.stages.cursor import Position
+from worker.stages.cursor import NOTHING_SETTLED, Position, Settlement
 from worker.store.types import RunCommit, RunRecord
 
 _DB = {"db.system.name": "postgresql", "db.operation.name": "COMMIT"}
@@ -37,10 +37,12 @@ class RunResult:
     deleted: int = 0
     unchanged: int = 0
     rejected: int = 0
+    settlement: Settlement = NOTHING_SETTLED
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome, "run_id": self.run_id, "remaining": self.remaining,
+            "follow_up": self.settlement.follow_up,
             "added": self.added, "updated": self.updated, "deleted": self.deleted,
             "unchanged": self.unchanged, "rejected": self.rejected,
         }
@@ -57,9 +59,10 @@ def audit_row(ctx: RunContext, handover: Handover, outcome: str, **columns: Any)
     )
 
 
-async def record_empty(ctx: RunContext, handover: Handover) -> RunResult:
-    """Nothing new since the cursor: an audit row, no commit."""
-    return RunResult("empty", await ctx.store.record_run(audit_row(ctx, handover, "empty")))
+async def record_empty(ctx: RunContext, position: Position) -> RunResult:
+    """Nothing new since the cursor in any list: an audit row, no commit."""
+    run_id = await ctx.store.record_run(audit_row(ctx, position.handover, "empty"))
+    return RunResult("empty", run_id, settlement=position.settlement())
 
 
 async def commit(
@@ -90,7 +93,7 @@ async def commit(
             span.set_attribute(f"memfleet.decisions.{event.lower()}", count)
         _record_metrics(ctx, handover, counts)
     return RunResult("committed", run_id, position.piece.remaining, plan.added, plan.updated,
-                     plan.deleted, plan.unchanged, decided.rejected)
+                     plan.deleted, plan.unchanged, decided.rejected, position.settlement())
 
 
 async def skip(ctx: RunContext, handover: Handover, position: Position, reason: str) -> RunResult:
@@ -101,7 +104,7 @@ async def skip(ctx: RunContext, handover: Handover, position: Position, reason: 
     session is not stuck behind one slice forever.
     """
     if position.piece.empty:
-        return RunResult("empty", None)
+        return RunResult("empty", None, settlement=position.settlement())
     run = position.describe(audit_row(ctx, handover, "skipped", error=reason))
     with ctx.clock.stage("persist", **_DB) as span:
         try:
@@ -109,7 +112,8 @@ async def skip(ctx: RunContext, handover: Handover, position: Position, reason: 
         except CursorFenced:
             _refused(ctx, span, "cursor")
             return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
-    return RunResult("skipped", run_id, position.piece.remaining)
+    return RunResult("skipped", run_id, position.piece.remaining,
+                     settlement=position.settlement())
 
 
 async def _commit(

@@ -247,6 +247,7 @@ def _moved(current: CursorState | None, move: Any) -> CursorState:
         processed_count=(current.processed_count if current else 0) + move.processed,
         user_turns_since_summary=turns,
         summary=move.summary if summarised else (current.summary if current else None),
+        handover_seq=max(move.handover_seq, current.handover_seq if current else 0),
     )
 
 

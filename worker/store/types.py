@@ -24,6 +24,7 @@ class CursorState:
     processed_count: int
     user_turns_since_summary: int
     summary: str | None
+    handover_seq: int = 0  # the hand-over number of the list the cursor was last moved in
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class CursorAdvance:
     processed: int
     user_turns: int
     summary: str | None = None  # a refreshed rolling summary, stored with the move
+    handover_seq: int = 0  # the hand-over number of the list the slice came from
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,26 +8,28 @@
 -- failures, one job at a time probes the endpoint (the probe key); the others
 -- wait for its verdict.
 -- KEYS: queued marker, payload, lock, claimed set, breaker open flag, breaker
--- failure count, breaker probe, pending set. ARGV: job id, lock token, lock
--- ttl ms, session id, now ms.
+-- failure count, breaker probe, pending set, hand-over meta, backlog.
+-- ARGV: job id, lock token, lock ttl ms, session id, now ms.
 -- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
--- breaker (0: closed), failures in a row}. No payload, no lock: there is
+-- breaker (0: closed), failures in a row, the payload's hand-over number, and,
+-- with the lock, the backlog's older lists}. No payload, no lock: there is
 -- nothing to work on.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[8], ARGV[4])
 end
 local payload = redis.call('GET', KEYS[2])
-if not payload then return {payload, 0, 0, 0} end
+if not payload then return {payload, 0, 0, 0, '0', {}} end
 local open = redis.call('PTTL', KEYS[5])
-if open > 0 then return {payload, 0, open, 0} end
+if open > 0 then return {payload, 0, open, 0, '0', {}} end
 local failures = tonumber(redis.call('GET', KEYS[6]) or '0')
 if failures > 0 and redis.call('EXISTS', KEYS[7]) == 1 then
-  return {payload, 0, 1, failures}
+  return {payload, 0, 1, failures, '0', {}}
 end
 if redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then
   redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + tonumber(ARGV[3]), ARGV[4])
   if failures > 0 then redis.call('SET', KEYS[7], ARGV[2], 'PX', ARGV[3]) end
-  return {payload, 1, 0, failures}
+  return {payload, 1, 0, failures, redis.call('HGET', KEYS[9], 'q') or '0',
+          redis.call('LRANGE', KEYS[10], 0, -1)}
 end
-return {payload, 0, 0, failures}
+return {payload, 0, 0, failures, '0', {}}

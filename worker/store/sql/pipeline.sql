@@ -4,7 +4,7 @@
 
 -- name: load_cursor
 SELECT session_id, user_id, version, last_hash, window_hash, position,
-       processed_count, user_turns_since_summary, summary
+       processed_count, user_turns_since_summary, summary, handover_seq
 FROM session_cursor
 WHERE session_id = $1;
 
