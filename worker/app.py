@@ -9,13 +9,14 @@ from typing import Any
 
 import structlog
 from arq.connections import RedisSettings
-from arq.worker import Worker, func
+from arq.worker import func
 from redis.asyncio.retry import Retry as RedisRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker import queue, serialization
+from worker.burst import Worker
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.job import Deps, persist_session_memory
