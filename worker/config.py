@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # between tries: about two minutes of outage ridden out before a worker exits.
     redis_retries: int = Field(default=45, ge=0)
     busy_defer_s: float = Field(default=1.0, gt=0)
+    # PostgreSQL still down on a job's last try: its session tries again this much
+    # later, with fresh tries, for as long as the outage lasts.
+    outage_wait_s: float = Field(default=300.0, gt=0)
 
     # The pipeline.
     neighbors_k: int = Field(default=5, ge=1, le=50)

@@ -7,6 +7,7 @@
     ├── InvalidJob             a job or its payload in Redis cannot be read
     ├── LockLost               the session lock expired or was taken while the job ran
     ├── StoreError             PostgreSQL failed (connection, query)                    transient
+    │   └── StoreUnavailable       PostgreSQL cannot be reached or is shutting down       transient
     ├── StoreConflict          a compare-and-set in the persist transaction lost
     │   ├── CursorFenced           another run already committed this slice
     │   └── UserVersionConflict    another job changed this user's facts first          transient
@@ -18,8 +19,11 @@
 
 ``transient`` is the retry policy: the job runs again later (cursor untouched)
 only for an error that can heal by itself. Everything else ends the run at
-once, on the record. Lower-level errors (asyncpg, redis, openai) are raised
-``from`` the original so the cause stays in the traceback.
+once, on the record. ``outage`` marks the errors of a server being down: they
+outlast the tries too, since a session must not be given up because the
+database was away longer than a job's backoff (worker.job). Lower-level
+errors (asyncpg, redis, openai) are raised ``from`` the original so the cause
+stays in the traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class MemfleetError(Exception):
 
     transient: ClassVar[bool] = False
     """True when trying the same work again later can succeed without anyone acting."""
+    outage: ClassVar[bool] = False
+    """True when a server memfleet depends on is down: waited out, whatever the tries."""
 
 
 class InvalidHandover(MemfleetError, ValueError):
@@ -66,6 +72,12 @@ class StoreError(MemfleetError):
     """PostgreSQL failed. Transient: the job is retried later, the cursor untouched."""
 
     transient = True
+
+
+class StoreUnavailable(StoreError):
+    """PostgreSQL cannot be reached, refused the connection, or is shutting down."""
+
+    outage = True
 
 
 class StoreConflict(MemfleetError):

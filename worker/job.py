@@ -11,6 +11,9 @@ busy lock, recorded with an audit row in ``memory_run``:
   again after a backoff, with the cursor untouched;
 - failed: a permanent error (refused request, bad settings), at once; or a
   transient one on the last allowed try. The next hand-over starts over;
+- deferred (reason ``outage``): PostgreSQL was still down on the last try. A
+  server being away is nobody's error: the session gets a fresh job after
+  ``outage_wait_s``, as often as it takes, instead of failing;
 - skipped, on the last try, when the model kept breaking the answer schema
   for this slice: the cursor moves past it with no fact written;
 - error: anything memfleet did not expect; recorded, counted, and raised to ARQ.
@@ -71,6 +74,7 @@ class Next(StrEnum):
     RETRY = "retry"
     FAIL = "failed"
     SKIP = "skipped"
+    WAIT_OUT = "deferred"
 
 
 def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
@@ -79,6 +83,8 @@ def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
         return Next.FAIL
     if job_try < max_tries:
         return Next.RETRY
+    if exc.outage:
+        return Next.WAIT_OUT
     # The model keeps breaking the contract on this slice: skip it, on the record,
     # rather than block the session forever (docs/architecture.md).
     return Next.SKIP if isinstance(exc, ProviderAnswerInvalid) else Next.FAIL
@@ -222,6 +228,11 @@ async def _run_pipeline(
         if decision is Next.SKIP:
             skipped = await skip_slice(ctx, snapshots, _describe(exc))
             return skipped.as_dict(), skipped.settlement
+        if decision is Next.WAIT_OUT:
+            await _defer(deps, snapshots[-1].handover.session_id,
+                         int(deps.settings.outage_wait_s * 1000))
+            await _record(deps, base, "deferred", _describe(exc))
+            return {"outcome": "deferred", "reason": "outage"}, NOTHING_SETTLED
         recorded = await _record(deps, base, decision.value, _describe(exc))
         if decision is Next.RETRY:
             raise Retry(defer=backoff_s(ctx.job_try)) from exc

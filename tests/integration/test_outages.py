@@ -158,6 +158,53 @@ async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice
         await asyncio.to_thread(pg.stop)
 
 
+async def test_a_postgresql_outage_longer_than_every_try_loses_nothing(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    # Two tries, 2 s apart: a job gives up within seconds. A database away for
+    # longer must not cost the session its messages: with no new hand-over to wake
+    # it, the session is tried again every outage_wait_s until the database is back.
+    pg = EmbeddedPostgres(tmp_path / "pg")
+    await asyncio.to_thread(pg.start)
+    await migrate(pg.url, embed_dim=TEST_EMBED_DIM)
+    settings = settings.model_copy(update={"database_url": pg.url})
+    workers = WorkerProcesses(worker_env(settings, max_tries="2", outage_wait_s="1"),
+                              tmp_path, 1)
+
+    async def facts_of(user_id: str) -> list[str]:
+        conn = await asyncpg.connect(pg.url)
+        try:
+            return await active_texts(conn, user_id)
+        finally:
+            await conn.close()
+
+    try:
+        await schedule_memory_persistence(redis, "warm", "w", [user_msg("I use Go.")],
+                                          queue_name=settings.queue_name)
+        await eventually(lambda: _equals(facts_of("w"), ["Uses Go"]), 60)  # the worker is up
+        await asyncio.to_thread(pg.kill)
+        await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                          queue_name=settings.queue_name)
+        await asyncio.sleep(12)  # two tries, then waited out again and again
+        assert workers.procs[0].poll() is None, "the worker rode the outage out"
+        await asyncio.to_thread(pg.start)
+        await eventually(lambda: _equals(facts_of("u1"), ["Uses Zig"]), 60)
+        conn = await asyncpg.connect(pg.url)
+        try:
+            outcomes = [r["outcome"] for r in await conn.fetch(
+                "SELECT outcome FROM memory_run WHERE session_id = 's1' ORDER BY id")]
+        finally:
+            await conn.close()
+        assert outcomes[-1] == "committed" and "failed" not in outcomes, outcomes
+    finally:
+        workers.stop()
+        await asyncio.to_thread(pg.stop)
+
+
+async def _equals(value: Awaitable[list[str]], expected: list[str]) -> bool:
+    return await value == expected
+
+
 async def test_a_model_outage_pauses_the_whole_fleet_and_loses_nothing(
     settings: Settings, redis: Redis, db: asyncpg.Connection, tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ from worker.errors import (
     ProviderError,
     ProviderUnavailable,
     StoreError,
+    StoreUnavailable,
     UserVersionConflict,
 )
 from worker.job import Next, after_error
@@ -28,7 +29,8 @@ PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown mo
              LockLost("gone"), EmbeddedServerError("no binaries")]
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
              ConsolidationContention("busy user"), UserVersionConflict("u1"),
-             HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists")]
+             HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
+             StoreUnavailable("connection refused")]
 
 
 @pytest.mark.parametrize("error", PERMANENT, ids=lambda e: type(e).__name__)
@@ -43,7 +45,12 @@ def test_a_transient_error_is_retried_until_the_last_try(error: MemfleetError) -
     assert after_error(error, job_try=1, max_tries=8) is Next.RETRY
     assert after_error(error, job_try=7, max_tries=8) is Next.RETRY
     last = after_error(error, job_try=8, max_tries=8)
-    assert last is (Next.SKIP if isinstance(error, ProviderAnswerInvalid) else Next.FAIL)
+    if isinstance(error, ProviderAnswerInvalid):
+        assert last is Next.SKIP
+    elif isinstance(error, StoreUnavailable):
+        assert last is Next.WAIT_OUT, "a database outage is waited out, whatever the tries"
+    else:
+        assert last is Next.FAIL
 
 
 def test_every_memfleet_error_class_states_its_policy() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 from pgvector import HalfVector
 
-from worker.errors import CursorFenced, StoreError, UserVersionConflict
+from worker.errors import CursorFenced, StoreError, StoreUnavailable, UserVersionConflict
 from worker.store import halfvec, queries
 from worker.store.types import (
     CursorState,
@@ -33,6 +33,10 @@ from worker.store.types import (
 )
 
 _PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+# The server is away (down, restarting, failing over), not refusing this query.
+_PG_DOWN = (OSError, asyncpg.InterfaceError, asyncpg.exceptions.PostgresConnectionError,
+            asyncpg.exceptions.OperatorInterventionError,
+            asyncpg.exceptions.InsufficientResourcesError)
 # SQLSTATEs raised by memfleet_commit_run (schema/routines/memfleet_commit_run.sql).
 _CURSOR_MOVED = "MF001"
 _USER_CHANGED = "MF002"
@@ -53,7 +57,8 @@ async def _translated(what: str) -> AsyncIterator[None]:
         yield
     except _PG_ERRORS as exc:
         # Named by type only: a server message can quote the values it refused.
-        raise StoreError(f"{what} failed: {type(exc).__name__}") from exc
+        error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
+        raise error(f"{what} failed: {type(exc).__name__}") from exc
 
 
 def _flat_json(record: Any) -> str:
@@ -143,9 +148,11 @@ class PostgresStore:
                 raise CursorFenced(cursor.session_id) from exc
             if exc.sqlstate == _USER_CHANGED:
                 raise UserVersionConflict(cursor.user_id) from exc
-            raise StoreError(f"the persist transaction failed: {type(exc).__name__}") from exc
+            error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
+            raise error(f"the persist transaction failed: {type(exc).__name__}") from exc
         except (asyncpg.InterfaceError, OSError) as exc:
-            raise StoreError(f"the persist transaction failed: {type(exc).__name__}") from exc
+            raise StoreUnavailable(
+                f"the persist transaction failed: {type(exc).__name__}") from exc
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
