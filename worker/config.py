@@ -43,8 +43,10 @@ class Settings(BaseSettings):
     max_jobs: int = Field(default=10, ge=1)
     keep_result_s: int = Field(default=3600, ge=0)
     # A dead worker's session waits at most about lock_ttl_s + recovery_interval_s.
-    lock_ttl_s: float = Field(default=20.0, gt=0)
-    recovery_interval_s: float = Field(default=5.0, gt=0)
+    # A running job extends its lock every third of the TTL, so the TTL need not
+    # cover a job, only a few missed extensions.
+    lock_ttl_s: float = Field(default=10.0, gt=0)
+    recovery_interval_s: float = Field(default=2.0, gt=0)
     # Tries of each Redis command while Redis is unreachable, backing off up to 3 s
     # between tries: about two minutes of outage ridden out before a worker exits.
     redis_retries: int = Field(default=45, ge=0)

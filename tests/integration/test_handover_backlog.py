@@ -63,7 +63,12 @@ async def test_turns_a_summary_replaced_before_any_job_ran_are_still_remembered(
     assert await backlog(redis) == [], "a finished list is dropped"
     meta = await redis.hgetall(queue.meta_key("s1"))
     assert meta[b"d"] == meta[b"q"], "the latest list is marked finished"
-    # A finished latest list is not kept when a later one replaces it.
+    # The same list again (a retried hand-over) is still finished; a finished
+    # latest list is not kept when a later one replaces it.
+    latest = [system_msg("Summary: Dana lives in Paris."), user_msg("I moved to Lyon.")]
+    await hand_over(settings, redis, latest)
+    meta = await redis.hgetall(queue.meta_key("s1"))
+    assert meta[b"d"] == meta[b"q"]
     await hand_over(settings, redis, [system_msg("Summary: Dana lives in Lyon.")])
     assert await backlog(redis) == []
 

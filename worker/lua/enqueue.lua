@@ -32,11 +32,12 @@ if ARGV[1] ~= '' then
   local meta = redis.call('HMGET', KEYS[5], 'n', 'c', 'q', 'd')
   local last = tonumber(meta[3] or '0')
   local old = redis.call('GET', KEYS[1])
+  local n = tonumber(meta[1] or '-1')
+  local finished = meta[4] and meta[4] == meta[3]
+  local extends = false
   if old then
-    local n = tonumber(meta[1] or '-1')
-    local extends = n == 0 or (n > 0 and n <= count
+    extends = n == 0 or (n > 0 and n <= count
       and string.sub(digests, (n - 1) * width + 1, n * width) == meta[2])
-    local finished = meta[4] and meta[4] == meta[3]
     if not extends and not finished then
       if redis.call('LLEN', KEYS[6]) >= tonumber(ARGV[13]) then return -1 end
       redis.call('RPUSH', KEYS[6], string.format('%.0f', last) .. ':' .. old)
@@ -50,6 +51,10 @@ if ARGV[1] ~= '' then
   redis.call('DEL', KEYS[5])
   redis.call('HSET', KEYS[5], 'n', count, 'q', string.format('%.0f', seq),
              'c', count > 0 and string.sub(digests, (count - 1) * width + 1) or '')
+  if extends and finished and n == count then
+    -- The same list again (a retried hand-over): still finished.
+    redis.call('HSET', KEYS[5], 'd', string.format('%.0f', seq))
+  end
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
 end
 redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
