@@ -33,9 +33,13 @@ bench: $(STAMP)
 	$(PY) -m bench.api_latency --requests 2000
 	$(PY) -m bench.tokens
 
-# The long chaos run: 200 sessions through every fault at once; prints its figures.
+# The long fault runs, each printing its figures: 200 sessions through every fault at
+# once; the model endpoint down for two minutes (default breaker and tries); recovery
+# time after worker SIGKILLs (default lock TTL and recovery pass).
 chaos: $(STAMP)
 	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py
+	MEMFLEET_MODEL_OUTAGE_S=120 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_outages.py -k model_outage
+	$(PY) -m bench.recovery --trials 10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check worker api_stub tests bench
