@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
+from tests.tcp_proxy import SwitchableProxy
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
@@ -200,6 +201,89 @@ async def test_a_postgresql_outage_longer_than_every_try_loses_nothing(
     finally:
         workers.stop()
         await asyncio.to_thread(pg.stop)
+
+
+async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_twice(
+    settings: Settings, redis: Redis, tmp_path: Path
+) -> None:
+    # A primary with a synchronous streaming standby, behind a stable address. The
+    # primary is SIGKILLed while a job waits on the model, the standby promoted and
+    # the address switched to it: the job's commit reaches the new primary, what
+    # the old one acknowledged is there, nothing is written twice.
+    primary = EmbeddedPostgres(tmp_path / "primary")
+    standby = EmbeddedPostgres(tmp_path / "standby")
+    await asyncio.to_thread(primary.start)
+    await migrate(primary.url, embed_dim=TEST_EMBED_DIM)
+    await asyncio.to_thread(standby.clone_standby_of, primary)
+    await asyncio.to_thread(standby.start)
+    conn = await asyncpg.connect(primary.url)
+    try:
+        await conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        await conn.execute("SELECT pg_reload_conf()")
+
+        async def synchronous() -> bool:
+            return await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") == 1
+
+        await eventually(synchronous, 30)
+    finally:
+        await conn.close()
+    proxy = SwitchableProxy(primary.port)
+    await proxy.start()
+    address = f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres"
+    settings = settings.model_copy(update={"database_url": address})
+
+    async def facts_of(user_id: str) -> list[str]:
+        conn = await asyncpg.connect(address)
+        try:
+            return await active_texts(conn, user_id)
+        finally:
+            await conn.close()
+
+    with StubServer(dim=TEST_EMBED_DIM) as stub:
+        env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
+                         embed_provider="openai", embed_base_url=stub.v1)
+        workers = WorkerProcesses(env, tmp_path, 1)
+        try:
+            await schedule_memory_persistence(redis, "s0", "u0", [user_msg("I use Go.")],
+                                              queue_name=settings.queue_name)
+            await eventually(lambda: _equals(facts_of("u0"), ["Uses Go"]), 60)
+            stub.add_fault("latency_ms", latency_ms=1500, count=1,
+                           path="/v1/chat/completions")
+            await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+
+            async def in_flight() -> bool:
+                return len(stub.recorded()) > 3  # s0's calls, then s1's extraction
+
+            await eventually(in_flight, 30)
+            await asyncio.to_thread(primary.kill)
+            conn = await asyncpg.connect(standby.url)
+            try:
+                assert await conn.fetchval("SELECT pg_promote()")
+            finally:
+                await conn.close()
+            proxy.switch(standby.port)
+            await eventually(lambda: _equals(facts_of("u1"), ["Uses Zig"]), 60)
+            await schedule_memory_persistence(redis, "s2", "u2", [user_msg("I use Elm.")],
+                                              queue_name=settings.queue_name)
+            await eventually(lambda: _equals(facts_of("u2"), ["Uses Elm"]), 60)
+            assert workers.procs[0].poll() is None, "the worker rode the failover out"
+            extractions = [r for r in stub.recorded()
+                           if "fact_extraction" in str(r["body"].get("messages"))]
+            assert len(extractions) >= 4, "s1's run failed over mid-job and was tried again"
+        finally:
+            workers.stop()
+            await proxy.close()
+    conn = await asyncpg.connect(standby.url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM memory_fact") == 3
+        assert await conn.fetchval(
+            "SELECT count(*) FROM memory_run WHERE outcome = 'committed'") == 3
+    finally:
+        await conn.close()
+        await asyncio.to_thread(standby.stop)
+        await asyncio.to_thread(primary.stop)
 
 
 async def _equals(value: Awaitable[list[str]], expected: list[str]) -> bool:

@@ -267,6 +267,23 @@ class EmbeddedPostgres:
         # postmaster.pid naming a zombie as a server that still runs.
         wait_for(lambda: pid_state(info.pid) == "gone", STOP_TIMEOUT_S)
 
+    def clone_standby_of(self, primary: EmbeddedPostgres) -> None:
+        """Make this (empty) cluster a streaming standby of ``primary`` with a base
+        backup; ``start()`` then runs it as a hot standby. For failover tests:
+        ``SELECT pg_promote()`` turns it into a primary."""
+        account = _postgres_account()
+        bin_dir = _postgres_install()
+        self._prepare_dirs(account, bin_dir)
+        if self.pgdata.exists():
+            raise EmbeddedServerError(f"{self.pgdata} exists: a standby starts from nothing")
+        code, output = run(
+            [str(bin_dir / "pg_basebackup"), "-D", str(self.pgdata), "-R", "-X", "stream",
+             "-c", "fast", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres"],
+            cwd=self.data_dir, timeout_s=START_TIMEOUT_S, account=account,
+        )
+        if code != 0:
+            raise EmbeddedServerError(f"pg_basebackup from {primary.url} failed:\n{output}")
+
     # -- steps of start() -----------------------------------------------------
 
     def _prepare_dirs(self, account: Account | None, bin_dir: Path) -> None:
