@@ -3,11 +3,12 @@
 One `memfleet worker` process with the default lock TTL, recovery interval and
 job timeout, the `openai` providers against the project's OpenAI-compatible
 stub answering every chat call after ``--latency-ms``. Each trial hands a new
-session over, SIGKILLs the worker a random 0-2 s later (before its job claimed
-the session, while the model answers, or around the commit), starts a new
-worker at once (as an orchestrator restarts a pod), and times how long after
-the kill the session's fact is committed. A kill that came after the commit
-interrupted nothing and is counted apart.
+session over, SIGKILLs the worker a random 0-2 s later, starts a new worker at
+once (as an orchestrator restarts a pod), and times how long after the kill
+the session's fact is committed. Kills are told apart by the moment they came:
+before the job claimed the session (the new worker takes the job when it has
+booted), with the session lock held (the session waits for the lock's TTL and
+a recovery pass), or after the commit (nothing to recover, counted apart).
 
 Run: .venv/bin/python -m bench.recovery [--trials 10]   (part of `make chaos`)
 """
@@ -32,6 +33,7 @@ from api_stub.llm_stub import StubServer
 from bench.servers import throwaway_servers
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.stages.lock import LOCK_PREFIX
 from worker.store.migrate import migrate
 
 DIM = 64
@@ -50,9 +52,10 @@ async def stored(db: asyncpg.Connection, user_id: str) -> bool:
 
 async def trial(redis: Redis, db: asyncpg.Connection, env: dict[str, str], log: Path,
                 worker: subprocess.Popen[bytes], n: int, kill_after_s: float,
-                timeout_s: float) -> tuple[subprocess.Popen[bytes], float | None]:
-    """Returns the worker now running, and the seconds from the kill to the commit
-    (None: the job had committed before the kill)."""
+                timeout_s: float) -> tuple[subprocess.Popen[bytes], str, float | None]:
+    """Returns the worker now running, when the kill came ("before the claim",
+    "lock held" or "after the commit") and the seconds from the kill to the
+    commit (None after the commit)."""
     user = f"user{n}"
     await schedule_memory_persistence(redis, f"s{n}", user, [
         {"role": "user", "content": f"I use tool{n}."}])
@@ -61,11 +64,12 @@ async def trial(redis: Redis, db: asyncpg.Connection, env: dict[str, str], log: 
     worker.wait()
     killed_at = time.monotonic()
     if await stored(db, user):
-        return spawn(env, log), None
+        return spawn(env, log), "after the commit", None
+    moment = "lock held" if await redis.exists(LOCK_PREFIX + f"s{n}") else "before the claim"
     worker = spawn(env, log)
     while time.monotonic() - killed_at < timeout_s:
         if await stored(db, user):
-            return worker, time.monotonic() - killed_at
+            return worker, moment, time.monotonic() - killed_at
         await asyncio.sleep(0.1)
     raise AssertionError(f"session s{n} not processed {timeout_s:.0f} s after the kill")
 
@@ -85,19 +89,19 @@ async def main(trials: int, latency_ms: int, seed: int) -> None:
         redis = Redis.from_url(servers.redis_url)
         db = await asyncpg.connect(servers.database_url)
         worker = spawn(env, log)
-        times: list[float] = []
+        times: dict[str, list[float]] = {"before the claim": [], "lock held": []}
         after_commit = 0
         try:
             await asyncio.sleep(3)  # the first worker boots
             for n in range(trials):
-                worker, took = await trial(redis, db, env, log, worker, n,
-                                           rng.uniform(0.0, 2.0), timeout_s=120)
+                worker, moment, took = await trial(redis, db, env, log, worker, n,
+                                                   rng.uniform(0.0, 2.0), timeout_s=120)
                 if took is None:
                     after_commit += 1
                 else:
-                    times.append(took)
-                print(f"  trial {n + 1}/{trials}: "
-                      + ("killed after the commit" if took is None else f"{took:.1f} s"),
+                    times[moment].append(took)
+                print(f"  trial {n + 1}/{trials}: killed {moment}"
+                      + ("" if took is None else f", stored {took:.1f} s after the kill"),
                       flush=True)
         finally:
             worker.send_signal(signal.SIGTERM)
@@ -107,11 +111,14 @@ async def main(trials: int, latency_ms: int, seed: int) -> None:
     print(f"\nrecovery after a worker SIGKILL (lock TTL {defaults.lock_ttl_s:g} s, recovery"
           f" pass every {defaults.recovery_interval_s:g} s, job timeout"
           f" {defaults.job_timeout_s:g} s, model answers in {latency_ms} ms):")
-    print("| kills | mid-job | after the commit | p50 | max |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
-    p50 = f"{statistics.median(times):.1f} s" if times else "-"
-    worst = f"{max(times):.1f} s" if times else "-"
-    print(f"| {trials} | {len(times)} | {after_commit} | {p50} | {worst} |")
+    print("| killed | kills | stored after the kill, p50 | max |")
+    print("| --- | ---: | ---: | ---: |")
+    every = times["before the claim"] + times["lock held"]
+    for label, took in (*times.items(), ("every interrupted job", every)):
+        p50 = f"{statistics.median(took):.1f} s" if took else "-"
+        worst = f"{max(took):.1f} s" if took else "-"
+        print(f"| {label} | {len(took)} | {p50} | {worst} |")
+    print(f"| after the commit (nothing to recover) | {after_commit} | - | - |")
 
 
 if __name__ == "__main__":

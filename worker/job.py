@@ -172,11 +172,12 @@ async def _run(
         base = replace(base, user_id=handover.user_id)
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at, check_lock=session_lock.check)
+        settlement = NOTHING_SETTLED
         try:
             result, settlement = await _run_pipeline(deps, run_ctx, snapshots, base)
-            await _settle(deps, session_id, settlement)
         finally:
-            await session_lock.release()
+            await session_lock.release(done_through=settlement.done_through,
+                                       latest_done=settlement.latest_done)
         if claimed.breaker_failures and "error" not in result:
             await breaker.reset(deps.redis, BreakerKeys.of(deps.settings.queue_name))
         if "error" in result or result["outcome"] == "deferred":
@@ -240,18 +241,6 @@ async def _run_pipeline(
     except Exception as exc:
         await _record(deps, base, "error", type(exc).__name__)
         raise
-
-
-async def _settle(deps: Deps, session_id: str, settlement: Settlement) -> None:
-    """Drop the older lists the run finished. Best effort: a list left behind is
-    passed over by the next job (its number is below the cursor's)."""
-    if not (settlement.done_through or settlement.latest_done):
-        return
-    try:
-        await queue.settle(deps.redis, session_id, done_through=settlement.done_through,
-                           latest_done=settlement.latest_done)
-    except Exception as exc:  # noqa: BLE001 - see the docstring: nothing depends on it
-        log.warning("finished lists not dropped", error=type(exc).__name__)
 
 
 async def _defer(deps: Deps, session_id: str, at_least_ms: int = 0) -> None:

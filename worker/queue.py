@@ -10,7 +10,8 @@ memfleet writes ARQ jobs itself, atomically, in Lua (``worker/lua/enqueue.lua``)
 - ``memfleet:backlog:<session>`` holds older lists that a later one does not
   extend (the chat server summarised or replaced its history before a commit
   finished them), oldest first, each as ``<number>:<payload>``; jobs process
-  them before the latest list and drop them once done (``settle``);
+  them before the latest list, and drop them once done when they release the
+  session lock (worker.stages.lock);
 - ``memfleet:queued:<session>`` names the job that is queued and not started.
 
 A hand-over sets the payload and enqueues a job only when none is waiting (a
@@ -53,7 +54,6 @@ PENDING_GRACE_MS = 30_000
 JOB_EXPIRES_MS = 86_400_000
 
 _ENQUEUE = LuaScript("worker.lua", "enqueue.lua")
-_SETTLE = LuaScript("worker.lua", "settle.lua")
 
 
 def job_bytes(session_id: str, enqueue_ms: int) -> bytes:
@@ -132,11 +132,3 @@ async def enqueue(
         )
     job, kept = result
     return Enqueued(_decode(job), bool(kept))
-
-
-async def settle(redis: Any, session_id: str, *, done_through: int, latest_done: int) -> None:
-    """After a run: drop the backlog lists numbered up to ``done_through`` (a commit
-    covers them), and mark the latest list finished when ``latest_done`` is still
-    its number (0: it is not), so a later hand-over need not keep it."""
-    await _SETTLE(redis, [backlog_key(session_id), meta_key(session_id)],
-                  [done_through, latest_done])

@@ -154,7 +154,8 @@ async def test_messages_only_an_older_list_holds_are_remembered_in_order() -> No
         result = await run_once(ctx, lists)
         outcomes.append(result.outcome)
         settled = result.settlement
-        lists = [s for s in lists if s.latest or s.seq > settled.done_through]  # queue.settle
+        # What the lock's release drops from the backlog.
+        lists = [s for s in lists if s.latest or s.seq > settled.done_through]
         if not settled.follow_up:
             break
     assert outcomes == ["committed", "committed"]

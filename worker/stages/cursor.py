@@ -92,7 +92,7 @@ def take_slice(total: int, start: int, max_messages: int) -> Slice:
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
-    """What a run leaves for Redis to tidy (worker.queue.settle) and whether more is due."""
+    """What a run leaves for Redis to tidy (at the lock's release) and whether more is due."""
 
     done_through: int  # backlog lists numbered up to this are finished
     latest_done: int  # the latest list's number when the run finished it, else 0

@@ -103,7 +103,11 @@ class SessionLock:
             return
         self._schedule()
 
-    async def release(self) -> None:
+    async def release(self, *, done_through: int = 0, latest_done: int = 0) -> None:
+        """Release the lock and, in the same round trip, settle the session's lists:
+        drop the backlog lists numbered up to ``done_through`` (a commit finished
+        them) and mark the latest list finished when ``latest_done`` is still its
+        number (worker.stages.cursor.Settlement)."""
         self._released = True
         if self._timer is not None:
             self._timer.cancel()
@@ -113,10 +117,14 @@ class SessionLock:
                 await self._extending
         if self.lost:
             return
-        # A failed release is harmless: the lock expires by its TTL.
+        # A failed release is harmless: the lock expires by its TTL, and a list
+        # left in the backlog is passed over by the next job (its number is below
+        # the cursor's).
         with contextlib.suppress(Exception):
-            await _RELEASE(self.redis, [self.key, claimed_key(self.queue_name)],
-                           [self.token, self.session_id])
+            await _RELEASE(self.redis,
+                           [self.key, claimed_key(self.queue_name),
+                            queue.backlog_key(self.session_id), queue.meta_key(self.session_id)],
+                           [self.token, self.session_id, done_through, latest_done])
 
 
 @dataclass(frozen=True, slots=True)
