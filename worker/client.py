@@ -26,14 +26,7 @@ from redis.exceptions import RedisError
 
 from worker import queue
 from worker.errors import HandoverBacklogFull, HandoverUnavailable
-from worker.payload import (
-    Handover,
-    Limits,
-    check_id,
-    encode_handover,
-    parse_messages,
-    prefix_digests,
-)
+from worker.payload import Handover, Limits, check_id, encode_handover, parse_messages
 from worker.telemetry_ids import hashed_id, id_key
 
 
@@ -71,7 +64,6 @@ async def schedule_memory_persistence(
         try:
             enqueued = await asyncio.wait_for(
                 queue.enqueue(redis, session_id, payload=encode_handover(handover),
-                              digests=prefix_digests(handover.messages),
                               queue_name=queue_name),
                 timeout_s,
             )

@@ -8,7 +8,6 @@ that does not parse is recorded and never retried.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -45,26 +44,6 @@ class Handover(BaseModel):
 def message_hash(message: Message) -> str:
     """The content hash the cursor is built from: sha256 of ``role:content``."""
     return hashlib.sha256(f"{message.role}:{message.content}".encode()).hexdigest()
-
-
-PREFIX_DIGEST_BYTES = 8
-
-
-def prefix_digests(messages: Sequence[Message]) -> bytes:
-    """One short digest per message, of the whole list up to and including it.
-
-    The hand-over script compares the new list's digest at the old list's
-    length with the old list's last digest: equal, the new list extends the old
-    one and replaces it; different, the old one holds messages the new one lost
-    (worker.queue).
-    """
-    out = bytearray()
-    running = b""
-    for message in messages:
-        running = hashlib.sha256(running + bytes.fromhex(message_hash(message))).digest()
-        running = running[:PREFIX_DIGEST_BYTES]
-        out += running
-    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +110,8 @@ def parse_messages(raw: object, limits: Limits) -> tuple[Message, ...]:
 
 
 def encode_handover(handover: Handover) -> bytes:
+    """Compact JSON, fields in declaration order: the hand-over script compares two
+    lists by their ``"messages":[...]`` text (worker/lua/enqueue.lua)."""
     return handover.model_dump_json().encode()
 
 

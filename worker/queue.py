@@ -5,8 +5,8 @@ memfleet writes ARQ jobs itself, atomically, in Lua (``worker/lua/enqueue.lua``)
 
 - ``memfleet:handover:<session>`` holds the session's LATEST message list
   (the chat server always sends the whole list), and
-  ``memfleet:handover-meta:<session>`` its length, last prefix digest
-  (worker.payload.prefix_digests) and hand-over number;
+  ``memfleet:handover-meta:<session>`` its hand-over number and whether a
+  commit finished it;
 - ``memfleet:backlog:<session>`` holds older lists that a later one does not
   extend (the chat server summarised or replaced its history before a commit
   finished them), oldest first, each as ``<number>:<payload>``; jobs process
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.errors import HandoverBacklogFull
-from worker.payload import PREFIX_DIGEST_BYTES
 from worker.redis_scripts import LuaScript
 
 JOB_FUNCTION = "persist_session_memory"
@@ -105,12 +104,11 @@ async def enqueue(
     session_id: str,
     *,
     payload: bytes | None,
-    digests: bytes = b"",
     queue_name: str = DEFAULT_QUEUE,
     defer_ms: int = 0,
 ) -> Enqueued:
-    """Store ``payload`` (when given; ``digests`` are its messages' prefix digests)
-    and make sure one job for the session is queued.
+    """Store ``payload`` (when given: worker.payload.encode_handover's JSON) and make
+    sure one job for the session is queued.
 
     Raises HandoverBacklogFull when the session already holds BACKLOG_LIMIT older
     lists that no job has finished: the new list is not stored.
@@ -123,8 +121,7 @@ async def enqueue(
          meta_key(session_id), backlog_key(session_id)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session_id, now),
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
-         session_id, now + defer_ms + PENDING_GRACE_MS, digests, PREFIX_DIGEST_BYTES,
-         BACKLOG_LIMIT],
+         session_id, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT],
     )
     if result == -1:
         raise HandoverBacklogFull(

@@ -38,8 +38,14 @@ async def test_a_list_that_extends_the_last_one_replaces_it(
     turns = [user_msg("I live in Paris.")]
     await hand_over(settings, redis, turns)
     await hand_over(settings, redis, [*turns, user_msg("I use Vim.")])
+    await hand_over(settings, redis, [*turns, user_msg("I use Vim."), user_msg("ok")])
     assert await backlog(redis) == []
-    assert (await redis.hgetall(queue.meta_key("s1")))[b"n"] == b"2"
+    # An earlier message edited: the list no longer extends the last one.
+    await hand_over(settings, redis, [user_msg("I live in Lyon."), user_msg("I use Vim.")])
+    assert len(await backlog(redis)) == 1
+    # A shorter list (the last message taken back) does not extend it either.
+    await hand_over(settings, redis, [user_msg("I live in Lyon.")])
+    assert len(await backlog(redis)) == 2
 
 
 async def test_turns_a_summary_replaced_before_any_job_ran_are_still_remembered(

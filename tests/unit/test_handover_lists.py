@@ -1,5 +1,5 @@
 """A session's older lists (the backlog) and its latest one: which list a run
-takes, what it settles, and the prefix digests the hand-over compares.
+takes and what it settles.
 
 The same rules run on real Redis and PostgreSQL in
 tests/integration/test_handover_backlog.py.
@@ -10,13 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from opentelemetry.trace import NoOpTracer
 
 from worker.config import Settings
 from worker.errors import InvalidJob
-from worker.payload import PREFIX_DIGEST_BYTES, Handover, Message, Snapshot, prefix_digests
+from worker.payload import Handover, Message, Snapshot
 from worker.pipeline import RunContext, run_once
 from worker.providers.factory import build_providers
 from worker.stages.cursor import CursorCase, Settlement, choose, window_hash
@@ -49,28 +47,6 @@ def cursor_at_end(of: Snapshot, *, seq: int | None = None) -> CursorState:
                        window_hash=window_hash(hashes, end), position=end,
                        processed_count=end + 1, user_turns_since_summary=0, summary=None,
                        handover_seq=of.seq if seq is None else seq)
-
-
-# ---------------------------------------------------------------- prefix digests
-
-@given(st.lists(st.text(min_size=1, max_size=20), max_size=12),
-       st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=5))
-def test_a_list_that_extends_another_starts_with_its_digests(
-    before: list[str], added: list[str]
-) -> None:
-    old = prefix_digests([user(t) for t in before])
-    new = prefix_digests([user(t) for t in before + added])
-    assert len(new) == PREFIX_DIGEST_BYTES * (len(before) + len(added))
-    assert new[: len(old)] == old
-
-
-def test_a_changed_earlier_message_changes_every_later_digest() -> None:
-    old = prefix_digests([user("a"), user("b"), user("c")])
-    new = prefix_digests([user("a"), user("B"), user("c")])
-    width = PREFIX_DIGEST_BYTES
-    assert old[:width] == new[:width]
-    assert old[width:2 * width] != new[width:2 * width]
-    assert old[2 * width:] != new[2 * width:], "the last digest stands for the whole prefix"
 
 
 # ---------------------------------------------------------------- choosing the list

@@ -2,13 +2,13 @@
 -- list, keep an older list the new one does not extend, and queue one job for
 -- the session unless one is already waiting.
 --
--- The latest list and its facts (the meta hash: n messages, c its last prefix
--- digest, q its hand-over number, d the number of the list a commit finished)
--- are replaced when the new list extends the old one: the new list's digest
--- at the old length equals the old last digest. Otherwise, unless a commit
--- already finished the old list, the old list goes to the backlog with its
--- number, so the messages only it holds are still processed, in order, before
--- the new ones (the chat server summarised or replaced its history). A full
+-- The latest list is replaced when the new list extends it: the JSON of its
+-- messages (the payload's "messages" array, as worker.payload writes it) is a
+-- prefix of the new list's. Otherwise, unless a commit already finished the
+-- old list (the meta hash: q its hand-over number, d the number of the list a
+-- commit finished), the old list goes to the backlog with its number, so the
+-- messages only it holds are still processed, in order, before the new ones
+-- (the chat server summarised, edited or replaced its history). A full
 -- backlog refuses the hand-over (-1): nothing is dropped without a word.
 -- Hand-over numbers come from the server clock and never go backwards.
 --
@@ -21,40 +21,44 @@
 -- KEYS: payload, queued marker, queue, pending set, meta, backlog.
 -- ARGV: payload or "", payload ttl ms, job id, job bytes, score, job expiry
 -- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session id, pending
--- deadline ms, prefix digests, digest length, backlog limit.
+-- deadline ms, backlog limit.
 -- Returns {the new job's id, or false when a waiting job will read the
 -- payload; 1 when the previous list went to the backlog, else 0}.
+
+-- The inside of a payload's "messages" array. Quotes inside strings are
+-- escaped in JSON, so neither marker can come from an id or a message.
+local function messages_of(payload)
+  local first = string.find(payload, '"messages":[', 1, true)
+  local last = first and string.find(payload, '],"handed_over_at":', first, true)
+  if not last then return nil end
+  return string.sub(payload, first + 12, last - 1)
+end
+
 local kept = 0
 if ARGV[1] ~= '' then
-  local width = tonumber(ARGV[12])
-  local digests = ARGV[11]
-  local count = math.floor(string.len(digests) / width)
-  local meta = redis.call('HMGET', KEYS[5], 'n', 'c', 'q', 'd')
-  local last = tonumber(meta[3] or '0')
+  local meta = redis.call('HMGET', KEYS[5], 'q', 'd')
+  local last = tonumber(meta[1] or '0')
+  local finished = meta[2] and meta[2] == meta[1]
+  local same = false
   local old = redis.call('GET', KEYS[1])
-  local n = tonumber(meta[1] or '-1')
-  local finished = meta[4] and meta[4] == meta[3]
-  local extends = false
   if old then
-    extends = n == 0 or (n > 0 and n <= count
-      and string.sub(digests, (n - 1) * width + 1, n * width) == meta[2])
+    local before, now = messages_of(old), messages_of(ARGV[1])
+    local extends = before ~= nil and now ~= nil
+      and (before == '' or string.sub(now, 1, string.len(before)) == before)
+    same = extends and string.len(now) == string.len(before)
     if not extends and not finished then
-      if redis.call('LLEN', KEYS[6]) >= tonumber(ARGV[13]) then return -1 end
+      if redis.call('LLEN', KEYS[6]) >= tonumber(ARGV[11]) then return -1 end
       redis.call('RPUSH', KEYS[6], string.format('%.0f', last) .. ':' .. old)
       redis.call('PEXPIRE', KEYS[6], ARGV[2])
       kept = 1
     end
   end
-  local now = redis.call('TIME')
-  local seq = math.max(tonumber(now[1]) * 1000000 + tonumber(now[2]), last + 1)
+  local time = redis.call('TIME')
+  local seq = string.format('%.0f',
+    math.max(tonumber(time[1]) * 1000000 + tonumber(time[2]), last + 1))
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('DEL', KEYS[5])
-  redis.call('HSET', KEYS[5], 'n', count, 'q', string.format('%.0f', seq),
-             'c', count > 0 and string.sub(digests, (count - 1) * width + 1) or '')
-  if extends and finished and n == count then
-    -- The same list again (a retried hand-over): still finished.
-    redis.call('HSET', KEYS[5], 'd', string.format('%.0f', seq))
-  end
+  -- The same list again (a retried hand-over) stays finished.
+  redis.call('HSET', KEYS[5], 'q', seq, 'd', (same and finished) and seq or '0')
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
 end
 redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
