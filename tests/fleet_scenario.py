@@ -76,6 +76,7 @@ def expected_active(s: int) -> set[str]:
 
 @dataclass
 class HandOvers:
+    taken: int = 0  # hand-overs Redis took
     refused: int = 0  # refused by Redis (down) and handed over again
     kept_older: int = 0  # the previous list was kept in the backlog, unfinished
 
@@ -104,6 +105,7 @@ async def hand_over_turn_by_turn(
                 for s, upto in pending), return_exceptions=True)
             failed = [call for call, r in zip(pending, results, strict=True)
                       if isinstance(r, HandoverUnavailable)]
+            counts.taken += sum(1 for r in results if isinstance(r, queue.Enqueued))
             counts.kept_older += sum(1 for r in results
                                      if isinstance(r, queue.Enqueued) and r.kept_older)
             others = [r for r in results if isinstance(r, BaseException)

@@ -129,9 +129,10 @@ async def test_every_message_exactly_once_through_every_fault_at_once(
                 " count(*) FILTER (WHERE job_try > 1) AS reruns,"
                 " coalesce(sum(rejected), 0) AS rejected FROM memory_run")
             print(f"\nchaos: {SESSIONS} sessions x 5 turns (every third summarised at turn"
-                  f" {SUMMARY_TURN}), hand-overs refused while Redis was down and handed over"
-                  f" again: {handed.refused}; unfinished lists kept when a summary replaced"
-                  f" them: {handed.kept_older}; drained {drained:.1f} s after"
+                  f" {SUMMARY_TURN}), {handed.taken} hand-overs taken; hand-overs refused"
+                  f" while Redis was down and handed over again: {handed.refused};"
+                  f" unfinished lists kept when a summary replaced them: {handed.kept_older};"
+                  f" drained {drained:.1f} s after"
                   f" the last hand-over; faults: {dict(sorted(faults.items()))};"
                   f" runs: {dict(stats)}; lost 0, doubled 0 (checked)")
             assert faults["redis"] == faults["postgres"] == faults["llm down"] == 1

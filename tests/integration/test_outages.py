@@ -248,7 +248,8 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
             await schedule_memory_persistence(redis, "s0", "u0", [user_msg("I use Go.")],
                                               queue_name=settings.queue_name)
             await eventually(lambda: _equals(facts_of("u0"), ["Uses Go"]), 60)
-            stub.add_fault("latency_ms", latency_ms=1500, count=1,
+            # Long enough for the kill, the promotion and the switch on a loaded machine.
+            stub.add_fault("latency_ms", latency_ms=6000, count=1,
                            path="/v1/chat/completions")
             await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
                                               queue_name=settings.queue_name)
