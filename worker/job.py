@@ -175,6 +175,11 @@ async def _run(
         settlement = NOTHING_SETTLED
         try:
             result, settlement = await _run_pipeline(deps, run_ctx, snapshots, base)
+            if settlement.follow_up and "error" not in result:
+                # A long list goes in bounded chunks, and each older list in its own
+                # job, queued while this job still holds the session: a worker that
+                # dies here leaves the lock for the recovery pass, never an orphan.
+                await _follow_up(deps, session_id, job_try)
         finally:
             await session_lock.release(done_through=settlement.done_through,
                                        latest_done=settlement.latest_done)
@@ -183,9 +188,6 @@ async def _run(
         if "error" in result or result["outcome"] == "deferred":
             span.set_attribute("memfleet.outcome", str(result["outcome"]))
             return result
-        if settlement.follow_up:
-            # A long list goes in bounded chunks, and each older list in its own job.
-            await _follow_up(deps, session_id, job_try)
         span.set_attribute("memfleet.outcome", result["outcome"])
         log.info("job finished", job_id=job_id, job_try=job_try, outcome=result["outcome"],
                  added=result["added"], updated=result["updated"], deleted=result["deleted"],
@@ -236,11 +238,23 @@ async def _run_pipeline(
             return {"outcome": "deferred", "reason": "outage"}, NOTHING_SETTLED
         recorded = await _record(deps, base, decision.value, _describe(exc))
         if decision is Next.RETRY:
+            await _stay_pending(deps, snapshots[-1].handover.session_id,
+                                int(backoff_s(ctx.job_try) * 1000))
             raise Retry(defer=backoff_s(ctx.job_try)) from exc
         return recorded, NOTHING_SETTLED
     except Exception as exc:
         await _record(deps, base, "error", type(exc).__name__)
         raise
+
+
+async def _stay_pending(deps: Deps, session_id: str, due_in_ms: int) -> None:
+    """Before a retry: ARQ requeues this job only after it ends, and a worker that
+    dies in between would leave the session to ARQ's in-progress expiry (job
+    timeout + 10 s). Pending, the recovery pass queues it if the retry never runs."""
+    try:
+        await queue.keep_pending(deps.redis, session_id, deps.settings.queue_name, due_in_ms)
+    except Exception as exc:  # noqa: BLE001 - Redis down: the retry itself stands
+        log.warning("session not marked pending", error=type(exc).__name__)
 
 
 async def _defer(deps: Deps, session_id: str, at_least_ms: int = 0) -> None:

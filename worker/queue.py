@@ -129,3 +129,10 @@ async def enqueue(
         )
     job, kept = result
     return Enqueued(_decode(job), bool(kept))
+
+
+async def keep_pending(redis: Any, session_id: str, queue_name: str, due_in_ms: int) -> None:
+    """List the session as pending, due in ``due_in_ms``: if no job claims it by then
+    and the grace period, the recovery pass queues a job for it."""
+    deadline = int(time.time() * 1000) + due_in_ms + PENDING_GRACE_MS
+    await redis.zadd(pending_key(queue_name), {session_id: deadline})

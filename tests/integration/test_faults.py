@@ -8,12 +8,14 @@ from typing import Any
 
 import asyncpg
 import pytest
+from arq import Retry
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
 from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.errors import StoreUnavailable
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
 from worker.stages import lock
@@ -243,3 +245,58 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
     assert await redis.zscore(pending, "s1") is None, "claimed: no longer pending"
+
+
+async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    first = await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+    assert first.job_id is not None
+    # Another job holds the session; this job claims, finds it busy, and its worker
+    # is SIGKILLed before it queues the session again.
+    await redis.set(lock.LOCK_PREFIX + "s1", b"another-job", px=300)
+    busy = lock.SessionLock(redis, "s1", ttl_ms=1000, queue_name=settings.queue_name)
+    assert not (await lock.claim(redis, busy, first.job_id)).locked
+    await redis.zrem(settings.queue_name, first.job_id)  # ARQ will not run it in time
+    pending = queue.pending_key(settings.queue_name)
+    assert await redis.zscore(pending, "s1") is not None, "still pending"
+    await redis.zadd(pending, {"s1": 0})  # its grace period is over
+    assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Uses Zig"]
+
+
+async def test_a_job_handed_to_arq_for_a_retry_stays_pending_until_it_runs(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # A retry is queued by ARQ after the job ends; a worker dying in between would
+    # leave the session to ARQ's in-progress expiry. Pending, recovery has it.
+    job = await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                            queue_name=settings.queue_name)
+    assert job.job_id is not None
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        down = replace(deps, store=StoreDown(deps.store))
+        with pytest.raises(Retry):
+            await run_job(down, "s1", job.job_id)
+    pending = queue.pending_key(settings.queue_name)
+    assert await redis.zscore(pending, "s1") is not None
+    await redis.zrem(settings.queue_name, job.job_id)  # the worker died: no retry in time
+    await redis.zadd(pending, {"s1": 0})
+    assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Uses Zig"]
+    assert await redis.zscore(pending, "s1") is None, "claimed: no longer pending"
+
+
+class StoreDown:
+    """The store, with PostgreSQL unreachable for reading the cursor."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def load_cursor(self, session_id: str) -> Any:
+        raise StoreUnavailable("loading the cursor failed: ConnectionRefusedError")

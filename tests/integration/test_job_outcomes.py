@@ -18,6 +18,7 @@ from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.providers.factory import build_providers
+from worker.stages.lock import LOCK_PREFIX
 from worker.telemetry import setup_telemetry
 
 
@@ -86,3 +87,32 @@ async def test_a_worker_in_a_shared_process_leaves_the_garbage_collector_alone(
                                       queue_name=settings.queue_name)
     await drain(settings, telemetry=setup_telemetry(settings))
     assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+
+
+class WatchesEnqueue:
+    """The worker's Redis, noting whether the session's lock is held at each enqueue."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis, self.locked_at_enqueue = redis, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._redis, name)
+
+    async def evalsha(self, sha: str, *args: Any) -> Any:
+        if sha == queue._ENQUEUE.sha:
+            self.locked_at_enqueue.append(bool(await self._redis.exists(LOCK_PREFIX + "s1")))
+        return await self._redis.evalsha(sha, *args)
+
+
+async def test_the_follow_up_is_queued_while_the_job_still_holds_the_session(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # Queued after the release, a worker dying in between would leave the rest of
+    # the list with no job, no lock and nothing pending.
+    settings = settings.model_copy(update={"max_slice_messages": 1})
+    said = [user_msg("I use Zig."), user_msg("I live in Oslo.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        watched = WatchesEnqueue(redis)
+        assert (await run_job(replace(deps, redis=watched), "s1", "j1"))["follow_up"]
+    assert watched.locked_at_enqueue == [True]

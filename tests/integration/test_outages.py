@@ -37,6 +37,27 @@ async def aof_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
     await asyncio.to_thread(server.stop)
 
 
+@pytest.fixture
+async def own_postgres(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
+    """A migrated PostgreSQL of the test's own, to SIGKILL and restart."""
+    server = EmbeddedPostgres(tmp_path / "pg")
+    await asyncio.to_thread(server.start)
+    await migrate(server.url, embed_dim=TEST_EMBED_DIM)
+    yield server
+    await asyncio.to_thread(server.stop)
+
+
+def has_facts(url: str, user_id: str, expected: list[str]) -> Callable[[], Awaitable[bool]]:
+    """A check for ``eventually``: the user's active facts at ``url`` are ``expected``."""
+    async def check() -> bool:
+        conn = await asyncpg.connect(url)
+        try:
+            return await active_texts(conn, user_id) == expected
+        finally:
+            await conn.close()
+    return check
+
+
 async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not await check():
@@ -112,11 +133,9 @@ async def test_a_worker_carries_on_after_redis_restarts_under_it(
 
 
 async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice(
-    settings: Settings, redis: Redis, tmp_path: Path
+    settings: Settings, redis: Redis, tmp_path: Path, own_postgres: EmbeddedPostgres
 ) -> None:
-    pg = EmbeddedPostgres(tmp_path / "pg")
-    await asyncio.to_thread(pg.start)
-    await migrate(pg.url, embed_dim=TEST_EMBED_DIM)
+    pg = own_postgres
     settings = settings.model_copy(update={"database_url": pg.url})
     with StubServer(dim=TEST_EMBED_DIM) as stub:
         env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
@@ -134,15 +153,7 @@ async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice
             await asyncio.to_thread(pg.kill)  # SIGKILL while the job waits on the model
             await asyncio.sleep(4)  # the job's next query fails: it is retried later
             await asyncio.to_thread(pg.start)  # crash recovery
-
-            async def stored() -> bool:
-                conn = await asyncpg.connect(pg.url)
-                try:
-                    return await active_texts(conn, "u1") == ["Uses Zig"]
-                finally:
-                    await conn.close()
-
-            await eventually(stored, 60)
+            await eventually(has_facts(pg.url, "u1", ["Uses Zig"]), 60)
             assert workers.procs[0].poll() is None, "the worker rode the outage out"
             extractions = [r for r in stub.recorded()
                            if "fact_extraction" in str(r["body"].get("messages"))]
@@ -157,40 +168,29 @@ async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice
         assert outcomes[-1] == "committed" and outcomes.count("committed") == 1
     finally:
         await conn.close()
-        await asyncio.to_thread(pg.stop)
 
 
 async def test_a_postgresql_outage_longer_than_every_try_loses_nothing(
-    settings: Settings, redis: Redis, tmp_path: Path
+    settings: Settings, redis: Redis, tmp_path: Path, own_postgres: EmbeddedPostgres
 ) -> None:
     # Two tries, 2 s apart: a job gives up within seconds. A database away for
     # longer must not cost the session its messages: with no new hand-over to wake
     # it, the session is tried again every outage_wait_s until the database is back.
-    pg = EmbeddedPostgres(tmp_path / "pg")
-    await asyncio.to_thread(pg.start)
-    await migrate(pg.url, embed_dim=TEST_EMBED_DIM)
+    pg = own_postgres
     settings = settings.model_copy(update={"database_url": pg.url})
     workers = WorkerProcesses(worker_env(settings, max_tries="2", outage_wait_s="1"),
                               tmp_path, 1)
-
-    async def facts_of(user_id: str) -> list[str]:
-        conn = await asyncpg.connect(pg.url)
-        try:
-            return await active_texts(conn, user_id)
-        finally:
-            await conn.close()
-
     try:
         await schedule_memory_persistence(redis, "warm", "w", [user_msg("I use Go.")],
                                           queue_name=settings.queue_name)
-        await eventually(lambda: _equals(facts_of("w"), ["Uses Go"]), 60)  # the worker is up
+        await eventually(has_facts(pg.url, "w", ["Uses Go"]), 60)  # the worker is up
         await asyncio.to_thread(pg.kill)
         await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
                                           queue_name=settings.queue_name)
         await asyncio.sleep(12)  # two tries, then waited out again and again
         assert workers.procs[0].poll() is None, "the worker rode the outage out"
         await asyncio.to_thread(pg.start)
-        await eventually(lambda: _equals(facts_of("u1"), ["Uses Zig"]), 60)
+        await eventually(has_facts(pg.url, "u1", ["Uses Zig"]), 60)
         conn = await asyncpg.connect(pg.url)
         try:
             outcomes = [r["outcome"] for r in await conn.fetch(
@@ -200,7 +200,6 @@ async def test_a_postgresql_outage_longer_than_every_try_loses_nothing(
         assert outcomes[-1] == "committed" and "failed" not in outcomes, outcomes
     finally:
         workers.stop()
-        await asyncio.to_thread(pg.stop)
 
 
 async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_twice(
@@ -233,13 +232,6 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
     address = f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres"
     settings = settings.model_copy(update={"database_url": address})
 
-    async def facts_of(user_id: str) -> list[str]:
-        conn = await asyncpg.connect(address)
-        try:
-            return await active_texts(conn, user_id)
-        finally:
-            await conn.close()
-
     with StubServer(dim=TEST_EMBED_DIM) as stub:
         env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
                          embed_provider="openai", embed_base_url=stub.v1)
@@ -247,7 +239,7 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
         try:
             await schedule_memory_persistence(redis, "s0", "u0", [user_msg("I use Go.")],
                                               queue_name=settings.queue_name)
-            await eventually(lambda: _equals(facts_of("u0"), ["Uses Go"]), 60)
+            await eventually(has_facts(address, "u0", ["Uses Go"]), 60)
             # s1's extraction is in flight through the kill, the promotion and the
             # switch, even on a loaded machine; its next query reaches the new primary.
             stub.add_fault("latency_ms", latency_ms=6000, count=1,
@@ -266,10 +258,10 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
             finally:
                 await conn.close()
             proxy.switch(standby.port)
-            await eventually(lambda: _equals(facts_of("u1"), ["Uses Zig"]), 60)
+            await eventually(has_facts(address, "u1", ["Uses Zig"]), 60)
             await schedule_memory_persistence(redis, "s2", "u2", [user_msg("I use Elm.")],
                                               queue_name=settings.queue_name)
-            await eventually(lambda: _equals(facts_of("u2"), ["Uses Elm"]), 60)
+            await eventually(has_facts(address, "u2", ["Uses Elm"]), 60)
             assert workers.procs[0].poll() is None, "the worker rode the failover out"
         finally:
             workers.stop()
@@ -283,10 +275,6 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
         await conn.close()
         await asyncio.to_thread(standby.stop)
         await asyncio.to_thread(primary.stop)
-
-
-async def _equals(value: Awaitable[list[str]], expected: list[str]) -> bool:
-    return await value == expected
 
 
 # `make chaos` runs the model outage for two minutes with the default breaker and

@@ -173,7 +173,7 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
          claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
          queue.pending_key(lock.queue_name), queue.meta_key(lock.session_id),
          queue.backlog_key(lock.session_id)],
-        [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms()],
+        [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms(), queue.PENDING_GRACE_MS],
     )
     if locked:
         lock.held()
