@@ -32,12 +32,17 @@ class Worker(ArqWorker):
             await self._wait_for_work()
 
     async def _wait_for_work(self) -> None:
+        running = [task for task in self.tasks.values() if not task.done()]
+        if running and self.job_counter >= self.max_jobs:
+            # Every slot is taken: the next job can start when one of ours ends.
+            await asyncio.wait(running, timeout=BURST_MAX_WAIT_S,
+                               return_when=asyncio.FIRST_COMPLETED)
+            return
         head = await self.pool.zrange(self.queue_name, 0, 0, withscores=True)
         if not head:
             return  # the queue is empty: ARQ's loop ends the burst now
         due_in_s = head[0][1] / 1000 - time.time()
         wait_s = min(max(due_in_s, BURST_MIN_WAIT_S), BURST_MAX_WAIT_S)
-        running = [task for task in self.tasks.values() if not task.done()]
         if running:
             await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
         else:
