@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -260,7 +261,9 @@ async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
     assert not (await lock.claim(redis, busy, first.job_id)).locked
     await redis.zrem(settings.queue_name, first.job_id)  # ARQ will not run it in time
     pending = queue.pending_key(settings.queue_name)
-    assert await redis.zscore(pending, "s1") is not None, "still pending"
+    deadline = await redis.zscore(pending, "s1")
+    assert deadline is not None, "still pending"
+    assert deadline <= time.time() * 1000 + lock.HANDOFF_GRACE_MS, "due again within seconds"
     await redis.zadd(pending, {"s1": 0})  # its grace period is over
     assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
     await drain(settings)

@@ -37,6 +37,10 @@ log = structlog.get_logger("memfleet.lock")
 
 LOCK_PREFIX = "memory-task-lock:"
 CLAIMED_PREFIX = "memfleet:claimed:"  # + queue name: sessions whose lock a job holds
+# A job that claimed without the lock queues its session again within
+# milliseconds; if it has not after this long, its worker died and the recovery
+# pass does it.
+HANDOFF_GRACE_MS = 5_000
 
 _CLAIM = LuaScript("worker.stages.lua", "claim.lua")
 _EXTEND = LuaScript("worker.stages.lua", "extend.lua")
@@ -173,7 +177,7 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
          claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
          queue.pending_key(lock.queue_name), queue.meta_key(lock.session_id),
          queue.backlog_key(lock.session_id)],
-        [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms(), queue.PENDING_GRACE_MS],
+        [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms(), HANDOFF_GRACE_MS],
     )
     if locked:
         lock.held()

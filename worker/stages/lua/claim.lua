@@ -12,7 +12,7 @@
 -- wait for its verdict.
 -- KEYS: queued marker, payload, lock, claimed set, breaker open flag, breaker
 -- failure count, breaker probe, pending set, hand-over meta, backlog.
--- ARGV: job id, lock token, lock ttl ms, session id, now ms, pending grace ms.
+-- ARGV: job id, lock token, lock ttl ms, session id, now ms, hand-off grace ms.
 -- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
 -- breaker (0: closed), failures in a row, the payload's hand-over number, and,
 -- with the lock, the backlog's older lists}. No payload, no lock: there is
