@@ -142,21 +142,30 @@ async def waiting_jobs(redis: Redis) -> list[bytes]:
     return [j for j, h in zip(queued, held, strict=True) if not h]
 
 
+@dataclass
+class Drained:
+    caught_up_s: float  # every session's cursor at its last message
+    drained_s: float  # and no job left waiting (retries and deferrals that find nothing)
+
+
 async def wait_until_done(
     db: asyncpg.Connection, redis: Redis, timeout_s: float, sessions: int
-) -> float:
-    """Wait until every session's cursor is at its last message; return the seconds waited."""
+) -> Drained:
+    """Wait until every session's cursor is at its last message and no job waits."""
     started = time.monotonic()
     deadline = time.monotonic() + timeout_s
     expected = {f"session{s}": final_cursor(s) for s in range(sessions)}
     done = 0
+    caught_up: float | None = None
     while time.monotonic() < deadline:
         rows = await db.fetch("SELECT session_id, position, window_hash FROM session_cursor"
                               " WHERE session_id LIKE 'session%'")
         done = sum(1 for r in rows
                    if expected.get(r["session_id"]) == (r["position"], r["window_hash"]))
-        if done == sessions and not await waiting_jobs(redis):
-            return time.monotonic() - started
+        if done == sessions and caught_up is None:
+            caught_up = time.monotonic() - started
+        if caught_up is not None and not await waiting_jobs(redis):
+            return Drained(caught_up, time.monotonic() - started)
         await asyncio.sleep(0.5)
     raise AssertionError(f"only {done} of {sessions} sessions done in {timeout_s}s")
 

@@ -48,8 +48,10 @@ ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
 PENDING_PREFIX = "memfleet:pending:"  # + queue name: sessions with a job not yet claimed
 PAYLOAD_TTL_MS = 7 * 86_400_000
-# A job not claimed this long after it was due is looked at by the recovery pass.
-PENDING_GRACE_MS = 30_000
+# A job not claimed this long after it was due is looked at by the recovery pass:
+# longer than a picked job takes to claim even on a loaded worker, about the lock's
+# TTL. A late session whose job merely waits in the queue costs the pass a no-op.
+PENDING_GRACE_MS = 10_000
 JOB_EXPIRES_MS = 86_400_000
 
 _ENQUEUE = LuaScript("worker.lua", "enqueue.lua")

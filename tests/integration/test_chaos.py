@@ -132,7 +132,8 @@ async def test_every_message_exactly_once_through_every_fault_at_once(
                   f" {SUMMARY_TURN}), {handed.taken} hand-overs taken; hand-overs refused"
                   f" while Redis was down and handed over again: {handed.refused};"
                   f" unfinished lists kept when a summary replaced them: {handed.kept_older};"
-                  f" drained {drained:.1f} s after"
+                  f" every session caught up {drained.caught_up_s:.1f} s and no job left"
+                  f" waiting {drained.drained_s:.1f} s after"
                   f" the last hand-over; faults: {dict(sorted(faults.items()))};"
                   f" runs: {dict(stats)}; lost 0, doubled 0 (checked)")
             assert faults["redis"] == faults["postgres"] == faults["llm down"] == 1

@@ -59,7 +59,7 @@ async def run_fleet(settings: Settings, tmp_path: Path, *, chaos: bool) -> None:
             " count(*) FILTER (WHERE consolidation_attempts > 1) AS reconsolidated,"
             " count(*) AS runs FROM memory_run"
         )
-        print(f"fleet: kills={kills} drained {waited:.1f} s after the last hand-over"
+        print(f"fleet: kills={kills} drained {waited.drained_s:.1f} s after the last hand-over"
               f" {dict(stats)}")
         if chaos:
             assert kills >= 3
