@@ -15,7 +15,12 @@ import pytest
 from opentelemetry.trace import NoOpTracer
 
 from worker.config import Settings
-from worker.errors import ConsolidationContention, LockLost, UserVersionConflict
+from worker.errors import (
+    ConsolidationContention,
+    LockLost,
+    ProviderAnswerInvalid,
+    UserVersionConflict,
+)
 from worker.payload import Handover, Message, Snapshot
 from worker.pipeline import RunContext
 from worker.pipeline import run_once as run_lists
@@ -285,10 +290,11 @@ class WrongIdConsolidator:
 async def test_a_wrong_target_is_asked_again_once_then_skipped_on_the_record(
     times: int, stored: list[str], rejected: int
 ) -> None:
+    # On a later try of the job: the first try sends it back (the next test).
     store = InMemoryStore()
     base = build_providers(SETTINGS)
     wrong = WrongIdConsolidator(base.consolidator, times)
-    ctx = context(store, providers=replace(base, consolidator=wrong))
+    ctx = context(store, providers=replace(base, consolidator=wrong), job_try=2)
     result = await run_once(ctx, handover(user("I use Zig.")))
     assert (result.outcome, result.rejected) == ("committed", rejected)
     assert await active(store) == stored
@@ -297,3 +303,17 @@ async def test_a_wrong_target_is_asked_again_once_then_skipped_on_the_record(
     assert wrong.requests[1].corrections == (
         "candidate 0: target 4242 is not among this candidate's neighbours",)
     assert store.run_rows[-1]["rejected"] == rejected
+
+
+async def test_a_target_wrong_twice_sends_the_first_try_back_for_another() -> None:
+    store = InMemoryStore()
+    base = build_providers(SETTINGS)
+    wrong = WrongIdConsolidator(base.consolidator, 2)
+    ctx = context(store, providers=replace(base, consolidator=wrong))
+    with pytest.raises(ProviderAnswerInvalid, match="invalid twice"):
+        await run_once(ctx, handover(user("I use Zig.")))
+    assert await active(store) == [] and store.cursors == {}, "nothing written, cursor untouched"
+    # The next try samples both passes afresh: the model answers well this time.
+    result = await run_once(replace(ctx, job_try=2), handover(user("I use Zig.")))
+    assert (result.outcome, result.rejected) == ("committed", 0)
+    assert await active(store) == ["Uses Zig"]

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
+from worker.errors import ProviderAnswerInvalid
 from worker.stages.context import RunContext, ask
 from worker.stages.extract import CandidateFact, observed_label
 from worker.store.types import (
@@ -253,8 +254,10 @@ async def run(
         answer = await ask(ctx, "chat", consolidator, lambda: consolidator.consolidate(request))
         validated = validate(prepared, answer.value)
         if validated.rejected:
-            # Asked again once, told what was wrong; what is still wrong is skipped,
-            # on the record (the audit row's and the decision metric's REJECTED).
+            # Asked again once, told what was wrong. What is still wrong sends the
+            # job back for one more try later (a fresh sample of both passes, so a
+            # glitch does not cost the user a fact); from then on it is skipped, on
+            # the record (the audit row's and the decision metric's REJECTED).
             log.warning("consolidation decisions rejected, asking again",
                         rejected=validated.rejected, reasons=list(validated.reasons))
             retry = request.model_copy(update={"corrections": validated.reasons})
@@ -263,5 +266,8 @@ async def run(
             if validated.rejected:
                 log.warning("consolidation decisions rejected twice",
                             rejected=validated.rejected, reasons=list(validated.reasons))
+                if ctx.job_try == 1 and ctx.settings.max_tries > 1:
+                    raise ProviderAnswerInvalid(
+                        f"{validated.rejected} consolidation decisions invalid twice")
         plan = plan_writes(candidates, embeddings, prepared, validated)
     return Decided(plan, version, validated.rejected)
