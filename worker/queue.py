@@ -84,11 +84,6 @@ def backlog_key(session_id: str) -> str:
     return BACKLOG_PREFIX + session_id
 
 
-def session_keys(session_id: str) -> tuple[str, ...]:
-    """Every key that holds a session's messages (for erasure)."""
-    return (handover_key(session_id), meta_key(session_id), backlog_key(session_id))
-
-
 @dataclass(frozen=True, slots=True)
 class Enqueued:
     job_id: str | None  # None: a job already queued for the session will read this hand-over

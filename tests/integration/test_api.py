@@ -18,6 +18,7 @@ from api_stub.chat_log import SESSION_PREFIX
 from api_stub.chat_routes import HANDOVER_HEADER
 from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
+from worker import queue
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.providers.hashing import HashingEmbedder
@@ -170,6 +171,7 @@ async def test_erase_deletes_everything_of_one_user_only(
     before = await counts("ada")
     assert before["memory_fact"] == 3 and before["memory_run"] >= 2
     bob_before = await counts("bob")
+    await redis.rpush(queue.backlog_key("ada-s1"), b"1:{}")  # an older list not yet processed
     resp = await api.delete("/users/ada", headers=bearer("ada"))
     assert resp.status_code == 200
     assert resp.json() == {"user_id": "ada", "deleted": {**before, "chat_sessions": 1}}
@@ -177,6 +179,9 @@ async def test_erase_deletes_everything_of_one_user_only(
     assert await counts("bob") == bob_before
     assert await redis.exists(SESSION_PREFIX + "ada-s1") == 0
     assert await redis.exists(SESSION_PREFIX + "bob-s1") == 1
+    for key in (queue.handover_key, queue.meta_key, queue.backlog_key):
+        assert await redis.exists(key("ada-s1")) == 0, "the hand-over's lists are erased"
+    assert await redis.exists(queue.handover_key("bob-s1"), queue.meta_key("bob-s1")) == 2
     assert await active(api, "ada") == {}
 
 
