@@ -4,6 +4,7 @@ expected, and a test process whose garbage collector the worker leaves alone."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,20 +23,20 @@ from worker.stages.lock import LOCK_PREFIX
 from worker.telemetry import setup_telemetry
 
 
-class RefusesEnqueue:
-    """The worker's Redis, but every hand-over script call fails (Redis went away
-    right after the commit); the lock's own scripts still work."""
+class OnEnqueue:
+    """The worker's Redis, running ``hook`` before each hand-over script call; the
+    lock's own scripts go straight through."""
 
-    def __init__(self, redis: Redis) -> None:
-        self._redis, self.refused = redis, 0
+    def __init__(self, redis: Redis, hook: Callable[[], Awaitable[None]]) -> None:
+        self._redis, self._hook, self.calls = redis, hook, 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._redis, name)
 
     async def evalsha(self, sha: str, *args: Any) -> Any:
         if sha == queue._ENQUEUE.sha:
-            self.refused += 1
-            raise RedisConnectionError("connection reset")
+            self.calls += 1
+            await self._hook()
         return await self._redis.evalsha(sha, *args)
 
 
@@ -46,10 +47,13 @@ async def test_a_refused_follow_up_enqueue_hands_the_rest_of_the_backlog_to_arq(
     said = [user_msg("I use Zig."), user_msg("I live in Oslo.")]
     await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
     async with job_deps(settings, redis, build_providers(settings)) as deps:
-        flaky = RefusesEnqueue(redis)
+        async def refuse() -> None:  # Redis went away right after the commit
+            raise RedisConnectionError("connection reset")
+
+        flaky = OnEnqueue(redis, refuse)
         with pytest.raises(Retry):
             await run_job(replace(deps, redis=flaky), "s1", "j1")
-        assert flaky.refused == 3, "tried again before handing it over"
+        assert flaky.calls == 3, "tried again before handing it over"
         assert await active_texts(db, "u1") == ["Uses Zig"], "the first slice is committed"
         # ARQ runs the job again: it goes on from the cursor, with Redis back.
         assert (await run_job(deps, "s1", "j1"))["outcome"] == "committed"
@@ -89,21 +93,6 @@ async def test_a_worker_in_a_shared_process_leaves_the_garbage_collector_alone(
     assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
 
 
-class WatchesEnqueue:
-    """The worker's Redis, noting whether the session's lock is held at each enqueue."""
-
-    def __init__(self, redis: Redis) -> None:
-        self._redis, self.locked_at_enqueue = redis, []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._redis, name)
-
-    async def evalsha(self, sha: str, *args: Any) -> Any:
-        if sha == queue._ENQUEUE.sha:
-            self.locked_at_enqueue.append(bool(await self._redis.exists(LOCK_PREFIX + "s1")))
-        return await self._redis.evalsha(sha, *args)
-
-
 async def test_the_follow_up_is_queued_while_the_job_still_holds_the_session(
     settings: Settings, redis: Redis, db: asyncpg.Connection
 ) -> None:
@@ -112,7 +101,12 @@ async def test_the_follow_up_is_queued_while_the_job_still_holds_the_session(
     settings = settings.model_copy(update={"max_slice_messages": 1})
     said = [user_msg("I use Zig."), user_msg("I live in Oslo.")]
     await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
+    locked_at_enqueue: list[bool] = []
+
+    async def note_the_lock() -> None:
+        locked_at_enqueue.append(bool(await redis.exists(LOCK_PREFIX + "s1")))
+
     async with job_deps(settings, redis, build_providers(settings)) as deps:
-        watched = WatchesEnqueue(redis)
+        watched = OnEnqueue(redis, note_the_lock)
         assert (await run_job(replace(deps, redis=watched), "s1", "j1"))["follow_up"]
-    assert watched.locked_at_enqueue == [True]
+    assert locked_at_enqueue == [True]
