@@ -82,4 +82,24 @@ class KnownFacts(BaseModel):
 
 class Erased(BaseModel):
     user_id: str
-    deleted: dict[str, int] = Field(description="Rows deleted, per table (and chat sessions).")
+    deleted: dict[str, int] = Field(
+        description="What went, per table, with the sessions whose pending hand-over went "
+                    "(handovers) and the chat stand-in's sessions (chat_sessions).")
+
+
+class Consent(BaseModel):
+    enabled: bool = Field(description="Whether memfleet remembers the user now.")
+    chosen: bool = Field(description="False: the user never chose; the fleet's default applies.")
+
+
+class ConsentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool
+    forget: bool = Field(default=False, description="With enabled false: also erase "
+                                                    "everything held about the user.")
+
+
+class ConsentChanged(Consent):
+    deleted: dict[str, int] | None = Field(
+        default=None, description="With forget: what went, as DELETE /users/{user_id} says.")

@@ -22,6 +22,9 @@ from api_stub.memory_models import (
     ActiveFacts,
     CategoryGroup,
     Chain,
+    Consent,
+    ConsentBody,
+    ConsentChanged,
     Erased,
     Fact,
     KnownFacts,
@@ -29,6 +32,7 @@ from api_stub.memory_models import (
     SearchHitBody,
     SearchResults,
 )
+from worker import privacy
 from worker.contract import CATEGORY_ORDER
 from worker.read import format_block, known_facts, search_facts
 from worker.store.types import NewFact
@@ -158,9 +162,43 @@ async def known_facts_route(
     responses={**AUTH_RESPONSES, **error_responses(503)},
     summary="Erase everything about the user (right to be forgotten): really deletes",
 )
-async def erase_user(request: Request, user_id: AuthedUser) -> Erased:
+async def erase_user_route(request: Request, user_id: AuthedUser) -> Erased:
     deps = _deps(request)
-    # The conversation first: with it gone no later hand-over can bring the facts back.
+    # The conversation first: with it gone no later turn can hand it over again.
     sessions = await deps.chat.erase_user(user_id)
-    deleted = await deps.memory.erase_user(user_id)
+    deleted = await privacy.erase_user(deps.redis, deps.memory, user_id)
     return Erased(user_id=user_id, deleted={**deleted, "chat_sessions": sessions})
+
+
+@router.get(
+    "/consent",
+    response_model=Consent,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="Whether memfleet remembers the user",
+)
+async def consent_route(request: Request, user_id: AuthedUser) -> Consent:
+    deps = _deps(request)
+    chosen = await deps.memory.consent(user_id)
+    return Consent(enabled=deps.settings.memory_default if chosen is None else chosen,
+                   chosen=chosen is not None)
+
+
+@router.put(
+    "/consent",
+    response_model=ConsentChanged,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="Turn memory on or off; off with forget also erases everything held",
+)
+async def set_consent_route(
+    request: Request, user_id: AuthedUser, body: ConsentBody
+) -> ConsentChanged:
+    deps = _deps(request)
+    if body.forget and body.enabled:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+                            "forget goes with enabled: false")
+    sessions = await deps.chat.erase_user(user_id) if body.forget else None
+    deleted = await privacy.set_memory(deps.redis, deps.memory, user_id,
+                                       enabled=body.enabled, forget=body.forget)
+    if deleted is not None and sessions is not None:
+        deleted = {**deleted, "chat_sessions": sessions}
+    return ConsentChanged(enabled=body.enabled, chosen=True, deleted=deleted)

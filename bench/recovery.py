@@ -33,6 +33,7 @@ from api_stub.llm_stub import StubServer
 from bench.servers import throwaway_servers
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.session_ref import SessionRef
 from worker.stages.lock import LOCK_PREFIX
 from worker.store.migrate import migrate
 
@@ -65,7 +66,8 @@ async def trial(redis: Redis, db: asyncpg.Connection, env: dict[str, str], log: 
     killed_at = time.monotonic()
     if await stored(db, user):
         return spawn(env, log), "after the commit", None
-    moment = "lock held" if await redis.exists(LOCK_PREFIX + f"s{n}") else "before the claim"
+    lock = LOCK_PREFIX + SessionRef(user, f"s{n}").key
+    moment = "lock held" if await redis.exists(lock) else "before the claim"
     worker = spawn(env, log)
     while time.monotonic() - killed_at < timeout_s:
         if await stored(db, user):

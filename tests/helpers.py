@@ -47,8 +47,13 @@ async def active_texts(db: asyncpg.Connection, user_id: str) -> list[str]:
     return [r["text"] for r in rows]
 
 
-async def runs(db: asyncpg.Connection, session_id: str) -> list[asyncpg.Record]:
-    return await db.fetch("SELECT * FROM memory_run WHERE session_id = $1 ORDER BY id", session_id)
+async def runs(
+    db: asyncpg.Connection, session_id: str, user_id: str | None = None
+) -> list[asyncpg.Record]:
+    """The session's audit rows (of one user's session, when ``user_id`` is given)."""
+    return await db.fetch("SELECT * FROM memory_run WHERE session_id = $1"
+                          " AND ($2::text IS NULL OR user_id = $2) ORDER BY id",
+                          session_id, user_id)
 
 
 class WorkerProcesses:
@@ -107,6 +112,15 @@ async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> As
         await pool.close()
 
 
-async def run_job(deps: Deps, session_id: str, job_id: str) -> dict[str, Any]:
+async def run_job(deps: Deps, session_id: str, job_id: str,
+                  user_id: str = "u1") -> dict[str, Any]:
     return await persist_session_memory({"deps": deps, "job_id": job_id, "job_try": 1},
-                                        session_id=session_id)
+                                        user_id=user_id, session_id=session_id)
+
+
+def lock_key(user_id: str, session_id: str) -> str:
+    """The session lock's Redis key (worker.stages.lock)."""
+    from worker.session_ref import SessionRef
+    from worker.stages.lock import LOCK_PREFIX
+
+    return LOCK_PREFIX + SessionRef(user_id, session_id).key

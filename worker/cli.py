@@ -143,7 +143,8 @@ def _cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
         for run in rows:
-            print(f"{run['finished_at']}  {run['outcome']:<8} session={run['session_id']}"
+            print(f"{run['finished_at']}  {run['outcome']:<8} user={run['user_id']}"
+                  f" session={run['session_id']}"
                   f" try={run['job_try']}  {run['error'] or ''}")
     return 0
 
@@ -151,20 +152,50 @@ def _cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
     from worker.dead_letters import redrive
 
+    if args.session is not None and args.user is None:
+        print("memfleet: error: retry --session needs --user (sessions are per user)",
+              file=sys.stderr)
+        return 2
+
     settings = resolve(settings)
 
     async def go(store: Any) -> Any:
         redis = Redis.from_url(settings.redis_url or "")
         try:
             return await redrive(redis, store, settings.queue_name,
-                                 None if args.failed else [args.session])
+                                 None if args.failed else [(args.user, args.session)])
         finally:
             await redis.aclose()
 
     results = asyncio.run(_with_store(settings, go))
     for result in results:
-        print(f"{result.session_id}: {result.status}")
+        print(f"{result.user_id} {result.session_id}: {result.status}")
     return 1 if any(r.status == "no hand-over in Redis" for r in results) else 0
+
+
+def _cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
+    from worker import privacy
+
+    settings = resolve(settings)
+
+    async def go(store: Any) -> Any:
+        if args.action == "show":
+            chosen = await store.consent(args.user)
+            enabled = settings.memory_default if chosen is None else chosen
+            return {"enabled": enabled, "chosen": chosen is not None}
+        redis = Redis.from_url(settings.redis_url or "")
+        try:
+            if args.action == "erase":
+                return {"deleted": await privacy.erase_user(redis, store, args.user)}
+            deleted = await privacy.set_memory(redis, store, args.user,
+                                               enabled=args.action == "enable",
+                                               forget=args.action == "forget")
+            return {"enabled": args.action == "enable", "chosen": True, "deleted": deleted}
+        finally:
+            await redis.aclose()
+
+    print(json.dumps(asyncio.run(_with_store(settings, go))))
+    return 0
 
 
 def _cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -197,9 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true")
     retry = sub.add_parser("retry", help="queue a session again after its run failed")
     which = retry.add_mutually_exclusive_group(required=True)
-    which.add_argument("--session", help="one session")
+    which.add_argument("--session", help="one session (with --user)")
+    retry.add_argument("--user", help="the session's user")
     which.add_argument("--failed", action="store_true",
                        help="every session whose latest run failed")
+    consent = sub.add_parser("consent", help="a user's memory: show, enable, disable, "
+                                             "forget (disable and erase), erase")
+    consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"])
+    consent.add_argument("--user", required=True)
     sub.add_parser("demo", help="run the end-to-end demo")
     return parser
 
@@ -207,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMANDS = {
     "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
     "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
+    "consent": _cmd_consent,
     "demo": _cmd_demo,
 }
 

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from worker import queue
 from worker.errors import HandoverBacklogFull, HandoverUnavailable
 from worker.payload import Handover, Limits, check_id, encode_handover, parse_messages
+from worker.session_ref import SessionRef
 from worker.telemetry_ids import hashed_id, id_key
 
 
@@ -49,13 +50,14 @@ async def schedule_memory_persistence(
         messages=parse_messages(messages, limits),
         handed_over_at=datetime.now(UTC),
     )
+    session = SessionRef(handover.user_id, handover.session_id)
     tracer = tracer or trace.get_tracer("memfleet.client")
     with tracer.start_as_current_span(
         f"send {queue_name}", kind=trace.SpanKind.PRODUCER,
         attributes={"messaging.system": "arq", "messaging.operation.name": "send",
                     "messaging.operation.type": "send",
                     "messaging.destination.name": queue_name,
-                    "memfleet.session": hashed_id(session_id, id_key(telemetry_id_key)),
+                    "memfleet.session": hashed_id(session.key, id_key(telemetry_id_key)),
                     "memfleet.messages": len(handover.messages)},
     ) as span:
         carrier: dict[str, str] = {}
@@ -63,7 +65,7 @@ async def schedule_memory_persistence(
         handover = handover.model_copy(update={"trace": carrier})
         try:
             enqueued = await asyncio.wait_for(
-                queue.enqueue(redis, session_id, payload=encode_handover(handover),
+                queue.enqueue(redis, session, payload=encode_handover(handover),
                               queue_name=queue_name),
                 timeout_s,
             )

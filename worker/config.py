@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # later, with fresh tries, for as long as the outage lasts.
     outage_wait_s: float = Field(default=300.0, gt=0)
 
+    # Consent: whether a user who never chose (memfleet consent) is remembered.
+    memory_default: bool = True
+
     # The pipeline.
     neighbors_k: int = Field(default=5, ge=1, le=50)
     context_messages: int = Field(default=4, ge=0)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker import queue
+from worker.session_ref import SessionRef
 from worker.store.base import MemoryStore
 
 # Outcomes that stored nothing for the slice they were given.
@@ -22,22 +23,26 @@ DEAD_OUTCOMES = ("failed", "skipped", "invalid", "error")
 
 @dataclass(frozen=True, slots=True)
 class Redriven:
+    user_id: str
     session_id: str
     status: str  # queued | already queued | no hand-over in Redis
 
 
 async def redrive(
-    redis: Any, store: MemoryStore, queue_name: str, session_ids: Sequence[str] | None
+    redis: Any, store: MemoryStore, queue_name: str,
+    sessions: Sequence[tuple[str, str]] | None,
 ) -> list[Redriven]:
-    """Queue a job for each session (None: every session whose latest run failed)."""
-    sessions = list(session_ids) if session_ids is not None else await store.failed_sessions()
+    """Queue a job for each (user, session) (None: every session whose latest run failed)."""
+    pairs = list(sessions) if sessions is not None else await store.failed_sessions()
     out = []
-    for session_id in sessions:
-        if not await redis.exists(queue.handover_key(session_id)):
-            out.append(Redriven(session_id, "no hand-over in Redis"))
+    for user_id, session_id in pairs:
+        session = SessionRef(user_id, session_id)
+        if not await redis.exists(queue.handover_key(session)):
+            out.append(Redriven(user_id, session_id, "no hand-over in Redis"))
             continue
-        enqueued = await queue.enqueue(redis, session_id, payload=None, queue_name=queue_name)
-        out.append(Redriven(session_id, "queued" if enqueued.job_id else "already queued"))
+        enqueued = await queue.enqueue(redis, session, payload=None, queue_name=queue_name)
+        out.append(Redriven(user_id, session_id,
+                            "queued" if enqueued.job_id else "already queued"))
     return out
 
 

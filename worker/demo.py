@@ -102,7 +102,7 @@ async def run_demo(settings: Settings) -> int:
     try:
         store = PostgresStore(pool)
         facts = await store.facts(USER, include_superseded=True)
-        runs = await store.runs(user_id=USER)
+        runs = await store.runs(USER)
     finally:
         await pool.close()
     _print_report(facts, runs)

@@ -10,7 +10,9 @@
     │   └── StoreUnavailable       PostgreSQL cannot be reached or is shutting down       transient
     ├── StoreConflict          a compare-and-set in the persist transaction lost
     │   ├── CursorFenced           another run already committed this slice
-    │   └── UserVersionConflict    another job changed this user's facts first          transient
+    │   ├── UserVersionConflict    another job changed this user's facts first          transient
+    │   ├── MemoryOptedOut         the user turned memory off while the run worked
+    │   └── UserErased             the user was erased after the run's hand-over was made
     ├── ConsolidationContention other jobs of the user kept committing first             transient
     ├── ProviderError          an LLM or embeddings call was refused (HTTP 400 and the like)
     │   ├── ProviderUnavailable    rate limit, 5xx, timeout, connection                  transient
@@ -92,6 +94,15 @@ class UserVersionConflict(StoreConflict):
     """The user's facts changed since consolidation read them: consolidate again."""
 
     transient = True
+
+
+class MemoryOptedOut(StoreConflict):
+    """The user turned memory off since the run read their consent: the run moves
+    the cursor past its slice as ``opted_out`` instead of writing facts."""
+
+
+class UserErased(StoreConflict):
+    """The user was erased after the run's hand-over was made: the run writes nothing."""
 
 
 class ConsolidationContention(MemfleetError):

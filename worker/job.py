@@ -45,6 +45,7 @@ from worker.errors import (
 from worker.payload import Limits, Snapshot, decode_handover
 from worker.pipeline import RunContext, run_once, skip_slice
 from worker.providers.base import Providers
+from worker.session_ref import SessionRef
 from worker.stages import lock
 from worker.stages.cursor import NOTHING_SETTLED, Settlement
 from worker.store.base import PipelineStore
@@ -126,7 +127,6 @@ async def _run(
     job_try: int = ctx.get("job_try", 1)
     started_at = datetime.now(UTC)
     clock = StageClock(deps.telemetry.tracer, deps.telemetry.metrics)
-    session_id = kwargs.get("session_id")
     base = RunRecord(job_id=job_id, job_try=job_try, session_id=None, user_id=None,
                      outcome="invalid", started_at=started_at)
 
@@ -139,15 +139,22 @@ async def _run(
             "messaging.message.id": job_id, "memfleet.job.try": job_try,
         },
     ) as span:
-        if args or set(kwargs) != {"session_id"} or not isinstance(session_id, str):
+        if not args and set(kwargs) == {"session_id"} and isinstance(kwargs["session_id"], str):
+            # Queued by a release that keyed sessions by id alone (a rolling upgrade).
+            adopted = await queue.adopt_legacy(deps.redis, kwargs["session_id"],
+                                               deps.settings.queue_name)
+            return {"outcome": "adopted", "sessions": adopted}
+        session = _session_of(args, kwargs)
+        if session is None:
             return await _record(deps, base, "invalid",
-                                 "the job's arguments are not {session_id: str}")
-        base = replace(base, session_id=session_id)
+                                 "the job's arguments are not {user_id: str, session_id: str}")
+        base = replace(base, session_id=session.session_id, user_id=session.user_id)
         # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
         recording = span.is_recording()
         if recording:
-            span.set_attribute("memfleet.session", deps.telemetry.hashed_id(session_id))
-        session_lock = lock.SessionLock(deps.redis, session_id,
+            span.set_attribute("memfleet.session", deps.telemetry.hashed_id(session.key))
+            span.set_attribute("memfleet.user", deps.telemetry.hashed_id(session.user_id))
+        session_lock = lock.SessionLock(deps.redis, session,
                                         int(deps.settings.lock_ttl_s * 1000),
                                         deps.settings.queue_name)
         claimed = await lock.take(deps.redis, session_lock, job_id, clock)
@@ -155,31 +162,30 @@ async def _run(
             # Busy, or the model endpoint is resting: not a failure, and no try is
             # spent. A job that runs later takes the session over.
             reason = "llm_breaker" if claimed.breaker_open_ms else "busy"
-            await _defer(deps, session_id, claimed.breaker_open_ms)
+            await _defer(deps, session, claimed.breaker_open_ms)
             span.set_attributes({"memfleet.outcome": "deferred",
                                  "memfleet.deferred.reason": reason})
             return {"outcome": "deferred", "reason": reason}
-        snapshots, unreadable = read_lists(claimed, deps.limits)
+        snapshots, unreadable = read_lists(claimed, deps.limits, session)
         for error in unreadable:
             await _record(deps, base, "invalid", error)
         if not snapshots:
             await session_lock.release()
             return {"outcome": "invalid", "error": unreadable[-1]}
         handover = snapshots[-1].handover
+        base = replace(base, handover_seq=snapshots[-1].seq)
         if recording:
             _link_to_handover(span, handover.trace)
-            span.set_attribute("memfleet.user", deps.telemetry.hashed_id(handover.user_id))
-        base = replace(base, user_id=handover.user_id)
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at, check_lock=session_lock.check)
         settlement = NOTHING_SETTLED
         try:
-            result, settlement = await _run_pipeline(deps, run_ctx, snapshots, base)
+            result, settlement = await _run_pipeline(deps, run_ctx, session, snapshots, base)
             if settlement.follow_up and "error" not in result:
                 # A long list goes in bounded chunks, and each older list in its own
                 # job, queued while this job still holds the session: a worker that
                 # dies here leaves the lock for the recovery pass, never an orphan.
-                await _follow_up(deps, session_id, job_try)
+                await _follow_up(deps, session, job_try)
         finally:
             await session_lock.release(done_through=settlement.done_through,
                                        latest_done=settlement.latest_done)
@@ -195,22 +201,37 @@ async def _run(
         return result
 
 
-def read_lists(claimed: lock.Claimed, limits: Limits) -> tuple[list[Snapshot], list[str]]:
-    """The session's lists that parse, oldest first, and why the others do not."""
+def _session_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionRef | None:
+    user_id, session_id = kwargs.get("user_id"), kwargs.get("session_id")
+    if args or set(kwargs) != {"user_id", "session_id"}:
+        return None
+    if not isinstance(user_id, str) or not isinstance(session_id, str):
+        return None
+    return SessionRef(user_id, session_id)
+
+
+def read_lists(
+    claimed: lock.Claimed, limits: Limits, session: SessionRef
+) -> tuple[list[Snapshot], list[str]]:
+    """The session's lists that parse and belong to ``session``, oldest first, and
+    why the others do not."""
     snapshots: list[Snapshot] = []
     unreadable: list[str] = []
     if claimed.payload is None:
         unreadable.append("the session has no hand-over payload")
     for raw in claimed.lists():
         try:
-            snapshots.append(Snapshot(raw.seq, decode_handover(raw.payload, limits), raw.latest))
+            handover = decode_handover(raw.payload, limits)
+            if (handover.user_id, handover.session_id) != (session.user_id, session.session_id):
+                raise InvalidJob("the hand-over names another session than its key")
+            snapshots.append(Snapshot(raw.seq, handover, raw.latest))
         except InvalidJob as exc:
             unreadable.append(str(exc) if raw.latest else f"an older list: {exc}")
     return snapshots, unreadable
 
 
 async def _run_pipeline(
-    deps: Deps, ctx: RunContext, snapshots: list[Snapshot], base: RunRecord
+    deps: Deps, ctx: RunContext, session: SessionRef, snapshots: list[Snapshot], base: RunRecord
 ) -> tuple[dict[str, Any], Settlement]:
     try:
         result = await run_once(ctx, snapshots)
@@ -220,7 +241,7 @@ async def _run_pipeline(
     except LockLost as exc:
         # Another job holds the session now, or Redis forgot the lock: either way a
         # later job takes over (the cursor fence keeps the slice from counting twice).
-        await _defer(deps, snapshots[-1].handover.session_id)
+        await _defer(deps, session)
         return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
     except MemfleetError as exc:
         if isinstance(exc, ProviderUnavailable):
@@ -232,14 +253,12 @@ async def _run_pipeline(
             skipped = await skip_slice(ctx, snapshots, _describe(exc))
             return skipped.as_dict(), skipped.settlement
         if decision is Next.WAIT_OUT:
-            await _defer(deps, snapshots[-1].handover.session_id,
-                         int(deps.settings.outage_wait_s * 1000))
+            await _defer(deps, session, int(deps.settings.outage_wait_s * 1000))
             await _record(deps, base, "deferred", _describe(exc))
             return {"outcome": "deferred", "reason": "outage"}, NOTHING_SETTLED
         recorded = await _record(deps, base, decision.value, _describe(exc))
         if decision is Next.RETRY:
-            await _stay_pending(deps, snapshots[-1].handover.session_id,
-                                int(backoff_s(ctx.job_try) * 1000))
+            await _stay_pending(deps, session, int(backoff_s(ctx.job_try) * 1000))
             raise Retry(defer=backoff_s(ctx.job_try)) from exc
         return recorded, NOTHING_SETTLED
     except Exception as exc:
@@ -247,18 +266,18 @@ async def _run_pipeline(
         raise
 
 
-async def _stay_pending(deps: Deps, session_id: str, due_in_ms: int) -> None:
+async def _stay_pending(deps: Deps, session: SessionRef, due_in_ms: int) -> None:
     """Before a retry: ARQ requeues this job only after it ends, and a worker that
     dies in between would leave the session to ARQ's in-progress expiry (job
     timeout + 10 s). Pending, the recovery pass queues it if the retry never runs."""
     try:
-        await queue.keep_pending(deps.redis, session_id, deps.settings.queue_name, due_in_ms)
+        await queue.keep_pending(deps.redis, session, deps.settings.queue_name, due_in_ms)
     except Exception as exc:  # noqa: BLE001 - Redis down: the retry itself stands
         log.warning("session not marked pending", error=type(exc).__name__)
 
 
-async def _defer(deps: Deps, session_id: str, at_least_ms: int = 0) -> None:
-    await queue.enqueue(deps.redis, session_id, payload=None,
+async def _defer(deps: Deps, session: SessionRef, at_least_ms: int = 0) -> None:
+    await queue.enqueue(deps.redis, session, payload=None,
                         queue_name=deps.settings.queue_name,
                         defer_ms=max(int(deps.settings.busy_defer_s * 1000), at_least_ms))
 
@@ -276,12 +295,12 @@ async def _trip_breaker(deps: Deps) -> None:
     log.warning("model endpoint failing: circuit breaker open", open_ms=open_ms)
 
 
-async def _follow_up(deps: Deps, session_id: str, job_try: int) -> None:
+async def _follow_up(deps: Deps, session: SessionRef, job_try: int) -> None:
     """Queue the job for the rest of the backlog. If Redis will not take it, this
     job is retried instead: its next run starts where this commit left the cursor."""
     for attempt in range(1, FOLLOW_UP_ATTEMPTS + 1):
         try:
-            await queue.enqueue(deps.redis, session_id, payload=None,
+            await queue.enqueue(deps.redis, session, payload=None,
                                 queue_name=deps.settings.queue_name)
             return
         except Exception as exc:  # noqa: BLE001 - any Redis failure: try again, then hand to ARQ

@@ -28,6 +28,8 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
     handover = position.handover
     if position.piece.empty:
         return await persist.record_empty(ctx, position)
+    if not position.remember:
+        return await persist.opt_out(ctx, handover, position)
     candidates = await extract.run(ctx, handover, position)
     embeddings = await embed.run(ctx, candidates)
     new_summary = await summary.run(ctx, handover, position)
@@ -46,4 +48,6 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
 async def skip_slice(ctx: RunContext, snapshots: Sequence[Snapshot], reason: str) -> RunResult:
     """Move the cursor past the slice without writing a fact, on the record (persist.skip)."""
     position = await cursor.run(ctx, snapshots)
+    if not position.remember:
+        return await persist.opt_out(ctx, position.handover, position)
     return await persist.skip(ctx, position.handover, position, reason)

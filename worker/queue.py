@@ -3,10 +3,15 @@
 ARQ's ``_job_id`` alone drops hand-overs that arrive while a job runs, so
 memfleet writes ARQ jobs itself, atomically, in Lua (``worker/lua/enqueue.lua``):
 
+A session is the pair (user_id, session_id) (worker.session_ref): ``<session>``
+below is ``SessionRef.key``, ``{<user>}:<session id>``.
+
 - ``memfleet:handover:<session>`` holds the session's LATEST message list
   (the chat server always sends the whole list), and
   ``memfleet:handover-meta:<session>`` its hand-over number and whether a
   commit finished it;
+- ``memfleet:sessions:{<user>}`` lists the user's session ids, so an erase
+  finds every hand-over of the user without scanning Redis;
 - ``memfleet:backlog:<session>`` holds older lists that a later one does not
   extend (the chat server summarised or replaced its history before a commit
   finished them), oldest first, each as ``<number>:<payload>``; jobs process
@@ -35,6 +40,7 @@ from typing import Any
 
 from worker.errors import HandoverBacklogFull
 from worker.redis_scripts import LuaScript
+from worker.session_ref import SessionRef, user_tag
 
 JOB_FUNCTION = "persist_session_memory"
 DEFAULT_QUEUE = "memfleet:queue"
@@ -42,6 +48,7 @@ HANDOVER_PREFIX = "memfleet:handover:"
 QUEUED_PREFIX = "memfleet:queued:"
 META_PREFIX = "memfleet:handover-meta:"
 BACKLOG_PREFIX = "memfleet:backlog:"
+USER_SESSIONS_PREFIX = "memfleet:sessions:"
 # Older lists a session may hold unprocessed; one more refuses the hand-over.
 BACKLOG_LIMIT = 32
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
@@ -55,11 +62,13 @@ PENDING_GRACE_MS = 10_000
 JOB_EXPIRES_MS = 86_400_000
 
 _ENQUEUE = LuaScript("worker.lua", "enqueue.lua")
+_ERASE_USER = LuaScript("worker.lua", "erase_user.lua")
 
 
-def job_bytes(session_id: str, enqueue_ms: int) -> bytes:
+def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
     """An ARQ job as ARQ's deserializer expects it, in memfleet's JSON serializer."""
-    job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [], "k": {"session_id": session_id},
+    job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [],
+                           "k": {"user_id": session.user_id, "session_id": session.session_id},
                            "et": enqueue_ms}
     return json.dumps(job, separators=(",", ":")).encode()
 
@@ -68,20 +77,30 @@ def pending_key(queue_name: str) -> str:
     return PENDING_PREFIX + queue_name
 
 
-def handover_key(session_id: str) -> str:
-    return HANDOVER_PREFIX + session_id
+def handover_key(session: SessionRef) -> str:
+    return HANDOVER_PREFIX + session.key
 
 
-def queued_key(session_id: str) -> str:
-    return QUEUED_PREFIX + session_id
+def queued_key(session: SessionRef) -> str:
+    return QUEUED_PREFIX + session.key
 
 
-def meta_key(session_id: str) -> str:
-    return META_PREFIX + session_id
+def meta_key(session: SessionRef) -> str:
+    return META_PREFIX + session.key
 
 
-def backlog_key(session_id: str) -> str:
-    return BACKLOG_PREFIX + session_id
+def backlog_key(session: SessionRef) -> str:
+    return BACKLOG_PREFIX + session.key
+
+
+def user_sessions_key(user_id: str) -> str:
+    return USER_SESSIONS_PREFIX + user_tag(user_id)
+
+
+def session_keys(session: SessionRef) -> tuple[str, ...]:
+    """Every key that holds the session's hand-over (for an erase)."""
+    return (handover_key(session), meta_key(session), backlog_key(session),
+            queued_key(session))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +117,7 @@ def _decode(value: Any) -> str | None:
 
 async def enqueue(
     redis: Any,
-    session_id: str,
+    session: SessionRef,
     *,
     payload: bytes | None,
     queue_name: str = DEFAULT_QUEUE,
@@ -114,11 +133,11 @@ async def enqueue(
     job_id = f"memfleet-{uuid.uuid4().hex}"
     result = await _ENQUEUE(
         redis,
-        [handover_key(session_id), queued_key(session_id), queue_name, pending_key(queue_name),
-         meta_key(session_id), backlog_key(session_id)],
-        [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session_id, now),
+        [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
+         meta_key(session), backlog_key(session), user_sessions_key(session.user_id)],
+        [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session, now),
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
-         session_id, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT],
+         session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id],
     )
     if result == -1:
         raise HandoverBacklogFull(
@@ -128,8 +147,65 @@ async def enqueue(
     return Enqueued(_decode(job), bool(kept))
 
 
-async def keep_pending(redis: Any, session_id: str, queue_name: str, due_in_ms: int) -> None:
+@dataclass(frozen=True, slots=True)
+class ClearedUser:
+    """What an erase cleared in Redis (worker/lua/erase_user.lua)."""
+
+    erased_seq: int  # hand-overs numbered up to this were made before the erase
+    session_ids: tuple[str, ...]
+    handovers: int  # sessions whose pending hand-over went
+
+
+async def erase_user(redis: Any, user_id: str) -> ClearedUser:
+    """Delete every hand-over of the user that no job has finished."""
+    seq, sessions, deleted = await _ERASE_USER(
+        redis, [user_sessions_key(user_id)],
+        [user_tag(user_id), HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX, QUEUED_PREFIX],
+    )
+    return ClearedUser(int(seq), tuple(sorted(_decode(s) or "" for s in sessions)), int(deleted))
+
+
+async def keep_pending(redis: Any, session: SessionRef, queue_name: str, due_in_ms: int) -> None:
     """List the session as pending, due in ``due_in_ms``: if no job claims it by then
     and the grace period, the recovery pass queues a job for it."""
     deadline = int(time.time() * 1000) + due_in_ms + PENDING_GRACE_MS
-    await redis.zadd(pending_key(queue_name), {session_id: deadline})
+    await redis.zadd(pending_key(queue_name), {session.key: deadline})
+
+
+# KEYS: the legacy payload, meta, backlog and queued marker. ARGV: the payload
+# read. Drops them only if no hand-over replaced the payload meanwhile (that
+# one queued its own legacy job, which adopts it).
+_DROP_LEGACY = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+end
+return 0
+"""
+
+
+async def adopt_legacy(redis: Any, session_id: str, queue_name: str) -> int:
+    """Move a hand-over written under a session id alone (a client older than
+    (user, session) keys) to its pair's keys, unfinished lists oldest first, and
+    queue its job; return how many lists moved."""
+    old = [key + session_id for key in (HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX,
+                                        QUEUED_PREFIX)]
+    latest = await redis.get(old[0])
+    if latest is None:
+        return 0
+    meta = await redis.hgetall(old[1])
+    finished = int(meta.get(b"d", b"0") or 0)
+    lists = [entry.partition(b":") for entry in await redis.lrange(old[2], 0, -1)]
+    payloads = [body for number, _, body in lists if number.isdigit() and int(number) > finished]
+    if meta.get(b"q") != meta.get(b"d"):
+        payloads.append(latest)
+    moved = 0
+    for payload in payloads:
+        try:
+            user_id = json.loads(payload)["user_id"]
+        except (ValueError, KeyError, TypeError):
+            continue  # not a hand-over: nothing to move
+        await enqueue(redis, SessionRef(str(user_id), session_id), payload=payload,
+                      queue_name=queue_name)
+        moved += 1
+    await redis.eval(_DROP_LEGACY, 4, *old, latest)
+    return moved

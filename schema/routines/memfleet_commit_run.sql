@@ -5,6 +5,13 @@
 -- compare-and-set raises and nothing is written.
 --   SQLSTATE MF001: the cursor moved (another run did this slice)
 --   SQLSTATE MF002: the user's facts changed since consolidation read them
+--   SQLSTATE MF003: the user turned memory off (user_memory_consent) since the
+--                   run read the consent; only an 'opted_out' run may commit
+--   SQLSTATE MF004: the user was erased after this run's hand-over was made
+--                   (memory_erasure_fence): the run writes nothing
+-- The consent and the fence are read under the user's advisory lock, taken
+-- shared here and exclusive by an erase or a consent change, so neither can
+-- land between the check and this transaction's commit.
 -- Its signature is kept across releases, so workers of two versions can call
 -- it while a fleet rolls over.
 CREATE OR REPLACE FUNCTION memfleet_commit_run(
@@ -34,6 +41,17 @@ DECLARE
     v_new_ids bigint[];
     v_done    integer;
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || v_user, 0));
+    IF EXISTS (SELECT 1 FROM memory_erasure_fence
+               WHERE user_key = sha256(convert_to(v_user, 'UTF8'))
+                 AND erased_seq >= coalesce((p_cursor ->> 'handover_seq')::bigint, 0)) THEN
+        RAISE EXCEPTION 'the user was erased after this hand-over' USING ERRCODE = 'MF004';
+    END IF;
+    IF p_run ->> 'outcome' <> 'opted_out'
+       AND EXISTS (SELECT 1 FROM user_memory_consent
+                   WHERE user_id = v_user AND NOT enabled) THEN
+        RAISE EXCEPTION 'the user turned memory off' USING ERRCODE = 'MF003';
+    END IF;
     IF (p_cursor ->> 'expected_version')::bigint = 0 THEN
         INSERT INTO session_cursor (session_id, user_id, version, last_hash, window_hash,
                                     position, processed_count, user_turns_since_summary,
@@ -44,7 +62,7 @@ BEGIN
                 CASE WHEN v_summary IS NULL THEN (p_cursor ->> 'user_turns')::integer ELSE 0 END,
                 v_summary, CASE WHEN v_summary IS NULL THEN NULL ELSE now() END,
                 coalesce((p_cursor ->> 'handover_seq')::bigint, 0))
-        ON CONFLICT (session_id) DO NOTHING
+        ON CONFLICT (user_id, session_id) DO NOTHING
         RETURNING version INTO v_moved;
     ELSE
         UPDATE session_cursor

@@ -1,6 +1,8 @@
 -- A run's audit row, from the JSON of worker.store.types.RunRecord (every
 -- column but id and finished_at). Used on its own (runs that move no cursor)
--- and inside memfleet_commit_run.
+-- and inside memfleet_commit_run. The row of a run whose hand-over (the JSON's
+-- handover_seq, not a column) an erase of its user cleared keeps neither the
+-- user id nor the session id: what an erase removed is not written back.
 CREATE OR REPLACE FUNCTION memfleet_insert_run(p_run jsonb)
 RETURNS bigint
 LANGUAGE sql AS $$
@@ -9,11 +11,19 @@ LANGUAGE sql AS $$
                             added, updated, deleted, unchanged, rejected,
                             consolidation_attempts, input_tokens, output_tokens,
                             timings_ms, started_at)
-    SELECT r.job_id, r.job_try, r.session_id, r.user_id, r.outcome, r.error,
+    SELECT r.job_id, r.job_try,
+           CASE WHEN erased THEN NULL ELSE r.session_id END,
+           CASE WHEN erased THEN NULL ELSE r.user_id END, r.outcome, r.error,
            r.slice_first_hash, r.slice_last_hash, r.slice_len, r.candidates,
            r.added, r.updated, r.deleted, r.unchanged, r.rejected,
            r.consolidation_attempts, r.input_tokens, r.output_tokens,
            r.timings_ms, r.started_at
-    FROM jsonb_populate_record(NULL::memory_run, p_run) AS r
+    FROM jsonb_populate_record(NULL::memory_run, p_run) AS r,
+         LATERAL (SELECT EXISTS (
+             SELECT 1 FROM memory_erasure_fence
+             WHERE r.user_id IS NOT NULL
+               AND user_key = sha256(convert_to(r.user_id, 'UTF8'))
+               AND erased_seq >= coalesce((p_run ->> 'handover_seq')::bigint, 0)) AS erased
+         ) AS fence
     RETURNING id;
 $$;

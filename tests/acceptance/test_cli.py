@@ -152,10 +152,12 @@ async def test_dead_letters_are_listed_and_their_sessions_driven_again(
     assert "I live in Porto" not in memfleet(env, "runs").stdout, "no user content"
 
     retried = memfleet(env, "retry", "--failed")
-    assert (retried.returncode, retried.stdout.strip()) == (0, "s1: queued")
+    assert (retried.returncode, retried.stdout.strip()) == (0, "u1 s1: queued")
     assert memfleet(env, "worker", "--burst").returncode == 0
     active = json.loads(memfleet(env, "facts", "--user", "u1", "--json").stdout)
     assert [f["text"] for f in active] == ["Lives in Porto"]
     assert memfleet(env, "retry", "--failed").stdout == "", "nothing failed any more"
-    gone = memfleet(env, "retry", "--session", "never-handed-over")
+    gone = memfleet(env, "retry", "--session", "never-handed-over", "--user", "u1")
     assert gone.returncode == 1 and "no hand-over in Redis" in gone.stdout
+    alone = memfleet(env, "retry", "--session", "s1")
+    assert alone.returncode == 2 and "needs --user" in alone.stderr

@@ -16,13 +16,15 @@ import pytest
 
 from tests.conftest import TEMPLATE_DB, TEST_EMBED_DIM, throwaway_database
 from worker.embedded import EmbeddedPostgres
-from worker.errors import CursorFenced, UserVersionConflict
+from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
 from worker.store.base import MemoryStore, PipelineStore
 from worker.store.memory import InMemoryStore
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import (
     CursorAdvance,
+    CursorState,
+    Erasure,
     ExistingRow,
     InsertFact,
     NewFact,
@@ -77,18 +79,23 @@ def run_row(session: str = "s1", user: str = "u1", outcome: str = "committed") -
 
 
 def advance(expected: int, *, session: str = "s1", user: str = "u1", position: int = 0,
-            summary: str | None = None, user_turns: int = 1) -> CursorAdvance:
+            summary: str | None = None, user_turns: int = 1, seq: int = 0) -> CursorAdvance:
     return CursorAdvance(session_id=session, user_id=user, expected_version=expected,
                          last_hash=f"h{position}", window_hash=f"w{position}", position=position,
-                         processed=1, user_turns=user_turns, summary=summary)
+                         processed=1, user_turns=user_turns, summary=summary, handover_seq=seq)
+
+
+async def cursor_of(store: Store, session: str, user: str = "u1") -> CursorState | None:
+    return (await store.load_session(user, session)).cursor
 
 
 def commit(cursor: CursorAdvance, writes: tuple[Write, ...], user_version: int | None = 0,
            observed_at: datetime = NOW) -> RunCommit:
     return RunCommit(cursor=cursor, user_version=user_version, writes=writes,
                      observed_at=observed_at, embedding_model="test",
-                     source_session_id=cursor.session_id, run=run_row(cursor.session_id,
-                                                                       cursor.user_id))
+                     source_session_id=cursor.session_id,
+                     run=replace(run_row(cursor.session_id, cursor.user_id),
+                                 handover_seq=cursor.handover_seq))
 
 
 def insert(ref: int, text: str, embedding: Vector, supersedes: Any = None) -> InsertFact:
@@ -97,9 +104,9 @@ def insert(ref: int, text: str, embedding: Vector, supersedes: Any = None) -> In
 
 
 async def test_a_first_commit_creates_the_cursor_and_the_facts(store: Store) -> None:
-    assert await store.load_cursor("s1") is None
+    assert await cursor_of(store, "s1") is None
     await store.commit_run(commit(advance(0), (insert(0, "Lives in Oslo", vec(0)),)))
-    cursor = await store.load_cursor("s1")
+    cursor = await cursor_of(store, "s1")
     assert cursor is not None
     assert (cursor.version, cursor.user_id, cursor.last_hash, cursor.position) == (1, "u1", "h0", 0)
     (fact,) = await store.facts("u1")
@@ -114,8 +121,8 @@ async def test_the_cursor_fence_refuses_a_stale_commit_and_writes_nothing(store:
         with pytest.raises(CursorFenced):
             await store.commit_run(commit(stale, (insert(0, "Likes rock", vec(1)),), None))
     assert [f.text for f in await store.facts("u1")] == ["Likes jazz"]
-    assert len(await store.runs(session_id="s1")) == 1
-    cursor = await store.load_cursor("s1")
+    assert len(await store.runs("u1", session_id="s1")) == 1
+    cursor = await cursor_of(store, "s1")
     assert cursor is not None and cursor.version == 1
 
 
@@ -131,7 +138,7 @@ async def test_the_user_version_fence_refuses_a_commit_on_stale_neighbours(store
     assert version == 1
     with pytest.raises(UserVersionConflict):
         await store.commit_run(commit(advance(0, session="b"), (insert(0, "x", vec(1)),), 0))
-    assert await store.load_cursor("b") is None, "a lost compare-and-set moves no cursor"
+    assert await cursor_of(store, "b") is None, "a lost compare-and-set moves no cursor"
     await store.commit_run(commit(advance(0, session="b"), (insert(0, "Likes rock", vec(1)),), 1))
     assert len(await store.facts("u1")) == 2
 
@@ -172,7 +179,7 @@ async def test_superseding_an_inactive_fact_is_a_conflict_and_rolls_back(store: 
         await store.commit_run(commit(advance(1, position=1), (
             insert(0, "Has a dog", vec(1)), SupersedeFact(ExistingRow(cat.id))), None))
     assert await store.facts("u1") == []
-    cursor = await store.load_cursor("s1")
+    cursor = await cursor_of(store, "s1")
     assert cursor is not None and cursor.version == 1
 
 
@@ -195,14 +202,14 @@ async def test_neighbors_are_the_users_own_active_facts_nearest_first(store: Sto
 
 async def test_the_summary_moves_with_the_cursor(store: Store) -> None:
     await store.commit_run(commit(advance(0, user_turns=2), (), None))
-    first = await store.load_cursor("s1")
+    first = await cursor_of(store, "s1")
     assert first is not None and (first.summary, first.user_turns_since_summary) == (None, 2)
     await store.commit_run(commit(advance(1, position=1, summary="Lives in Oslo."), (), None))
-    second = await store.load_cursor("s1")
+    second = await cursor_of(store, "s1")
     assert second is not None
     assert (second.summary, second.user_turns_since_summary) == ("Lives in Oslo.", 0)
     await store.commit_run(commit(advance(2, position=2), (), None))
-    third = await store.load_cursor("s1")
+    third = await cursor_of(store, "s1")
     assert third is not None and third.summary == "Lives in Oslo."
     assert third.processed_count == 3
 
@@ -210,11 +217,11 @@ async def test_the_summary_moves_with_the_cursor(store: Store) -> None:
 async def test_audit_rows_of_a_session_and_of_a_user(store: Store) -> None:
     await store.record_run(replace(run_row(outcome="empty"), error="nothing new"))
     await store.commit_run(commit(advance(0), ()))
-    rows = await store.runs(session_id="s1")
+    rows = await store.runs("u1", session_id="s1")
     assert [r["outcome"] for r in rows] == ["empty", "committed"]
     assert rows[0]["error"] == "nothing new" and rows[0]["id"] < rows[1]["id"]
-    assert [r["outcome"] for r in await store.runs(user_id="u1")] == ["empty", "committed"]
-    assert await store.runs(user_id="u2") == []
+    assert [r["outcome"] for r in await store.runs("u1")] == ["empty", "committed"]
+    assert await store.runs("u2") == []
 
 
 async def test_manual_facts_bump_the_version_and_stay_scoped(store: Store) -> None:
@@ -250,15 +257,75 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
     await store.commit_run(commit(advance(0, session="x", user="u2"),
                                   (insert(0, "Likes rock", vec(1)),)))
-    counts = await store.erase_user("u1")
+    counts = await store.erase_user(Erasure("u1", erased_seq=5))
     assert counts == {"memory_fact": 1, "memory_run": 1, "session_cursor": 1,
-                      "user_memory_state": 1}
+                      "user_memory_state": 1, "user_memory_consent": 0}
     assert await store.facts("u1", include_superseded=True) == []
-    assert await store.load_cursor("s1") is None
+    assert await cursor_of(store, "s1") is None
     assert [f.text for f in await store.facts("u2")] == ["Likes rock"]
-    # An in-flight job of the erased user that read the old cursor writes nothing.
-    with pytest.raises(CursorFenced):
-        await store.commit_run(commit(advance(1, position=1), (insert(0, "x", vec(2)),), None))
+    # An in-flight job of the erased user writes nothing, whatever cursor it read.
+    with pytest.raises(UserErased):
+        await store.commit_run(commit(advance(1, position=1, seq=5), (insert(0, "x", vec(2)),),
+                                      None))
+    with pytest.raises(UserErased):
+        await store.commit_run(commit(advance(0, seq=4), (insert(0, "x", vec(2)),), None))
+    assert await store.facts("u1", include_superseded=True) == []
+    assert await cursor_of(store, "s1") is None
+    # A hand-over made after the erase is remembered as usual.
+    await store.commit_run(commit(advance(0, seq=6), (insert(0, "Likes blues", vec(2)),)))
+    assert [f.text for f in await store.facts("u1")] == ["Likes blues"]
+    assert await store.erase_user(Erasure("u1", erased_seq=7)) == {
+        "memory_fact": 1, "memory_run": 1, "session_cursor": 1, "user_memory_state": 1,
+        "user_memory_consent": 0}
+    assert await store.erase_user(Erasure("u1", erased_seq=8)) == {
+        "memory_fact": 0, "memory_run": 0, "session_cursor": 0, "user_memory_state": 0,
+        "user_memory_consent": 0}, "erasing twice is harmless"
+
+
+async def test_an_erase_takes_id_less_runs_of_the_users_sessions_and_strips_late_rows(
+    store: Store,
+) -> None:
+    await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
+    await store.record_run(replace(run_row("s1", outcome="invalid"), user_id=None))
+    await store.record_run(replace(run_row("gone", outcome="invalid"), user_id=None))
+    await store.record_run(replace(run_row("other", outcome="invalid"), user_id=None))
+    counts = await store.erase_user(Erasure("u1", erased_seq=5, session_ids=("gone",)))
+    assert counts["memory_run"] == 3
+    assert [r["session_id"] for r in await store.runs_by_outcome(["invalid"], 10)] == ["other"]
+    # A run of a hand-over the erase cleared, recorded after it, keeps no id.
+    await store.record_run(replace(run_row("s1", outcome="failed"), handover_seq=5))
+    await store.record_run(replace(run_row("s2", outcome="failed"), handover_seq=6))
+    failed = await store.runs_by_outcome(["failed"], 10)
+    assert [(r["user_id"], r["session_id"]) for r in failed] == [("u1", "s2"), (None, None)]
+
+
+async def test_two_users_keep_their_own_cursor_of_one_session_id(store: Store) -> None:
+    await store.commit_run(commit(advance(0, user="u1"), (insert(0, "Likes jazz", vec(0)),)))
+    await store.commit_run(commit(advance(0, user="u2", position=3),
+                                  (insert(0, "Likes rock", vec(1)),)))
+    mine, theirs = await cursor_of(store, "s1", "u1"), await cursor_of(store, "s1", "u2")
+    assert mine is not None and theirs is not None
+    assert (mine.user_id, mine.position, theirs.user_id, theirs.position) == ("u1", 0, "u2", 3)
+    assert len(await store.runs("u1", session_id="s1")) == 1
+
+
+async def test_memory_turned_off_refuses_every_commit_but_an_opted_out_one(store: Store) -> None:
+    assert (await store.load_session("u1", "s1")).memory_enabled is None
+    await store.set_consent("u1", False)
+    assert (await store.load_session("u1", "s1")).memory_enabled is False
+    assert await store.consent("u1") is False
+    with pytest.raises(MemoryOptedOut):
+        await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
+    opted_out = replace(commit(advance(0), (), None), run=replace(run_row(), outcome="opted_out"))
+    await store.commit_run(opted_out)
+    cursor = await cursor_of(store, "s1")
+    assert cursor is not None and cursor.version == 1
+    assert await store.facts("u1", include_superseded=True) == []
+    # Forgetting keeps the opt-out; a plain erase of a user who opted in drops it.
+    counts = await store.erase_user(Erasure("u1", erased_seq=1))
+    assert counts["user_memory_consent"] == 0 and await store.consent("u1") is False
+    await store.set_consent("u2", True)
+    assert (await store.erase_user(Erasure("u2", erased_seq=1)))["user_memory_consent"] == 1
 
 
 async def test_dead_letters_newest_first_and_sessions_whose_latest_run_failed(
@@ -274,4 +341,4 @@ async def test_dead_letters_newest_first_and_sessions_whose_latest_run_failed(
     assert [(r["session_id"], r["outcome"]) for r in dead] == [
         (None, "invalid"), ("c", "failed"), ("b", "skipped"), ("a", "failed")]
     assert [r["outcome"] for r in await store.runs_by_outcome(["failed"], 1)] == ["failed"]
-    assert await store.failed_sessions() == ["c"]
+    assert await store.failed_sessions() == [("u1", "c")]

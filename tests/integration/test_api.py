@@ -19,6 +19,7 @@ from api_stub.chat_routes import HANDOVER_HEADER
 from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
 from worker import queue
+from worker.session_ref import SessionRef
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.providers.hashing import HashingEmbedder
@@ -171,17 +172,24 @@ async def test_erase_deletes_everything_of_one_user_only(
     before = await counts("ada")
     assert before["memory_fact"] == 3 and before["memory_run"] >= 2
     bob_before = await counts("bob")
-    await redis.rpush(queue.backlog_key("ada-s1"), b"1:{}")  # an older list not yet processed
+    # An older list not yet processed.
+    await redis.rpush(queue.backlog_key(SessionRef("ada", "ada-s1")), b"1:{}")
     resp = await api.delete("/users/ada", headers=bearer("ada"))
     assert resp.status_code == 200
-    assert resp.json() == {"user_id": "ada", "deleted": {**before, "chat_sessions": 1}}
+    assert resp.json() == {"user_id": "ada", "deleted": {
+        **before, "user_memory_consent": 0, "handovers": 1, "chat_sessions": 1}}
+    erasures = await db.fetch("SELECT removed::text FROM memory_erasure")
+    assert len(erasures) == 1 and "ada" not in erasures[0][0], "recorded without the user"
     assert await counts("ada") == dict.fromkeys(before, 0)
     assert await counts("bob") == bob_before
     assert await redis.exists(SESSION_PREFIX + "ada-s1") == 0
     assert await redis.exists(SESSION_PREFIX + "bob-s1") == 1
+    ada, bob = SessionRef("ada", "ada-s1"), SessionRef("bob", "bob-s1")
     for key in (queue.handover_key, queue.meta_key, queue.backlog_key):
-        assert await redis.exists(key("ada-s1")) == 0, "the hand-over's lists are erased"
-    assert await redis.exists(queue.handover_key("bob-s1"), queue.meta_key("bob-s1")) == 2
+        assert await redis.exists(key(ada)) == 0, "the hand-over's lists are erased"
+    assert await redis.exists(queue.handover_key(bob), queue.meta_key(bob)) == 2
+    again = await api.delete("/users/ada", headers=bearer("ada"))
+    assert again.status_code == 200 and not any(again.json()["deleted"].values()), "harmless"
     assert await active(api, "ada") == {}
 
 
@@ -193,6 +201,8 @@ def _endpoints(user: str, fact: int) -> list[tuple[str, str, dict[str, Any] | No
         ("GET", f"/users/{user}/facts/{fact}/chain", None),
         ("GET", f"/users/{user}/search?q=Berlin", None),
         ("GET", f"/users/{user}/known-facts", None),
+        ("GET", f"/users/{user}/consent", None),
+        ("PUT", f"/users/{user}/consent", {"enabled": False, "forget": True}),
         ("DELETE", f"/users/{user}", None),
     ]
 

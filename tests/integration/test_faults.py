@@ -12,21 +12,23 @@ import pytest
 from arq import Retry
 from redis.asyncio import Redis
 
-from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
+from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs, user_msg
 from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import StoreUnavailable
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
+from worker.session_ref import SessionRef
 from worker.stages import lock
-from worker.stages.lock import LOCK_PREFIX
 from worker.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
 )
+
+U1_S1 = SessionRef("u1", "s1")
 
 
 class GatedExtractor:
@@ -80,7 +82,7 @@ async def test_a_stalled_workers_commit_is_refused_after_its_lock_expired(
         first = asyncio.create_task(run_job(slow, "s1", "job-stalled"))
         await entered.wait()
         # The stalled worker's lock expires (it could not extend it while frozen).
-        await redis.delete(LOCK_PREFIX + "s1")
+        await redis.delete(lock_key("u1", "s1"))
         second = await run_job(fast, "s1", "job-fresh")
         assert second["outcome"] == "committed"
         gate.set()
@@ -120,13 +122,13 @@ async def test_a_busy_session_is_deferred_not_failed(
 ) -> None:
     await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Go.")],
                                       queue_name=settings.queue_name)
-    await redis.set(LOCK_PREFIX + "s1", "someone-else", px=60_000)
+    await redis.set(lock_key("u1", "s1"), "someone-else", px=60_000)
     async with job_deps(settings, redis, build_providers(settings)) as deps:
         result = await run_job(deps, "s1", "j1")
         assert result == {"outcome": "deferred", "reason": "busy"}
         queued = await redis.zrange(settings.queue_name, 0, -1)
         assert len(queued) == 1, "a follow-up job is queued for later"
-        await redis.delete(LOCK_PREFIX + "s1")
+        await redis.delete(lock_key("u1", "s1"))
         later = await run_job(deps, "s1", queued[0].decode())
     assert later["outcome"] == "committed"
     assert await active_texts(db, "u1") == ["Uses Go"]
@@ -155,7 +157,7 @@ async def test_handovers_while_a_job_runs_coalesce_and_lose_nothing(
                                               queue_name=settings.queue_name)
     assert again.job_id is None, "a queued job already covers this hand-over"
     # The job starts (claims), then the user says more before it commits.
-    started = lock.SessionLock(redis, "s1", ttl_ms=5000)
+    started = lock.SessionLock(redis, U1_S1, ttl_ms=5000)
     assert (await lock.claim(redis, started, first.job_id)).payload is not None
     await started.release()
     convo = [*convo, user_msg("I use Elixir.")]
@@ -193,18 +195,18 @@ async def test_a_job_that_lost_its_lock_stops_calling_the_model(
         job = asyncio.create_task(run_job(deps, "s1", "job-stalled"))
         await entered.wait()
         # Its lock expired while it was frozen, and another job took it.
-        await redis.set(LOCK_PREFIX + "s1", "another-job", px=10_000)
+        await redis.set(lock_key("u1", "s1"), "another-job", px=10_000)
         await asyncio.sleep(0.4)  # past the next heartbeat, which finds the lock gone
         gate.set()
         result = await job
     assert result["outcome"] == "deferred"
     assert counting.calls == 0, "no model call once the lock was lost"
     assert await db.fetchval("SELECT count(*) FROM memory_fact") == 0
-    assert await redis.get(LOCK_PREFIX + "s1") == b"another-job", "the other holder's lock stays"
+    assert await redis.get(lock_key("u1", "s1")) == b"another-job", "the other holder's lock stays"
     (run,) = await runs(db, "s1")
     assert run["outcome"] == "deferred" and "LockLost" in run["error"]
     # The session was handed to a later job: once the other holder is done, it is stored.
-    await redis.delete(LOCK_PREFIX + "s1")
+    await redis.delete(lock_key("u1", "s1"))
     await drain(settings)
     assert await active_texts(db, "u1") == ["Likes jazz"]
 
@@ -237,15 +239,15 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     # no later hand-over comes. ARQ alone would run it again after job timeout + 10 s.
     await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=1500)
     pending = queue.pending_key(settings.queue_name)
-    assert await redis.zscore(pending, "s1") is not None
+    assert await redis.zscore(pending, U1_S1.key) is not None
     assert await lock.recover_abandoned(redis, settings.queue_name) == [], "not late yet"
-    await redis.zadd(pending, {"s1": 0})  # its grace period is over
-    assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
-    again = await redis.get(queue.queued_key("s1"))
+    await redis.zadd(pending, {U1_S1.key: 0})  # its grace period is over
+    assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
+    again = await redis.get(queue.queued_key(U1_S1))
     assert again is not None and again.decode() != first.job_id, "a job of its own"
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
-    assert await redis.zscore(pending, "s1") is None, "claimed: no longer pending"
+    assert await redis.zscore(pending, U1_S1.key) is None, "claimed: no longer pending"
 
 
 async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
@@ -256,16 +258,16 @@ async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
     assert first.job_id is not None
     # Another job holds the session; this job claims, finds it busy, and its worker
     # is SIGKILLed before it queues the session again.
-    await redis.set(lock.LOCK_PREFIX + "s1", b"another-job", px=300)
-    busy = lock.SessionLock(redis, "s1", ttl_ms=1000, queue_name=settings.queue_name)
+    await redis.set(lock_key("u1", "s1"), b"another-job", px=300)
+    busy = lock.SessionLock(redis, U1_S1, ttl_ms=1000, queue_name=settings.queue_name)
     assert not (await lock.claim(redis, busy, first.job_id)).locked
     await redis.zrem(settings.queue_name, first.job_id)  # ARQ will not run it in time
     pending = queue.pending_key(settings.queue_name)
-    deadline = await redis.zscore(pending, "s1")
+    deadline = await redis.zscore(pending, U1_S1.key)
     assert deadline is not None, "still pending"
     assert deadline <= time.time() * 1000 + lock.HANDOFF_GRACE_MS, "due again within seconds"
-    await redis.zadd(pending, {"s1": 0})  # its grace period is over
-    assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
+    await redis.zadd(pending, {U1_S1.key: 0})  # its grace period is over
+    assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
 
@@ -283,13 +285,13 @@ async def test_a_job_handed_to_arq_for_a_retry_stays_pending_until_it_runs(
         with pytest.raises(Retry):
             await run_job(down, "s1", job.job_id)
     pending = queue.pending_key(settings.queue_name)
-    assert await redis.zscore(pending, "s1") is not None
+    assert await redis.zscore(pending, U1_S1.key) is not None
     await redis.zrem(settings.queue_name, job.job_id)  # the worker died: no retry in time
-    await redis.zadd(pending, {"s1": 0})
-    assert await lock.recover_abandoned(redis, settings.queue_name) == ["s1"]
+    await redis.zadd(pending, {U1_S1.key: 0})
+    assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
-    assert await redis.zscore(pending, "s1") is None, "claimed: no longer pending"
+    assert await redis.zscore(pending, U1_S1.key) is None, "claimed: no longer pending"
 
 
 class StoreDown:
@@ -301,5 +303,5 @@ class StoreDown:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def load_cursor(self, session_id: str) -> Any:
+    async def load_session(self, user_id: str, session_id: str) -> Any:
         raise StoreUnavailable("loading the cursor failed: ConnectionRefusedError")

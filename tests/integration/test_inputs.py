@@ -14,6 +14,7 @@ from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import HandoverUnavailable, InvalidHandover
+from worker.session_ref import SessionRef
 
 
 async def handover(redis: Redis, settings: Settings, session: str, user: str, msgs: list) -> None:  # type: ignore[type-arg]
@@ -116,8 +117,9 @@ async def test_malformed_jobs_and_payloads_are_recorded_not_retried(
     settings: Settings, redis: Redis, db: asyncpg.Connection
 ) -> None:
     # A payload that is not JSON, under a properly queued job.
-    await redis.set(queue.HANDOVER_PREFIX + "s1", b"\xff not json")
-    await queue.enqueue(redis, "s1", payload=None, queue_name=settings.queue_name)
+    session = SessionRef("u1", "s1")
+    await redis.set(queue.handover_key(session), b"\xff not json")
+    await queue.enqueue(redis, session, payload=None, queue_name=settings.queue_name)
     now_ms = int(time.time() * 1000)  # ARQ skips a job whose score is 0
     # A job whose arguments are wrong.
     await redis.set("arq:job:bad-args",
@@ -136,7 +138,7 @@ async def test_malformed_jobs_and_payloads_are_recorded_not_retried(
     assert await redis.zcard(settings.queue_name) == 0, "nothing is left to retry forever"
 
 
-async def test_a_session_cannot_be_taken_over_by_another_user(
+async def test_another_user_with_the_same_session_id_has_a_session_of_their_own(
     settings: Settings, redis: Redis, db: asyncpg.Connection
 ) -> None:
     await handover(redis, settings, "s1", "alice", [user_msg("I live in Nice.")])
@@ -144,7 +146,10 @@ async def test_a_session_cannot_be_taken_over_by_another_user(
     await handover(redis, settings, "s1", "mallory",
                    [user_msg("I live in Nice."), user_msg("I use Perl.")])
     await drain(settings)
-    assert await active_texts(db, "mallory") == []
-    assert await active_texts(db, "alice") == ["Lives in Nice"]
-    assert (await runs(db, "s1"))[-1]["outcome"] == "invalid"
+    assert await active_texts(db, "mallory") == ["Lives in Nice", "Uses Perl"]
+    assert await active_texts(db, "alice") == ["Lives in Nice"], "alice's memory is untouched"
+    cursors = await db.fetch("SELECT user_id, processed_count FROM session_cursor"
+                             " WHERE session_id = 's1' ORDER BY user_id")
+    assert [tuple(c) for c in cursors] == [("alice", 1), ("mallory", 2)]
+    assert [r["outcome"] for r in await runs(db, "s1")] == ["committed", "committed"]
 

@@ -14,12 +14,11 @@ from arq import Retry
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
+from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs, user_msg
 from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.providers.factory import build_providers
-from worker.stages.lock import LOCK_PREFIX
 from worker.telemetry import setup_telemetry
 
 
@@ -104,7 +103,7 @@ async def test_the_follow_up_is_queued_while_the_job_still_holds_the_session(
     locked_at_enqueue: list[bool] = []
 
     async def note_the_lock() -> None:
-        locked_at_enqueue.append(bool(await redis.exists(LOCK_PREFIX + "s1")))
+        locked_at_enqueue.append(bool(await redis.exists(lock_key("u1", "s1"))))
 
     async with job_deps(settings, redis, build_providers(settings)) as deps:
         watched = OnEnqueue(redis, note_the_lock)

@@ -6,7 +6,10 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from worker.stages.lock import LOCK_PREFIX, SessionLock
+from worker.session_ref import SessionRef
+from worker.stages.lock import SessionLock
+
+S1 = SessionRef("u1", "s1")
 
 
 async def _take(redis: Redis, lock: SessionLock) -> None:
@@ -15,7 +18,7 @@ async def _take(redis: Redis, lock: SessionLock) -> None:
 
 
 async def test_a_held_lock_outlives_its_ttl_and_is_released(redis: Redis) -> None:
-    lock = SessionLock(redis, "s1", ttl_ms=300)
+    lock = SessionLock(redis, S1, ttl_ms=300)
     await _take(redis, lock)
     await asyncio.sleep(1.0)  # more than three TTLs: only the extensions keep it
     assert await redis.get(lock.key) == lock.token.encode()
@@ -25,9 +28,9 @@ async def test_a_held_lock_outlives_its_ttl_and_is_released(redis: Redis) -> Non
 
 
 async def test_a_lost_lock_is_never_extended_nor_released(redis: Redis) -> None:
-    lock = SessionLock(redis, "s1", ttl_ms=300)
+    lock = SessionLock(redis, S1, ttl_ms=300)
     await _take(redis, lock)
-    await redis.set(LOCK_PREFIX + "s1", "someone-else", px=5000)  # it expired; another took it
+    await redis.set(lock.key, "someone-else", px=5000)  # it expired; another took it
     await asyncio.sleep(0.3)
     assert lock.lost
     await lock.release()
@@ -36,7 +39,7 @@ async def test_a_lost_lock_is_never_extended_nor_released(redis: Redis) -> None:
 
 
 async def test_no_extension_after_release(redis: Redis) -> None:
-    lock = SessionLock(redis, "s1", ttl_ms=300)
+    lock = SessionLock(redis, S1, ttl_ms=300)
     await _take(redis, lock)
     await lock.release()
     # Put our own token back with a short TTL: a keep-alive that outlived the
@@ -50,14 +53,14 @@ async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis
     from worker import queue
     from worker.stages.lock import claim, claimed_key, recover_abandoned
 
-    dead = SessionLock(redis, "dead", ttl_ms=200)
-    alive = SessionLock(redis, "alive", ttl_ms=200)
-    done = SessionLock(redis, "done", ttl_ms=200)
+    dead = SessionLock(redis, SessionRef("u1", "dead"), ttl_ms=200)
+    alive = SessionLock(redis, SessionRef("u2", "alive"), ttl_ms=200)
+    done = SessionLock(redis, SessionRef("u1", "done"), ttl_ms=200)
     for one in (dead, alive, done):
-        job = await queue.enqueue(redis, one.session_id, payload=b"{}")
+        job = await queue.enqueue(redis, one.session, payload=b"{}")
         assert job.job_id is not None
         assert (await claim(redis, one, job.job_id)).locked
-    assert await redis.get(queue.QUEUED_PREFIX + "dead") is None, "the job claimed its session"
+    assert await redis.get(queue.queued_key(dead.session)) is None, "the job claimed its session"
     await done.release()
     # "dead": its worker was killed, nothing extends the lock any more.
     dead._released = True
@@ -65,9 +68,9 @@ async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis
         dead._timer.cancel()
     assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "no deadline passed yet"
     await asyncio.sleep(0.5)
-    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == ["dead"]
-    assert await redis.zrange(claimed_key(queue.DEFAULT_QUEUE), 0, -1) == [b"alive"]
-    assert await redis.get(queue.QUEUED_PREFIX + "dead") is not None, "a job waits for it"
+    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [dead.session]
+    assert await redis.zrange(claimed_key(queue.DEFAULT_QUEUE), 0, -1) == [alive.session.key.encode()]
+    assert await redis.get(queue.queued_key(dead.session)) is not None, "a job waits for it"
     assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "queued once"
     await alive.release()
     assert await redis.zcard(claimed_key(queue.DEFAULT_QUEUE)) == 0

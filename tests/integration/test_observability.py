@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
 from tests.conftest import TEST_EMBED_DIM
-from tests.helpers import WorkerProcesses, user_msg, worker_env
+from tests.helpers import WorkerProcesses, lock_key, user_msg, worker_env
 from tests.unit.test_dashboard import (
     dashboard_exprs,
     dashboard_metric_names,
@@ -34,7 +34,6 @@ from tests.unit.test_dashboard import (
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, free_port
-from worker.stages.lock import LOCK_PREFIX
 
 USER = "obs-user"
 
@@ -111,7 +110,7 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
 
                 # A commit; a session whose lock another worker holds (it expires in 1.5 s);
                 # a provider 500 (one HTTP try: the job is retried after 2 s).
-                await redis.set(LOCK_PREFIX + "obs-locked", "someone-else", px=1500)
+                await redis.set(lock_key(USER, "obs-locked"), "someone-else", px=1500)
                 stub.add_fault("500", path=CHAT_PATH, task="fact_extraction")
                 await hand_over(redis, settings, "obs-error", ["I use Postgres."])
                 # The fault takes the next extraction: let it be this session's.

@@ -10,13 +10,12 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from tests.helpers import active_texts, job_deps, run_job, runs, user_msg
+from tests.helpers import active_texts, job_deps, lock_key, run_job, runs, user_msg
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ConfigurationError, ProviderUnavailable
 from worker.providers.base import Answer, Providers
 from worker.providers.factory import build_providers
-from worker.stages.lock import LOCK_PREFIX
 from worker.wire import SummaryAnswer, SummaryRequest
 
 
@@ -122,7 +121,7 @@ async def test_a_fenced_run_writes_no_summary(
     async with job_deps(settings, redis, stalled) as slow, job_deps(settings, redis, base) as fast:
         first = asyncio.create_task(run_job(slow, "s1", "j-stalled"))
         await entered.wait()
-        await redis.delete(LOCK_PREFIX + "s1")  # its lock expired while it was frozen
+        await redis.delete(lock_key("u1", "s1"))  # its lock expired while it was frozen
         assert (await run_job(fast, "s1", "j-fresh"))["outcome"] == "committed"
         written = (await _cursor(db, "s1"))["summary_updated_at"]
         gate.set()

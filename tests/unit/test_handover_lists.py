@@ -94,12 +94,11 @@ def test_a_long_older_list_goes_in_slices_and_settles_nothing_until_done() -> No
     assert position.settlement() == Settlement(2, 0, follow_up=True)
 
 
-def test_an_older_list_of_another_user_is_passed_over_and_counted() -> None:
+def test_an_older_list_of_another_user_is_refused() -> None:
     theirs = snapshot(5, "I use Emacs.", user_id="mallory")
     ours = snapshot(9, "I use Vim.", latest=True)
-    position = choose([theirs, ours], cursor_at_end(snapshot(1, "hi")), max_messages=50)
-    assert position.snapshot is ours
-    assert position.foreign == 1
+    with pytest.raises(InvalidJob, match="another user"):
+        choose([theirs, ours], cursor_at_end(snapshot(1, "hi")), max_messages=50)
 
 
 def test_a_latest_list_of_another_user_is_refused() -> None:

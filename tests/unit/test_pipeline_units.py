@@ -29,7 +29,7 @@ from worker.providers.base import Answer, Usage
 from worker.providers.factory import build_providers
 from worker.stages.persist import RunResult
 from worker.store.memory import InMemoryStore
-from worker.store.types import CursorState, RunCommit
+from worker.store.types import CursorState, Erasure, RunCommit, SessionRead
 from worker.telemetry import StageClock
 from worker.wire import ConsolidationAnswer, Decision, ExtractedFact, ExtractionAnswer
 
@@ -64,6 +64,11 @@ def context(store: Any, settings: Settings = SETTINGS, **changes: Any) -> RunCon
     return replace(ctx, **changes)
 
 
+async def cursor_of(store: InMemoryStore, session: str = "s1",
+                    user_id: str = "u1") -> CursorState | None:
+    return (await store.load_session(user_id, session)).cursor
+
+
 async def active(store: InMemoryStore, user_id: str = "u1") -> list[str]:
     return sorted(f.text for f in await store.facts(user_id))
 
@@ -74,7 +79,7 @@ async def test_first_run_takes_everything_and_moves_the_cursor_to_the_end() -> N
     result = await run_once(context(store), said)
     assert (result.outcome, result.added, result.remaining) == ("committed", 2, 0)
     assert await active(store) == ["Lives in Berlin", "Name is Dana"]
-    cursor = await store.load_cursor("s1")
+    cursor = await cursor_of(store)
     assert cursor is not None and (cursor.position, cursor.processed_count) == (1, 2)
     (run,) = store.run_rows
     assert (run["outcome"], run["slice_len"], run["candidates"]) == ("committed", 2, 2)
@@ -100,7 +105,7 @@ async def test_a_repeated_message_does_not_confuse_the_cursor() -> None:
     more = handover(*said.messages, user("ok"), user("I use Go."))
     await run_once(context(store), more)
     assert store.run_rows[-1]["slice_len"] == 2
-    cursor = await store.load_cursor("s1")
+    cursor = await cursor_of(store)
     assert cursor is not None and cursor.position == 5
 
 
@@ -111,7 +116,7 @@ async def test_a_summarised_history_is_processed_whole_and_resummarised() -> Non
                           user("I use Rust."))
     result = await run_once(context(store), summarised)
     assert result.outcome == "committed" and store.run_rows[-1]["slice_len"] == 2
-    cursor = await store.load_cursor("s1")
+    cursor = await cursor_of(store)
     assert cursor is not None and cursor.summary, "a summarised history asks for a summary"
     assert "Uses Rust" in await active(store)
 
@@ -141,8 +146,8 @@ async def test_a_long_backlog_is_done_in_bounded_slices() -> None:
 class StaleCursorStore(InMemoryStore):
     """Reads the cursor as it was before another run moved it (a stalled worker)."""
 
-    async def load_cursor(self, session_id: str) -> CursorState | None:
-        return None
+    async def load_session(self, user_id: str, session_id: str) -> SessionRead:
+        return SessionRead(None, None)
 
 
 async def test_a_slice_another_run_committed_is_fenced_and_writes_nothing() -> None:
@@ -183,7 +188,7 @@ async def test_endless_contention_gives_up_with_a_transient_error() -> None:
     with pytest.raises(ConsolidationContention) as raised:
         await run_once(context(store), handover(user("I use Zig.")))
     assert raised.value.transient
-    assert await active(store) == [] and await store.load_cursor("s1") is None
+    assert await active(store) == [] and await cursor_of(store) is None
     assert not isinstance(raised.value, UserVersionConflict)
 
 
@@ -216,7 +221,7 @@ async def test_a_lost_lock_stops_the_run_before_any_model_call() -> None:
     ctx = context(store, providers=replace(providers, extractor=Watching()), check_lock=lost)
     with pytest.raises(LockLost):
         await run_once(ctx, handover(user("I use Zig.")))
-    assert calls == [] and store.run_rows == [] and await store.load_cursor("s1") is None
+    assert calls == [] and store.run_rows == [] and await cursor_of(store) is None
 
 
 async def test_another_users_facts_never_reach_the_run() -> None:
@@ -317,3 +322,83 @@ async def test_a_target_wrong_twice_sends_the_first_try_back_for_another() -> No
     result = await run_once(replace(ctx, job_try=2), handover(user("I use Zig.")))
     assert (result.outcome, result.rejected) == ("committed", 0)
     assert await active(store) == ["Uses Zig"]
+
+
+async def test_two_users_share_a_session_id_and_keep_their_own_memory() -> None:
+    store = InMemoryStore()
+    alice = handover(user("I use Zig."), session="1", user_id="alice")
+    bob = handover(user("I live in Oslo."), session="1", user_id="bob")
+    assert (await run_once(context(store), alice)).added == 1
+    assert (await run_once(context(store), bob)).added == 1, "bob's session 1 is not alice's"
+    assert await active(store, "alice") == ["Uses Zig"]
+    assert await active(store, "bob") == ["Lives in Oslo"]
+    mine, theirs = await cursor_of(store, "1", "alice"), await cursor_of(store, "1", "bob")
+    assert mine is not None and theirs is not None and mine.user_id != theirs.user_id
+
+
+async def test_memory_off_passes_the_slice_over_without_a_model_call() -> None:
+    store = InMemoryStore()
+    await store.set_consent("u1", False)
+    calls: list[str] = []
+    providers = build_providers(SETTINGS)
+
+    class Watching:
+        provider_name, model = "memfleet.test", "test-double"
+
+        async def extract(self, request: Any) -> Any:
+            calls.append("extract")
+            return await providers.extractor.extract(request)
+
+    ctx = context(store, providers=replace(providers, extractor=Watching()))
+    said = handover(user("My diagnosis is private."), bot("ok"))
+    result = await run_once(ctx, said)
+    assert (result.outcome, calls, await active(store)) == ("opted_out", [], [])
+    (run,) = store.run_rows
+    assert (run["outcome"], run["slice_len"], run["slice_first_hash"]) == ("opted_out", 2, None)
+    # Turned on again: what was said while off is not replayed.
+    await store.set_consent("u1", True)
+    later = handover(*said.messages, user("I use Zig."))
+    result = await run_once(ctx, later)
+    assert (result.outcome, await active(store)) == ("committed", ["Uses Zig"])
+
+
+async def test_memory_off_by_default_until_the_user_turns_it_on() -> None:
+    store = InMemoryStore()
+    settings = SETTINGS.model_copy(update={"memory_default": False})
+    result = await run_once(context(store, settings), handover(user("I use Zig.")))
+    assert (result.outcome, await active(store)) == ("opted_out", [])
+    await store.set_consent("u1", True)
+    said = handover(user("I use Zig."), user("I live in Oslo."))
+    assert (await run_once(context(store, settings), said)).added == 1
+    assert await active(store) == ["Lives in Oslo"]
+
+
+class SwitchedStore(InMemoryStore):
+    """Something lands between the run's model calls and its commit."""
+
+    def __init__(self, landing: str) -> None:
+        super().__init__()
+        self.landing = landing
+
+    async def commit_run(self, commit: RunCommit) -> int:
+        if self.landing == "off":
+            await self.set_consent(commit.cursor.user_id, False)
+        elif self.landing == "erase":
+            await self.erase_user(Erasure(commit.cursor.user_id, commit.cursor.handover_seq))
+        self.landing = ""
+        return await super().commit_run(commit)
+
+
+async def test_memory_turned_off_mid_run_passes_the_slice_over_without_facts() -> None:
+    store = SwitchedStore("off")
+    result = await run_once(context(store), handover(user("I use Zig.")))
+    assert (result.outcome, await active(store)) == ("opted_out", [])
+    assert [r["outcome"] for r in store.run_rows] == ["opted_out"]
+
+
+async def test_an_erase_mid_run_leaves_nothing_of_the_user() -> None:
+    store = SwitchedStore("erase")
+    result = await run_once(context(store), handover(user("I use Zig.")))
+    assert result.outcome == "erased"
+    assert await store.facts("u1", include_superseded=True) == []
+    assert await cursor_of(store) is None and store.run_rows == []

@@ -15,18 +15,21 @@ from worker.errors import (
     InvalidJob,
     LockLost,
     MemfleetError,
+    MemoryOptedOut,
     ProviderAnswerInvalid,
     ProviderError,
     ProviderUnavailable,
     StoreError,
     StoreUnavailable,
+    UserErased,
     UserVersionConflict,
 )
 from worker.job import Next, after_error
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
              InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
-             LockLost("gone"), EmbeddedServerError("no binaries")]
+             LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut("off"),
+             UserErased("erased")]
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
              ConsolidationContention("busy user"), UserVersionConflict("u1"),
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),

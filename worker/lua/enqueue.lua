@@ -18,10 +18,12 @@
 -- The session is (re)listed in the pending set with a deadline: if no job has
 -- claimed it by then, the recovery pass looks at it again (a worker may have
 -- died between picking its job and claiming the session).
--- KEYS: payload, queued marker, queue, pending set, meta, backlog.
+-- The user's session set lists the session id for an erase.
+-- KEYS: payload, queued marker, queue, pending set, meta, backlog, the user's
+-- session set.
 -- ARGV: payload or "", payload ttl ms, job id, job bytes, score, job expiry
--- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session id, pending
--- deadline ms, backlog limit.
+-- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session key
+-- ({user}:session), pending deadline ms, backlog limit, session id.
 -- Returns {the new job's id, or false when a waiting job will read the
 -- payload; 1 when the previous list went to the backlog, else 0}.
 
@@ -60,6 +62,8 @@ if ARGV[1] ~= '' then
   -- The same list again (a retried hand-over) stays finished.
   redis.call('HSET', KEYS[5], 'q', seq, 'd', (same and finished) and seq or '0')
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
+  redis.call('SADD', KEYS[7], ARGV[12])
+  redis.call('PEXPIRE', KEYS[7], ARGV[2])
 end
 redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
 local queued = redis.call('GET', KEYS[2])

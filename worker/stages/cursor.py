@@ -29,14 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-import structlog
-
 from worker.errors import InvalidJob
 from worker.payload import Handover, Message, Snapshot, message_hash
 from worker.stages.context import RunContext
 from worker.store.types import CursorAdvance, CursorState, RunRecord
-
-log = structlog.get_logger("memfleet.cursor")
 
 WINDOW = 4
 
@@ -113,7 +109,7 @@ class Position:
     snapshot: Snapshot
     later: int = 0  # lists after this one
     done_before: int = 0  # the number of the last finished list before this one (0: none)
-    foreign: int = 0  # older lists passed over because another user's cursor holds the session
+    remember: bool = True  # the user's consent: False, the slice is passed over as opted_out
 
     @property
     def handover(self) -> Handover:
@@ -158,17 +154,15 @@ def choose(snapshots: Sequence[Snapshot], cursor: CursorState | None,
     if not snapshots:
         raise ValueError("choose needs at least one list")
     floor = cursor.handover_seq if cursor is not None else 0
-    done_before = foreign = 0
+    done_before = 0
     for index, snapshot in enumerate(snapshots):
         last = index == len(snapshots) - 1
         if not snapshot.latest and snapshot.seq < floor and not last:
             done_before = snapshot.seq
             continue
         if cursor is not None and cursor.user_id != snapshot.handover.user_id:
-            if last:
-                raise InvalidJob("the session belongs to another user")
-            done_before, foreign = snapshot.seq, foreign + 1
-            continue
+            # Sessions are keyed by (user, session) in Redis and PostgreSQL alike.
+            raise InvalidJob("a list of the session names another user")
         hashes = [message_hash(m) for m in snapshot.handover.messages]
         located = locate(hashes, cursor)
         piece = take_slice(len(hashes), located.start, max_messages)
@@ -176,22 +170,22 @@ def choose(snapshots: Sequence[Snapshot], cursor: CursorState | None,
             done_before = snapshot.seq
             continue
         return Position(hashes, cursor, located.case, piece, snapshot,
-                        later=len(snapshots) - index - 1, done_before=done_before,
-                        foreign=foreign)
+                        later=len(snapshots) - index - 1, done_before=done_before)
     raise AssertionError("unreachable: the last list always returns")
 
 
 async def run(ctx: RunContext, snapshots: Sequence[Snapshot]) -> Position:
     """Read the session's cursor and find the list and slice this run processes."""
     with ctx.clock.stage("cursor") as span:
-        cursor = await ctx.store.load_cursor(snapshots[-1].handover.session_id)
-        position = choose(snapshots, cursor, ctx.settings.max_slice_messages)
+        latest = snapshots[-1].handover
+        read = await ctx.store.load_session(latest.user_id, latest.session_id)
+        position = choose(snapshots, read.cursor, ctx.settings.max_slice_messages)
+        remember = (ctx.settings.memory_default if read.memory_enabled is None
+                    else read.memory_enabled)
+        if not remember:
+            position = replace(position, remember=False)
+            span.set_attribute("memfleet.opted_out", True)
         span.set_attribute("memfleet.cursor.case", position.case.value)
         span.set_attribute("memfleet.slice.length", position.piece.end - position.piece.start)
         span.set_attribute("memfleet.handover.lists", len(snapshots))
-        if position.foreign:
-            # Two users handed over one session id: the older lists of the user who
-            # does not hold the cursor are passed over, on the span and in the log.
-            span.set_attribute("memfleet.handover.foreign_lists", position.foreign)
-            log.warning("older lists of another user passed over", lists=position.foreign)
     return position

@@ -1,6 +1,7 @@
 """Lock stage: one job per session at a time, in Redis.
 
-``SET memory-task-lock:<session> <token> NX PX <ttl>`` goes in the same
+``SET memory-task-lock:<session> <token> NX PX <ttl>`` (``<session>``: the
+pair's ``SessionRef.key``, ``{<user>}:<session id>``) goes in the same
 round trip as the job's claim of the hand-over (``claim``). While the job runs,
 a timer extends the lock; release and extension compare the token, so a job
 never touches a lock it lost. When an extension finds the lock gone or taken,
@@ -31,6 +32,7 @@ from worker import queue
 from worker.breaker import BreakerKeys
 from worker.errors import LockLost
 from worker.redis_scripts import LuaScript
+from worker.session_ref import SessionRef
 from worker.telemetry import StageClock
 
 log = structlog.get_logger("memfleet.lock")
@@ -59,7 +61,7 @@ def _now_ms() -> int:
 @dataclass(slots=True)
 class SessionLock:
     redis: Any
-    session_id: str
+    session: SessionRef
     ttl_ms: int
     queue_name: str = queue.DEFAULT_QUEUE
     token: str = field(default_factory=lambda: secrets.token_hex(16))
@@ -72,7 +74,7 @@ class SessionLock:
 
     @property
     def key(self) -> str:
-        return LOCK_PREFIX + self.session_id
+        return LOCK_PREFIX + self.session.key
 
     def held(self) -> None:
         """The lock is ours with this token: keep it alive from now on."""
@@ -97,7 +99,7 @@ class SessionLock:
     async def _extend(self) -> None:
         try:
             extended = await _EXTEND(self.redis, [self.key, claimed_key(self.queue_name)],
-                                     [self.token, self.ttl_ms, self.session_id, _now_ms()])
+                                     [self.token, self.ttl_ms, self.session.key, _now_ms()])
         except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
             log.warning("lock extension failed", error=type(exc).__name__)
             extended = True  # unknown: try again at the next interval
@@ -127,8 +129,8 @@ class SessionLock:
         with contextlib.suppress(Exception):
             await _RELEASE(self.redis,
                            [self.key, claimed_key(self.queue_name),
-                            queue.backlog_key(self.session_id), queue.meta_key(self.session_id)],
-                           [self.token, self.session_id, done_through, latest_done])
+                            queue.backlog_key(self.session), queue.meta_key(self.session)],
+                           [self.token, self.session.key, done_through, latest_done])
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,11 +175,11 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     breaker = BreakerKeys.of(lock.queue_name)
     raw, locked, open_ms, failures, seq, backlog = await _CLAIM(
         redis,
-        [queue.queued_key(lock.session_id), queue.handover_key(lock.session_id), lock.key,
+        [queue.queued_key(lock.session), queue.handover_key(lock.session), lock.key,
          claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
-         queue.pending_key(lock.queue_name), queue.meta_key(lock.session_id),
-         queue.backlog_key(lock.session_id)],
-        [job_id, lock.token, lock.ttl_ms, lock.session_id, _now_ms(), HANDOFF_GRACE_MS],
+         queue.pending_key(lock.queue_name), queue.meta_key(lock.session),
+         queue.backlog_key(lock.session)],
+        [job_id, lock.token, lock.ttl_ms, lock.session.key, _now_ms(), HANDOFF_GRACE_MS],
     )
     if locked:
         lock.held()
@@ -195,14 +197,21 @@ async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) ->
     return claimed
 
 
-async def recover_abandoned(redis: Any, queue_name: str, *, limit: int = 100) -> list[str]:
+async def recover_abandoned(
+    redis: Any, queue_name: str, *, limit: int = 100
+) -> list[SessionRef]:
     """Queue a job for each session a dead worker left claimed, or whose job nobody
-    claimed in time; return their ids."""
+    claimed in time; return them."""
     raw = await _RECOVER(redis, [claimed_key(queue_name), queue.pending_key(queue_name)],
                          [_now_ms(), LOCK_PREFIX, limit])
-    sessions = list(dict.fromkeys(s.decode() if isinstance(s, bytes) else str(s) for s in raw))
-    for session_id in sessions:
-        await queue.enqueue(redis, session_id, payload=None, queue_name=queue_name)
+    sessions = []
+    for member in dict.fromkeys(s.decode() if isinstance(s, bytes) else str(s) for s in raw):
+        try:
+            sessions.append(SessionRef.parse(member))
+        except ValueError:  # written by a release that keyed sessions by id alone
+            log.warning("recovery pass dropped a member that names no session")
+    for session in sessions:
+        await queue.enqueue(redis, session, payload=None, queue_name=queue_name)
     return sessions
 
 

@@ -5,7 +5,10 @@ the user-version compare-and-set, the new facts, the supersessions, the
 refreshed summary and the run's audit row. A lost compare-and-set writes
 nothing: CursorFenced (another run did this slice) ends the run with an audit
 row of its own; UserVersionConflict goes back to the pipeline, which
-consolidates again. This module also builds every audit row of a run.
+consolidates again. A user who turned memory off during the run has the slice
+passed over as ``opted_out`` (MemoryOptedOut); a user erased after the run's
+hand-over was made gets nothing written at all (UserErased). This module also
+builds every audit row of a run.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from worker.errors import CursorFenced, UserVersionConflict
+from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
 from worker.payload import Handover
 from worker.stages.consolidate import Decided, Plan
 from worker.stages.context import RunContext
@@ -29,7 +32,7 @@ _NO_WRITES = Decided(Plan((), 0, 0, 0, 0), user_version=None, rejected=0)
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    outcome: str  # committed | empty | fenced | skipped
+    outcome: str  # committed | empty | fenced | skipped | opted_out | erased
     run_id: int | None
     remaining: int = 0  # messages after this run's slice, left for a follow-up job
     added: int = 0
@@ -48,12 +51,16 @@ class RunResult:
         }
 
 
-def audit_row(ctx: RunContext, handover: Handover, outcome: str, **columns: Any) -> RunRecord:
+def audit_row(
+    ctx: RunContext, position: Position, outcome: str, **columns: Any
+) -> RunRecord:
     """The run's audit row as it stands now: ids, outcome, tokens and stage timings."""
+    handover, seq = position.handover, position.snapshot.seq
     clock = ctx.clock
     return RunRecord(
         job_id=ctx.job_id, job_try=ctx.job_try, session_id=handover.session_id,
         user_id=handover.user_id, outcome=outcome, started_at=ctx.started_at,
+        handover_seq=seq,
         input_tokens=clock.input_tokens, output_tokens=clock.output_tokens,
         timings_ms=dict(clock.timings_ms), **columns,
     )
@@ -61,7 +68,7 @@ def audit_row(ctx: RunContext, handover: Handover, outcome: str, **columns: Any)
 
 async def record_empty(ctx: RunContext, position: Position) -> RunResult:
     """Nothing new since the cursor in any list: an audit row, no commit."""
-    run_id = await ctx.store.record_run(audit_row(ctx, position.handover, "empty"))
+    run_id = await ctx.store.record_run(audit_row(ctx, position, "empty"))
     return RunResult("empty", run_id, settlement=position.settlement())
 
 
@@ -72,13 +79,18 @@ async def commit(
     """Commit the run; raises UserVersionConflict when the user's facts changed meanwhile."""
     plan = decided.plan
     run = position.describe(audit_row(
-        ctx, handover, "committed", candidates=candidates, added=plan.added,
+        ctx, position, "committed", candidates=candidates, added=plan.added,
         updated=plan.updated, deleted=plan.deleted, unchanged=plan.unchanged,
         rejected=decided.rejected, consolidation_attempts=attempt,
     ))
     with ctx.clock.stage("persist", **_DB) as span:
         try:
             run_id = await _commit(ctx, handover, position, run, decided, summary)
+        except MemoryOptedOut:
+            span.set_attribute("memfleet.opted_out", True)
+            return await opt_out(ctx, handover, position)
+        except UserErased:
+            return _erased(span)
         except UserVersionConflict:
             _refused(ctx, span, "user")
             raise
@@ -105,15 +117,45 @@ async def skip(ctx: RunContext, handover: Handover, position: Position, reason: 
     """
     if position.piece.empty:
         return RunResult("empty", None, settlement=position.settlement())
-    run = position.describe(audit_row(ctx, handover, "skipped", error=reason))
+    run = position.describe(audit_row(ctx, position, "skipped", error=reason))
     with ctx.clock.stage("persist", **_DB) as span:
         try:
             run_id = await _commit(ctx, handover, position, run, _NO_WRITES, None)
+        except MemoryOptedOut:
+            return await opt_out(ctx, handover, position)
+        except UserErased:
+            return _erased(span)
         except CursorFenced:
             _refused(ctx, span, "cursor")
             return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
     return RunResult("skipped", run_id, position.piece.remaining,
                      settlement=position.settlement())
+
+
+async def opt_out(ctx: RunContext, handover: Handover, position: Position) -> RunResult:
+    """The user turned memory off: move the cursor past the slice, so turning it on
+    again does not replay what was said meanwhile. Nothing is extracted; the audit
+    row holds no hash of the messages, only how many there were."""
+    if position.piece.empty:
+        return RunResult("empty", None, settlement=position.settlement())
+    run = audit_row(ctx, position, "opted_out",
+                    slice_len=position.piece.end - position.piece.start)
+    with ctx.clock.stage("persist", **_DB) as span:
+        try:
+            run_id = await _commit(ctx, handover, position, run, _NO_WRITES, None)
+        except UserErased:
+            return _erased(span)
+        except CursorFenced:
+            _refused(ctx, span, "cursor")
+            return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
+    return RunResult("opted_out", run_id, position.piece.remaining,
+                     settlement=position.settlement())
+
+
+def _erased(span: trace.Span) -> RunResult:
+    """Nothing of an erased user's run is written, not even its audit row."""
+    span.set_attribute("memfleet.conflict", "erased")
+    return RunResult("erased", None)
 
 
 async def _commit(

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from worker.store.types import (
-    CursorState,
+    Erasure,
     FactRecord,
     NeighborRow,
     NewFact,
     RankedFact,
     RunCommit,
     RunRecord,
+    SessionRead,
     Vector,
 )
 
@@ -26,7 +27,7 @@ from worker.store.types import (
 class PipelineStore(Protocol):
     """What one run of the job pipeline reads and writes."""
 
-    async def load_cursor(self, session_id: str) -> CursorState | None: ...
+    async def load_session(self, user_id: str, session_id: str) -> SessionRead: ...
 
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int
@@ -38,8 +39,10 @@ class PipelineStore(Protocol):
     async def commit_run(self, commit: RunCommit) -> int:
         """Write the whole run atomically; return the audit row's id.
 
-        Raises CursorFenced or UserVersionConflict when a compare-and-set loses;
-        nothing is written then.
+        Raises CursorFenced or UserVersionConflict when a compare-and-set loses,
+        MemoryOptedOut when the user turned memory off since ``load_session``
+        (unless the run is ``opted_out``), UserErased when the user was erased
+        after the run's hand-over was made; nothing is written then.
         """
         ...
 
@@ -79,20 +82,29 @@ class MemoryStore(Protocol):
         """Supersede an active fact with no successor; None when there is no such fact."""
         ...
 
-    async def erase_user(self, user_id: str) -> dict[str, int]:
-        """Delete everything stored about the user; rows deleted per table."""
+    async def erase_user(self, erasure: Erasure) -> dict[str, int]:
+        """Delete everything stored about the user and fence their runs in flight;
+        rows deleted per table. Recorded in memory_erasure without personal data."""
+        ...
+
+    async def set_consent(self, user_id: str, enabled: bool) -> None:
+        """The user's memory flag; serialised with their commits in flight."""
+        ...
+
+    async def consent(self, user_id: str) -> bool | None:
+        """The user's own choice; None: never made (the fleet's default applies)."""
         ...
 
     async def runs(
-        self, *, session_id: str | None = None, user_id: str | None = None
+        self, user_id: str, *, session_id: str | None = None
     ) -> list[dict[str, Any]]:
-        """Audit rows of one session or of one user, oldest first."""
+        """Audit rows of the user, or of one of their sessions, oldest first."""
         ...
 
     async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
         """The newest audit rows with one of ``outcomes``, newest first (for operators)."""
         ...
 
-    async def failed_sessions(self) -> list[str]:
-        """Sessions whose latest run ended ``failed``."""
+    async def failed_sessions(self) -> list[tuple[str, str]]:
+        """(user id, session id) of the sessions whose latest run ended ``failed``."""
         ...

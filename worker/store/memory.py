@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from worker.errors import CursorFenced, UserVersionConflict
+from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
 from worker.store.types import (
     CursorState,
+    Erasure,
     ExistingRow,
     FactRecord,
     FactRef,
@@ -30,6 +31,7 @@ from worker.store.types import (
     RankedFact,
     RunCommit,
     RunRecord,
+    SessionRead,
     Vector,
 )
 
@@ -44,16 +46,19 @@ class _Row:
 
 @dataclass(slots=True)
 class InMemoryStore:
-    cursors: dict[str, CursorState] = field(default_factory=dict)
+    cursors: dict[tuple[str, str], CursorState] = field(default_factory=dict)  # (user, session)
     versions: dict[str, int] = field(default_factory=dict)
+    consents: dict[str, bool] = field(default_factory=dict)
+    fences: dict[str, int] = field(default_factory=dict)  # user -> erased hand-over number
+    erasures: list[dict[str, int]] = field(default_factory=list)
     rows: dict[int, _Row] = field(default_factory=dict)
     run_rows: list[dict[str, Any]] = field(default_factory=list)
     _next_fact: int = 1
 
     # -- the pipeline (PipelineStore) --------------------------------------
 
-    async def load_cursor(self, session_id: str) -> CursorState | None:
-        return self.cursors.get(session_id)
+    async def load_session(self, user_id: str, session_id: str) -> SessionRead:
+        return SessionRead(self.cursors.get((user_id, session_id)), self.consents.get(user_id))
 
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int
@@ -70,7 +75,11 @@ class InMemoryStore:
 
     async def commit_run(self, commit: RunCommit) -> int:
         move, user = commit.cursor, commit.cursor.user_id
-        current = self.cursors.get(move.session_id)
+        if self.fences.get(user, -1) >= move.handover_seq:
+            raise UserErased(user)
+        if commit.run.outcome != "opted_out" and self.consents.get(user) is False:
+            raise MemoryOptedOut(user)
+        current = self.cursors.get((user, move.session_id))
         if move.expected_version == 0:
             if current is not None:
                 raise CursorFenced(move.session_id)
@@ -86,7 +95,7 @@ class InMemoryStore:
         for target in targets:
             if isinstance(target, int) and not self._active(user, target):
                 raise UserVersionConflict(user)
-        self.cursors[move.session_id] = _moved(current, move)
+        self.cursors[(user, move.session_id)] = _moved(current, move)
         if commit.user_version is not None:
             self.versions[user] = commit.user_version + 1
         run_id = self._insert_run(commit.run)
@@ -156,17 +165,17 @@ class InMemoryStore:
                 for i in sorted(sem_rank.keys() | lex_rank.keys())]
 
     async def runs(
-        self, *, session_id: str | None = None, user_id: str | None = None
+        self, user_id: str, *, session_id: str | None = None
     ) -> list[dict[str, Any]]:
-        if session_id:
-            return [r for r in self.run_rows if r["session_id"] == session_id]
-        return [r for r in self.run_rows if r["user_id"] == user_id]
+        return [r for r in self.run_rows if r["user_id"] == user_id
+                and (session_id is None or r["session_id"] == session_id)]
 
     async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
         return [r for r in reversed(self.run_rows) if r["outcome"] in outcomes][:limit]
 
-    async def failed_sessions(self) -> list[str]:
-        latest = {r["session_id"]: r["outcome"] for r in self.run_rows if r["session_id"]}
+    async def failed_sessions(self) -> list[tuple[str, str]]:
+        latest = {(r["user_id"], r["session_id"]): r["outcome"] for r in self.run_rows
+                  if r["session_id"] and r["user_id"]}
         return sorted(s for s, outcome in latest.items() if outcome == "failed")
 
     # -- writing (MemoryStore) ---------------------------------------------
@@ -184,18 +193,36 @@ class InMemoryStore:
         self._supersede(fact_id, datetime.now(UTC), None)
         return self.rows[fact_id].fact
 
-    async def erase_user(self, user_id: str) -> dict[str, int]:
+    async def erase_user(self, erasure: Erasure) -> dict[str, int]:
+        user_id = erasure.user_id
+        self.fences[user_id] = max(self.fences.get(user_id, -1), erasure.erased_seq)
         facts = [i for i, r in self.rows.items() if r.fact.user_id == user_id]
-        runs = [r for r in self.run_rows if r["user_id"] == user_id]
-        cursors = [s for s, c in self.cursors.items() if c.user_id == user_id]
+        cursors = [key for key in self.cursors if key[0] == user_id]
+        sessions = set(erasure.session_ids) | {session for _, session in cursors}
+        kept = [r for r in self.run_rows if r["user_id"] != user_id
+                and not (r["user_id"] is None and r["session_id"] in sessions)]
+        runs = len(self.run_rows) - len(kept)
         for fact_id in facts:
             del self.rows[fact_id]
-        self.run_rows = [r for r in self.run_rows if r["user_id"] != user_id]
-        for session_id in cursors:
-            del self.cursors[session_id]
+        self.run_rows = kept
+        for key in cursors:
+            del self.cursors[key]
         state = 1 if self.versions.pop(user_id, None) is not None else 0
-        return {"memory_fact": len(facts), "memory_run": len(runs),
-                "session_cursor": len(cursors), "user_memory_state": state}
+        consent = 0
+        if user_id in self.consents and (self.consents[user_id] or not erasure.keep_opt_out):
+            del self.consents[user_id]
+            consent = 1
+        counts = {"memory_fact": len(facts), "memory_run": runs,
+                  "session_cursor": len(cursors), "user_memory_state": state,
+                  "user_memory_consent": consent}
+        self.erasures.append(counts)
+        return counts
+
+    async def set_consent(self, user_id: str, enabled: bool) -> None:
+        self.consents[user_id] = enabled
+
+    async def consent(self, user_id: str) -> bool | None:
+        return self.consents.get(user_id)
 
     # -- internals ---------------------------------------------------------
 
@@ -226,6 +253,9 @@ class InMemoryStore:
 
     def _insert_run(self, run: RunRecord) -> int:
         row = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+        seq = row.pop("handover_seq")  # not a column
+        if run.user_id is not None and self.fences.get(run.user_id, -1) >= seq:
+            row.update(user_id=None, session_id=None)
         row.update(id=len(self.run_rows) + 1, finished_at=datetime.now(UTC))
         self.run_rows.append(row)
         return int(row["id"])

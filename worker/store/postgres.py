@@ -17,10 +17,18 @@ from typing import Any
 import asyncpg
 from pgvector import HalfVector
 
-from worker.errors import CursorFenced, StoreError, StoreUnavailable, UserVersionConflict
+from worker.errors import (
+    CursorFenced,
+    MemoryOptedOut,
+    StoreError,
+    StoreUnavailable,
+    UserErased,
+    UserVersionConflict,
+)
 from worker.store import halfvec, queries
 from worker.store.types import (
     CursorState,
+    Erasure,
     ExistingRow,
     FactRecord,
     InsertFact,
@@ -29,6 +37,7 @@ from worker.store.types import (
     RankedFact,
     RunCommit,
     RunRecord,
+    SessionRead,
     Vector,
 )
 
@@ -40,6 +49,11 @@ _PG_DOWN = (OSError, asyncpg.InterfaceError, asyncpg.exceptions.PostgresConnecti
 # SQLSTATEs raised by memfleet_commit_run (schema/routines/memfleet_commit_run.sql).
 _CURSOR_MOVED = "MF001"
 _USER_CHANGED = "MF002"
+_OPTED_OUT = "MF003"
+_ERASED = "MF004"
+# An erase's fence outlives every hand-over it could meet (worker.queue's
+# payload lifetime) and the job that holds one; then it protects nothing.
+FENCE_LIFETIME_S = 8 * 86_400
 _FACT_COLUMNS = tuple(f.name for f in fields(FactRecord))
 
 # A lost compare-and-set in a manual write only means a worker committed for
@@ -88,10 +102,12 @@ class PostgresStore:
 
     # -- the pipeline (PipelineStore) --------------------------------------
 
-    async def load_cursor(self, session_id: str) -> CursorState | None:
+    async def load_session(self, user_id: str, session_id: str) -> SessionRead:
         async with _translated("loading the cursor"):
-            row = await self._pool.fetchrow(self._pipeline["load_cursor"], session_id)
-        return None if row is None else CursorState(**dict(row))
+            row = dict(await self._pool.fetchrow(self._pipeline["load_session"], user_id,
+                                                 session_id))
+        enabled = row.pop("memory_enabled")
+        return SessionRead(None if row["version"] is None else CursorState(**row), enabled)
 
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int
@@ -148,6 +164,10 @@ class PostgresStore:
                 raise CursorFenced(cursor.session_id) from exc
             if exc.sqlstate == _USER_CHANGED:
                 raise UserVersionConflict(cursor.user_id) from exc
+            if exc.sqlstate == _OPTED_OUT:
+                raise MemoryOptedOut("the user turned memory off during the run") from exc
+            if exc.sqlstate == _ERASED:
+                raise UserErased("the user was erased during the run") from exc
             error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
             raise error(f"the persist transaction failed: {type(exc).__name__}") from exc
         except (asyncpg.InterfaceError, OSError) as exc:
@@ -195,11 +215,14 @@ class PostgresStore:
         return [RankedFact(_fact(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 
     async def runs(
-        self, *, session_id: str | None = None, user_id: str | None = None
+        self, user_id: str, *, session_id: str | None = None
     ) -> list[dict[str, Any]]:
-        name, key = ("runs_for_session", session_id) if session_id else ("runs_for_user", user_id)
         async with _translated("reading runs"):
-            rows = await self._pool.fetch(self._facts[name], key)
+            if session_id is None:
+                rows = await self._pool.fetch(self._facts["runs_for_user"], user_id)
+            else:
+                rows = await self._pool.fetch(self._facts["runs_for_session"], user_id,
+                                              session_id)
         return [dict(row) for row in rows]
 
     async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
@@ -207,10 +230,10 @@ class PostgresStore:
             rows = await self._pool.fetch(self._facts["runs_by_outcome"], list(outcomes), limit)
         return [dict(row) for row in rows]
 
-    async def failed_sessions(self) -> list[str]:
+    async def failed_sessions(self) -> list[tuple[str, str]]:
         async with _translated("reading runs"):
             rows = await self._pool.fetch(self._facts["failed_sessions"])
-        return [row["session_id"] for row in rows]
+        return [(row["user_id"], row["session_id"]) for row in rows]
 
     # -- writing (MemoryStore) ---------------------------------------------
 
@@ -257,17 +280,34 @@ class PostgresStore:
                 continue
         raise UserVersionConflict(user_id)
 
-    async def erase_user(self, user_id: str) -> dict[str, int]:
-        """Also fences the user's in-flight jobs: with the session cursors gone, a
-        run that read a cursor finds nothing to advance and writes nothing."""
+    async def erase_user(self, erasure: Erasure) -> dict[str, int]:
+        """One transaction under the user's advisory lock: a commit in flight
+        either lands before it (and is deleted) or meets the fence after it."""
+        user_id = erasure.user_id
         counts: dict[str, int] = {}
         async with _translated("erasing a user"), self._pool.acquire() as conn, conn.transaction():
-            for table, name in (
-                ("memory_fact", "erase_facts"),
-                ("memory_run", "erase_runs"),
-                ("session_cursor", "erase_cursors"),
-                ("user_memory_state", "erase_state"),
+            await conn.execute(self._api["lock_user"], user_id)
+            await conn.execute(self._api["fence_user"], user_id, erasure.erased_seq,
+                               FENCE_LIFETIME_S)
+            for table, name, extra in (
+                ("memory_fact", "erase_facts", ()),
+                ("memory_run", "erase_runs", (list(erasure.session_ids),)),
+                ("session_cursor", "erase_cursors", ()),
+                ("user_memory_state", "erase_state", ()),
+                ("user_memory_consent", "erase_consent", (erasure.keep_opt_out,)),
             ):
-                status: str = await conn.execute(self._api[name], user_id)
+                status: str = await conn.execute(self._api[name], user_id, *extra)
                 counts[table] = int(status.rsplit(" ", 1)[-1])
+            await conn.execute(self._api["record_erasure"], json.dumps(counts))
         return counts
+
+    async def set_consent(self, user_id: str, enabled: bool) -> None:
+        async with _translated("setting consent"), self._pool.acquire() as conn, \
+                conn.transaction():
+            await conn.execute(self._api["lock_user"], user_id)
+            await conn.execute(self._api["set_consent"], user_id, enabled)
+
+    async def consent(self, user_id: str) -> bool | None:
+        async with _translated("reading consent"):
+            enabled: bool | None = await self._pool.fetchval(self._api["consent"], user_id)
+        return enabled

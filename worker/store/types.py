@@ -28,6 +28,26 @@ class CursorState:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionRead:
+    """What a run reads first: the session's cursor and the user's consent."""
+
+    cursor: CursorState | None  # None: no run of the session has committed yet
+    memory_enabled: bool | None  # the user's own choice; None: the fleet's default
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What an erase removes from PostgreSQL besides the user's rows: the id-less
+    audit rows of ``session_ids``, and the fence against hand-overs numbered up to
+    ``erased_seq`` (the Redis clock when the user's hand-overs were cleared)."""
+
+    user_id: str
+    erased_seq: int
+    session_ids: tuple[str, ...] = ()
+    keep_opt_out: bool = True  # a user who turned memory off stays off
+
+
+@dataclass(frozen=True, slots=True)
 class CursorAdvance:
     """Move the cursor from ``expected_version`` (0: no cursor yet) to a new position."""
 
@@ -108,6 +128,10 @@ class RunRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Not a column: the number of the hand-over the run worked on (0: none read
+    # yet). A row of a run whose hand-over an erase cleared keeps no user or
+    # session id (memfleet_insert_run).
+    handover_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)

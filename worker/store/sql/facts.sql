@@ -19,7 +19,7 @@ SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_first_has
        slice_last_hash, slice_len, candidates, added, updated, deleted, unchanged, rejected,
        consolidation_attempts, input_tokens, output_tokens, timings_ms, started_at, finished_at
 FROM memory_run
-WHERE session_id = $1
+WHERE user_id = $1 AND session_id = $2
 ORDER BY id;
 
 -- name: runs_for_user
@@ -40,12 +40,12 @@ LIMIT $2;
 
 -- name: failed_sessions
 -- Sessions whose latest run failed for good (`memfleet retry --failed`).
-SELECT session_id
+SELECT user_id, session_id
 FROM (
-    SELECT DISTINCT ON (session_id) session_id, outcome
+    SELECT DISTINCT ON (user_id, session_id) user_id, session_id, outcome
     FROM memory_run
-    WHERE session_id IS NOT NULL
-    ORDER BY session_id, id DESC
+    WHERE session_id IS NOT NULL AND user_id IS NOT NULL
+    ORDER BY user_id, session_id, id DESC
 ) AS latest
 WHERE outcome = 'failed'
-ORDER BY session_id;
+ORDER BY user_id, session_id;

@@ -92,6 +92,23 @@ WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM l
 -- name: count_active
 SELECT count(*) FROM memory_fact WHERE user_id = $1 AND superseded_at IS NULL;
 
+-- name: lock_user
+-- The user's advisory lock, exclusive: an erase or a consent change waits for
+-- the user's commits in flight and they wait for it (memfleet_commit_run).
+SELECT pg_advisory_xact_lock(hashtextextended('memfleet:user:' || $1, 0));
+
+-- name: fence_user
+-- Runs of hand-overs numbered up to $2 write nothing from now on; fences older
+-- than any hand-over's lifetime ($3 seconds) protect nothing and go.
+WITH pruned AS (
+    DELETE FROM memory_erasure_fence
+    WHERE erased_at < now() - make_interval(secs => $3)
+)
+INSERT INTO memory_erasure_fence AS f (user_key, erased_seq)
+VALUES (sha256(convert_to($1, 'UTF8')), $2)
+ON CONFLICT (user_key) DO UPDATE
+    SET erased_seq = greatest(f.erased_seq, excluded.erased_seq), erased_at = now();
+
 -- name: erase_facts
 -- One statement: superseded_by only points at rows of the same user, and the
 -- foreign key (NO ACTION) is checked at the end of the statement, when every
@@ -99,10 +116,29 @@ SELECT count(*) FROM memory_fact WHERE user_id = $1 AND superseded_at IS NULL;
 DELETE FROM memory_fact WHERE user_id = $1;
 
 -- name: erase_runs
-DELETE FROM memory_run WHERE user_id = $1;
+-- The user's audit rows, and rows without a user id (runs that failed before
+-- reading one, recorded by older releases) of the user's sessions.
+DELETE FROM memory_run
+WHERE user_id = $1
+   OR (user_id IS NULL AND session_id = ANY (
+           $2::text[] || ARRAY(SELECT session_id FROM session_cursor WHERE user_id = $1)));
 
 -- name: erase_cursors
 DELETE FROM session_cursor WHERE user_id = $1;
 
 -- name: erase_state
 DELETE FROM user_memory_state WHERE user_id = $1;
+
+-- name: erase_consent
+-- A user who turned memory off stays off ($2): forgetting must not turn it on.
+DELETE FROM user_memory_consent WHERE user_id = $1 AND (enabled OR NOT $2);
+
+-- name: record_erasure
+INSERT INTO memory_erasure (removed) VALUES ($1::jsonb);
+
+-- name: set_consent
+INSERT INTO user_memory_consent AS c (user_id, enabled) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET enabled = excluded.enabled, updated_at = now();
+
+-- name: consent
+SELECT enabled FROM user_memory_consent WHERE user_id = $1;

@@ -2,11 +2,14 @@
 -- worker/store/queries.py loads them by name. Every query on facts is scoped
 -- to one user by its first parameter.
 
--- name: load_cursor
-SELECT session_id, user_id, version, last_hash, window_hash, position,
-       processed_count, user_turns_since_summary, summary, handover_seq
-FROM session_cursor
-WHERE session_id = $1;
+-- name: load_session
+-- The session's cursor (columns NULL when it has none) and the user's consent
+-- (NULL: the fleet's default), in one round trip.
+SELECT c.session_id, c.user_id, c.version, c.last_hash, c.window_hash, c.position,
+       c.processed_count, c.user_turns_since_summary, c.summary, c.handover_seq,
+       (SELECT enabled FROM user_memory_consent WHERE user_id = $1) AS memory_enabled
+FROM (SELECT 1) AS one
+LEFT JOIN session_cursor AS c ON c.user_id = $1 AND c.session_id = $2;
 
 -- name: neighbors
 -- One statement, so one snapshot: the user's version and the top-k ACTIVE
