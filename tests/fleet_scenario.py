@@ -5,7 +5,11 @@ every message counted exactly once.
 Every third session's chat server summarises: from turn SUMMARY_TURN on, the
 list it hands over starts with a summary instead of the earlier turns. A turn
 that no commit finished before that is only in the session's older list
-(worker.queue's backlog), and must still be remembered."""
+(worker.queue's backlog), and must still be remembered.
+
+Every user numbers their two sessions alike ("chat0", "chat1"), as many chat
+products do: every session id is shared by all users at once, and each must
+still end with exactly their own facts."""
 
 from __future__ import annotations
 
@@ -31,6 +35,15 @@ SUMMARY = {"role": "system", "content": "Summary: the earlier turns, condensed."
 
 def user_of(session: int) -> str:
     return f"user{session // 2}"  # two sessions per user, talking at the same time
+
+
+def session_of(session: int) -> str:
+    # Every user numbers their sessions alike: all users share these two ids.
+    return f"chat{session % 2}"
+
+
+def key_of(session: int) -> tuple[str, str]:
+    return user_of(session), session_of(session)
 
 
 def conversation(s: int) -> list[dict[str, str]]:
@@ -101,7 +114,7 @@ async def hand_over_turn_by_turn(
         pending = calls
         while pending:
             results = await asyncio.gather(*(
-                schedule_memory_persistence(redis, f"session{s}", user_of(s), upto, timeout_s=30)
+                schedule_memory_persistence(redis, session_of(s), user_of(s), upto, timeout_s=30)
                 for s, upto in pending), return_exceptions=True)
             failed = [call for call, r in zip(pending, results, strict=True)
                       if isinstance(r, HandoverUnavailable)]
@@ -154,14 +167,14 @@ async def wait_until_done(
     """Wait until every session's cursor is at its last message and no job waits."""
     started = time.monotonic()
     deadline = time.monotonic() + timeout_s
-    expected = {f"session{s}": final_cursor(s) for s in range(sessions)}
+    expected = {key_of(s): final_cursor(s) for s in range(sessions)}
     done = 0
     caught_up: float | None = None
     while time.monotonic() < deadline:
-        rows = await db.fetch("SELECT session_id, position, window_hash FROM session_cursor"
-                              " WHERE session_id LIKE 'session%'")
-        done = sum(1 for r in rows
-                   if expected.get(r["session_id"]) == (r["position"], r["window_hash"]))
+        rows = await db.fetch("SELECT user_id, session_id, position, window_hash"
+                              " FROM session_cursor WHERE user_id LIKE 'user%'")
+        done = sum(1 for r in rows if expected.get((r["user_id"], r["session_id"]))
+                   == (r["position"], r["window_hash"]))
         if done == sessions and caught_up is None:
             caught_up = time.monotonic() - started
         if caught_up is not None and not await waiting_jobs(redis):
@@ -173,18 +186,21 @@ async def wait_until_done(
 async def assert_exactly_once(db: asyncpg.Connection, sessions: int) -> None:
     # 1. Every message was in exactly one committed slice.
     per_session = await db.fetch(
-        "SELECT session_id, sum(slice_len) AS n FROM memory_run"
-        " WHERE outcome = 'committed' GROUP BY session_id"
+        "SELECT user_id, session_id, sum(slice_len) AS n FROM memory_run"
+        " WHERE outcome = 'committed' GROUP BY user_id, session_id"
     )
-    processed = {r["session_id"]: r["n"] for r in per_session
-                 if not r["session_id"].startswith("warmup")}
-    assert processed == {f"session{s}": expected_processed(s) for s in range(sessions)}
+    processed = {(r["user_id"], r["session_id"]): r["n"] for r in per_session
+                 if r["user_id"] != "warmup"}
+    assert processed == {key_of(s): expected_processed(s) for s in range(sessions)}
+    # Nothing refused: no run found a list it could not take (sessions share ids).
+    refused = await db.fetchval("SELECT count(*) FROM memory_run WHERE outcome = 'invalid'")
+    assert refused == 0
     # 2. Every fact stored once: 3 active + 1 superseded per session, nothing more.
     for s in range(sessions):
         rows = await db.fetch(
             "SELECT id, text, superseded_at, superseded_by FROM memory_fact"
             " WHERE user_id = $1 AND source_session_id = $2",
-            user_of(s), f"session{s}",
+            user_of(s), session_of(s),
         )
         active = [r["text"] for r in rows if r["superseded_at"] is None]
         assert sorted(active) == sorted(expected_active(s)), s

@@ -1,0 +1,148 @@
+"""One user's memory never touches another's, and a user's say over it holds against
+jobs in flight: an erase or a consent switched off between a job's model calls and
+its commit, on real Redis and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from redis.asyncio import Redis
+
+from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
+from worker import privacy, queue
+from worker.client import schedule_memory_persistence
+from worker.config import Settings
+from worker.payload import Handover, Message, encode_handover
+from worker.providers.base import Answer
+from worker.providers.factory import build_providers
+from worker.session_ref import SessionRef
+from worker.wire import ConsolidationAnswer, ConsolidationRequest
+
+USER_TABLES = ("memory_fact", "memory_run", "session_cursor", "user_memory_state")
+
+
+class InterruptedConsolidator:
+    """Answers like the rules provider, then lets ``landing`` happen before the job
+    goes on to commit: the moment between the model calls and the persist transaction."""
+
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, inner: Any, landing: Callable[[], Awaitable[Any]]) -> None:
+        self.inner, self.landing = inner, landing
+
+    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
+        answer: Answer[ConsolidationAnswer] = await self.inner.consolidate(request)
+        await self.landing()
+        return answer
+
+
+async def rows_of(db: asyncpg.Connection, user_id: str) -> dict[str, int]:
+    return {table: await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = $1",  # noqa: S608 - fixed table names
+                                     user_id) for table in USER_TABLES}
+
+
+async def test_an_erase_during_a_first_job_leaves_nothing_of_the_user(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    said = [user_msg("I live in Oslo."), user_msg("I use Rust.")]
+    await schedule_memory_persistence(redis, "1", "alice", said, queue_name=settings.queue_name)
+    await schedule_memory_persistence(redis, "1", "bob", said, queue_name=settings.queue_name)
+    base = build_providers(settings)
+    erased: list[dict[str, int]] = []
+    async with job_deps(settings, redis, base) as deps:
+        async def erase_alice() -> None:
+            erased.append(await privacy.erase_user(redis, deps.store, "alice"))
+
+        interrupted = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
+                                                                         erase_alice))
+        result = await run_job(replace(deps, providers=interrupted), "1", "j-alice", "alice")
+        assert result["outcome"] == "erased"
+        assert (await run_job(deps, "1", "j-bob", "bob"))["outcome"] == "committed"
+    assert erased[0]["handovers"] == 1, "the pending hand-over went with the erase"
+    assert await rows_of(db, "alice") == dict.fromkeys(USER_TABLES, 0)
+    assert await db.fetchval("SELECT count(*) FROM memory_run WHERE session_id = '1'"
+                             " AND user_id IS DISTINCT FROM 'bob'") == 0
+    alice = SessionRef("alice", "1")
+    assert await redis.exists(queue.handover_key(alice), queue.meta_key(alice),
+                              queue.backlog_key(alice), queue.user_sessions_key("alice")) == 0
+    assert await active_texts(db, "bob") == ["Lives in Oslo", "Uses Rust"], "bob untouched"
+    # What alice says after the erase is remembered as usual.
+    await schedule_memory_persistence(redis, "1", "alice", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name)
+    await drain(settings)
+    assert await active_texts(db, "alice") == ["Uses Zig"]
+
+
+async def test_memory_switched_off_during_a_job_stores_nothing_and_is_not_replayed(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    said = [user_msg("I live in Oslo.")]
+    await schedule_memory_persistence(redis, "1", "alice", said, queue_name=settings.queue_name)
+    base = build_providers(settings)
+    async with job_deps(settings, redis, base) as deps:
+        async def switch_off() -> None:
+            await privacy.set_memory(redis, deps.store, "alice", enabled=False)
+
+        interrupted = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
+                                                                         switch_off))
+        result = await run_job(replace(deps, providers=interrupted), "1", "j1", "alice")
+    assert result["outcome"] == "opted_out"
+    assert await active_texts(db, "alice") == []
+    (run,) = await runs(db, "1", "alice")
+    assert (run["outcome"], run["slice_len"], run["slice_first_hash"]) == ("opted_out", 1, None)
+    # Off: hand-overs are taken and passed over without a model call.
+    said += [user_msg("I use Rust.")]
+    await schedule_memory_persistence(redis, "1", "alice", said, queue_name=settings.queue_name)
+    await drain(settings)
+    assert await active_texts(db, "alice") == []
+    # On again: only what is said from now on is remembered.
+    async with job_deps(settings, redis, base) as deps:
+        await privacy.set_memory(redis, deps.store, "alice", enabled=True)
+    said += [user_msg("I use Zig.")]
+    await schedule_memory_persistence(redis, "1", "alice", said, queue_name=settings.queue_name)
+    await drain(settings)
+    assert await active_texts(db, "alice") == ["Uses Zig"]
+    outcomes = [r["outcome"] for r in await runs(db, "1", "alice")]
+    assert outcomes == ["opted_out", "opted_out", "committed"]
+
+
+async def test_forgetting_erases_and_keeps_memory_off(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    await schedule_memory_persistence(redis, "1", "alice", [user_msg("I live in Oslo.")],
+                                      queue_name=settings.queue_name)
+    await drain(settings)
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        removed = await privacy.set_memory(redis, deps.store, "alice", enabled=False,
+                                           forget=True)
+        assert removed is not None and removed["memory_fact"] == 1
+        assert await deps.store.consent("alice") is False, "forgetting keeps the opt-out"
+    await schedule_memory_persistence(redis, "1", "alice", [user_msg("I use Rust.")],
+                                      queue_name=settings.queue_name)
+    await drain(settings)
+    assert await rows_of(db, "alice") == {**dict.fromkeys(USER_TABLES, 0), "memory_run": 1,
+                                          "session_cursor": 1}
+    assert [r["outcome"] for r in await runs(db, "1", "alice")] == ["opted_out"]
+
+
+async def test_a_hand_over_of_an_older_client_is_adopted_and_remembered(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # An older client wrote the payload under the session id alone, and its job
+    # names only the session.
+    payload = encode_handover(Handover(
+        session_id="s1", user_id="alice", messages=(Message(role="user", content="I use Rust."),),
+        handed_over_at=datetime.now(UTC)))
+    await redis.set(queue.HANDOVER_PREFIX + "s1", payload)
+    await redis.hset(queue.META_PREFIX + "s1", mapping={"q": "5", "d": "0"})
+    job = {"t": None, "f": queue.JOB_FUNCTION, "a": [], "k": {"session_id": "s1"}, "et": 1}
+    await redis.set(queue.ARQ_JOB_PREFIX + "legacy", json.dumps(job))
+    await redis.zadd(settings.queue_name, {"legacy": 1})
+    await drain(settings)
+    assert await active_texts(db, "alice") == ["Uses Rust"]
+    assert await redis.exists(queue.HANDOVER_PREFIX + "s1", queue.META_PREFIX + "s1") == 0
