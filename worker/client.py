@@ -6,7 +6,9 @@ Light on purpose: it imports no stage, provider or database code.
 
 ``redis`` is the chat server's own ``redis.asyncio.Redis`` (an ``arq.ArqRedis``
 works too). The job is written with memfleet's JSON serializer whatever the
-client's settings. Bad input raises InvalidHandover; a Redis outage raises
+client's settings. A session longer than ``limits.max_messages`` is handed over
+as its most recent window (worker.payload.recent_window). Bad input raises
+InvalidHandover; a Redis outage raises
 HandoverUnavailable within ``timeout_s`` and never hangs the chat turn;
 HandoverBacklogFull (a HandoverUnavailable) says the session already holds too
 many older lists no worker has finished (worker.queue): hand it over later.
@@ -26,7 +28,14 @@ from redis.exceptions import RedisError
 
 from worker import queue
 from worker.errors import HandoverBacklogFull, HandoverUnavailable
-from worker.payload import Handover, Limits, check_id, encode_handover, parse_messages
+from worker.payload import (
+    Handover,
+    Limits,
+    check_id,
+    encode_handover,
+    parse_messages,
+    recent_window,
+)
 from worker.session_ref import SessionRef
 from worker.telemetry_ids import hashed_id, id_key
 
@@ -47,7 +56,7 @@ async def schedule_memory_persistence(
     handover = Handover(
         session_id=check_id(session_id, "session_id", limits),
         user_id=check_id(user_id, "user_id", limits),
-        messages=parse_messages(messages, limits),
+        messages=parse_messages(recent_window(messages, limits), limits),
         handed_over_at=datetime.now(UTC),
     )
     session = SessionRef(handover.user_id, handover.session_id)
@@ -58,7 +67,8 @@ async def schedule_memory_persistence(
                     "messaging.operation.type": "send",
                     "messaging.destination.name": queue_name,
                     "memfleet.session": hashed_id(session.key, id_key(telemetry_id_key)),
-                    "memfleet.messages": len(handover.messages)},
+                    "memfleet.messages": len(handover.messages),
+                    "memfleet.handover.windowed": len(messages) > len(handover.messages)},
     ) as span:
         carrier: dict[str, str] = {}
         propagate.inject(carrier)  # the job links its CONSUMER span to this one

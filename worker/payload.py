@@ -74,6 +74,16 @@ def check_id(value: object, what: str, limits: Limits) -> str:
     return value
 
 
+def recent_window(raw: object, limits: Limits) -> object:
+    """The most recent ``max_messages`` of a longer list, for the hand-over: a long
+    session is handed over as its latest window, where the cursor finds its place
+    (a window that no longer extends an unfinished earlier list keeps that list in
+    the session's backlog, worker.queue). Anything else is returned as it is."""
+    if isinstance(raw, list | tuple) and len(raw) > limits.max_messages:
+        return raw[len(raw) - limits.max_messages:]
+    return raw
+
+
 def parse_messages(raw: object, limits: Limits) -> tuple[Message, ...]:
     """Validate a list of ``{"role", "content"}`` dicts; raise InvalidHandover on the first fault.
 

@@ -86,3 +86,35 @@ def test_append_only_history_never_skips_or_repeats(texts: list[str], data: st.D
     before = hashes_of(texts[: i + 1])
     after = hashes_of(texts + extra)
     assert locate(after, cursor_at(before, i)).start == i + 1
+
+
+def test_a_list_that_starts_inside_the_cursors_window_still_finds_it() -> None:
+    # A long session handed over as its most recent window: the cursor's message
+    # has fewer predecessors in the new list than its window holds.
+    before = hashes_of(["a", "ok", "b", "ok", "c", "ok"])
+    after = hashes_of(["c", "ok", "d", "ok"])
+    located = locate(after, cursor_at(before, 5))
+    assert (located.case, located.start) == (CursorCase.FOUND, 2)
+
+
+def test_a_partial_match_only_counts_where_no_full_one_exists() -> None:
+    before = hashes_of(["a", "ok", "b", "ok"])
+    # "ok" at 1 matches the cursor's window in part; "ok" at 5 matches it in full.
+    after = hashes_of(["b", "ok", "x", "a", "ok", "b", "ok", "y"])
+    located = locate(after, cursor_at(before, 3))
+    assert (located.case, located.start) == (CursorCase.FOUND, 7)
+
+
+def test_a_partial_window_that_disagrees_is_no_match() -> None:
+    before = hashes_of(["a", "ok", "b", "ok"])
+    assert locate(hashes_of(["x", "ok", "z"]), cursor_at(before, 3)).case is CursorCase.NOT_FOUND
+
+
+def test_a_cursor_written_with_a_hashed_window_still_matches_in_full() -> None:
+    import hashlib
+
+    hashes = hashes_of(["a", "ok", "b", "ok"])
+    old = cursor_at(hashes, 3)
+    legacy = CursorState(**{**{f: getattr(old, f) for f in old.__dataclass_fields__},
+                            "window_hash": hashlib.sha256(old.window_hash.encode()).hexdigest()})
+    assert locate([*hashes, *hashes_of(["c"])], legacy).start == 4

@@ -4,9 +4,14 @@ The cursor names the last processed message by its content hash,
 ``sha256("role:content")`` (design.md), plus two checks that make it name one
 position without doubt when messages repeat ("ok", "Thanks!"):
 
-- ``window_hash``: a hash over the content hashes of the last WINDOW messages
-  ending at the cursor, so a repeated "ok" only matches where its neighbours
-  match too;
+- ``window_hash``: the content hashes of the last WINDOW messages ending at
+  the cursor, joined with "|", so a repeated "ok" only matches where its
+  neighbours match too. Kept as the hashes themselves (not one hash of them)
+  so that a list that starts inside that window (a long session handed over
+  as its most recent window, worker.payload.recent_window) can still be
+  checked on the part it holds; such a partial match counts only where no
+  full one exists. Cursors written before kept sha256 of the joined hashes,
+  which still matches in full;
 - ``position``: the index it had. In an append-only history the match at that
   index is the one; when the chat server summarised the history, indexes
   shift and the window decides.
@@ -50,19 +55,28 @@ class Located:
 
 
 def window_hash(hashes: Sequence[str], end: int) -> str:
-    """Hash of the content hashes of messages ``end-WINDOW+1 .. end`` (inclusive)."""
-    window = hashes[max(0, end - WINDOW + 1) : end + 1]
-    return hashlib.sha256("|".join(window).encode()).hexdigest()
+    """The content hashes of messages ``end-WINDOW+1 .. end`` (inclusive), joined."""
+    return "|".join(hashes[max(0, end - WINDOW + 1) : end + 1])
+
+
+def _window_matches(hashes: Sequence[str], end: int, stored: str, *, partial: bool) -> bool:
+    here = hashes[max(0, end - WINDOW + 1) : end + 1]
+    joined = "|".join(here)
+    if joined == stored or hashlib.sha256(joined.encode()).hexdigest() == stored:
+        return True
+    # The list starts inside the stored window: check the part it holds.
+    return partial and end + 1 < WINDOW and stored.endswith("|" + joined)
 
 
 def locate(hashes: Sequence[str], cursor: CursorState | None) -> Located:
     if cursor is None:
         return Located(CursorCase.NONE, 0)
-    matches = [
-        i
-        for i, h in enumerate(hashes)
-        if h == cursor.last_hash and window_hash(hashes, i) == cursor.window_hash
-    ]
+    matches: list[int] = []
+    for partial in (False, True):
+        matches = [i for i, h in enumerate(hashes) if h == cursor.last_hash
+                   and _window_matches(hashes, i, cursor.window_hash, partial=partial)]
+        if matches:
+            break
     if not matches:
         return Located(CursorCase.NOT_FOUND, 0)
     at = cursor.position if cursor.position in matches else matches[0]
