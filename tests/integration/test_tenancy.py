@@ -11,16 +11,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from redis.asyncio import Redis
+from structlog.testing import capture_logs
 
 from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
 from worker import privacy, queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.contract import Limits
 from worker.payload import Handover, Message, encode_handover
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
 from worker.session_ref import SessionRef
+from worker.telemetry import setup_telemetry
 from worker.wire import ConsolidationAnswer, ConsolidationRequest
 
 USER_TABLES = ("memory_fact", "memory_run", "session_cursor", "user_memory_state")
@@ -146,3 +150,55 @@ async def test_a_hand_over_of_an_older_client_is_adopted_and_remembered(
     await drain(settings)
     assert await active_texts(db, "alice") == ["Uses Rust"]
     assert await redis.exists(queue.HANDOVER_PREFIX + "s1", queue.META_PREFIX + "s1") == 0
+
+
+async def test_no_personal_data_in_logs_spans_or_metrics_on_these_paths(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    user, session, secret = "alice-7f3q", "sess-9x2", "I am treated for tinnitus."
+    small = settings.model_copy(update={"max_messages": 2})
+    exporter = InMemorySpanExporter()
+    telemetry = setup_telemetry(small, span_exporter=exporter)
+    limits = Limits.from_settings(small)
+    said = [user_msg("I use Rust."), user_msg(secret), user_msg("I live in Oslo.")]
+    base = build_providers(small)
+    with capture_logs() as logs:
+        # A windowed hand-over, a run with memory off, one switched off mid-run,
+        # and an erase mid-run.
+        await schedule_memory_persistence(redis, session, user, said, limits=limits,
+                                          queue_name=small.queue_name)
+        async with job_deps(small, redis, base) as deps:
+            deps = replace(deps, telemetry=telemetry)
+            await privacy.set_memory(redis, deps.store, user, enabled=False)
+            assert (await run_job(deps, session, "j1", user))["outcome"] == "opted_out"
+            await privacy.set_memory(redis, deps.store, user, enabled=True)
+            said.append(user_msg("I use Zig."))
+            await schedule_memory_persistence(redis, session, user, said, limits=limits,
+                                              queue_name=small.queue_name)
+
+            async def switch_off() -> None:
+                await privacy.set_memory(redis, deps.store, user, enabled=False)
+
+            off = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
+                                                                     switch_off))
+            result = await run_job(replace(deps, providers=off), session, "j2", user)
+            assert result["outcome"] == "opted_out"
+            await privacy.set_memory(redis, deps.store, user, enabled=True)
+            said.append(user_msg("I use Go."))
+            await schedule_memory_persistence(redis, session, user, said, limits=limits,
+                                              queue_name=small.queue_name)
+
+            async def erase() -> None:
+                await privacy.erase_user(redis, deps.store, user)
+
+            erasing = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
+                                                                         erase))
+            result = await run_job(replace(deps, providers=erasing), session, "j3", user)
+            assert result["outcome"] == "erased"
+    everything = ("\n".join(span.to_json() for span in exporter.get_finished_spans())
+                  + json.dumps(logs, default=str) + telemetry.render_metrics().decode())
+    assert exporter.get_finished_spans(), "the runs were traced"
+    for private in (user, session, "tinnitus", "Rust", "Oslo", "Zig"):
+        assert private not in everything, private
+    erasures = await db.fetch("SELECT removed::text AS removed FROM memory_erasure")
+    assert erasures and all(user not in r["removed"] for r in erasures)
