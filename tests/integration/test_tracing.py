@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from tests.helpers import drain, user_msg, worker_env
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.session_ref import SessionRef
 from worker.telemetry import setup_telemetry
 from worker.telemetry_ids import hashed_id
 
@@ -88,7 +89,9 @@ async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     assert by_name["memfleet.persist"].attributes["memfleet.decisions.add"] == 2
     assert by_name["memfleet.cursor"].attributes["memfleet.slice.length"] == 2
     key = b"test-id-key"
-    assert job.attributes["memfleet.session"] == hashed_id("s1", key), "ids appear only hashed"
+    # A session is its pair: its stand-in hashes the pair's key.
+    session = SessionRef("u1", "s1").key
+    assert job.attributes["memfleet.session"] == hashed_id(session, key), "ids appear only hashed"
     assert job.attributes["memfleet.user"] == hashed_id("u1", key)
     # The same key on both sides: the hand-over's span and the job's name one session alike.
     assert producer.attributes["memfleet.session"] == job.attributes["memfleet.session"]
