@@ -69,7 +69,8 @@ async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis
     assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "no deadline passed yet"
     await asyncio.sleep(0.5)
     assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [dead.session]
-    assert await redis.zrange(claimed_key(queue.DEFAULT_QUEUE), 0, -1) == [alive.session.key.encode()]
+    claimed = await redis.zrange(claimed_key(queue.DEFAULT_QUEUE), 0, -1)
+    assert claimed == [alive.session.key.encode()]
     assert await redis.get(queue.queued_key(dead.session)) is not None, "a job waits for it"
     assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "queued once"
     await alive.release()

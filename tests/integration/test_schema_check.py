@@ -95,7 +95,8 @@ async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_on
                                int(path.name[:4]), path.stem[5:], checksum(text))
     finally:
         await conn.close()
-    with pytest.raises(ConfigurationError, match="lacks 0005_cursor_handover_seq, 0006_user_scoped_sessions, routines/"):
+    behind = "lacks 0005_cursor_handover_seq, 0006_user_scoped_sessions, routines/"
+    with pytest.raises(ConfigurationError, match=behind):
         await _check(empty_database_url)
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
         *MIGRATIONS, *(f"routines/{name}" for name in ROUTINES)]
@@ -152,3 +153,36 @@ async def test_a_missing_schema_is_an_error(empty_database_url: str, tmp_path: P
         await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=tmp_path / "gone")
     with pytest.raises(ConfigurationError, match=r"baseline\.sql is missing"):
         await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=tmp_path)
+
+
+async def test_cursors_survive_the_move_to_user_scoped_sessions(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    # A database at 0005: session_cursor keyed by session id alone.
+    before = _copy_schema(tmp_path)
+    (before / "0006_user_scoped_sessions.sql").unlink()
+    for routine in (before / "routines").glob("*.sql"):
+        routine.unlink()  # the routines of 0006 need its tables; they come with it
+    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO session_cursor (session_id, user_id, version, last_hash, window_hash,"
+            " position, processed_count, summary, handover_seq) VALUES"
+            " ('1', 'alice', 3, 'h', 'w', 4, 5, 'alice likes jazz', 7),"
+            " ('2', 'bob', 1, 'h2', 'w2', 0, 1, NULL, 0)")
+        await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM)
+        rows = await conn.fetch("SELECT session_id, user_id, version, position, processed_count,"
+                                " summary, handover_seq FROM session_cursor ORDER BY user_id")
+        assert [tuple(r) for r in rows] == [("1", "alice", 3, 4, 5, "alice likes jazz", 7),
+                                            ("2", "bob", 1, 0, 1, None, 0)]
+        # Now bob may have a session "1" of his own.
+        await conn.execute(
+            "INSERT INTO session_cursor (session_id, user_id, version, last_hash, window_hash,"
+            " position) VALUES ('1', 'bob', 1, 'h', 'w', 0)")
+        key = await conn.fetchval(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = 'session_cursor'::regclass AND contype = 'p'")
+        assert key == "PRIMARY KEY (user_id, session_id)"
+    finally:
+        await conn.close()
