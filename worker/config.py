@@ -41,7 +41,9 @@ class Settings(BaseSettings):
     job_timeout_s: float = Field(default=300.0, gt=0)
     max_tries: int = Field(default=8, ge=1)
     max_jobs: int = Field(default=10, ge=1)
-    keep_result_s: int = Field(default=3600, ge=0)
+    # ARQ keeps a finished job's result with its arguments (the user and session
+    # ids): not kept by default, so that an erase leaves no id behind in Redis.
+    keep_result_s: int = Field(default=0, ge=0)
     # A dead worker's session waits at most about lock_ttl_s + recovery_interval_s.
     # A running job extends its lock every third of the TTL, so the TTL need not
     # cover a job, only a few missed extensions.

@@ -126,6 +126,9 @@ async def test_forgetting_erases_and_keeps_memory_off(
                                            forget=True)
         assert removed is not None and removed["memory_fact"] == 1
         assert await deps.store.consent("alice") is False, "forgetting keeps the opt-out"
+    assert not [key for key in await redis.keys("*") if b"alice" in key
+                or (await redis.type(key) == b"string" and b"alice" in await redis.get(key))], \
+        "no key of Redis names alice or holds her id after forgetting"
     await schedule_memory_persistence(redis, "1", "alice", [user_msg("I use Rust.")],
                                       queue_name=settings.queue_name)
     await drain(settings)
