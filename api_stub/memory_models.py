@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api_stub.fields import CleanText
 from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE, Category, SourceKind
@@ -98,6 +98,12 @@ class ConsentBody(BaseModel):
     enabled: bool
     forget: bool = Field(default=False, description="With enabled false: also erase "
                                                     "everything held about the user.")
+
+    @model_validator(mode="after")
+    def _forget_turns_off(self) -> ConsentBody:
+        if self.forget and self.enabled:
+            raise ValueError("forget goes with enabled: false")
+        return self
 
 
 class ConsentChanged(Consent):

@@ -186,16 +186,13 @@ async def consent_route(request: Request, user_id: AuthedUser) -> Consent:
 @router.put(
     "/consent",
     response_model=ConsentChanged,
-    responses={**AUTH_RESPONSES, **error_responses(503)},
+    responses={**AUTH_RESPONSES, **error_responses(400, 503)},
     summary="Turn memory on or off; off with forget also erases everything held",
 )
 async def set_consent_route(
     request: Request, user_id: AuthedUser, body: ConsentBody
 ) -> ConsentChanged:
     deps = _deps(request)
-    if body.forget and body.enabled:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
-                            "forget goes with enabled: false")
     sessions = await deps.chat.erase_user(user_id) if body.forget else None
     deleted = await privacy.set_memory(deps.redis, deps.memory, user_id,
                                        enabled=body.enabled, forget=body.forget)
