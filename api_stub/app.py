@@ -60,7 +60,8 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.deps = ApiDeps(
                 settings=settings, pool=pool, redis=redis, memory=PostgresStore(pool),
                 providers=providers, limits=Limits.from_settings(settings),
-                chat=ChatLog(redis),
+                chat=ChatLog(redis, max_messages=settings.max_messages,
+                             ttl_s=settings.chat_ttl_s),
             )
             yield
         finally:

@@ -2,6 +2,8 @@
 
 1. store the user's message in the session's list,
 2. read memory into the prompt (the read path) and answer (canned here),
+   in the session ``session_id`` of the token's user (each user numbers their
+   own sessions),
 3. hand the whole list over with ``schedule_memory_persistence``, after the
    answer exists and without waiting for any memory work,
 4. return the answer. A Redis outage or a refused hand-over never fails the turn.
@@ -45,13 +47,13 @@ SessionId = Annotated[
     response_model=ChatReply,
     responses={
         **AUTH_RESPONSES,
-        **error_responses(400, 404, 503),
+        **error_responses(400, 503),
         200: {"headers": {HANDOVER_HEADER: {
             "description": "Milliseconds the memory hand-over added to this turn.",
             "schema": {"type": "string"},
         }}},
     },
-    summary="One chat turn of the token's user (stores, answers, hands over)",
+    summary="One chat turn in a session of the token's user (stores, answers, hands over)",
 )
 async def chat_turn(
     request: Request,
@@ -75,9 +77,6 @@ async def chat_turn(
     except RedisError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             detail="the conversation store is unavailable") from exc
-    if messages is None:
-        # Another user's session: the same answer as a session that does not exist.
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")
 
     id_key = deps.settings.telemetry_id_key  # the workers' key: the spans' stand-ins match
     started = time.perf_counter()

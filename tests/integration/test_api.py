@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.app import OPENAPI_PATH, create_app, openapi_json
-from api_stub.chat_log import SESSION_PREFIX
+from api_stub.chat_log import session_key
 from api_stub.chat_routes import HANDOVER_HEADER
 from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
@@ -73,7 +73,7 @@ async def test_chat_hands_over_and_the_worker_fills_the_memory_api(
     assert await active(api, "ada") == {}
     second = await chat(api, "ada", "s1", "For work I use Postgres.")
     assert second.json()["answer"]
-    stored = [json.loads(m) for m in await redis.lrange(SESSION_PREFIX + "s1", 0, -1)]
+    stored = [json.loads(m) for m in await redis.lrange(session_key("ada", "s1"), 0, -1)]
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
 
     await drain(settings)
@@ -182,8 +182,8 @@ async def test_erase_deletes_everything_of_one_user_only(
     assert len(erasures) == 1 and "ada" not in erasures[0][0], "recorded without the user"
     assert await counts("ada") == dict.fromkeys(before, 0)
     assert await counts("bob") == bob_before
-    assert await redis.exists(SESSION_PREFIX + "ada-s1") == 0
-    assert await redis.exists(SESSION_PREFIX + "bob-s1") == 1
+    assert await redis.exists(session_key("ada", "ada-s1")) == 0
+    assert await redis.exists(session_key("bob", "bob-s1")) == 1
     ada, bob = SessionRef("ada", "ada-s1"), SessionRef("bob", "bob-s1")
     for key in (queue.handover_key, queue.meta_key, queue.backlog_key):
         assert await redis.exists(key(ada)) == 0, "the hand-over's lists are erased"
@@ -213,7 +213,7 @@ async def test_a_token_never_reads_or_changes_another_users_facts(
     ada_fact = (await add(api, "ada", "Lives in Berlin"))["id"]
     await chat(api, "ada", "ada-s1", "I use Postgres.")
     snapshot = await db.fetch("SELECT * FROM memory_fact ORDER BY id")
-    session = await redis.lrange(SESSION_PREFIX + "ada-s1", 0, -1)
+    session = await redis.lrange(session_key("ada", "ada-s1"), 0, -1)
 
     expired = token("ada", ttl_s=-60)
     forged = token("ada", secret="another-secret-of-sufficient-length!!")  # noqa: S106
@@ -243,14 +243,16 @@ async def test_a_token_never_reads_or_changes_another_users_facts(
                 str(ada_fact), "999999"), json=body, headers=bearer("bob"))
             assert mine.status_code == none.status_code == 404
             assert mine.json() == none.json()
-    # Bob cannot write into Ada's chat session either.
+    # Bob naming Ada's session id talks in a session of his own: hers is untouched,
+    # and nothing tells him whether she uses that id.
     resp = await chat(api, "bob", "ada-s1", "I live in Oslo.")
-    assert resp.status_code == 404
+    assert resp.status_code == 200
+    assert len(await redis.lrange(session_key("bob", "ada-s1"), 0, -1)) == 2
     chat_unauth = await api.post("/chat/ada-s1", json={"content": "hi"})
     assert chat_unauth.status_code == 401
 
     assert await db.fetch("SELECT * FROM memory_fact ORDER BY id") == snapshot
-    assert await redis.lrange(SESSION_PREFIX + "ada-s1", 0, -1) == session
+    assert await redis.lrange(session_key("ada", "ada-s1"), 0, -1) == session
     assert await active(api, "ada") == {"general": ["Lives in Berlin"]}
 
 

@@ -1,0 +1,73 @@
+"""The chat stand-in keeps each user's sessions apart, bounded and expiring."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import asyncpg
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from api_stub.chat_log import ChatLog, session_key
+from tests.api_server import api_settings, bearer, running_api
+from tests.helpers import active_texts, drain
+from worker.config import Settings
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with (
+        running_api(api_settings(settings)) as base_url,
+        httpx.AsyncClient(base_url=base_url, timeout=30) as client,
+    ):
+        yield client
+
+
+async def chat(api: httpx.AsyncClient, user: str, session: str, text: str) -> httpx.Response:
+    return await api.post(f"/chat/{session}", json={"content": text}, headers=bearer(user))
+
+
+async def test_two_users_with_the_same_session_id_keep_separate_conversations(
+    api: httpx.AsyncClient, settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    assert (await chat(api, "ada", "1", "I live in Berlin.")).status_code == 200
+    assert (await chat(api, "bob", "1", "I live in Oslo.")).status_code == 200
+    ada = [json.loads(m) for m in await redis.lrange(session_key("ada", "1"), 0, -1)]
+    bob = [json.loads(m) for m in await redis.lrange(session_key("bob", "1"), 0, -1)]
+    assert ada[0]["content"] == "I live in Berlin." and bob[0]["content"] == "I live in Oslo."
+    await drain(settings)
+    assert await active_texts(db, "ada") == ["Lives in Berlin"]
+    assert await active_texts(db, "bob") == ["Lives in Oslo"]
+
+
+async def test_a_session_id_in_use_by_another_user_cannot_be_told_apart(
+    api: httpx.AsyncClient
+) -> None:
+    await chat(api, "ada", "private-7", "hello")
+    taken = await chat(api, "bob", "private-7", "hello")
+    fresh = await chat(api, "bob", "never-used", "hello")
+    assert taken.status_code == fresh.status_code == 200
+    assert taken.json() | {"session_id": ""} == fresh.json() | {"session_id": ""}
+
+
+async def test_the_list_is_bounded_and_expires(redis: Redis) -> None:
+    log = ChatLog(redis, max_messages=4, ttl_s=60)
+    for n in range(5):
+        messages = await log.append_turn("ada", "1", f"turn {n}", "ok")
+    assert [m["content"] for m in messages] == ["turn 3", "ok", "turn 4", "ok"]
+    assert 0 < await redis.pttl(session_key("ada", "1")) <= 60_000
+    assert 0 < await redis.pttl(b"chat:sessions:{ada}") <= 60_000
+
+
+async def test_erasing_a_user_takes_all_their_sessions_and_no_one_elses(redis: Redis) -> None:
+    log = ChatLog(redis, max_messages=10, ttl_s=60)
+    for user in ("a}:b", "a"):  # users whose escaped names could run together
+        for session in ("1", "b}:1"):
+            await log.append_turn(user, session, "hi", "ok")
+    assert await log.erase_user("a") == 2
+    assert await log.erase_user("a") == 0, "erasing twice is harmless"
+    left = sorted(k.decode() for k in await redis.keys("chat:*"))
+    assert left == sorted([session_key("a}:b", "1"), session_key("a}:b", "b}:1"),
+                           "chat:sessions:{a%7D:b}"])
