@@ -109,3 +109,64 @@ class ConsentBody(BaseModel):
 class ConsentChanged(Consent):
     deleted: dict[str, int] | None = Field(
         default=None, description="With forget: what went, as DELETE /users/{user_id} says.")
+
+
+class ExportConsent(BaseModel):
+    enabled: bool
+    chosen: bool
+    updated_at: datetime | None
+
+
+class ExportFact(BaseModel):
+    id: int
+    text: str
+    category: str
+    importance: int
+    observed_at: datetime
+    source_session_id: str | None
+    source_kind: str
+    superseded_at: datetime | None
+    superseded_by: int | None
+    run_id: int | None
+    embedding_model: str
+    created_at: datetime
+
+
+class ExportSession(BaseModel):
+    session_id: str
+    processed_count: int
+    user_turns_since_summary: int
+    summary: str | None
+    summary_updated_at: datetime | None
+    updated_at: datetime
+
+
+class ExportRun(BaseModel):
+    id: int
+    session_id: str | None
+    outcome: str
+    error: str | None
+    slice_first_hash: str | None
+    slice_last_hash: str | None
+    slice_len: int
+    candidates: int
+    added: int
+    updated: int
+    deleted: int
+    unchanged: int
+    rejected: int
+    input_tokens: int
+    output_tokens: int
+    started_at: datetime
+    finished_at: datetime
+
+
+class Export(BaseModel):
+    """Everything memfleet holds about the user (worker/export.py), streamed."""
+
+    user_id: str
+    exported_at: datetime
+    consent: ExportConsent
+    facts: list[ExportFact] = Field(description="Every row, active and superseded.")
+    sessions: list[ExportSession]
+    runs: list[ExportRun] = Field(description="The runs that read the user's sessions.")

@@ -7,9 +7,11 @@ below is scoped by that user id, so another user's fact id is a plain 404.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
+from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 
 from api_stub.auth import AuthedUser
@@ -26,6 +28,7 @@ from api_stub.memory_models import (
     ConsentBody,
     ConsentChanged,
     Erased,
+    Export,
     Fact,
     KnownFacts,
     NewFactBody,
@@ -34,6 +37,7 @@ from api_stub.memory_models import (
 )
 from worker import privacy
 from worker.contract import CATEGORY_ORDER
+from worker.export import export_user
 from worker.read import format_block, known_facts, search_facts
 from worker.store.types import NewFact
 
@@ -199,3 +203,26 @@ async def set_consent_route(
     if deleted is not None and sessions is not None:
         deleted = {**deleted, "chat_sessions": sessions}
     return ConsentChanged(enabled=body.enabled, chosen=True, deleted=deleted)
+
+
+@router.get(
+    "/export",
+    response_model=None,
+    response_class=StreamingResponse,
+    responses={200: {"model": Export, "description": "Everything held about the user, "
+                     "streamed as one JSON object."},
+               **AUTH_RESPONSES, **error_responses(503)},
+    summary="Everything memfleet holds about the user (right of access)",
+)
+async def export_route(request: Request, user_id: AuthedUser) -> StreamingResponse:
+    deps = _deps(request)
+    chunks = export_user(deps.pool, user_id, memory_default=deps.settings.memory_default)
+    # The first chunk is read here, so an unreachable database is a 503, not a cut stream.
+    first = await anext(chunks)
+
+    async def body() -> AsyncIterator[str]:
+        yield first
+        async for chunk in chunks:
+            yield chunk
+
+    return StreamingResponse(body(), media_type="application/json")

@@ -198,6 +198,26 @@ def _cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.export import export_user
+    from worker.store.pool import create_pool
+
+    settings = resolve(settings)
+
+    async def go() -> None:
+        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+        try:
+            async for chunk in export_user(pool, args.user,
+                                           memory_default=settings.memory_default):
+                sys.stdout.write(chunk)
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
+    sys.stdout.write("\n")
+    return 0
+
+
 def _cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from worker.demo import run_demo
 
@@ -232,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--user", help="the session's user")
     which.add_argument("--failed", action="store_true",
                        help="every session whose latest run failed")
+    export = sub.add_parser("export", help="everything held about a user, as JSON (right "
+                                           "of access)")
+    export.add_argument("--user", required=True)
     consent = sub.add_parser("consent", help="a user's memory: show, enable, disable, "
                                              "forget (disable and erase), erase")
     consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"])
@@ -243,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMANDS = {
     "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
     "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
-    "consent": _cmd_consent,
+    "consent": _cmd_consent, "export": _cmd_export,
     "demo": _cmd_demo,
 }
 

@@ -202,6 +202,7 @@ def _endpoints(user: str, fact: int) -> list[tuple[str, str, dict[str, Any] | No
         ("GET", f"/users/{user}/search?q=Berlin", None),
         ("GET", f"/users/{user}/known-facts", None),
         ("GET", f"/users/{user}/consent", None),
+        ("GET", f"/users/{user}/export", None),
         ("PUT", f"/users/{user}/consent", {"enabled": False, "forget": True}),
         ("DELETE", f"/users/{user}", None),
     ]

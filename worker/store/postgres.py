@@ -66,7 +66,8 @@ class _Missing(Exception):
 
 
 @asynccontextmanager
-async def _translated(what: str) -> AsyncIterator[None]:
+async def translated(what: str) -> AsyncIterator[None]:
+    """asyncpg and socket errors as StoreUnavailable (server away) or StoreError."""
     try:
         yield
     except _PG_ERRORS as exc:
@@ -103,7 +104,7 @@ class PostgresStore:
     # -- the pipeline (PipelineStore) --------------------------------------
 
     async def load_session(self, user_id: str, session_id: str) -> SessionRead:
-        async with _translated("loading the cursor"):
+        async with translated("loading the cursor"):
             row = dict(await self._pool.fetchrow(self._pipeline["load_session"], user_id,
                                                  session_id))
         enabled = row.pop("memory_enabled")
@@ -116,7 +117,7 @@ class PostgresStore:
         if not len(embeddings):
             return 0, result
         vectors = halfvec.encode_rows(embeddings)
-        async with _translated("the neighbour query"):
+        async with translated("the neighbour query"):
             rows = await self._pool.fetch(self._pipeline["neighbors"], user_id, vectors, k)
         version = 0
         for row in rows:
@@ -176,7 +177,7 @@ class PostgresStore:
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
-        async with _translated("recording the run"):
+        async with translated("recording the run"):
             run_id: int = await self._pool.fetchval(self._pipeline["insert_run"],
                                                     _flat_json(run))
         return run_id
@@ -185,22 +186,22 @@ class PostgresStore:
 
     async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:
         name = "all_facts" if include_superseded else "active_facts"
-        async with _translated("reading facts"):
+        async with translated("reading facts"):
             rows = await self._pool.fetch(self._facts[name], user_id)
         return [_fact(row) for row in rows]
 
     async def count_active(self, user_id: str) -> int:
-        async with _translated("counting facts"):
+        async with translated("counting facts"):
             count: int = await self._pool.fetchval(self._api["count_active"], user_id)
         return count
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
-        async with _translated("reading a fact"):
+        async with translated("reading a fact"):
             row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
         return None if row is None else _fact(row)
 
     async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
-        async with _translated("reading a chain"):
+        async with translated("reading a chain"):
             rows = await self._pool.fetch(self._api["chain"], user_id, fact_id)
         return [_fact(row) for row in rows]
 
@@ -208,7 +209,7 @@ class PostgresStore:
         self, user_id: str, embedding: Vector, words_query: str, k: int
     ) -> list[RankedFact]:
         """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
-        async with _translated("searching facts"):
+        async with translated("searching facts"):
             rows = await self._pool.fetch(
                 self._api["search"], user_id, HalfVector(embedding), words_query, k
             )
@@ -217,7 +218,7 @@ class PostgresStore:
     async def runs(
         self, user_id: str, *, session_id: str | None = None
     ) -> list[dict[str, Any]]:
-        async with _translated("reading runs"):
+        async with translated("reading runs"):
             if session_id is None:
                 rows = await self._pool.fetch(self._facts["runs_for_user"], user_id)
             else:
@@ -226,12 +227,12 @@ class PostgresStore:
         return [dict(row) for row in rows]
 
     async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
-        async with _translated("reading runs"):
+        async with translated("reading runs"):
             rows = await self._pool.fetch(self._facts["runs_by_outcome"], list(outcomes), limit)
         return [dict(row) for row in rows]
 
     async def failed_sessions(self) -> list[tuple[str, str]]:
-        async with _translated("reading runs"):
+        async with translated("reading runs"):
             rows = await self._pool.fetch(self._facts["failed_sessions"])
         return [(row["user_id"], row["session_id"]) for row in rows]
 
@@ -268,7 +269,7 @@ class PostgresStore:
         """Run ``write`` in a transaction that also wins the user-version compare-and-set."""
         for _ in range(CAS_ATTEMPTS):
             try:
-                async with _translated(what), self._pool.acquire() as conn, conn.transaction():
+                async with translated(what), self._pool.acquire() as conn, conn.transaction():
                     version = await conn.fetchval(self._api["user_version"], user_id)
                     bumped = await conn.fetchval(self._api["bump_user_version"], user_id, version)
                     if bumped is None:
@@ -285,7 +286,7 @@ class PostgresStore:
         either lands before it (and is deleted) or meets the fence after it."""
         user_id = erasure.user_id
         counts: dict[str, int] = {}
-        async with _translated("erasing a user"), self._pool.acquire() as conn, conn.transaction():
+        async with translated("erasing a user"), self._pool.acquire() as conn, conn.transaction():
             await conn.execute(self._api["lock_user"], user_id)
             await conn.execute(self._api["fence_user"], user_id, erasure.erased_seq,
                                FENCE_LIFETIME_S)
@@ -302,12 +303,12 @@ class PostgresStore:
         return counts
 
     async def set_consent(self, user_id: str, enabled: bool) -> None:
-        async with _translated("setting consent"), self._pool.acquire() as conn, \
+        async with translated("setting consent"), self._pool.acquire() as conn, \
                 conn.transaction():
             await conn.execute(self._api["lock_user"], user_id)
             await conn.execute(self._api["set_consent"], user_id, enabled)
 
     async def consent(self, user_id: str) -> bool | None:
-        async with _translated("reading consent"):
+        async with translated("reading consent"):
             enabled: bool | None = await self._pool.fetchval(self._api["consent"], user_id)
         return enabled

@@ -1,0 +1,34 @@
+-- The right of access (worker/export.py): everything memfleet holds about one
+-- user, read in one REPEATABLE READ snapshot. Every query is scoped to the user
+-- by its first parameter.
+
+-- name: consent
+SELECT enabled, updated_at FROM user_memory_consent WHERE user_id = $1;
+
+-- name: facts
+-- Every row, active and superseded: a fact's history is its chain of rows.
+-- Not the embedding: it says nothing a person can read.
+SELECT id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, run_id, embedding_model, created_at
+FROM memory_fact
+WHERE user_id = $1
+ORDER BY id;
+
+-- name: sessions
+SELECT session_id, processed_count, user_turns_since_summary, summary, summary_updated_at,
+       updated_at
+FROM session_cursor
+WHERE user_id = $1
+ORDER BY session_id;
+
+-- name: runs
+-- The user's audit rows, and rows without a user id of the user's sessions (runs
+-- that failed before reading one, recorded by older releases).
+SELECT id, session_id, outcome, error, slice_first_hash, slice_last_hash, slice_len,
+       candidates, added, updated, deleted, unchanged, rejected, input_tokens, output_tokens,
+       started_at, finished_at
+FROM memory_run
+WHERE user_id = $1
+   OR (user_id IS NULL
+       AND session_id IN (SELECT session_id FROM session_cursor WHERE user_id = $1))
+ORDER BY id;
