@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from api_stub import chat_routes, memory_routes
@@ -86,7 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document; it depends on no setting (docs/openapi.json is this)."""
-    placeholder = Settings(jwt_secret="x" * 32, database_url="postgresql://unused",
+    placeholder = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
                            redis_url="redis://unused")
     return create_app(placeholder).openapi()
 

@@ -34,7 +34,7 @@ class AuthConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AuthConfig:
-        secret = settings.jwt_secret
+        secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else None
         if not secret:
             raise ConfigurationError("the memory API needs MEMFLEET_JWT_SECRET (an HS256 key)")
         if len(secret.encode()) < MIN_SECRET_BYTES:

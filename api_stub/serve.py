@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
 
@@ -39,10 +40,14 @@ class NoDelayH11Protocol(H11Protocol):
 def app_from_env() -> FastAPI:
     """The app from MEMFLEET_* settings; uvicorn calls this once per worker process."""
     from api_stub.app import create_app
-    from worker.cli import resolve
-    from worker.config import Settings
 
-    return create_app(resolve(Settings()))
+    return create_app(_settings())
+
+
+def _settings() -> Settings:
+    from worker.cli import resolve
+
+    return resolve(Settings())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,11 +72,20 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         import uvicorn
 
-        app_from_env()  # settings are checked (and embedded servers started) once, up front
+        # Settings, servers (embedded ones started) and the schema, once, up front.
+        from api_stub.app import create_app
+        from worker.preflight import check_servers
+
+        settings = _settings()
+        create_app(settings)
+        asyncio.run(check_servers(settings))
         uvicorn.run("api_stub.serve:app_from_env", factory=True, host=args.host,
                     port=args.port, log_level=args.log_level, workers=args.workers,
                     http=NoDelayH11Protocol)
-    except (MemfleetError, ValidationError) as exc:
+    except ValidationError as exc:
+        print(f"api_stub: {settings_error(exc)}", file=sys.stderr)
+        return 2
+    except MemfleetError as exc:
         print(f"api_stub: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 
 import uvicorn
+from pydantic import SecretStr
 
 from api_stub.app import create_app
 from api_stub.auth import AuthConfig, issue_token
@@ -24,7 +25,7 @@ START_TIMEOUT_S = 20.0
 
 
 def api_settings(settings: Settings) -> Settings:
-    return settings.model_copy(update={"jwt_secret": SECRET})
+    return settings.model_copy(update={"jwt_secret": SecretStr(SECRET)})
 
 
 def token(user_id: str, *, ttl_s: float = 600, secret: str = SECRET) -> str:

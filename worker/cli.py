@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
-from worker.config import Settings
+from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
 
@@ -28,7 +28,10 @@ def resolve(settings: Settings) -> Settings:
     from worker.embedded import ensure_embedded
 
     settings.home_dir.mkdir(parents=True, exist_ok=True)
-    database_url, redis_url = ensure_embedded(settings.home_dir.resolve())
+    # Each embedded server only where its own URL is unset.
+    database_url, redis_url = ensure_embedded(settings.home_dir.resolve(),
+                                              postgres=not settings.database_url,
+                                              redis=not settings.redis_url)
     return settings.model_copy(update={
         "database_url": settings.database_url or database_url,
         "redis_url": settings.redis_url or redis_url,
@@ -61,10 +64,12 @@ def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from worker.app import build_worker, new_event_loop
+    from worker.preflight import check_servers
     from worker.telemetry import configure_logging, setup_telemetry
 
     configure_logging(args.log_level)
     settings = resolve(settings)
+    asyncio.run(check_servers(settings))
     telemetry = setup_telemetry(settings)
     # ARQ's Worker runs on the current loop: make it ours before building it.
     loop = new_event_loop()
@@ -277,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings()
         return _COMMANDS[args.command](settings, args)
     except ValidationError as exc:
-        print(f"memfleet: invalid settings: {exc}", file=sys.stderr)
+        print(f"memfleet: {settings_error(exc)}", file=sys.stderr)
     except MemfleetError as exc:
         print(f"memfleet: {exc}", file=sys.stderr)
     return 2

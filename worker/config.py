@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_MESSAGES
@@ -26,13 +26,13 @@ class Settings(BaseSettings):
     # Providers.
     llm_provider: Literal["openai", "rules"] = "rules"
     llm_base_url: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: SecretStr | None = None
     extract_model: str = "gpt-4o-mini"
     consolidate_model: str = "gpt-4o-mini"
     summary_model: str | None = None
     embed_provider: Literal["openai", "hashing"] = "hashing"
     embed_base_url: str | None = None
-    embed_api_key: str | None = None
+    embed_api_key: SecretStr | None = None
     embed_model: str = "text-embedding-3-small"
     embed_dim: int = Field(default=1536, ge=8, le=16000)
 
@@ -107,7 +107,7 @@ class Settings(BaseSettings):
 
     # The memory API (api_stub) and the read path.
     # HS256 key the chat server signs users' tokens with; the API refuses to start without it.
-    jwt_secret: str | None = None
+    jwt_secret: SecretStr | None = None
     jwt_audience: str | None = None  # set: tokens must carry this `aud`
     read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
 
@@ -137,3 +137,19 @@ class Settings(BaseSettings):
                 "the openai provider needs an endpoint or a key: set " + " and ".join(missing)
             )
         return self
+
+
+def secret(value: SecretStr | None) -> str | None:
+    """A secret setting's value, for the one call that needs it."""
+    return None if value is None else value.get_secret_value()
+
+
+def settings_error(exc: ValidationError) -> str:
+    """One line that names each bad variable and what is wrong, never a value: a
+    pydantic dump quotes the input, which holds every MEMFLEET_* secret."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"MEMFLEET_{field.upper()}: {message}" if field else message)
+    return "invalid settings: " + "; ".join(problems)

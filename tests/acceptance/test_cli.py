@@ -161,3 +161,18 @@ async def test_dead_letters_are_listed_and_their_sessions_driven_again(
     assert gone.returncode == 1 and "no hand-over in Redis" in gone.stdout
     alone = memfleet(env, "retry", "--session", "s1")
     assert alone.returncode == 2 and "needs --user" in alone.stderr
+
+
+def test_an_embedded_server_starts_only_where_its_own_url_is_unset(
+    settings: Settings, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in worker_env(settings).items() if k != "MEMFLEET_REDIS_URL"}
+    env["MEMFLEET_HOME_DIR"] = str(tmp_path / "home")
+    try:
+        up = memfleet(env, "up")
+        assert up.returncode == 0, up.stderr
+        assert f"MEMFLEET_DATABASE_URL={settings.database_url}" in up.stdout
+        assert (tmp_path / "home" / "redis").is_dir(), "Redis was unset: embedded"
+        assert not (tmp_path / "home" / "postgres").exists(), "PostgreSQL was set: not started"
+    finally:
+        memfleet(env, "down")

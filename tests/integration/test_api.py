@@ -11,6 +11,7 @@ import asyncpg
 import httpx
 import jwt
 import pytest
+from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from api_stub.app import OPENAPI_PATH, create_app, openapi_json
@@ -297,4 +298,4 @@ def test_the_app_refuses_to_start_without_a_secret(settings: Settings) -> None:
     with pytest.raises(ConfigurationError, match="MEMFLEET_JWT_SECRET"):
         create_app(settings)
     with pytest.raises(ConfigurationError, match="at least 32 bytes"):
-        create_app(settings.model_copy(update={"jwt_secret": "short"}))
+        create_app(settings.model_copy(update={"jwt_secret": SecretStr("short")}))

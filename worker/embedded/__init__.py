@@ -41,17 +41,21 @@ __all__ = [
 ]
 
 
-def ensure_embedded(home: Path, *, durable: bool = True) -> tuple[str, str]:
-    """Start (or reuse) both servers under ``home``; return (database_url, redis_url).
+def ensure_embedded(
+    home: Path, *, durable: bool = True, postgres: bool = True, redis: bool = True
+) -> tuple[str | None, str | None]:
+    """Start (or reuse) the servers asked for under ``home``; return their URLs
+    (database_url, redis_url), None for one not asked for.
 
     Safe when several processes call it at once: they take turns on home/.lock,
     and whoever comes second finds the servers running and reuses them.
     """
     home.mkdir(parents=True, exist_ok=True)
     with file_lock(home / ".lock"):
-        postgres = EmbeddedPostgres(home / "postgres", durable=durable)
-        redis = EmbeddedRedis(home / "redis")
-        return postgres.start(), redis.start()
+        database_url = EmbeddedPostgres(home / "postgres", durable=durable).start() \
+            if postgres else None
+        redis_url = EmbeddedRedis(home / "redis").start() if redis else None
+        return database_url, redis_url
 
 
 def stop_embedded(home: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
 from worker.providers.hashing import HashingEmbedder
@@ -55,7 +55,8 @@ def _chat_options(
 ) -> ChatOptions:
     if not model.strip():
         raise ConfigurationError(f"the openai provider needs a model name for {what}")
-    base_url, api_key = endpoint(settings.llm_base_url, settings.llm_api_key, "MEMFLEET_LLM")
+    base_url, api_key = endpoint(settings.llm_base_url, secret(settings.llm_api_key),
+                                 "MEMFLEET_LLM")
     return ChatOptions(
         base_url=base_url,
         api_key=api_key,
@@ -72,7 +73,7 @@ def _embed_options(settings: Settings, on_failure: FailureHook | None = None) ->
     if not settings.embed_model.strip():
         raise ConfigurationError("the openai embeddings provider needs MEMFLEET_EMBED_MODEL")
     base_url, api_key = endpoint(
-        settings.embed_base_url, settings.embed_api_key, "MEMFLEET_EMBED"
+        settings.embed_base_url, secret(settings.embed_api_key), "MEMFLEET_EMBED"
     )
     return EmbedOptions(
         base_url=base_url,
