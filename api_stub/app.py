@@ -22,6 +22,7 @@ from api_stub.auth import AuthConfig
 from api_stub.chat_log import ChatLog
 from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
+from api_stub.guards import AccessLog, SizeLimits
 from worker.config import Settings
 from worker.contract import Limits
 from worker.errors import ConfigurationError
@@ -75,6 +76,10 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan)
     app.state.auth = auth
     install_handlers(app)
+    # Added last, run first: the access log sees every request, a 413 included.
+    app.add_middleware(SizeLimits, max_body_bytes=settings.api_max_body_bytes,
+                       max_query_bytes=settings.api_max_query_bytes)
+    app.add_middleware(AccessLog)
     app.include_router(chat_routes.router)
     app.include_router(memory_routes.router)
 

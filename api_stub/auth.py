@@ -16,8 +16,11 @@ from typing import Annotated
 import jwt
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator
 
+from api_stub.fields import MAX_ID_CHARS, valid_id
 from worker.config import Settings
+from worker.contract import id_fault
 from worker.errors import ConfigurationError
 
 ALGORITHM = "HS256"
@@ -31,6 +34,8 @@ _bearer = HTTPBearer(auto_error=False, description="HS256 JWT; `sub` is the user
 class AuthConfig:
     secret: str
     audience: str | None = None
+    # Tokens living longer (exp - iat) are refused: a leaked token must expire.
+    max_lifetime_s: float = 86_400
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AuthConfig:
@@ -41,7 +46,7 @@ class AuthConfig:
             raise ConfigurationError(
                 f"MEMFLEET_JWT_SECRET must be at least {MIN_SECRET_BYTES} bytes"
             )
-        return cls(secret, settings.jwt_audience)
+        return cls(secret, settings.jwt_audience, settings.jwt_max_lifetime_s)
 
 
 class InvalidToken(Exception):
@@ -67,13 +72,16 @@ def verify_token(config: AuthConfig, token: str) -> str:
             config.secret,
             algorithms=[ALGORITHM],  # never taken from the token: no "none", no key confusion
             audience=config.audience,
-            options={"require": ["exp", "sub"]},
+            options={"require": ["exp", "iat", "sub"]},
         )
     except jwt.PyJWTError as exc:
         raise InvalidToken(type(exc).__name__) from exc
+    if not isinstance(claims["iat"], int | float) or \
+            claims["exp"] - claims["iat"] > config.max_lifetime_s:
+        raise InvalidToken("lifetime over the maximum")
     subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject:
-        raise InvalidToken("empty subject")
+    if not isinstance(subject, str) or id_fault(subject, MAX_ID_CHARS) is not None:
+        raise InvalidToken("subject is no valid user id")
     return subject
 
 
@@ -101,7 +109,9 @@ async def token_subject(
 
 
 async def path_user(
-    user_id: Annotated[str, Path(description="The user; must be the token's subject.")],
+    user_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS,
+                                 description="The user; must be the token's subject."),
+                       AfterValidator(valid_id)],
     subject: Annotated[str, Depends(token_subject)],
 ) -> str:
     """The path's user, once the token proves the caller is that user; else 401 or 403."""

@@ -25,7 +25,7 @@ from api_stub.auth import TokenSubject
 from api_stub.chat_models import ChatBody, ChatReply, HandoverOutcome
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, error_responses
-from api_stub.fields import MAX_ID_CHARS, clean_text
+from api_stub.fields import MAX_ID_CHARS, valid_id
 from worker.client import schedule_memory_persistence
 from worker.errors import HandoverUnavailable, InvalidHandover, StoreError
 from worker.read import known_facts
@@ -38,7 +38,7 @@ CANNED_ANSWER = "Thanks, noted. (memfleet's chat stand-in answers every turn the
 router = APIRouter(tags=["chat"])
 
 SessionId = Annotated[
-    str, Path(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(clean_text)
+    str, Path(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(valid_id)
 ]
 
 

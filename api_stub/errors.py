@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from redis.exceptions import RedisError
@@ -71,7 +73,29 @@ async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
     return _unavailable("Redis")
 
 
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def _loc_part(part: Any) -> Any:
+    # A location names fields; anything else there (an unknown key the client
+    # sent) is the client's data and is not echoed.
+    return part if isinstance(part, int) or _FIELD_NAME.match(str(part)) else "…"
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    """A 422 that says where and what, never the input: FastAPI's default echoes it
+    whole (a 10 MB body, a diagnosis in a query) and fails to encode a lone
+    surrogate or NaN, which turned bad input into a 500."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [{"type": error.get("type", "invalid"),
+               "loc": [_loc_part(part) for part in error.get("loc", ())],
+               "msg": str(error.get("msg", "invalid"))[:200]}
+              for error in exc.errors()[:20]]
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
 def install_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(StoreConflict, _store_conflict)
     app.add_exception_handler(ProviderError, _provider_error)

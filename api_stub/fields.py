@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, text_fault
+from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, id_fault, text_fault
 
 MAX_ID_CHARS = DEFAULT_MAX_ID_CHARS
 MAX_CONTENT_CHARS = DEFAULT_MAX_MESSAGE_CHARS  # a chat turn must fit in a hand-over
@@ -27,3 +27,14 @@ def clean_text(value: str) -> str:
 
 
 CleanText = Annotated[str, AfterValidator(clean_text)]
+
+
+def valid_id(value: str) -> str:
+    """A user or session id, by the hand-over's own rule (worker.contract.id_fault)."""
+    fault = id_fault(value, MAX_ID_CHARS)
+    if fault is not None:
+        raise ValueError(f"id {fault}")
+    return value
+
+
+Id = Annotated[str, AfterValidator(valid_id)]

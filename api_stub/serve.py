@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
 from pathlib import Path
@@ -37,10 +38,16 @@ class NoDelayH11Protocol(H11Protocol):
         super().connection_made(transport)
 
 
+# The --log-level for app_from_env, which uvicorn calls in each server process.
+LOG_LEVEL_ENV = "MEMFLEET_API_LOG_LEVEL"
+
+
 def app_from_env() -> FastAPI:
     """The app from MEMFLEET_* settings; uvicorn calls this once per worker process."""
     from api_stub.app import create_app
+    from worker.telemetry import configure_logging
 
+    configure_logging(os.environ.get(LOG_LEVEL_ENV, "INFO"))  # the access log's lines
     return create_app(_settings())
 
 
@@ -72,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         import uvicorn
 
+        os.environ[LOG_LEVEL_ENV] = args.log_level.upper()  # for each server process
+
         # Settings, servers (embedded ones started) and the schema, once, up front.
         from api_stub.app import create_app
         from worker.preflight import check_servers
@@ -81,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(check_servers(settings))
         uvicorn.run("api_stub.serve:app_from_env", factory=True, host=args.host,
                     port=args.port, log_level=args.log_level, workers=args.workers,
+                    # api_stub.guards.AccessLog logs requests without their ids or query.
+                    access_log=False,
                     http=NoDelayH11Protocol)
     except ValidationError as exc:
         print(f"api_stub: {settings_error(exc)}", file=sys.stderr)

@@ -27,7 +27,7 @@ from worker.stages import lock
 from worker.store.migrate import check_schema
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PostgresStore
-from worker.telemetry import Telemetry, setup_telemetry
+from worker.telemetry import Telemetry, hide_job_arguments, setup_telemetry
 
 log = structlog.get_logger("memfleet.app")
 
@@ -189,4 +189,5 @@ def build_worker(
     **overrides: Any,
 ) -> Worker:
     options = worker_options(settings, burst=burst, telemetry=telemetry, tune_gc=tune_gc)
+    hide_job_arguments()
     return Worker(**{**options, **overrides})

@@ -85,3 +85,22 @@ def text_fault(value: str) -> str | None:
     if _CONTROL.search(value):
         return "contains control characters"
     return None
+
+
+# Ids allow no control character at all, tab and newline included.
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def id_fault(value: object, max_chars: int) -> str | None:
+    """Why ``value`` cannot be a user or session id, or None when it can: the one
+    rule for the hand-over and the memory API alike. Never quotes the id."""
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty string"
+    if len(value) > max_chars:
+        return f"is longer than {max_chars} characters"
+    fault = text_fault(value)
+    if fault is not None:
+        return fault
+    if _ID_CONTROL.search(value):
+        return "contains control characters"
+    return None

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from worker.contract import Limits as Limits  # re-exported: callers size hand-overs with it
-from worker.contract import text_fault
+from worker.contract import id_fault, text_fault
 from worker.errors import InvalidHandover, InvalidJob
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -66,11 +66,10 @@ def _check_text(value: str, what: str) -> None:
 
 
 def check_id(value: object, what: str, limits: Limits) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidHandover(f"{what} must be a non-empty string")
-    if len(value) > limits.max_id_chars:
-        raise InvalidHandover(f"{what} is longer than {limits.max_id_chars} characters")
-    _check_text(value, what)
+    fault = id_fault(value, limits.max_id_chars)
+    if fault is not None:
+        raise InvalidHandover(f"{what} {fault}")
+    assert isinstance(value, str)  # id_fault refuses anything else
     return value
 
 

@@ -53,6 +53,25 @@ def add_trace_ids(
     return event
 
 
+class JobArgumentsHidden(logging.Filter):
+    """ARQ logs each job's start as ``→ <job>(user_id='alice', session_id='1')``: the
+    arguments are personal data, and go. The rest of the line stays."""
+
+    START = "%6.2fs → %s(%s)%s"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == self.START and isinstance(record.args, tuple) and len(record.args) == 4:
+            record.args = (*record.args[:2], "…", record.args[3])
+        return True
+
+
+def hide_job_arguments() -> None:
+    """Install JobArgumentsHidden on ARQ's worker logger, once per process."""
+    arq_log = logging.getLogger("arq.worker")
+    if not any(isinstance(f, JobArgumentsHidden) for f in arq_log.filters):
+        arq_log.addFilter(JobArgumentsHidden())
+
+
 def configure_logging(level: str = "INFO") -> None:
     """JSON logs on stderr; called once by the entry point."""
     logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")

@@ -5,12 +5,14 @@ its commit, on real Redis and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
@@ -205,3 +207,15 @@ async def test_no_personal_data_in_logs_spans_or_metrics_on_these_paths(
         assert private not in everything, private
     erasures = await db.fetch("SELECT removed::text AS removed FROM memory_erasure")
     assert erasures and all(user not in r["removed"] for r in erasures)
+
+
+async def test_arqs_job_lines_carry_no_user_or_session_id(
+    settings: Settings, redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    await schedule_memory_persistence(redis, "sess-9x2", "alice-7f3q", [user_msg("I use Go.")],
+                                      queue_name=settings.queue_name)
+    with caplog.at_level(logging.INFO, logger="arq.worker"):
+        await drain(settings)
+    lines = [r.getMessage() for r in caplog.records if r.name == "arq.worker"]
+    assert any("→" in line for line in lines), lines
+    assert not any("alice-7f3q" in line or "sess-9x2" in line for line in lines), lines
