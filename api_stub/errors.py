@@ -27,6 +27,7 @@ _DESCRIPTIONS = {
     403: "The token's subject is not the user in the path.",
     404: "No such fact (or session) for this user.",
     409: "The fact is no longer active.",
+    413: "The body or the query string is over its limit (nothing of it is echoed).",
     503: "PostgreSQL, Redis or the embeddings provider is unavailable; retry later.",
 }
 
@@ -35,8 +36,9 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
 
 
+# Every route behind a token; 413 too, which api_stub.guards answers before any route.
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **error_responses(403),
+    **error_responses(403, 413),
     401: {
         "model": ErrorBody,
         "description": _DESCRIPTIONS[401],
