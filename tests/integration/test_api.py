@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -17,7 +16,7 @@ from redis.asyncio import Redis
 from api_stub.app import OPENAPI_PATH, create_app, openapi_json
 from api_stub.chat_log import session_key
 from api_stub.chat_routes import HANDOVER_HEADER
-from tests.api_server import SECRET, api_settings, bearer, running_api, token
+from tests.api_server import SECRET, api_settings, bearer, token
 from tests.helpers import drain
 from worker import queue
 from worker.config import Settings
@@ -26,15 +25,6 @@ from worker.providers.hashing import HashingEmbedder
 from worker.read import known_facts_block
 from worker.session_ref import SessionRef
 from worker.store.pool import create_pool
-
-
-@pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        running_api(api_settings(settings)) as base_url,
-        httpx.AsyncClient(base_url=base_url, timeout=30) as client,
-    ):
-        yield client
 
 
 async def chat(api: httpx.AsyncClient, user: str, session: str, text: str) -> httpx.Response:

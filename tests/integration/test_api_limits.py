@@ -12,22 +12,12 @@ import jwt
 import pytest
 
 from api_stub.auth import AuthConfig, issue_token
-from tests.api_server import SECRET, api_settings, bearer, running_api
-from worker.config import Settings
+from tests.api_server import SECRET, bearer
 from worker.contract import id_fault
 from worker.errors import InvalidHandover
 from worker.payload import Limits, check_id
 
 PRIVATE = "my secret diagnosis"
-
-
-@pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        running_api(api_settings(settings)) as base_url,
-        httpx.AsyncClient(base_url=base_url, timeout=30) as client,
-    ):
-        yield client
 
 
 @pytest.mark.parametrize("body", [

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
-import pytest
 from redis.asyncio import Redis
 
 from api_stub.chat_log import ChatLog, session_key
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import bearer
 from tests.helpers import active_texts, drain
 from worker.config import Settings
-
-
-@pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        running_api(api_settings(settings)) as base_url,
-        httpx.AsyncClient(base_url=base_url, timeout=30) as client,
-    ):
-        yield client
 
 
 async def chat(api: httpx.AsyncClient, user: str, session: str, text: str) -> httpx.Response:

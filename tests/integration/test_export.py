@@ -4,16 +4,14 @@ else's, over the API and the CLI, streamed."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import httpx
-import pytest
 from redis.asyncio import Redis
 
 from tests.acceptance.test_cli import memfleet
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import bearer
 from tests.helpers import drain, job_deps, user_msg, worker_env
 from worker import privacy
 from worker.client import schedule_memory_persistence
@@ -21,15 +19,6 @@ from worker.config import Settings
 from worker.export import CHUNK_CHARS, export_user
 from worker.providers.factory import build_providers
 from worker.store.pool import create_pool
-
-
-@pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        running_api(api_settings(settings)) as base_url,
-        httpx.AsyncClient(base_url=base_url, timeout=30) as client,
-    ):
-        yield client
 
 
 async def remembered(settings: Settings, redis: Redis) -> None:

@@ -58,6 +58,19 @@ async def skip_slice(ctx: RunContext, latest: Handover, reason: str) -> RunResul
     return await skip_in_lists(ctx, [Snapshot(1, latest, latest=True)], reason)
 
 
+def watching_extractor(providers: Any, calls: list[str]) -> Any:
+    """An extractor that answers like ``providers``' and notes each call in ``calls``."""
+
+    class Watching:
+        provider_name, model = "memfleet.test", "test-double"
+
+        async def extract(self, request: Any) -> Any:
+            calls.append("extract")
+            return await providers.extractor.extract(request)
+
+    return Watching()
+
+
 def context(store: Any, settings: Settings = SETTINGS, **changes: Any) -> RunContext:
     ctx = RunContext(settings, store, build_providers(settings), StageClock(NoOpTracer()),
                      job_id="j1", job_try=1, started_at=NOW)
@@ -207,18 +220,12 @@ async def test_a_lost_lock_stops_the_run_before_any_model_call() -> None:
     store = InMemoryStore()
     calls: list[str] = []
     providers = build_providers(SETTINGS)
-
-    class Watching:
-        provider_name, model = "memfleet.test", "test-double"
-
-        async def extract(self, request: Any) -> Any:
-            calls.append("extract")
-            return await providers.extractor.extract(request)
+    watcher = watching_extractor(providers, calls)
 
     def lost() -> None:
         raise LockLost("gone")
 
-    ctx = context(store, providers=replace(providers, extractor=Watching()), check_lock=lost)
+    ctx = context(store, providers=replace(providers, extractor=watcher), check_lock=lost)
     with pytest.raises(LockLost):
         await run_once(ctx, handover(user("I use Zig.")))
     assert calls == [] and store.run_rows == [] and await cursor_of(store) is None
@@ -341,15 +348,9 @@ async def test_memory_off_passes_the_slice_over_without_a_model_call() -> None:
     await store.set_consent("u1", False)
     calls: list[str] = []
     providers = build_providers(SETTINGS)
+    watcher = watching_extractor(providers, calls)
 
-    class Watching:
-        provider_name, model = "memfleet.test", "test-double"
-
-        async def extract(self, request: Any) -> Any:
-            calls.append("extract")
-            return await providers.extractor.extract(request)
-
-    ctx = context(store, providers=replace(providers, extractor=Watching()))
+    ctx = context(store, providers=replace(providers, extractor=watcher))
     said = handover(user("My diagnosis is private."), bot("ok"))
     result = await run_once(ctx, said)
     assert (result.outcome, calls, await active(store)) == ("opted_out", [], [])

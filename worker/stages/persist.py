@@ -118,18 +118,7 @@ async def skip(ctx: RunContext, handover: Handover, position: Position, reason: 
     if position.piece.empty:
         return RunResult("empty", None, settlement=position.settlement())
     run = position.describe(audit_row(ctx, position, "skipped", error=reason))
-    with ctx.clock.stage("persist", **_DB) as span:
-        try:
-            run_id = await _commit(ctx, handover, position, run, _NO_WRITES, None)
-        except MemoryOptedOut:
-            return await opt_out(ctx, handover, position)
-        except UserErased:
-            return _erased(span)
-        except CursorFenced:
-            _refused(ctx, span, "cursor")
-            return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
-    return RunResult("skipped", run_id, position.piece.remaining,
-                     settlement=position.settlement())
+    return await _pass_over(ctx, handover, position, run)
 
 
 async def opt_out(ctx: RunContext, handover: Handover, position: Position) -> RunResult:
@@ -140,15 +129,24 @@ async def opt_out(ctx: RunContext, handover: Handover, position: Position) -> Ru
         return RunResult("empty", None, settlement=position.settlement())
     run = audit_row(ctx, position, "opted_out",
                     slice_len=position.piece.end - position.piece.start)
+    return await _pass_over(ctx, handover, position, run)
+
+
+async def _pass_over(
+    ctx: RunContext, handover: Handover, position: Position, run: RunRecord
+) -> RunResult:
+    """Commit the cursor past the slice with ``run`` as its audit row, and no fact."""
     with ctx.clock.stage("persist", **_DB) as span:
         try:
             run_id = await _commit(ctx, handover, position, run, _NO_WRITES, None)
+        except MemoryOptedOut:  # a skip, for a user who turned memory off meanwhile
+            return await opt_out(ctx, handover, position)
         except UserErased:
             return _erased(span)
         except CursorFenced:
             _refused(ctx, span, "cursor")
             return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
-    return RunResult("opted_out", run_id, position.piece.remaining,
+    return RunResult(run.outcome, run_id, position.piece.remaining,
                      settlement=position.settlement())
 
 
