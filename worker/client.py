@@ -12,6 +12,10 @@ InvalidHandover; a Redis outage raises
 HandoverUnavailable within ``timeout_s`` and never hangs the chat turn;
 HandoverBacklogFull (a HandoverUnavailable) says the session already holds too
 many older lists no worker has finished (worker.queue): hand it over later.
+
+The result's ``handover_id`` names the hand-over: ``wait_for_memory`` waits until
+a commit has covered it (read-your-writes), ``memory_status`` says where the
+session's memory stands.
 ``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
 spans that match the workers' (worker.telemetry_ids).
 """
@@ -91,3 +95,35 @@ async def schedule_memory_persistence(
         span.set_attribute("memfleet.coalesced", enqueued.job_id is None)
         span.set_attribute("memfleet.handover.kept_older", enqueued.kept_older)
         return enqueued
+
+
+async def memory_status(
+    redis: Any, session_id: str, user_id: str, *, timeout_s: float = 1.0
+) -> queue.HandoverState:
+    """Where the session's memory stands: its latest hand-over's number, the number
+    of the latest one a commit finished, and older lists still waiting."""
+    try:
+        return await asyncio.wait_for(
+            queue.handover_state(redis, SessionRef(user_id, session_id)), timeout_s)
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+
+
+async def wait_for_memory(
+    redis: Any, session_id: str, user_id: str, handover_id: int, *, timeout_s: float,
+    poll_s: float = 0.05,
+) -> bool:
+    """Wait until a commit has covered hand-over ``handover_id`` (the id
+    ``schedule_memory_persistence`` returned) or a later one of the session; False
+    when ``timeout_s`` passes first. For read-your-writes: the facts of that turn
+    are then in what the memory API and ``known_facts_block`` read."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    delay = poll_s
+    while True:
+        if (await memory_status(redis, session_id, user_id)).covers(handover_id):
+            return True
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(delay, left))
+        delay = min(delay * 2, 0.5)  # a slow job need not be polled 20 times a second

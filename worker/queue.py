@@ -107,6 +107,9 @@ def session_keys(session: SessionRef) -> tuple[str, ...]:
 class Enqueued:
     job_id: str | None  # None: a job already queued for the session will read this hand-over
     kept_older: bool = False  # the previous list went to the backlog (this one does not extend it)
+    # The hand-over's number (0: none stored); worker.client.memory_status and
+    # wait_for_memory tell when a commit has covered it.
+    handover_id: int = 0
 
 
 def _decode(value: Any) -> str | None:
@@ -143,8 +146,8 @@ async def enqueue(
         raise HandoverBacklogFull(
             f"the session holds {BACKLOG_LIMIT} older message lists no job has finished yet"
         )
-    job, kept = result
-    return Enqueued(_decode(job), bool(kept))
+    job, kept, seq = result
+    return Enqueued(_decode(job), bool(kept), int(seq))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,3 +212,25 @@ async def adopt_legacy(redis: Any, session_id: str, queue_name: str) -> int:
         moved += 1
     await redis.eval(_DROP_LEGACY, 4, *old, latest)
     return moved
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverState:
+    """Where a session's memory stands, from its hand-over meta (worker.stages.lock
+    marks the latest list finished when a commit covered its last message)."""
+
+    latest: int  # the number of the session's latest hand-over (0: none kept)
+    finished: int  # the number of the latest hand-over a commit finished (0: none)
+    older_lists: int  # older lists still waiting in the backlog
+
+    def covers(self, handover_id: int) -> bool:
+        """Every message of hand-over ``handover_id`` is in a committed slice."""
+        return self.finished >= handover_id and self.older_lists == 0
+
+
+async def handover_state(redis: Any, session: SessionRef) -> HandoverState:
+    pipe = redis.pipeline(transaction=False)
+    pipe.hmget(meta_key(session), "q", "d")
+    pipe.llen(backlog_key(session))
+    (latest, finished), older = await pipe.execute()
+    return HandoverState(int(latest or 0), int(finished or 0), int(older))

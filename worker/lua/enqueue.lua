@@ -25,7 +25,8 @@
 -- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session key
 -- ({user}:session), pending deadline ms, backlog limit, session id.
 -- Returns {the new job's id, or false when a waiting job will read the
--- payload; 1 when the previous list went to the backlog, else 0}.
+-- payload; 1 when the previous list went to the backlog, else 0; the
+-- hand-over's number ('0' without a payload)}.
 
 -- The inside of a payload's "messages" array. Quotes inside strings are
 -- escaped in JSON, so neither marker can come from an id or a message.
@@ -37,6 +38,7 @@ local function messages_of(payload)
 end
 
 local kept = 0
+local seq = '0'
 if ARGV[1] ~= '' then
   local meta = redis.call('HMGET', KEYS[5], 'q', 'd')
   local last = tonumber(meta[1] or '0')
@@ -56,7 +58,7 @@ if ARGV[1] ~= '' then
     end
   end
   local time = redis.call('TIME')
-  local seq = string.format('%.0f',
+  seq = string.format('%.0f',
     math.max(tonumber(time[1]) * 1000000 + tonumber(time[2]), last + 1))
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   -- The same list again (a retried hand-over) stays finished.
@@ -69,9 +71,9 @@ redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
 local queued = redis.call('GET', KEYS[2])
 if queued and redis.call('EXISTS', ARGV[7] .. queued) == 1
    and redis.call('EXISTS', ARGV[8] .. queued) == 0 then
-  return {false, kept}
+  return {false, kept, seq}
 end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[6])
 redis.call('SET', ARGV[7] .. ARGV[3], ARGV[4], 'PX', ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
-return {ARGV[3], kept}
+return {ARGV[3], kept, seq}
