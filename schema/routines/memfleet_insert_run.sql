@@ -3,9 +3,13 @@
 -- and inside memfleet_commit_run. The row of a run whose hand-over (the JSON's
 -- handover_seq, not a column) an erase of its user cleared keeps neither the
 -- user id nor the session id: what an erase removed is not written back.
+-- The user's advisory lock (shared; an erase takes it exclusive) keeps an
+-- erase from deleting the user's rows while this row is being written unseen.
 CREATE OR REPLACE FUNCTION memfleet_insert_run(p_run jsonb)
 RETURNS bigint
 LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || (p_run ->> 'user_id'), 0))
+    WHERE p_run ->> 'user_id' IS NOT NULL;
     INSERT INTO memory_run (job_id, job_try, session_id, user_id, outcome, error,
                             slice_first_hash, slice_last_hash, slice_len, candidates,
                             added, updated, deleted, unchanged, rejected,

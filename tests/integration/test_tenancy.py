@@ -4,8 +4,10 @@ its commit, on real Redis and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -219,3 +221,33 @@ async def test_arqs_job_lines_carry_no_user_or_session_id(
     lines = [r.getMessage() for r in caplog.records if r.name == "arq.worker"]
     assert any("→" in line for line in lines), lines
     assert not any("alice-7f3q" in line or "sess-9x2" in line for line in lines), lines
+
+
+async def test_erases_racing_a_busy_worker_leave_nothing_of_the_user(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # Jobs of many sessions of the user commit while an erase lands at a random
+    # moment among them: whatever the interleaving, nothing handed over before the
+    # erase survives it, and bob is untouched.
+    rng = random.Random(13)
+    base = build_providers(settings)
+    async with job_deps(settings, redis, base) as deps:
+        for round_ in range(8):
+            user = f"alice{round_}"
+            for n in range(6):
+                await schedule_memory_persistence(
+                    redis, str(n), user, [user_msg(f"I use tool{n}."), user_msg("ok")],
+                    queue_name=settings.queue_name)
+            await schedule_memory_persistence(redis, "1", "bob", [user_msg(f"I use b{round_}.")],
+                                              queue_name=settings.queue_name)
+
+            async def erase_soon(user: str = user) -> None:
+                await asyncio.sleep(rng.uniform(0.0, 0.08))
+                await privacy.erase_user(redis, deps.store, user)
+
+            await asyncio.gather(drain(settings, max_jobs=4), erase_soon())
+            await drain(settings)  # whatever the erase left queued finds nothing
+            left = await db.fetch("SELECT outcome, error, job_try, slice_len FROM memory_run"
+                                  " WHERE user_id = $1", user)
+            assert await rows_of(db, user) == dict.fromkeys(USER_TABLES, 0), (round_, left)
+    assert len(await active_texts(db, "bob")) == 8
