@@ -90,6 +90,22 @@ class WorkerProcesses:
                 proc.wait()
 
 
+def start_exporter(env: dict[str, str], log_dir: Path) -> subprocess.Popen[bytes]:
+    """A real `memfleet exporter` process (stop it with ``stop_process``)."""
+    log = (log_dir / "exporter.log").open("wb")
+    return subprocess.Popen([sys.executable, "-m", "worker.cli", "exporter"], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
     env.update({

@@ -15,12 +15,12 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker import queue, serialization
+from worker import fleet, queue, serialization
 from worker.burst import Worker
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.job import Deps, persist_session_memory
-from worker.metrics import MetricsServer, keep_probing
+from worker.metrics import MetricsServer
 from worker.payload import Limits
 from worker.providers.factory import build_providers
 from worker.stages import lock
@@ -109,8 +109,9 @@ def worker_options(
             telemetry=telemetry,
         )
         redis = ctx["redis"]
-        ctx["probe"] = asyncio.create_task(keep_probing(
-            telemetry.metrics, redis, settings.queue_name, settings.queue_probe_interval_s))
+        running = telemetry.metrics.running
+        ctx["heartbeat"] = asyncio.create_task(fleet.keep_beating(
+            redis, settings.queue_name, lambda: sorted(running)))
         ctx["recovery"] = asyncio.create_task(lock.keep_recovering(
             redis, settings.queue_name, settings.recovery_interval_s,
             lambda count: telemetry.metrics.recovered.add(count)))
@@ -128,7 +129,7 @@ def worker_options(
             quiet_garbage_collector()
 
     async def on_shutdown(ctx: dict[str, Any]) -> None:
-        for name in ("probe", "recovery"):
+        for name in ("heartbeat", "recovery"):
             task = ctx.get(name)
             if task is not None:
                 task.cancel()

@@ -1,4 +1,4 @@
-"""memfleet's command line: up | down | migrate | worker | enqueue | facts | demo.
+"""memfleet's command line: up | down | migrate | worker | exporter | enqueue | facts | ....
 
 Settings are read here, once, and passed down. With no MEMFLEET_DATABASE_URL or
 MEMFLEET_REDIS_URL, the embedded servers under MEMFLEET_HOME_DIR (.memfleet/)
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -21,16 +22,17 @@ from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
 
-def resolve(settings: Settings) -> Settings:
-    """Fill in the embedded servers' URLs where none is set."""
-    if settings.database_url and settings.redis_url:
+def resolve(settings: Settings, *, database: bool = True) -> Settings:
+    """Fill in the embedded servers' URLs where none is set (``database``: False for a
+    command that needs Redis alone)."""
+    if (settings.database_url or not database) and settings.redis_url:
         return settings
     from worker.embedded import ensure_embedded
 
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     # Each embedded server only where its own URL is unset.
     database_url, redis_url = ensure_embedded(settings.home_dir.resolve(),
-                                              postgres=not settings.database_url,
+                                              postgres=database and not settings.database_url,
                                               redis=not settings.redis_url)
     return settings.model_copy(update={
         "database_url": settings.database_url or database_url,
@@ -80,6 +82,17 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         telemetry.shutdown()
         asyncio.set_event_loop(None)
         loop.close()
+    return 0
+
+
+def _cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.exporter import run_exporter
+    from worker.telemetry import configure_logging
+
+    configure_logging(args.log_level)
+    settings = resolve(settings, database=False)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_exporter(settings))
     return 0
 
 
@@ -238,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run a worker")
     worker.add_argument("--burst", action="store_true", help="drain the queue and exit")
     worker.add_argument("--log-level", default="INFO")
+    exporter = sub.add_parser("exporter", help="serve the fleet's queue, lag and worker "
+                                               "gauges on /metrics (one per fleet)")
+    exporter.add_argument("--log-level", default="INFO")
     enqueue = sub.add_parser("enqueue", help="hand a session over, as a chat server would")
     enqueue.add_argument("--session", required=True)
     enqueue.add_argument("--user", required=True)
@@ -270,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _COMMANDS = {
     "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
+    "exporter": _cmd_exporter,
     "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
     "consent": _cmd_consent, "export": _cmd_export,
     "demo": _cmd_demo,

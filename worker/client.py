@@ -16,8 +16,10 @@ many older lists no worker has finished (worker.queue): hand it over later.
 The result's ``handover_id`` names the hand-over: ``wait_for_memory`` waits until
 a commit has covered it (read-your-writes), ``memory_status`` says where the
 session's memory stands.
+``memory_events`` reads the commit events (worker.events), which name a session
+by ``session_tag``.
 ``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
-spans that match the workers' (worker.telemetry_ids).
+spans and events that match the workers' (worker.telemetry_ids).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from opentelemetry import propagate, trace
 from redis.exceptions import RedisError
 
-from worker import queue
+from worker import events, queue
 from worker.errors import HandoverBacklogFull, HandoverUnavailable
 from worker.payload import (
     Handover,
@@ -127,3 +129,23 @@ async def wait_for_memory(
             return False
         await asyncio.sleep(min(delay, left))
         delay = min(delay * 2, 0.5)  # a slow job need not be polled 20 times a second
+
+
+async def memory_events(
+    redis: Any, *, after: str = "$", count: int = 100, block_ms: int | None = None,
+    queue_name: str = queue.DEFAULT_QUEUE,
+) -> list[events.CommitEvent]:
+    """Commit events after stream id ``after`` (worker.events): each names a session
+    by its stand-in (``session_tag``), the hand-over it finished and its counts,
+    never ids or text. Pass the last event's ``id`` as ``after`` to read on."""
+    try:
+        return await events.read_events(redis, queue.events_key(queue_name), after=after,
+                                        count=count, block_ms=block_ms)
+    except (RedisError, OSError) as exc:
+        raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+
+
+def session_tag(session_id: str, user_id: str, telemetry_id_key: str | None) -> str:
+    """The stand-in commit events name this session by; ``telemetry_id_key`` is the
+    fleet's MEMFLEET_TELEMETRY_ID_KEY (without it no event can be matched)."""
+    return events.session_tag(SessionRef(user_id, session_id), telemetry_id_key)

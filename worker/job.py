@@ -42,6 +42,7 @@ from worker.errors import (
     ProviderUnavailable,
     StoreError,
 )
+from worker.events import CommitNote
 from worker.payload import Limits, Snapshot, decode_handover
 from worker.pipeline import RunContext, run_once, skip_slice
 from worker.providers.base import Providers
@@ -55,6 +56,9 @@ from worker.telemetry import StageClock, Telemetry
 log = structlog.get_logger("memfleet.job")
 
 FOLLOW_UP_ATTEMPTS = 3
+# Outcomes after which no job comes for the session's lists until the next
+# hand-over or a re-drive (memfleet retry): dead letters, not waiting work.
+GIVEN_UP = frozenset({"failed", "invalid"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +102,8 @@ def backoff_s(job_try: int) -> float:
 async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     deps: Deps = ctx["deps"]
     metrics = deps.telemetry.metrics
-    metrics.running_jobs += 1
+    job_id = str(ctx.get("job_id", ""))
+    metrics.running.add(job_id)
     outcome = "error"
     try:
         result = await _run(deps, ctx, args, kwargs)
@@ -116,7 +121,7 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         log.error("job ended in an unexpected error", error=type(exc).__name__)
         raise
     finally:
-        metrics.running_jobs -= 1
+        metrics.running.discard(job_id)
         metrics.jobs.add(1, {"outcome": outcome})
 
 
@@ -170,7 +175,7 @@ async def _run(
         for error in unreadable:
             await _record(deps, base, "invalid", error)
         if not snapshots:
-            await session_lock.release()
+            await session_lock.release(gave_up=True)
             return {"outcome": "invalid", "error": unreadable[-1]}
         handover = snapshots[-1].handover
         base = replace(base, handover_seq=snapshots[-1].seq)
@@ -179,6 +184,7 @@ async def _run(
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at, check_lock=session_lock.check)
         settlement = NOTHING_SETTLED
+        result: dict[str, Any] = {}
         try:
             result, settlement = await _run_pipeline(deps, run_ctx, session, snapshots, base)
             if settlement.follow_up and "error" not in result:
@@ -187,8 +193,9 @@ async def _run(
                 # dies here leaves the lock for the recovery pass, never an orphan.
                 await _follow_up(deps, session, job_try)
         finally:
-            await session_lock.release(done_through=settlement.done_through,
-                                       latest_done=settlement.latest_done)
+            await session_lock.release(
+                done_through=settlement.done_through, latest_done=settlement.latest_done,
+                gave_up=result.get("outcome") in GIVEN_UP, note=_note(deps, session, result))
         if claimed.breaker_failures and "error" not in result:
             await breaker.reset(deps.redis, BreakerKeys.of(deps.settings.queue_name))
         if "error" in result or result["outcome"] == "deferred":
@@ -199,6 +206,13 @@ async def _run(
                  added=result["added"], updated=result["updated"], deleted=result["deleted"],
                  timings_ms=clock.timings_ms)
         return result
+
+
+def _note(deps: Deps, session: SessionRef, result: dict[str, Any]) -> CommitNote:
+    """The commit event's fields (worker.events), published only when the run settled."""
+    return CommitNote(deps.telemetry.hashed_id(session.key), str(result.get("outcome", "none")),
+                      int(result.get("added", 0)), int(result.get("updated", 0)),
+                      int(result.get("deleted", 0)))
 
 
 def _session_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionRef | None:

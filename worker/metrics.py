@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from worker.fleet import FleetSnapshot
+
 log = structlog.get_logger("memfleet.metrics")
-
-
-@dataclass(slots=True)
-class QueueSnapshot:
-    ready: int = 0
-    deferred: int = 0
-    oldest_ready_age_s: float = 0.0
 
 
 @dataclass
@@ -32,8 +25,9 @@ class Metrics:
     """The instruments the pipeline records into; names match the Grafana dashboard."""
 
     meter: Meter
-    queue: QueueSnapshot = field(default_factory=QueueSnapshot)
-    running_jobs: int = 0
+    # The ids of the jobs this process runs: counted here, named in its heartbeat
+    # (worker.fleet).
+    running: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         m = self.meter
@@ -59,54 +53,52 @@ class Metrics:
         self.breaker_trips = m.create_counter(
             "memfleet.llm.breaker.trips", "{trip}",
             "Times a job opened the fleet's circuit breaker on the model endpoint")
-        self.refused_cas = m.create_counter(
-            "memfleet.cas.refused", "{commit}",
-            "Persist transactions refused by a compare-and-set, by fence")
-        self.lag = m.create_histogram(
-            "memfleet.handover.lag", "s", "From hand-over to the commit of its slice",
-            explicit_bucket_boundaries_advisory=[
-                0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
-            ],
-        )
-        m.create_observable_gauge("memfleet.queue.depth", [self._observe_depth], "{job}",
-                                  "Jobs in the queue, ready or deferred")
-        m.create_observable_gauge("memfleet.queue.oldest_ready_age", [self._observe_age],
-                                  "s", "Age of the oldest job ready to run")
         m.create_observable_gauge("memfleet.worker.running_jobs", [self._observe_running],
                                   "{job}", "Jobs running in this worker process")
 
+    def _observe_running(self, options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(len(self.running))
+
+
+@dataclass
+class FleetMetrics:
+    """The fleet-wide gauges, exported by the one exporter process (worker.exporter)."""
+
+    meter: Meter
+    fleet: FleetSnapshot = field(default_factory=FleetSnapshot)
+
+    def __post_init__(self) -> None:
+        m = self.meter
+        m.create_observable_gauge("memfleet.queue.depth", [self._observe_depth], "{job}",
+                                  "Jobs in the queue: ready, in progress, orphaned, deferred")
+        m.create_observable_gauge("memfleet.queue.oldest_ready_age", [self._observe_age],
+                                  "s", "Age of the oldest job ready to run")
+        m.create_observable_gauge(
+            "memfleet.fleet.lag", [self._observe_lag], "s",
+            "Age of the oldest hand-over no commit has finished, over every session")
+        m.create_observable_gauge("memfleet.fleet.sessions_waiting", [self._observe_waiting],
+                                  "{session}", "Sessions with a hand-over no commit finished")
+        m.create_observable_gauge("memfleet.fleet.workers", [self._observe_workers],
+                                  "{worker}", "Worker processes alive, by their heartbeats")
+
     def _observe_depth(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.queue.ready, {"state": "ready"})
-        yield Observation(self.queue.deferred, {"state": "deferred"})
+        fleet = self.fleet
+        yield Observation(fleet.ready, {"state": "ready"})
+        yield Observation(fleet.in_progress - fleet.orphaned, {"state": "in_progress"})
+        yield Observation(fleet.orphaned, {"state": "orphaned"})
+        yield Observation(fleet.deferred, {"state": "deferred"})
 
     def _observe_age(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.queue.oldest_ready_age_s)
+        yield Observation(self.fleet.oldest_ready_age_s)
 
-    def _observe_running(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.running_jobs)
+    def _observe_lag(self, options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(self.fleet.lag_s)
 
+    def _observe_waiting(self, options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(self.fleet.sessions_waiting)
 
-async def probe_queue(redis: Any, queue_name: str) -> QueueSnapshot:
-    """Ready and deferred counts and the oldest ready job's age, from the ARQ sorted set."""
-    now_ms = time.time() * 1000
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.zcount(queue_name, "-inf", now_ms)
-        pipe.zcount(queue_name, f"({now_ms}", "+inf")
-        pipe.zrange(queue_name, 0, 0, withscores=True)
-        ready, deferred, oldest = await pipe.execute()
-    age = 0.0
-    if oldest and oldest[0][1] <= now_ms:
-        age = (now_ms - oldest[0][1]) / 1000
-    return QueueSnapshot(int(ready), int(deferred), age)
-
-
-async def keep_probing(metrics: Metrics, redis: Any, queue_name: str, every_s: float) -> None:
-    while True:
-        try:
-            metrics.queue = await probe_queue(redis, queue_name)
-        except Exception as exc:  # noqa: BLE001 - a failed probe must never stop the worker
-            log.warning("queue probe failed", error=type(exc).__name__)
-        await asyncio.sleep(every_s)
+    def _observe_workers(self, options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(self.fleet.workers)
 
 
 HealthCheck = Callable[[], Awaitable[None]]

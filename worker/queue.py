@@ -54,6 +54,11 @@ BACKLOG_LIMIT = 32
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
 PENDING_PREFIX = "memfleet:pending:"  # + queue name: sessions with a job not yet claimed
+# + queue name: sessions with a hand-over no commit has finished, scored by the time
+# (ms) of the oldest such hand-over: the fleet's lag (worker.fleet).
+WAITING_PREFIX = "memfleet:waiting:"
+# + queue name: a stream of commit events, without personal data (worker.events).
+EVENTS_PREFIX = "memfleet:events:"
 PAYLOAD_TTL_MS = 7 * 86_400_000
 # A job not claimed this long after it was due is looked at by the recovery pass:
 # longer than a picked job takes to claim even on a loaded worker, about the lock's
@@ -75,6 +80,14 @@ def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
 
 def pending_key(queue_name: str) -> str:
     return PENDING_PREFIX + queue_name
+
+
+def waiting_key(queue_name: str) -> str:
+    return WAITING_PREFIX + queue_name
+
+
+def events_key(queue_name: str) -> str:
+    return EVENTS_PREFIX + queue_name
 
 
 def handover_key(session: SessionRef) -> str:
@@ -137,7 +150,8 @@ async def enqueue(
     result = await _ENQUEUE(
         redis,
         [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
-         meta_key(session), backlog_key(session), user_sessions_key(session.user_id)],
+         meta_key(session), backlog_key(session), user_sessions_key(session.user_id),
+         waiting_key(queue_name)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session, now),
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
          session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id],

@@ -23,7 +23,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 from redis.asyncio import Redis
 
-from tests.helpers import WorkerProcesses, user_msg, worker_env
+from tests.helpers import WorkerProcesses, start_exporter, stop_process, user_msg, worker_env
 from tests.unit.test_dashboard import (
     ALERTS,
     OBSERVABILITY,
@@ -61,7 +61,7 @@ def test_promtool_accepts_the_config() -> None:
 def test_promtool_accepts_the_rules() -> None:
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
 
 
 @needs_promtool
@@ -90,7 +90,7 @@ def test_the_alert_unit_tests_would_catch_a_broken_rule(tmp_path: Path) -> None:
 def prometheus_factory(tmp_path: Path) -> Iterator[Any]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(worker_port: int) -> str:
+    def start(worker_port: int, exporter_port: int) -> str:
         assert PROMETHEUS is not None
         port = free_port()
         config = {
@@ -99,6 +99,9 @@ def prometheus_factory(tmp_path: Path) -> Iterator[Any]:
             "scrape_configs": [{
                 "job_name": "memfleet-worker",
                 "static_configs": [{"targets": [f"127.0.0.1:{worker_port}"]}],
+            }, {
+                "job_name": "memfleet-exporter",
+                "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
             }],
         }
         path = tmp_path / "prometheus.yml"
@@ -165,18 +168,20 @@ async def instant(http: httpx.AsyncClient, expr: str) -> list[Any]:
 async def test_prometheus_scrapes_a_worker_and_the_dashboard_queries_return_data(
     settings: Settings, redis: Redis, prometheus_factory: Any, tmp_path: Path
 ) -> None:
-    worker_port = free_port()
+    worker_port, exporter_port = free_port(), free_port()
     env = worker_env(settings, metrics_port=str(worker_port), metrics_host="127.0.0.1",
                      queue_probe_interval_s="0.2", summary_every_user_turns="1")
     workers = WorkerProcesses(env, tmp_path, 1)
+    exporter = start_exporter({**env, "MEMFLEET_METRICS_PORT": str(exporter_port)}, tmp_path)
     try:
         await schedule_memory_persistence(
             redis, "prom-s1", "prom-u1", [user_msg("I live in Lisbon."), user_msg("I use Rust.")],
             queue_name=settings.queue_name)
-        url = prometheus_factory(worker_port)
+        url = prometheus_factory(worker_port, exporter_port)
         async with httpx.AsyncClient(base_url=url, timeout=5) as http:
             await wait_ready(http, tmp_path / "prometheus.log")
             await poll(http, 'up{job="memfleet-worker"} == 1', lambda r: len(r) == 1, 30)
+            await poll(http, 'up{job="memfleet-exporter"} == 1', lambda r: len(r) == 1, 30)
             # Two samples of the job counter in the window: rate() has something to say.
             await poll(http, "count_over_time(memfleet_jobs_total[1m])",
                        lambda r: r and float(r[0]["value"][1]) >= 2, 30)
@@ -198,13 +203,16 @@ async def test_prometheus_scrapes_a_worker_and_the_dashboard_queries_return_data
             p95 = labels("histogram_quantile(0.95, sum by (le, stage) (rate("
                          f"memfleet_stage_duration_seconds_bucket{{{w}}}{ri})))", "stage")
             assert set(STAGES) <= p95
-            assert labels(f"max by (state) (memfleet_queue_depth{{{w}}})", "state") == {
-                "ready", "deferred"}
+            e = 'job="memfleet-exporter"'
+            assert labels(f"max by (state) (memfleet_queue_depth{{{e}}})", "state") == {
+                "ready", "in_progress", "orphaned", "deferred"}
+            (lag,) = results[f"max(memfleet_fleet_lag_seconds{{{e}}})"]
+            assert float(lag["value"][1]) >= 0
             events = labels(f"sum by (event) (rate(memfleet_decisions_total{{{w}}}{ri}))", "event")
             assert "ADD" in events
-            lag = results["histogram_quantile(0.95, sum by (le) (rate("
-                          f"memfleet_handover_lag_seconds_bucket{{{w}}}{ri})))"]
-            assert len(lag) == 1
+            commit_lag = results["histogram_quantile(0.95, sum by (le) (rate("
+                                 f"memfleet_handover_lag_seconds_bucket{{{w}}}{ri})))"]
+            assert len(commit_lag) == 1
 
             # The alert rules load and evaluate against the live series, and none fires.
             async def evaluated() -> list[dict[str, Any]]:
@@ -217,11 +225,14 @@ async def test_prometheus_scrapes_a_worker_and_the_dashboard_queries_return_data
                 assert time.monotonic() < deadline, rules
                 await asyncio.sleep(0.25)
                 rules = await evaluated()
-            assert len(rules) == 6
+            assert len(rules) == 9
             assert {(r["name"], r["health"]) for r in rules} == {
                 ("MemfleetBacklogGrowing", "ok"), ("MemfleetFailureRateHigh", "ok"),
                 ("MemfleetDeadLetters", "ok"), ("MemfleetWorkersStalled", "ok"),
+                ("MemfleetLagHigh", "ok"), ("MemfleetScaledOutAndGrowing", "ok"),
+                ("MemfleetExporterDown", "ok"),
             }
             assert [r for r in rules if r["state"] != "inactive"] == []
     finally:
         workers.stop()
+        stop_process(exporter)

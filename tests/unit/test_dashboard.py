@@ -1,9 +1,10 @@
-"""The Grafana dashboard and the alert rules query only metrics the worker exports.
+"""The Grafana dashboard and the alert rules query only metrics the worker and the fleet's
+exporter export.
 
 The known metrics are not a hand-kept list: they are rendered by the real
-``setup_telemetry`` after one sample of every instrument, so renaming an
-instrument, its unit or a label breaks this test instead of leaving a panel
-silently empty. tests/integration/test_observability.py checks the same
+``setup_telemetry`` and ``worker.exporter.fleet_meter`` after one sample of every
+instrument, so renaming an instrument, its unit or a label breaks this test
+instead of leaving a panel silently empty. tests/integration/test_observability.py checks the same
 against a real worker's /metrics after real jobs.
 
 The helpers here (PromQL extraction and checking) are imported by the
@@ -20,9 +21,12 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from worker.config import Settings
+from worker.exporter import fleet_meter
+from worker.fleet import FleetSnapshot
 from worker.telemetry import StageClock, setup_telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +84,16 @@ def alert_exprs() -> dict[str, str]:
 
 
 def metric_names(expr: str) -> set[str]:
-    """Identifiers that name memfleet metrics or `up`; strings and Grafana variables removed."""
+    """Identifiers that name memfleet metrics or `up`; strings and Grafana variables removed.
+    (kube_* series in the alerts come from kube-state-metrics, not from memfleet.)"""
     bare = _GRAFANA_VAR.sub("1m", _STRING.sub('""', expr))
     return {name for name in _IDENT.findall(bare) if name.startswith("memfleet_") or name == "up"}
 
 
-def dashboard_metric_names() -> set[str]:
-    return set().union(*(metric_names(e) for e in dashboard_exprs()))
+def dashboard_metric_names(job: str | None = None) -> set[str]:
+    """The metrics the dashboard reads (``job``: of that scrape job only)."""
+    return set().union(*(metric_names(e) for e in dashboard_exprs()
+                         if job is None or f'job="{job}"' in e))
 
 
 def with_rate_interval(expr: str, interval: str) -> str:
@@ -118,9 +125,22 @@ def render_known_metrics() -> str:
     metrics.lock_contention.add(1)
     metrics.lag.record(0.5)
     try:
-        return telemetry.render_metrics().decode()
+        return telemetry.render_metrics().decode() + render_exporter_metrics()
     finally:
         telemetry.shutdown()
+
+
+def render_exporter_metrics() -> str:
+    """The fleet exporter's /metrics text (worker.exporter), through the real code."""
+    registry = CollectorRegistry()
+    provider, metrics = fleet_meter(registry)
+    metrics.fleet = FleetSnapshot(ready=3, deferred=1, in_progress=2, orphaned=1,
+                                  oldest_ready_age_s=1.5, lag_s=4.0, sessions_waiting=5,
+                                  workers=2)
+    try:
+        return bytes(generate_latest(registry)).decode()
+    finally:
+        provider.shutdown()
 
 
 def exported(text: str) -> dict[str, dict[str, set[str]]]:
@@ -194,7 +214,8 @@ def test_the_alerts_query_only_what_the_worker_exports() -> None:
     exprs = alert_exprs()
     assert {name.split("#")[0] for name in exprs} == {
         "MemfleetBacklogGrowing", "MemfleetFailureRateHigh", "MemfleetWorkersStalled",
-        "MemfleetDeadLetters",
+        "MemfleetDeadLetters", "MemfleetLagHigh", "MemfleetScaledOutAndGrowing",
+        "MemfleetExporterDown",
     }
     errors = {name: problems(expr, known) for name, expr in exprs.items()}
     assert {n: p for n, p in errors.items() if p} == {}

@@ -19,8 +19,13 @@
 -- claimed it by then, the recovery pass looks at it again (a worker may have
 -- died between picking its job and claiming the session).
 -- The user's session set lists the session id for an erase.
+-- A session with a hand-over no commit has finished is in the fleet's waiting
+-- set (worker.fleet), scored by its oldest such hand-over's time in ms; the
+-- meta's n keeps the first hand-over since a job last claimed the session
+-- (worker/stages/lua/release.lua rescores from it). A queued job with no
+-- payload (a re-drive) lists a session that still has an unfinished list.
 -- KEYS: payload, queued marker, queue, pending set, meta, backlog, the user's
--- session set.
+-- session set, waiting set.
 -- ARGV: payload or "", payload ttl ms, job id, job bytes, score, job expiry
 -- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session key
 -- ({user}:session), pending deadline ms, backlog limit, session id.
@@ -63,9 +68,19 @@ if ARGV[1] ~= '' then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   -- The same list again (a retried hand-over) stays finished.
   redis.call('HSET', KEYS[5], 'q', seq, 'd', (same and finished) and seq or '0')
+  if not (same and finished) then
+    redis.call('HSETNX', KEYS[5], 'n', seq)
+    redis.call('ZADD', KEYS[8], 'NX', string.sub(seq, 1, -4), ARGV[9])
+  end
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
   redis.call('SADD', KEYS[7], ARGV[12])
   redis.call('PEXPIRE', KEYS[7], ARGV[2])
+else
+  local meta = redis.call('HMGET', KEYS[5], 'q', 'd')
+  if meta[1] and meta[1] ~= meta[2] then
+    local time = redis.call('TIME')
+    redis.call('ZADD', KEYS[8], 'NX', time[1] .. string.sub(time[2] + 1000000, 2, 4), ARGV[9])
+  end
 end
 redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
 local queued = redis.call('GET', KEYS[2])

@@ -31,6 +31,7 @@ import structlog
 from worker import queue
 from worker.breaker import BreakerKeys
 from worker.errors import LockLost
+from worker.events import CommitNote
 from worker.redis_scripts import LuaScript
 from worker.session_ref import SessionRef
 from worker.telemetry import StageClock
@@ -109,11 +110,14 @@ class SessionLock:
             return
         self._schedule()
 
-    async def release(self, *, done_through: int = 0, latest_done: int = 0) -> None:
+    async def release(self, *, done_through: int = 0, latest_done: int = 0,
+                      gave_up: bool = False, note: CommitNote | None = None) -> None:
         """Release the lock and, in the same round trip, settle the session's lists:
         drop the backlog lists numbered up to ``done_through`` (a commit finished
         them) and mark the latest list finished when ``latest_done`` is still its
-        number (worker.stages.cursor.Settlement)."""
+        number (worker.stages.cursor.Settlement); keep the fleet's waiting set true
+        (``gave_up``: the session is a dead letter now, not waiting) and, when the
+        run settled something, publish ``note`` on the events stream (worker.events)."""
         self._released = True
         if self._timer is not None:
             self._timer.cancel()
@@ -123,14 +127,17 @@ class SessionLock:
                 await self._extending
         if self.lost:
             return
+        note = note or CommitNote(session_tag="", outcome="none")
         # A failed release is harmless: the lock expires by its TTL, and a list
         # left in the backlog is passed over by the next job (its number is below
         # the cursor's).
         with contextlib.suppress(Exception):
             await _RELEASE(self.redis,
                            [self.key, claimed_key(self.queue_name),
-                            queue.backlog_key(self.session), queue.meta_key(self.session)],
-                           [self.token, self.session.key, done_through, latest_done])
+                            queue.backlog_key(self.session), queue.meta_key(self.session),
+                            queue.waiting_key(self.queue_name), queue.events_key(self.queue_name)],
+                           [self.token, self.session.key, done_through, latest_done,
+                            int(gave_up), *note.args()])
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +185,7 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
         [queue.queued_key(lock.session), queue.handover_key(lock.session), lock.key,
          claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
          queue.pending_key(lock.queue_name), queue.meta_key(lock.session),
-         queue.backlog_key(lock.session)],
+         queue.backlog_key(lock.session), queue.waiting_key(lock.queue_name)],
         [job_id, lock.token, lock.ttl_ms, lock.session.key, _now_ms(), HANDOFF_GRACE_MS],
     )
     if locked:

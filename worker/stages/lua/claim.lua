@@ -10,8 +10,13 @@
 -- not taken: the job defers the session until it closes. Once it closes after
 -- failures, one job at a time probes the endpoint (the probe key); the others
 -- wait for its verdict.
+-- Taking the lock, the job takes every hand-over made so far: the meta's n
+-- (the first hand-over after the last claim, for the waiting set's score at
+-- release: worker/stages/lua/release.lua) starts again. A session with no
+-- payload (erased, expired) leaves the fleet's waiting set.
 -- KEYS: queued marker, payload, lock, claimed set, breaker open flag, breaker
--- failure count, breaker probe, pending set, hand-over meta, backlog.
+-- failure count, breaker probe, pending set, hand-over meta, backlog, waiting
+-- set.
 -- ARGV: job id, lock token, lock ttl ms, session id, now ms, hand-off grace ms.
 -- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
 -- breaker (0: closed), failures in a row, the payload's hand-over number, and,
@@ -23,6 +28,7 @@ end
 local payload = redis.call('GET', KEYS[2])
 if not payload then
   redis.call('ZREM', KEYS[8], ARGV[4])
+  redis.call('ZREM', KEYS[11], ARGV[4])
   return {payload, 0, 0, 0, '0', {}}
 end
 local now = tonumber(ARGV[5])
@@ -32,6 +38,7 @@ if open <= 0 and not (failures > 0 and redis.call('EXISTS', KEYS[7]) == 1)
    and redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then
   redis.call('ZREM', KEYS[8], ARGV[4])
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), ARGV[4])
+  redis.call('HDEL', KEYS[9], 'n')
   if failures > 0 then redis.call('SET', KEYS[7], ARGV[2], 'PX', ARGV[3]) end
   return {payload, 1, 0, failures, redis.call('HGET', KEYS[9], 'q') or '0',
           redis.call('LRANGE', KEYS[10], 0, -1)}

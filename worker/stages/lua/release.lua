@@ -5,17 +5,48 @@
 -- the latest list finished if it is still the one the run finished, so the
 -- next hand-over need not keep it. Both are facts of the committed cursor, so
 -- they hold whoever has the lock now.
--- KEYS: lock, claimed set, backlog, hand-over meta. ARGV: token, session id,
--- drop older lists numbered up to this (0: none), the latest list's number
--- when the run finished it (0: it did not).
+-- Settling also keeps the fleet's waiting set (worker.fleet) true: a session
+-- with every list finished, or given up (a dead letter), leaves it; otherwise
+-- its score becomes the time of its oldest list still unfinished: the backlog's
+-- head, else the first hand-over made after this job's claim (the meta's n),
+-- else the latest list. And it publishes the commit on the events stream, with
+-- no personal data: the session's keyed stand-in, the hand-over number the
+-- commit finished, the older lists still waiting, the outcome and its counts.
+-- KEYS: lock, claimed set, backlog, hand-over meta, waiting set, events stream.
+-- ARGV: token, session id, drop older lists numbered up to this (0: none), the
+-- latest list's number when the run finished it (0: it did not), 1 when the
+-- job gave the session up, the session's stand-in, outcome, added, updated,
+-- deleted, the stream's approximate length cap.
 local through = tonumber(ARGV[3])
+local latest_done = ARGV[4]
 while through > 0 do
   local head = redis.call('LINDEX', KEYS[3], 0)
   if not head or tonumber(string.match(head, '^(%d+):') or '0') > through then break end
   redis.call('LPOP', KEYS[3])
 end
-if ARGV[4] ~= '0' and redis.call('HGET', KEYS[4], 'q') == ARGV[4] then
-  redis.call('HSET', KEYS[4], 'd', ARGV[4])
+local settled = through > 0 or latest_done ~= '0'
+local meta = redis.call('HMGET', KEYS[4], 'q', 'n')
+if latest_done ~= '0' and meta[1] == latest_done then
+  redis.call('HSET', KEYS[4], 'd', latest_done)
+  redis.call('ZREM', KEYS[5], ARGV[2])
+elseif ARGV[5] == '1' then
+  redis.call('ZREM', KEYS[5], ARGV[2])
+elseif settled then
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  local oldest = (head and string.match(head, '^(%d+):')) or meta[2] or meta[1]
+  if oldest then
+    redis.call('ZADD', KEYS[5], 'XX', string.format('%.0f', math.floor(tonumber(oldest) / 1000)),
+               ARGV[2])
+  end
+end
+if settled then
+  local time = redis.call('TIME')
+  local finished = latest_done ~= '0' and latest_done or ARGV[3]
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[11], '*',
+             'session', ARGV[6], 'handover', finished,
+             'older_lists', redis.call('LLEN', KEYS[3]), 'outcome', ARGV[7],
+             'added', ARGV[8], 'updated', ARGV[9], 'deleted', ARGV[10],
+             'at', string.format('%.0f', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)))
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('ZREM', KEYS[2], ARGV[2])
