@@ -19,6 +19,9 @@ from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import (
     WorkerProcesses,
     drain,
+    job_deps,
+    lock_key,
+    run_job,
     start_exporter,
     stop_process,
     user_msg,
@@ -29,6 +32,7 @@ from worker import fleet, queue
 from worker.client import memory_events, schedule_memory_persistence, session_tag
 from worker.config import Settings
 from worker.embedded.process import free_port
+from worker.providers.factory import build_providers
 from worker.session_ref import SessionRef
 from worker.stages import lock
 
@@ -198,3 +202,34 @@ async def test_the_exporter_serves_the_fleets_numbers_once(
             assert (await http.get("/healthz")).status_code == 200
     finally:
         stop_process(exporter)
+
+
+async def test_a_commit_whose_release_was_lost_is_published_by_the_next_job(
+    keyed: Settings, redis: Redis, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that dies between its commit and its release publishes nothing; the
+    next job of the session finds the slice done, settles it and publishes then."""
+    handover = await schedule_memory_persistence(redis, "chat1", "u1", [user_msg("I use Zig.")],
+                                                 queue_name=keyed.queue_name)
+    real_release = lock.SessionLock.release
+
+    async def died_before_release(self: lock.SessionLock, **_: object) -> None:
+        self._released = True  # the heartbeat stops, as with a dead process
+
+    async with job_deps(keyed, redis, build_providers(keyed)) as deps:
+        monkeypatch.setattr(lock.SessionLock, "release", died_before_release)
+        first = await run_job(deps, "chat1", "job-1", user_id="u1")
+        assert first["outcome"] == "committed"
+        assert await memory_events(redis, after="0", queue_name=keyed.queue_name) == []
+        assert (await probe(redis, keyed)).sessions_waiting == 1
+
+        monkeypatch.setattr(lock.SessionLock, "release", real_release)
+        await redis.delete(lock_key("u1", "chat1"))  # its lock expired
+        await queue.enqueue(redis, SessionRef("u1", "chat1"), payload=None,
+                            queue_name=keyed.queue_name)  # the recovery pass's job
+        second = await run_job(deps, "chat1", "job-2", user_id="u1")
+    assert second["outcome"] == "empty"
+    (event,) = await memory_events(redis, after="0", queue_name=keyed.queue_name)
+    assert event.covers(handover.handover_id) and event.outcome == "empty"
+    assert (await probe(redis, keyed)).sessions_waiting == 0
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 1
