@@ -96,6 +96,32 @@ def _cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
+    from worker import queue
+    from worker.config import secret
+    from worker.telemetry import configure_logging
+    from worker.webhook import WebhookTarget, deliver_forever
+
+    url = args.url or settings.webhook_url
+    if not url:
+        raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
+    configure_logging(args.log_level)
+    settings = resolve(settings, database=False)
+
+    async def go() -> None:
+        redis = Redis.from_url(settings.redis_url or "")
+        try:
+            await deliver_forever(redis, queue.events_key(settings.queue_name),
+                                  WebhookTarget(url, secret(settings.webhook_secret)),
+                                  consumer=args.consumer, start="0" if args.from_start else "$")
+        finally:
+            await redis.aclose()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(go())
+    return 0
+
+
 async def _enqueue(settings: Settings, session: str, user: str, messages: Any) -> str:
     from worker.client import schedule_memory_persistence
     from worker.contract import Limits
@@ -254,6 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
     exporter = sub.add_parser("exporter", help="serve the fleet's queue, lag and worker "
                                                "gauges on /metrics (one per fleet)")
     exporter.add_argument("--log-level", default="INFO")
+    webhook = sub.add_parser("webhook", help="POST every commit event to a URL, at least "
+                                             "once (no personal data in the events)")
+    webhook.add_argument("--url", help="the receiver (default: MEMFLEET_WEBHOOK_URL)")
+    webhook.add_argument("--consumer", help="this sender's stable name (default: the host)")
+    webhook.add_argument("--from-start", action="store_true",
+                         help="a new sender starts from the oldest event kept, not from now")
+    webhook.add_argument("--log-level", default="INFO")
     enqueue = sub.add_parser("enqueue", help="hand a session over, as a chat server would")
     enqueue.add_argument("--session", required=True)
     enqueue.add_argument("--user", required=True)
@@ -286,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _COMMANDS = {
     "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
-    "exporter": _cmd_exporter,
+    "exporter": _cmd_exporter, "webhook": _cmd_webhook,
     "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
     "consent": _cmd_consent, "export": _cmd_export,
     "demo": _cmd_demo,

@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     # later, with fresh tries, for as long as the outage lasts.
     outage_wait_s: float = Field(default=300.0, gt=0)
 
+    # `memfleet webhook`: where the commit events go, and the key of their signature.
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+
     # The API's chat stand-in keeps a session's messages this long after its last turn.
     chat_ttl_s: int = Field(default=30 * 86_400, gt=0)
 
