@@ -104,7 +104,8 @@ def worker_options(
             redis=ctx["redis"],
             store=PostgresStore(pool),
             providers=build_providers(settings, on_failure=lambda kind: (
-                telemetry.metrics.llm_errors.add(1, {"kind": kind}))),
+                telemetry.metrics.llm_errors.add(1, {"kind": kind})), redis=ctx["redis"],
+                metrics=telemetry.metrics),
             limits=Limits.from_settings(settings),
             telemetry=telemetry,
         )

@@ -104,6 +104,14 @@ class Settings(BaseSettings):
     # failure, doubling with each failure in a row, up to the max.
     llm_breaker_open_s: float = Field(default=2.0, gt=0)
     llm_breaker_max_s: float = Field(default=60.0, gt=0)
+    # --- The fleet's model budget (worker.budget), per endpoint, shared by every
+    # replica through Redis. 0: no such limit; all three 0: no budget at all.
+    llm_budget_rpm: int = Field(default=0, ge=0)  # requests per minute
+    llm_budget_tpm: int = Field(default=0, ge=0)  # tokens per minute (estimated, then counted)
+    llm_budget_concurrency: int = Field(default=0, ge=0)  # calls in flight at once
+    # How long one call waits for budget before ProviderUnavailable (the job's retry applies).
+    llm_budget_wait_max_s: float = Field(default=120.0, gt=0)
+    # --- end of the model budget.
     llm_temperature: float | None = Field(default=0.0, ge=0, le=2)  # None: not sent
     embed_timeout_s: float = Field(default=30.0, gt=0)
     # None: send `dimensions` only to models known to accept it (text-embedding-3*).

@@ -53,6 +53,30 @@ class Metrics:
         self.breaker_trips = m.create_counter(
             "memfleet.llm.breaker.trips", "{trip}",
             "Times a job opened the fleet's circuit breaker on the model endpoint")
+        # The fleet's model budget (worker.budget).
+        self.budget_wait = m.create_histogram(
+            "memfleet.llm.budget.wait", "s",
+            "Time a model call waited for the fleet's budget before it was sent",
+            explicit_bucket_boundaries_advisory=[
+                0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+            ],
+        )
+        self.budget_waits = m.create_counter(
+            "memfleet.llm.budget.waits", "{call}",
+            "Model calls that had to wait for the budget, by the first reason"
+            " (rpm, tpm, concurrency, paused)")
+        self.budget_pauses = m.create_counter(
+            "memfleet.llm.budget.pauses", "{pause}",
+            "Fleet-wide pauses of the model calls set after a 429 with Retry-After")
+        self.refused_cas = m.create_counter(
+            "memfleet.cas.refused", "{commit}",
+            "Persist transactions refused by a compare-and-set, by fence")
+        self.lag = m.create_histogram(
+            "memfleet.handover.lag", "s", "From hand-over to the commit of its slice",
+            explicit_bucket_boundaries_advisory=[
+                0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
+            ],
+        )
         m.create_observable_gauge("memfleet.worker.running_jobs", [self._observe_running],
                                   "{job}", "Jobs running in this worker process")
 

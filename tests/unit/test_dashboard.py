@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from worker.budget import REASONS
 from worker.config import Settings
 from worker.exporter import fleet_meter
 from worker.fleet import FleetSnapshot
@@ -40,6 +41,7 @@ OUTCOMES = ("committed", "empty", "fenced", "deferred", "invalid", "retry", "fai
 STAGES = ("lock", "cursor", "extract", "embed", "consolidate", "persist", "summary")
 EVENTS = ("ADD", "UPDATE", "DELETE", "NONE", "REJECTED")
 FENCES = ("cursor", "user")
+BUDGET_REASONS = tuple(REASONS.values())
 # Added by Prometheus to every scraped series; `le` comes with histogram buckets.
 SCRAPE_LABELS = frozenset({"job", "instance"})
 
@@ -124,6 +126,10 @@ def render_known_metrics() -> str:
     metrics.llm_errors.add(1, {"kind": "server_error"})
     metrics.lock_contention.add(1)
     metrics.lag.record(0.5)
+    metrics.budget_wait.record(0.2)
+    for reason in BUDGET_REASONS:
+        metrics.budget_waits.add(1, {"reason": reason})
+    metrics.budget_pauses.add(1)
     try:
         return telemetry.render_metrics().decode() + render_exporter_metrics()
     finally:

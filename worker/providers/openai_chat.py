@@ -17,6 +17,7 @@ import openai
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
+from worker.budget import estimate_tokens
 from worker.errors import ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
 from worker.providers.llm_json import json_schema_format, parse_answer
@@ -35,6 +36,9 @@ A = TypeVar("A", bound=BaseModel)
 StructuredOutput = Literal["json_schema", "json_object"]
 
 _WHAT = "the LLM endpoint"
+# What the fleet budget counts for an answer before the server reports its usage:
+# room for a long answer, corrected after the call (worker.budget).
+ANSWER_ALLOWANCE_TOKENS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,15 @@ def usage_of(response: ChatCompletion) -> Usage:
     if response.usage is None:  # some local servers omit it
         return Usage()
     return Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
+
+
+def request_tokens(messages: list[dict[str, str]]) -> int:
+    """The budget's estimate of one call: the messages as sent, and the answer's allowance."""
+    return estimate_tokens(sum(len(m["content"]) for m in messages), ANSWER_ALLOWANCE_TOKENS)
+
+
+def total_tokens(response: ChatCompletion) -> int | None:
+    return None if response.usage is None else response.usage.total_tokens
 
 
 def content_of(response: ChatCompletion) -> str | None:
@@ -135,12 +148,15 @@ class _OpenAIChat:
         fmt = response_format(spec.name, spec.answer, self._options.structured_output)
         usage = Usage()
         problem = "no attempt"
+        tokens = request_tokens(messages)
         for _ in range(self._options.answer_attempts):
             response = await call_with_retry(
                 lambda: self._create(messages, fmt),
                 self._options.retry,
                 what=_WHAT,
                 sleep=self._sleep,
+                tokens=tokens,
+                used=total_tokens,
             )
             usage += usage_of(response)
             try:

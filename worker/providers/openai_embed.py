@@ -16,6 +16,7 @@ import numpy as np
 import openai
 from openai.types import CreateEmbeddingResponse
 
+from worker.budget import estimate_tokens
 from worker.errors import ConfigurationError, ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
@@ -65,6 +66,10 @@ def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> Vec
     return unit
 
 
+def used_tokens(response: CreateEmbeddingResponse) -> int | None:
+    return response.usage.prompt_tokens if response.usage else None
+
+
 class OpenAIEmbedder:
     """The ``Embedder`` over HTTP; one client per instance, closed by ``aclose``."""
 
@@ -110,7 +115,8 @@ class OpenAIEmbedder:
         # An empty string is rejected too; a space embeds as "nothing said".
         safe = [text if text.strip() else " " for text in texts]
         response = await call_with_retry(
-            lambda: self._create(safe), self._options.retry, what=_WHAT, sleep=self._sleep
+            lambda: self._create(safe), self._options.retry, what=_WHAT, sleep=self._sleep,
+            tokens=estimate_tokens(sum(len(text) for text in safe)), used=used_tokens,
         )
         vectors = unit_vectors(response, len(texts), self._options.dim)
         usage = Usage(response.usage.prompt_tokens, 0) if response.usage else Usage()

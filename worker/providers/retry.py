@@ -10,6 +10,11 @@ which can echo the conversation.
 
 The decisions are pure functions; ``call_with_retry`` takes its sleep and its
 randomness as arguments so tests neither wait nor flake.
+
+With a fleet budget (worker.budget) every attempt first takes a slot of the
+endpoint's budget and gives it back when it is over, with the tokens the
+server counted; a 429 with Retry-After pauses the whole fleet instead of this
+caller alone. Without one (``RetryPolicy.budget`` None) nothing of it runs.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ from typing import TypeVar
 
 import openai
 
+from worker.budget import ModelBudget
 from worker.errors import ConfigurationError, ProviderError, ProviderUnavailable
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
+# The tokens a call's answer says it used, if it says.
+UsedTokens = Callable[[T], int | None]
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _CONFIG_STATUS = {
@@ -49,6 +57,8 @@ class RetryPolicy:
     # Extra wait on top of a Retry-After, as a fraction of it, so that clients
     # told the same instant do not all return at once.
     retry_after_jitter: float = 0.1
+    # The endpoint's fleet budget; None: calls go out unmetered, with no Redis round trip.
+    budget: ModelBudget | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +171,25 @@ def classify(exc: openai.OpenAIError, what: str, now: datetime) -> TryAgain | Gi
     return GiveUp(ProviderError(f"{what} failed: {type(exc).__name__}"))
 
 
+async def _metered(
+    call: Callable[[], Awaitable[T]], budget: ModelBudget, tokens: int,
+    used: UsedTokens[T] | None,
+) -> T:
+    """One attempt inside a slot of the budget, given back however the attempt ends."""
+    lease = await budget.acquire(tokens)
+    spent: int | None = None
+    try:
+        result = await call()
+        spent = used(result) if used is not None else None
+        return result
+    finally:
+        await budget.release(lease, spent)
+
+
+def _is_rate_limit(exc: openai.OpenAIError) -> bool:
+    return isinstance(exc, openai.APIStatusError) and exc.status_code == 429
+
+
 async def call_with_retry(
     call: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
@@ -169,12 +198,21 @@ async def call_with_retry(
     sleep: Sleep = asyncio.sleep,
     rand: Callable[[], float] = random.random,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    tokens: int = 0,
+    used: UsedTokens[T] | None = None,
 ) -> T:
-    """Run ``call`` up to ``policy.max_attempts`` times; translate what openai raises."""
+    """Run ``call`` up to ``policy.max_attempts`` times; translate what openai raises.
+
+    ``tokens`` is the call's estimate for the budget, ``used`` reads the real
+    count from an answer; both matter only with ``policy.budget``.
+    """
+    budget = policy.budget
     last = "no attempt"
     for attempt in range(1, policy.max_attempts + 1):
         try:
-            return await call()
+            if budget is None:
+                return await call()
+            return await _metered(call, budget, tokens, used)
         except openai.OpenAIError as exc:
             if policy.on_failure is not None:
                 policy.on_failure(failure_kind(exc))
@@ -186,5 +224,11 @@ async def call_with_retry(
                 raise ProviderUnavailable(
                     f"{what} failed {attempt} time(s); last: {last}"
                 ) from exc
+            if (budget is not None and decision.retry_after_s is not None
+                    and _is_rate_limit(exc)
+                    and await budget.pause(min(decision.retry_after_s,
+                                               policy.retry_after_cap_s))):
+                # The next acquire waits the pause out, with the rest of the fleet.
+                continue
             await sleep(wait_for(decision, attempt, policy, rand()))
     raise ProviderUnavailable(f"{what} failed; last: {last}")  # pragma: no cover - max_attempts>=1
