@@ -47,6 +47,7 @@ def metrics_env(settings: Settings, port: int, stub: StubServer) -> dict[str, st
         embed_provider="openai", embed_base_url=stub.v1,
         extract_model="stub-extract", consolidate_model="stub-consolidate",
         llm_max_attempts="1",  # one HTTP try, so a single 500 is a provider error
+        llm_budget_concurrency="100",  # a fleet budget: a 429 pauses, later calls wait
         llm_timeout_s="5",
         summary_every_user_turns="1",  # the summary stage runs too
         lock_ttl_s="5", busy_defer_s="0.2", job_timeout_s="30",
@@ -136,6 +137,12 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                 await eventually(partial(committed, conn, "obs-cas"), "obs-cas to commit", 20,
                                  tmp_path)
 
+                # A 429 with Retry-After: the fleet pauses, and the job's retry waits it out.
+                stub.add_fault("429", path=CHAT_PATH, task="fact_extraction", retry_after=4)
+                await hand_over(redis, settings, "obs-paused", ["I use Zig."])
+                await eventually(partial(committed, conn, "obs-paused"), "obs-paused to commit",
+                                 30, tmp_path)
+
                 response = await http.get("/metrics")
                 assert response.status_code == 200
                 assert response.headers["content-type"].startswith("text/plain")
@@ -150,7 +157,7 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                 assert {e: p for e, p in errors.items() if p} == {}
                 # The steered events were counted, with the values the panels split by.
                 assert {"committed", "deferred", "retry"} <= known["memfleet_jobs_total"]["outcome"]
-                assert known["memfleet_llm_errors_total"]["kind"] == {"server_error"}
+                assert known["memfleet_llm_errors_total"]["kind"] == {"server_error", "rate_limit"}
                 assert known["memfleet_cas_refused_total"]["fence"] == {"user"}
                 assert "memfleet_lock_contention_total" in known
                 assert known["memfleet_llm_tokens_total"]["direction"] == {"input", "output"}
@@ -159,6 +166,8 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                 assert "ADD" in known["memfleet_decisions_total"]["event"]
                 assert "memfleet_queue_depth" not in known, "the exporter's, once per fleet"
                 assert "memfleet_handover_lag_seconds_bucket" in known
+                assert known["memfleet_llm_budget_waits_total"]["reason"] == {"paused"}
+                assert "memfleet_llm_budget_pauses_total" in known
 
                 health = await http.get("/healthz")
                 assert (health.status_code, health.json()) == (200, {"status": "ok"})

@@ -187,6 +187,16 @@ async def test_a_429_with_retry_after_pauses_the_fleet_instead_of_sleeping() -> 
     assert slept == []  # the next acquire waits the pause out
 
 
+async def test_a_429_on_the_last_try_still_pauses_the_fleet() -> None:
+    budget = FakeBudget()
+    call = Script(budget, _status_error(429, {"retry-after": "3"}))
+    _, sleep = _recorder()
+    with pytest.raises(ProviderUnavailable):
+        await call_with_retry(call, RetryPolicy(budget=budget, max_attempts=1), what=WHAT,
+                              sleep=sleep)
+    assert ("pause", 3.0) in budget.events
+
+
 async def test_a_pause_is_capped_and_a_failed_pause_falls_back_to_sleeping() -> None:
     budget = FakeBudget(pause_ok=False)
     call = Script(budget, _status_error(429, {"retry-after": "600"}))

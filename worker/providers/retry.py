@@ -220,15 +220,16 @@ async def call_with_retry(
             if isinstance(decision, GiveUp):
                 raise decision.error from exc
             last = decision.reason
+            # The whole fleet heeds a 429's Retry-After, even after this call's last try.
+            paused = (budget is not None and decision.retry_after_s is not None
+                      and _is_rate_limit(exc)
+                      and await budget.pause(min(decision.retry_after_s,
+                                                 policy.retry_after_cap_s)))
             if attempt == policy.max_attempts:
                 raise ProviderUnavailable(
                     f"{what} failed {attempt} time(s); last: {last}"
                 ) from exc
-            if (budget is not None and decision.retry_after_s is not None
-                    and _is_rate_limit(exc)
-                    and await budget.pause(min(decision.retry_after_s,
-                                               policy.retry_after_cap_s))):
-                # The next acquire waits the pause out, with the rest of the fleet.
-                continue
+            if paused:
+                continue  # the next acquire waits the pause out, with the rest of the fleet
             await sleep(wait_for(decision, attempt, policy, rand()))
     raise ProviderUnavailable(f"{what} failed; last: {last}")  # pragma: no cover - max_attempts>=1
