@@ -117,12 +117,7 @@ def prometheus_factory(tmp_path: Path) -> Iterator[Any]:
 
     yield start
     for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 async def poll(http: httpx.AsyncClient, expr: str, until: Any, timeout_s: float) -> list[Any]:
