@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench chaos lint clean prometheus-tools
+.PHONY: venv test demo bench chaos autoscale lint clean prometheus-tools
 
 venv: $(STAMP)
 
@@ -40,6 +40,12 @@ chaos: $(STAMP)
 	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py
 	MEMFLEET_MODEL_OUTAGE_S=120 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_outages.py -k model_outage
 	$(PY) -m bench.recovery --trials 10
+
+# Autoscaling on this machine: a controller applying KEDA's formula to the exporter's
+# numbers starts and stops real workers while a load ramps up and down; it checks every
+# fact is stored exactly once and writes docs/autoscale.png.
+autoscale: $(STAMP)
+	$(PY) -m bench.autoscale
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check worker api_stub tests bench
