@@ -122,7 +122,8 @@ def _cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _enqueue(settings: Settings, session: str, user: str, messages: Any) -> str:
+async def _enqueue(settings: Settings, session: str, user: str, messages: Any,
+                   agent: str | None) -> str:
     from worker.client import schedule_memory_persistence
     from worker.contract import Limits
 
@@ -130,7 +131,7 @@ async def _enqueue(settings: Settings, session: str, user: str, messages: Any) -
     try:
         result = await schedule_memory_persistence(
             redis, session, user, messages, limits=Limits.from_settings(settings),
-            queue_name=settings.queue_name,
+            queue_name=settings.queue_name, agent_id=agent,
         )
     finally:
         await redis.aclose()
@@ -146,7 +147,7 @@ def _cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise MemfleetError(f"cannot read {args.messages}: {exc}") from None
     settings = resolve(settings)
-    print(asyncio.run(_enqueue(settings, args.session, args.user, messages)))
+    print(asyncio.run(_enqueue(settings, args.session, args.user, messages, args.agent)))
     return 0
 
 
@@ -291,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--session", required=True)
     enqueue.add_argument("--user", required=True)
     enqueue.add_argument("--messages", required=True, help="JSON file: [{role, content}, ...]")
+    enqueue.add_argument("--agent", help="the persona or agent instance of the session")
     facts = sub.add_parser("facts", help="print a user's facts")
     facts.add_argument("--user", required=True)
     facts.add_argument("--json", action="store_true")

@@ -18,6 +18,9 @@ a commit has covered it (read-your-writes), ``memory_status`` says where the
 session's memory stands.
 ``memory_events`` reads the commit events (worker.events), which name a session
 by ``session_tag``.
+``agent_id`` names the persona or agent instance of the session (design.md's
+memory scopes). It is checked like the ids and travels in the payload; workers
+do not yet keep an agent's facts apart from the user's profile.
 ``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
 spans and events that match the workers' (worker.telemetry_ids).
 """
@@ -57,6 +60,7 @@ async def schedule_memory_persistence(
     timeout_s: float = 1.0,
     tracer: trace.Tracer | None = None,
     telemetry_id_key: str | None = None,
+    agent_id: str | None = None,
 ) -> queue.Enqueued:
     limits = limits or Limits()
     handover = Handover(
@@ -64,6 +68,7 @@ async def schedule_memory_persistence(
         user_id=check_id(user_id, "user_id", limits),
         messages=parse_messages(recent_window(messages, limits), limits),
         handed_over_at=datetime.now(UTC),
+        agent_id=None if agent_id is None else check_id(agent_id, "agent_id", limits),
     )
     session = SessionRef(handover.user_id, handover.session_id)
     tracer = tracer or trace.get_tracer("memfleet.client")

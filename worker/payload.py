@@ -39,6 +39,9 @@ class Handover(BaseModel):
     messages: tuple[Message, ...]
     handed_over_at: datetime
     trace: dict[str, str] = {}
+    # The persona or agent instance of the session (design.md's memory scopes).
+    # Written only when given, last, so a payload without it reads as before.
+    agent_id: str | None = None
 
 
 def message_hash(message: Message) -> str:
@@ -121,7 +124,8 @@ def parse_messages(raw: object, limits: Limits) -> tuple[Message, ...]:
 def encode_handover(handover: Handover) -> bytes:
     """Compact JSON, fields in declaration order: the hand-over script compares two
     lists by their ``"messages":[...]`` text (worker/lua/enqueue.lua)."""
-    return handover.model_dump_json().encode()
+    exclude = {"agent_id"} if handover.agent_id is None else None
+    return handover.model_dump_json(exclude=exclude).encode()
 
 
 def decode_handover(raw: bytes | str | None, limits: Limits) -> Handover:
@@ -135,6 +139,8 @@ def decode_handover(raw: bytes | str | None, limits: Limits) -> Handover:
     try:
         check_id(handover.session_id, "session_id", limits)
         check_id(handover.user_id, "user_id", limits)
+        if handover.agent_id is not None:
+            check_id(handover.agent_id, "agent_id", limits)
         parse_messages(list(handover.messages), limits)
     except InvalidHandover as exc:
         raise InvalidJob(str(exc)) from exc

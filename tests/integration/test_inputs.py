@@ -172,3 +172,19 @@ async def test_a_session_longer_than_the_limit_is_handed_over_as_its_latest_wind
     assert sorted(await active_texts(db, "u1")) == sorted(f"Uses tool{n}" for n in range(10))
     committed = [r for r in await runs(db, "s1") if r["outcome"] == "committed"]
     assert sum(r["slice_len"] for r in committed) == len(said), "every message exactly once"
+
+
+async def test_a_handover_naming_its_agent_is_taken_and_remembered(
+    settings: Settings, redis: Redis, db: asyncpg.Connection,
+) -> None:
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name, agent_id="coach")
+    stored = await redis.get(queue.handover_key(SessionRef("u1", "s1")))
+    assert json.loads(stored)["agent_id"] == "coach"
+    with pytest.raises(InvalidHandover, match="agent_id"):
+        await schedule_memory_persistence(redis, "s2", "u1", [user_msg("I use Go.")],
+                                          queue_name=settings.queue_name,
+                                          agent_id="bad\x07agent")
+    assert await redis.get(queue.handover_key(SessionRef("u1", "s2"))) is None
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Uses Zig"]

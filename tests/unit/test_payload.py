@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from worker.errors import InvalidHandover, InvalidJob
-from worker.payload import Limits, check_id, decode_handover, parse_messages
+from worker.payload import (
+    Handover,
+    Limits,
+    check_id,
+    decode_handover,
+    encode_handover,
+    parse_messages,
+)
 
 LIMITS = Limits(max_message_chars=100, max_messages=5, max_id_chars=10)
 
@@ -57,3 +66,25 @@ def test_bad_ids(value: object) -> None:
 def test_unreadable_payloads_are_invalid_jobs(raw: bytes | None) -> None:
     with pytest.raises(InvalidJob):
         decode_handover(raw, LIMITS)
+
+
+def _handover(agent_id: str | None) -> Handover:
+    return Handover(session_id="s1", user_id="u1",
+                    messages=parse_messages([{"role": "user", "content": "hi"}], LIMITS),
+                    handed_over_at=datetime(2026, 11, 24, tzinfo=UTC), agent_id=agent_id)
+
+
+def test_an_agent_travels_in_the_payload_and_its_absence_changes_nothing() -> None:
+    with_agent = encode_handover(_handover("coach"))
+    assert decode_handover(with_agent, LIMITS).agent_id == "coach"
+    without = encode_handover(_handover(None))
+    assert b"agent_id" not in without  # the payload an older worker reads, byte for byte
+    assert decode_handover(without, LIMITS).agent_id is None
+    # The hand-over script compares lists up to this marker: the agent comes after it.
+    assert with_agent.index(b'],"handed_over_at":') < with_agent.index(b'"agent_id"')
+
+
+def test_an_agent_id_follows_the_id_rule() -> None:
+    bad = encode_handover(_handover("x" * 11))  # over LIMITS.max_id_chars
+    with pytest.raises(InvalidJob, match="agent_id"):
+        decode_handover(bad, LIMITS)
