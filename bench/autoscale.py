@@ -56,7 +56,7 @@ from bench.autoscale_load import (
     user_id,
 )
 from bench.autoscale_plot import plot_autoscale
-from bench.keda_formula import Behavior, History, Trigger, desired_replicas
+from bench.keda_formula import Behavior, History, Trigger, desired_replicas, keda_activation
 from bench.servers import throwaway_servers
 from bench.stats import pct, table
 from worker.fleet import FleetSnapshot, probe
@@ -187,6 +187,7 @@ async def control(redis: Redis, fleet: WorkerFleet, offered: Offered, ramp: Ramp
     """Every polling interval: probe, compute the count, start or stop workers."""
     history = History()
     last_print = -1e9
+    last_active = 0.0
     while not run.stop.is_set():
         now = time.monotonic() - started
         try:
@@ -197,9 +198,18 @@ async def control(redis: Redis, fleet: WorkerFleet, offered: Offered, ramp: Ramp
             continue
         fleet.reap()
         current = fleet.target
-        desired, history = desired_replicas(
-            now, current, triggers(snap, opts), history, behavior=behavior,
-            min_replicas=opts.min_replicas, max_replicas=opts.max_replicas)
+        measured = triggers(snap, opts)
+        if any(t.value > 0 for t in measured):
+            last_active = now
+        # With minReplicaCount 0, KEDA itself goes between 0 and 1; the HPA above that.
+        activation = (keda_activation(current, measured, now - last_active, behavior=behavior)
+                      if opts.min_replicas == 0 else None)
+        if activation is not None:
+            desired = activation
+        else:
+            desired, history = desired_replicas(
+                now, current, measured, history, behavior=behavior,
+                min_replicas=max(1, opts.min_replicas), max_replicas=opts.max_replicas)
         fleet.scale_to(desired)
         run.rows.append({
             "t": round(now, 2), "replicas": current, "desired": desired,
@@ -290,6 +300,11 @@ async def check_exactly_once(database_url: str, offered: Offered) -> Check:
     )
 
 
+def _first(run: Run, column: str) -> str:
+    """When a poll first saw ``column`` above 0, in seconds since the load started."""
+    return next((f"{r['t']:.1f}" for r in run.rows if r[column] > 0), "never")
+
+
 def report(run: Run, offered: Offered, check: Check, fleet: WorkerFleet, opts: Options,
            behavior: Behavior, total_s: float) -> str:
     during = [r for r in run.rows if r["t"] <= run.load_end_s]
@@ -304,6 +319,9 @@ def report(run: Run, offered: Offered, check: Check, fleet: WorkerFleet, opts: O
         ["replicas at the start", str(run.rows[0]["replicas"])],
         ["peak replicas", f"{peak} (first at t={peak_at:.0f} s)"],
         ["replicas at the end", str(run.rows[-1]["desired"])],
+        *([["from zero: first job seen / first worker's heartbeat",
+            f"t={_first(run, 'jobs')} / t={_first(run, 'workers')} s"]]
+          if opts.min_replicas == 0 else []),
         ["worker processes started / exited unexpectedly",
          f"{fleet.started} / {fleet.exited_badly}"],
         ["lag during the ramp, p50 / p95 / max",
@@ -434,7 +452,9 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument("--duration-s", type=float, help="length of the ramp (240)")
     parser.add_argument("--low-rate", type=float, default=1.0, help="hand-overs/s at both ends")
     parser.add_argument("--peak-rate", type=float, help="hand-overs/s at the peak (12)")
-    parser.add_argument("--min-replicas", type=int, default=1)
+    parser.add_argument("--min-replicas", type=int, default=1,
+                        help="0: scale to zero (KEDA activates on the first job, and "
+                             "returns to 0 after its cooldown with no active trigger)")
     parser.add_argument("--max-replicas", type=int, default=8)
     parser.add_argument("--max-jobs", type=int, default=4,
                         help="MEMFLEET_MAX_JOBS, also the jobs trigger's threshold")
@@ -449,8 +469,8 @@ def parse(argv: list[str] | None = None) -> Options:
                         help=f"the plot to write ({DEFAULT_PLOT} for the full run)")
     parser.add_argument("--timeline", type=Path, help="also save the timeline as JSON here")
     args = parser.parse_args(argv)
-    if args.min_replicas < 1:
-        parser.error("--min-replicas: at least 1 (scale to zero is not part of this run)")
+    if args.min_replicas < 0:
+        parser.error("--min-replicas: 0 (scale to zero) or more")
     quick = args.quick
     return Options(
         users=args.users or (60 if quick else 200),
