@@ -40,8 +40,9 @@ server's clock, so the replicas' own clocks never matter:
 
 A job waits for budget instead of failing: ``acquire`` sleeps (with a little
 jitter) and asks again, for up to MEMFLEET_LLM_BUDGET_WAIT_MAX_S per call. A
-call that waited longer gives up with ProviderUnavailable, so the job's retry
-and the circuit breaker (worker.breaker) apply as for an endpoint that is down.
+call that waited longer gives up with ModelBudgetBusy: the job hands its
+session to a later job without spending a try, and the circuit breaker
+(worker.breaker), which is for an endpoint that fails, stays closed.
 
 Keys: ``memfleet:llm-budget:{<endpoint>}:<part>``, ``<endpoint>`` a hash of the
 queue name and the endpoint's base URL (chat and embeddings share a budget when
@@ -64,7 +65,7 @@ from typing import Any, Protocol
 import structlog
 from redis.exceptions import RedisError
 
-from worker.errors import ProviderUnavailable
+from worker.errors import ModelBudgetBusy, ProviderUnavailable
 from worker.redis_scripts import LuaScript
 
 log = structlog.get_logger("memfleet.budget")
@@ -209,7 +210,7 @@ class RedisBudget:
         self._release_needed = limits.tpm > 0 or limits.concurrency > 0
 
     async def acquire(self, tokens: int) -> Lease:
-        """Wait for a slot, up to ``wait_max_s``; ProviderUnavailable after that."""
+        """Wait for a slot, up to ``wait_max_s``; ModelBudgetBusy after that."""
         ticket = secrets.token_hex(8)
         tokens = max(0, int(tokens))
         started = time.monotonic()
@@ -230,7 +231,7 @@ class RedisBudget:
                     return Lease(ticket, tokens)
                 first = first or answer.reason
                 if waited + answer.seconds > self.limits.wait_max_s:
-                    raise ProviderUnavailable(
+                    raise ModelBudgetBusy(
                         f"no model budget after {waited:.0f} s (waiting for {answer.reason})")
                 await self._sleep(sleep_for(answer, self._rand(), self.limits.poll_s))
         except BaseException:

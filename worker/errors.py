@@ -14,6 +14,7 @@
     │   ├── MemoryOptedOut         the user turned memory off while the run worked
     │   └── UserErased             the user was erased after the run's hand-over was made
     ├── ConsolidationContention other jobs of the user kept committing first             transient
+    ├── ModelBudgetBusy        the fleet's model budget had no slot within the wait      transient
     ├── ProviderError          an LLM or embeddings call was refused (HTTP 400 and the like)
     │   ├── ProviderUnavailable    rate limit, 5xx, timeout, connection                  transient
     │   └── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
@@ -113,6 +114,15 @@ class ConsolidationContention(MemfleetError):
 
 class ProviderError(MemfleetError):
     """An LLM or embeddings call failed in a way another try will not fix (a refused request)."""
+
+
+class ModelBudgetBusy(MemfleetError):
+    """The fleet's model budget (worker.budget) gave this call no slot within
+    MEMFLEET_LLM_BUDGET_WAIT_MAX_S. Nothing failed: the fleet is as busy as its
+    budget allows. The job hands its session to a later job, spending no try and
+    leaving the circuit breaker alone (worker.job)."""
+
+    transient = True
 
 
 class ProviderUnavailable(ProviderError):

@@ -38,6 +38,7 @@ from worker.errors import (
     InvalidJob,
     LockLost,
     MemfleetError,
+    ModelBudgetBusy,
     ProviderAnswerInvalid,
     ProviderUnavailable,
     StoreError,
@@ -252,6 +253,11 @@ async def _run_pipeline(
         return result.as_dict(), result.settlement
     except InvalidJob as exc:
         return await _record(deps, base, "invalid", str(exc)), NOTHING_SETTLED
+    except ModelBudgetBusy as exc:
+        # The fleet is as busy as its model budget allows: a later job takes the
+        # session over; no try is spent and the breaker stays closed.
+        await _defer(deps, session)
+        return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
     except LockLost as exc:
         # Another job holds the session now, or Redis forgot the lock: either way a
         # later job takes over (the cursor fence keeps the slice from counting twice).

@@ -21,11 +21,13 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
-from tests.helpers import WorkerProcesses, bot_msg, user_msg, worker_env
+from tests.conftest import TEST_EMBED_DIM
+from tests.helpers import WorkerProcesses, bot_msg, job_deps, run_job, user_msg, worker_env
+from worker.breaker import BreakerKeys
 from worker.budget import BudgetKeys, BudgetLimits, RedisBudget
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.errors import ProviderUnavailable
+from worker.errors import ModelBudgetBusy
 from worker.providers.factory import build_providers
 from worker.wire import ExtractionRequest, WireMessage
 
@@ -153,7 +155,7 @@ async def test_a_caller_gives_up_after_the_maximum_wait_and_leaves_the_line(
 ) -> None:
     first, second = _budgets(clients[:2], BudgetLimits(rpm=1, window_s=30, wait_max_s=1))
     await first.acquire(1)
-    with pytest.raises(ProviderUnavailable, match="rpm"):
+    with pytest.raises(ModelBudgetBusy, match="rpm"):
         await second.acquire(1)
     assert await redis.zcard(second.keys.line) == 0
 
@@ -269,3 +271,27 @@ async def test_the_budget_holds_fleet_wide(settings: Settings, tmp_path: Path) -
     assert outcomes.get("committed", 0) > 0, outcomes
     # Waiting for budget is not failing: no run failed, none was sent back to retry.
     assert set(outcomes) <= {"committed", "skipped"}, outcomes
+
+
+async def test_a_job_out_of_budget_hands_its_session_on_without_failing(
+    settings: Settings, redis: Redis, db: asyncpg.Connection,
+) -> None:
+    """Waiting past MEMFLEET_LLM_BUDGET_WAIT_MAX_S is not a model failure: the job
+    defers its session, spends no try, and leaves the circuit breaker closed."""
+    with StubServer(dim=TEST_EMBED_DIM) as stub:
+        tight = settings.model_copy(update={
+            "llm_provider": "openai", "llm_base_url": stub.v1, "embed_provider": "openai",
+            "embed_base_url": stub.v1, "extract_model": "stub", "consolidate_model": "stub",
+            "llm_budget_rpm": 1, "llm_budget_wait_max_s": 0.5,
+        })
+        await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                          queue_name=tight.queue_name)
+        async with job_deps(tight, redis, build_providers(tight, redis=redis)) as deps:
+            # The extraction takes the minute's one request; the embeddings call waits.
+            result = await run_job(deps, "s1", "j1", user_id="u1")
+        assert result["outcome"] == "deferred" and "ModelBudgetBusy" in result["error"]
+        assert len(stub.recorded()) == 1, "nothing sent beyond the budget"
+    keys = BreakerKeys.of(tight.queue_name)
+    assert await redis.exists(keys.open, keys.failures) == 0, "the breaker stays closed"
+    assert await redis.zcard(tight.queue_name) == 1, "a later job takes the session over"
+    assert await db.fetchval("SELECT count(*) FROM memory_fact") == 0

@@ -26,7 +26,7 @@ from worker.budget import (
     sleep_for,
 )
 from worker.config import Settings
-from worker.errors import ProviderError, ProviderUnavailable
+from worker.errors import ModelBudgetBusy, ProviderError, ProviderUnavailable
 from worker.providers.factory import budget_limits, build_providers
 from worker.providers.openai_chat import ANSWER_ALLOWANCE_TOKENS, OpenAIExtractor, request_tokens
 from worker.providers.openai_embed import OpenAIEmbedder
@@ -227,13 +227,13 @@ async def test_a_refused_request_still_gives_its_slot_back() -> None:
 
 class NoBudget(FakeBudget):
     async def acquire(self, tokens: int) -> Lease:
-        raise ProviderUnavailable("no model budget")
+        raise ModelBudgetBusy("no model budget")
 
 
-async def test_no_budget_in_time_is_unavailable_and_nothing_is_sent() -> None:
+async def test_no_budget_in_time_is_busy_and_nothing_is_sent() -> None:
     budget = NoBudget()
     call = Script(budget)
-    with pytest.raises(ProviderUnavailable):
+    with pytest.raises(ModelBudgetBusy):
         await call_with_retry(call, RetryPolicy(budget=budget), what=WHAT)
     assert call.calls == 0
 
@@ -277,7 +277,7 @@ async def test_the_budget_gives_up_when_the_wait_would_pass_the_maximum() -> Non
     slept, sleep = _recorder()
     budget = RedisBudget(redis, BudgetKeys.of("q", "http://x/v1"),
                          BudgetLimits(concurrency=2, wait_max_s=120), sleep=sleep)
-    with pytest.raises(ProviderUnavailable, match="rpm"):
+    with pytest.raises(ModelBudgetBusy, match="rpm"):
         await budget.acquire(1)
     assert slept == []
     assert redis.calls == ["acquire", "release"]  # it left the line
