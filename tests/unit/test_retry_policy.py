@@ -16,6 +16,7 @@ from worker.errors import (
     LockLost,
     MemfleetError,
     MemoryOptedOut,
+    ModelBudgetBusy,
     ProviderAnswerInvalid,
     ProviderError,
     ProviderUnavailable,
@@ -33,7 +34,10 @@ PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown mo
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
              ConsolidationContention("busy user"), UserVersionConflict("u1"),
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
-             StoreUnavailable("connection refused")]
+             StoreUnavailable("connection refused"),
+             # The job defers its session before asking the policy (worker.job); were
+             # the policy asked, it would retry it like any transient error.
+             ModelBudgetBusy("no slot")]
 
 
 @pytest.mark.parametrize("error", PERMANENT, ids=lambda e: type(e).__name__)
