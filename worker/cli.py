@@ -87,10 +87,12 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
     from worker.exporter import run_exporter
+    from worker.preflight import check_redis
     from worker.telemetry import configure_logging
 
     configure_logging(args.log_level)
     settings = resolve(settings, database=False)
+    asyncio.run(check_redis(settings))
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_exporter(settings))
     return 0
@@ -99,6 +101,7 @@ def _cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     from worker import queue
     from worker.config import secret
+    from worker.preflight import check_redis
     from worker.telemetry import configure_logging
     from worker.webhook import WebhookTarget, deliver_forever
 
@@ -107,6 +110,7 @@ def _cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
         raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
     configure_logging(args.log_level)
     settings = resolve(settings, database=False)
+    asyncio.run(check_redis(settings))
 
     async def go() -> None:
         redis = Redis.from_url(settings.redis_url or "")

@@ -47,7 +47,7 @@ async def keep_probing(metrics: FleetMetrics, redis: Redis, settings: Settings) 
         await asyncio.sleep(settings.queue_probe_interval_s)
 
 
-async def run_exporter(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
+async def run_exporter(settings: Settings) -> None:
     """Serve the fleet's gauges until cancelled."""
     registry = CollectorRegistry()
     provider, metrics = fleet_meter(registry)
@@ -58,8 +58,6 @@ async def run_exporter(settings: Settings, *, ready: asyncio.Event | None = None
                               else settings.metrics_port)
     log.info("serving the fleet's /metrics and /healthz", port=port)
     probing = asyncio.create_task(keep_probing(metrics, redis, settings))
-    if ready is not None:
-        ready.set()
     try:
         await probing
     finally:

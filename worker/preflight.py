@@ -31,6 +31,12 @@ async def check_servers(settings: Settings) -> None:
         await check_schema(conn, settings.embed_dim)
     finally:
         await conn.close()
+    await check_redis(settings)
+
+
+async def check_redis(settings: Settings) -> None:
+    """Raise HandoverUnavailable when Redis does not answer (for the commands that
+    need Redis alone: the exporter, the webhook sender)."""
     redis = Redis.from_url(settings.redis_url or "", socket_connect_timeout=CONNECT_TIMEOUT_S,
                            socket_timeout=CONNECT_TIMEOUT_S)
     try:
