@@ -64,7 +64,6 @@ class FleetSnapshot:
     lag_s: float = 0.0
     sessions_waiting: int = 0
     workers: int = 0
-    at_ms: int = 0  # the Redis clock when probed
 
     @property
     def jobs(self) -> int:
@@ -80,10 +79,10 @@ async def probe(redis: Any, queue_name: str) -> FleetSnapshot:
         [queue.ARQ_IN_PROGRESS_PREFIX, queue.META_PREFIX, ORPHAN_SLACK_MS, MAX_DUE_LOOKED_AT,
          MAX_STALE_DROPPED],
     )
-    ready, deferred, running, orphaned, ready_age, lag, waiting, workers, now = (
+    ready, deferred, running, orphaned, ready_age, lag, waiting, workers = (
         int(value) for value in answer)
     return FleetSnapshot(ready, deferred, running, orphaned, ready_age / 1000, lag / 1000,
-                         waiting, workers, now)
+                         waiting, workers)
 
 
 def worker_id() -> str:

@@ -1,7 +1,9 @@
 """Fleet metrics: OpenTelemetry instruments, exported over OTLP and on /metrics.
 
 Each worker process serves ``/metrics`` (Prometheus text) and ``/healthz``
-(Redis and PostgreSQL answer) on MEMFLEET_METRICS_PORT. Labels never carry
+(Redis and PostgreSQL answer) on MEMFLEET_METRICS_PORT: ``Metrics``, what the
+process does. ``FleetMetrics``, what the whole fleet owes, is served once by
+``memfleet exporter`` (worker.exporter). Labels never carry
 user content or ids: only stage, outcome, event, model, direction, kind.
 """
 
@@ -12,12 +14,9 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-import structlog
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from worker.fleet import FleetSnapshot
-
-log = structlog.get_logger("memfleet.metrics")
 
 
 @dataclass

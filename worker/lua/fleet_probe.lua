@@ -17,7 +17,7 @@
 -- ARGV: ARQ's in-progress prefix, meta prefix, orphan slack ms, most due jobs
 -- looked at, most stale members dropped.
 -- Returns {ready, deferred, in progress, orphaned, oldest ready age ms,
--- lag ms, sessions waiting, live workers, now ms}.
+-- lag ms, sessions waiting, live workers}.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local slack = tonumber(ARGV[3])
@@ -75,4 +75,4 @@ while true do
   dropped = dropped + 1
 end
 return {ready, deferred, running, orphaned, ready_age, lag, redis.call('ZCARD', KEYS[2]),
-        workers, now}
+        workers}
