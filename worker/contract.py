@@ -23,8 +23,32 @@ CATEGORY_ORDER: tuple[Category, ...] = (
     "fact", "preference", "relationship", "decision", "event", "general",
 )
 
-SourceKind = Literal["extracted", "manual", "backfill"]
+SourceKind = Literal["extracted", "manual", "backfill", "imported"]
 SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
+
+# profile: about the user, for any assistant; relationship: part of the user's
+# relationship with one agent (persona, assistant instance), carried with its id.
+Scope = Literal["profile", "relationship"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+# What a read asks for (eros-engine's memory_scope): nothing, one layer, or both.
+MemoryScope = Literal["none", "profile", "relationship", "both"]
+MEMORY_SCOPES: tuple[MemoryScope, ...] = get_args(MemoryScope)
+
+# stated: the user said it; inferred: it follows from what they said.
+Basis = Literal["stated", "inferred"]
+BASES: tuple[Basis, ...] = get_args(Basis)
+SupersededReason = Literal["updated", "deleted", "expired", "removed"]
+
+
+def confidence_for(source: SourceKind, basis: Basis) -> float:
+    """How far a fact is trusted, from where it came from: written by the user by
+    hand, then stated in conversation, then imported or recovered from an old
+    blob, then inferred. Orders recall and breaks ties; an inferred fact never
+    replaces a more trusted one without the user (worker.stages.consolidate)."""
+    if source == "manual":
+        return 1.0
+    stated = {"extracted": 0.9, "imported": 0.85, "backfill": 0.8}[source]
+    return stated if basis == "stated" else round(stated - 0.3, 2)
 
 MIN_IMPORTANCE = 1
 MAX_IMPORTANCE = 10

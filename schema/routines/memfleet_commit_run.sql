@@ -12,8 +12,11 @@
 -- The consent and the fence are read under the user's advisory lock, taken
 -- shared here and exclusive by an erase or a consent change, so neither can
 -- land between the check and this transaction's commit.
--- Its signature is kept across releases, so workers of two versions can call
--- it while a fleet rolls over.
+-- Its signatures are kept across releases, so workers of two versions can call
+-- it while a fleet rolls over: the 13-argument form of the previous release
+-- calls the full one with every fact a stated profile fact valid from
+-- p_observed_at. A pinned row is never superseded here (MF002: the pin bumped
+-- the user's version after consolidation read it).
 CREATE OR REPLACE FUNCTION memfleet_commit_run(
     p_cursor            jsonb,      -- session_id, user_id, expected_version (0: none yet),
                                     -- last_hash, window_hash, position, processed, user_turns,
@@ -30,7 +33,17 @@ CREATE OR REPLACE FUNCTION memfleet_commit_run(
     p_source_session_id text,
     p_sup_target        bigint[],   -- per supersession: an existing row id, or NULL ...
     p_sup_target_new    integer[],  -- ... and then the 1-based position of a row inserted here
-    p_sup_successor     integer[]   -- position of the superseding new row; NULL for a DELETE
+    p_sup_successor     integer[],  -- position of the superseding new row; NULL for a DELETE
+    -- per new fact, beside p_texts:
+    p_scopes            text[],
+    p_agents            text[],
+    p_valid_from        timestamptz[],  -- NULL: p_observed_at
+    p_valid_to          timestamptz[],
+    p_expires_at        timestamptz[],
+    p_bases             text[],
+    p_confidences       real[],
+    -- proposals held back: [{"fact_id", "event", "reason", "text"}]
+    p_holds             jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -102,11 +115,18 @@ BEGIN
         WITH inserted AS (
             INSERT INTO memory_fact (user_id, text, category, importance, embedding,
                                      embedding_model, observed_at, source_session_id,
-                                     source_kind, run_id)
+                                     source_kind, run_id, scope, agent_id, valid_from,
+                                     valid_to, expires_at, basis, confidence)
             SELECT v_user, t.text, t.category, t.importance, t.embedding, p_embedding_model,
-                   p_observed_at, p_source_session_id, 'extracted', v_run_id
-            FROM unnest(p_texts, p_categories, p_importances, p_embeddings)
-                 WITH ORDINALITY AS t (text, category, importance, embedding, ord)
+                   p_observed_at, p_source_session_id, 'extracted', v_run_id, t.scope,
+                   t.agent_id, coalesce(t.valid_from, p_observed_at), t.valid_to,
+                   t.expires_at, t.basis, t.confidence
+            FROM unnest(p_texts, p_categories, p_importances, p_embeddings, p_scopes,
+                        p_agents, p_valid_from, p_valid_to, p_expires_at, p_bases,
+                        p_confidences)
+                 WITH ORDINALITY AS t (text, category, importance, embedding, scope,
+                                       agent_id, valid_from, valid_to, expires_at, basis,
+                                       confidence, ord)
             ORDER BY t.ord
             RETURNING id
         )
@@ -114,18 +134,52 @@ BEGIN
     END IF;
 
     IF cardinality(p_sup_target) > 0 THEN
+        -- A superseded row's validity ends where its successor's begins (a DELETE:
+        -- when it was said), unless the conversation gave the end already.
         UPDATE memory_fact AS f
-        SET superseded_at = p_observed_at, superseded_by = v_new_ids[s.successor]
+        SET superseded_at = p_observed_at, superseded_by = v_new_ids[s.successor],
+            superseded_reason = CASE WHEN s.successor IS NULL THEN 'deleted' ELSE 'updated' END,
+            valid_to = coalesce(f.valid_to, greatest(f.valid_from, coalesce(
+                (SELECT n.valid_from FROM memory_fact AS n
+                 WHERE n.id = v_new_ids[s.successor]), p_observed_at)))
         FROM unnest(p_sup_target, p_sup_target_new, p_sup_successor)
              AS s (target, target_new, successor)
         WHERE f.id = coalesce(s.target, v_new_ids[s.target_new])
-          AND f.user_id = v_user AND f.superseded_at IS NULL;
+          AND f.user_id = v_user AND f.superseded_at IS NULL AND NOT f.pinned;
         GET DIAGNOSTICS v_done = ROW_COUNT;
         IF v_done <> cardinality(p_sup_target) THEN
             -- Only a writer that skipped the user's version could get here.
             RAISE EXCEPTION 'a fact to supersede is no longer active' USING ERRCODE = 'MF002';
         END IF;
     END IF;
+
+    INSERT INTO memory_held_proposal (user_id, fact_id, run_id, event, reason, text, session_id)
+    SELECT v_user, f.id, v_run_id, h.event, h.reason, h.text, p_source_session_id
+    FROM jsonb_to_recordset(coalesce(p_holds, '[]'::jsonb))
+         AS h (fact_id bigint, event text, reason text, text text)
+    JOIN memory_fact AS f ON f.id = h.fact_id AND f.user_id = v_user;
     RETURN v_run_id;
 END;
+$$;
+
+-- The previous release's form.
+CREATE OR REPLACE FUNCTION memfleet_commit_run(
+    p_cursor jsonb, p_user_version bigint, p_run jsonb, p_texts text[], p_categories text[],
+    p_importances smallint[], p_embeddings halfvec[], p_embedding_model text,
+    p_observed_at timestamptz, p_source_session_id text, p_sup_target bigint[],
+    p_sup_target_new integer[], p_sup_successor integer[]
+) RETURNS bigint
+LANGUAGE sql AS $$
+    SELECT memfleet_commit_run(
+        p_cursor, p_user_version, p_run, p_texts, p_categories, p_importances, p_embeddings,
+        p_embedding_model, p_observed_at, p_source_session_id, p_sup_target, p_sup_target_new,
+        p_sup_successor,
+        array_fill('profile'::text, ARRAY[cardinality(p_texts)]),
+        array_fill(NULL::text, ARRAY[cardinality(p_texts)]),
+        array_fill(NULL::timestamptz, ARRAY[cardinality(p_texts)]),
+        array_fill(NULL::timestamptz, ARRAY[cardinality(p_texts)]),
+        array_fill(NULL::timestamptz, ARRAY[cardinality(p_texts)]),
+        array_fill('stated'::text, ARRAY[cardinality(p_texts)]),
+        array_fill(0.9::real, ARRAY[cardinality(p_texts)]),
+        '[]'::jsonb);
 $$;

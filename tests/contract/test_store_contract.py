@@ -27,6 +27,8 @@ from worker.store.types import (
     Erasure,
     ExistingRow,
     InsertFact,
+    NeighborRow,
+    Neighbors,
     NewFact,
     NewRow,
     RunCommit,
@@ -37,6 +39,10 @@ from worker.store.types import (
 )
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def _pair(found: Neighbors) -> tuple[int, list[list[NeighborRow]]]:
+    return found.version, found.rows
 
 
 class Store(PipelineStore, MemoryStore):
@@ -134,7 +140,7 @@ async def test_the_cursor_belongs_to_its_user(store: Store) -> None:
 
 async def test_the_user_version_fence_refuses_a_commit_on_stale_neighbours(store: Store) -> None:
     await store.commit_run(commit(advance(0, session="a"), (insert(0, "Likes jazz", vec(0)),)))
-    version, _ = await store.neighbors("u1", vec(0)[None, :], 5)
+    version, _ = _pair(await store.neighbors("u1", vec(0)[None, :], 5))
     assert version == 1
     with pytest.raises(UserVersionConflict):
         await store.commit_run(commit(advance(0, session="b"), (insert(0, "x", vec(1)),), 0))
@@ -192,12 +198,12 @@ async def test_neighbors_are_the_users_own_active_facts_nearest_first(store: Sto
     await store.remove_fact("u1", gone.id)
     await store.commit_run(commit(advance(0, session="x", user="u2"),
                                   (insert(0, "other user", vec(0)),)))
-    version, found = await store.neighbors("u1", np.stack([vec(0), vec(2)]), 2)
+    version, found = _pair(await store.neighbors("u1", np.stack([vec(0), vec(2)]), 2))
     assert version == 2
     assert [[n.text for n in per] for per in found] == [["near", "middle"], ["far", "middle"]]
     assert found[0][0].distance == pytest.approx(0.0, abs=1e-3)
     assert found[0][1].distance == pytest.approx(1 - 1 / np.sqrt(3), abs=1e-3)
-    assert (await store.neighbors("nobody", vec(0)[None, :], 2)) == (0, [[]])
+    assert _pair(await store.neighbors("nobody", vec(0)[None, :], 2)) == (0, [[]])
 
 
 async def test_the_summary_moves_with_the_cursor(store: Store) -> None:
@@ -227,7 +233,7 @@ async def test_audit_rows_of_a_session_and_of_a_user(store: Store) -> None:
 async def test_manual_facts_bump_the_version_and_stay_scoped(store: Store) -> None:
     fact = await store.add_fact("u1", NewFact("Likes tea", "preference", 4, vec(3), "test"))
     assert fact.source_kind == "manual" and fact.user_id == "u1"
-    assert (await store.neighbors("u1", vec(3)[None, :], 1))[0] == 1
+    assert (await store.neighbors("u1", vec(3)[None, :], 1)).version == 1
     assert await store.get_fact("u1", fact.id) == fact
     assert await store.get_fact("u2", fact.id) is None
     assert await store.remove_fact("u2", fact.id) is None, "another user's id reads as missing"
@@ -236,7 +242,7 @@ async def test_manual_facts_bump_the_version_and_stay_scoped(store: Store) -> No
     assert removed is not None and removed.superseded_at is not None
     assert await store.remove_fact("u1", fact.id) is None
     assert await store.count_active("u1") == 0
-    assert (await store.neighbors("u1", vec(3)[None, :], 1))[0] == 2, "a miss bumps nothing"
+    assert (await store.neighbors("u1", vec(3)[None, :], 1)).version == 2, "a miss bumps nothing"
 
 
 async def test_search_ranks_by_meaning_and_by_words(store: Store) -> None:

@@ -14,9 +14,14 @@ import pytest
 from tests.conftest import TEST_EMBED_DIM
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PostgresStore
+from worker.store.types import NeighborRow, Neighbors
 from worker.vectors import Vector
 
 _OBSERVED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _pair(found: Neighbors) -> tuple[int, list[list[NeighborRow]]]:
+    return found.version, found.rows
 
 
 def _at(degrees: float) -> np.ndarray:
@@ -61,7 +66,7 @@ async def test_top_k_per_candidate_of_one_users_active_facts(
     await _fact(db, "bob", "bob's, identical to the candidate", 0)
     await db.execute("INSERT INTO user_memory_state (user_id, version) VALUES ('alice', 7)")
 
-    version, neighbors = await store.neighbors("alice", _matrix(0, 90), 3)
+    version, neighbors = _pair(await store.neighbors("alice", _matrix(0, 90), 3))
 
     assert version == 7
     assert [[row.id for row in rows] for rows in neighbors] == [
@@ -75,7 +80,7 @@ async def test_top_k_per_candidate_of_one_users_active_facts(
     assert [round(row.distance, 3) for row in first] == [0.0, round(1 - math.cos(math.pi / 6), 3),
                                                           round(1 - math.cos(math.pi / 6), 3)]
     # A tie at the cut keeps the older row.
-    _, cut = await store.neighbors("alice", _matrix(0), 2)
+    cut = (await store.neighbors("alice", _matrix(0), 2)).rows
     assert [row.id for row in cut[0]] == [same, thirty]
 
 
@@ -83,11 +88,11 @@ async def test_a_user_without_facts_gets_no_neighbours_and_version_zero(
     db: asyncpg.Connection, store: PostgresStore
 ) -> None:
     await _fact(db, "bob", "bob's", 0)
-    version, neighbors = await store.neighbors("carol", _matrix(0, 45), 5)
+    version, neighbors = _pair(await store.neighbors("carol", _matrix(0, 45), 5))
     assert (version, neighbors) == (0, [[], []])
 
 
 async def test_no_candidates_asks_nothing(store: PostgresStore) -> None:
-    version, neighbors = await store.neighbors("alice", np.zeros((0, TEST_EMBED_DIM),
-                                                                 dtype=np.float32), 5)
+    version, neighbors = _pair(await store.neighbors("alice", np.zeros((0, TEST_EMBED_DIM),
+                                                                 dtype=np.float32), 5))
     assert (version, neighbors) == (0, [])

@@ -95,7 +95,8 @@ async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_on
                                int(path.name[:4]), path.stem[5:], checksum(text))
     finally:
         await conn.close()
-    behind = "lacks 0005_cursor_handover_seq, 0006_user_scoped_sessions, routines/"
+    behind = ("lacks 0005_cursor_handover_seq, 0006_user_scoped_sessions, 0007_memory_model,"
+              " routines/")
     with pytest.raises(ConfigurationError, match=behind):
         await _check(empty_database_url)
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [

@@ -20,6 +20,8 @@ from worker.contract import (
     DEFAULT_MAX_MESSAGES,
     MAX_IMPORTANCE,
     MIN_IMPORTANCE,
+    BASES,
+    SCOPES,
     SOURCE_KINDS,
     Limits,
     text_fault,
@@ -30,8 +32,10 @@ SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 
 
 def _schema_sql() -> str:
-    files = sorted(SCHEMA_DIR.rglob("*.sql"))
-    assert files, f"no SQL under {SCHEMA_DIR}"
+    """The schema in the order it is applied: baseline, numbered migrations, routines."""
+    files = [SCHEMA_DIR / "baseline.sql", *sorted(SCHEMA_DIR.glob("[0-9]*.sql")),
+             *sorted((SCHEMA_DIR / "routines").glob("*.sql"))]
+    assert all(path.is_file() for path in files), f"no SQL under {SCHEMA_DIR}"
     return "\n".join(path.read_text("utf-8") for path in files)
 
 
@@ -50,8 +54,13 @@ def test_the_schema_checks_exactly_the_python_categories() -> None:
 def test_the_schema_checks_exactly_the_python_source_kinds() -> None:
     checks = _check_lists("source_kind")
     assert checks, "no CHECK (source_kind IN (...)) in schema/"
-    for values in checks:
-        assert values == set(SOURCE_KINDS)
+    assert checks[-1] == set(SOURCE_KINDS), "the latest migration's list is the one in force"
+
+
+@pytest.mark.parametrize(("column", "values"), [("scope", SCOPES), ("basis", BASES)])
+def test_the_schema_checks_the_python_terms(column: str, values: tuple[str, ...]) -> None:
+    checks = _check_lists(column)
+    assert checks and checks[-1] == set(values)
 
 
 def test_the_schema_checks_the_same_importance_range() -> None:

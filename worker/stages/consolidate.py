@@ -209,7 +209,7 @@ def plan_writes(
         insert = InsertFact(
             ref=i, text=text, category=candidate.category, importance=candidate.importance,
             embedding=embeddings[i],
-            supersedes=target if event == "UPDATE" else None,
+            supersedes=target if event == "UPDATE" else None, terms=candidate.terms,
         )
         writes.append(insert)
         became[i] = NewRow(i)
@@ -246,7 +246,10 @@ async def run(
             {"db.system.name": "postgresql", "db.operation.name": "SELECT",
              "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
         ):
-            version, neighbors = await ctx.store.neighbors(user_id, embeddings, k)
+            found = await ctx.store.neighbors(
+                user_id, embeddings, k, agents=[c.terms.agent_id for c in candidates],
+                model=ctx.providers.embedder.model)
+        version, neighbors = found.version, found.rows
         prepared = build_request(candidates, embeddings, neighbors, observed_label(observed_at),
                                  observed_at.date().isoformat(), k)
         consolidator = ctx.providers.consolidator

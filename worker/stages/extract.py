@@ -13,6 +13,7 @@ from datetime import datetime
 from worker.payload import Handover, Message
 from worker.stages.context import RunContext, ask
 from worker.stages.cursor import Position
+from worker.store.types import PROFILE, FactTerms
 from worker.wire import Category, ExtractionAnswer, ExtractionRequest, WireMessage
 
 MAX_CANDIDATES = 20
@@ -23,6 +24,7 @@ class CandidateFact:
     text: str
     category: Category
     importance: int
+    terms: FactTerms = PROFILE
 
 
 def observed_label(moment: datetime) -> str:

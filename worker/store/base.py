@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from worker.store.types import (
     Erasure,
     FactRecord,
-    NeighborRow,
+    Neighbors,
     NewFact,
     RankedFact,
     RunCommit,
@@ -30,10 +30,14 @@ class PipelineStore(Protocol):
     async def load_session(self, user_id: str, session_id: str) -> SessionRead: ...
 
     async def neighbors(
-        self, user_id: str, embeddings: Vector, k: int
-    ) -> tuple[int, list[list[NeighborRow]]]:
-        """The user's version and, per row of ``embeddings``, its top-k ACTIVE facts,
-        nearest first (cosine distance), read in one snapshot."""
+        self, user_id: str, embeddings: Vector, k: int, *,
+        agents: Sequence[str | None] | None = None, model: str | None = None,
+    ) -> Neighbors:
+        """The user's version and, per row of ``embeddings``, its top-k ACTIVE, unexpired
+        facts of the same agent (``agents``, per row: None for a profile fact), nearest
+        first (cosine distance), read in one snapshot. Only rows embedded by ``model`` at
+        the embeddings' dimension are ranked; ``other_model`` says when the user's facts
+        are on another."""
         ...
 
     async def commit_run(self, commit: RunCommit) -> int:

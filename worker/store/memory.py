@@ -20,13 +20,17 @@ import numpy as np
 
 from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
 from worker.store.types import (
+    PROFILE,
     CursorState,
     Erasure,
     ExistingRow,
     FactRecord,
     FactRef,
+    FactTerms,
+    HoldProposal,
     InsertFact,
     NeighborRow,
+    Neighbors,
     NewFact,
     RankedFact,
     RunCommit,
@@ -53,6 +57,7 @@ class InMemoryStore:
     erasures: list[dict[str, int]] = field(default_factory=list)
     rows: dict[int, _Row] = field(default_factory=dict)
     run_rows: list[dict[str, Any]] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)  # memory_held_proposal
     _next_fact: int = 1
 
     # -- the pipeline (PipelineStore) --------------------------------------
@@ -61,17 +66,32 @@ class InMemoryStore:
         return SessionRead(self.cursors.get((user_id, session_id)), self.consents.get(user_id))
 
     async def neighbors(
-        self, user_id: str, embeddings: Vector, k: int
-    ) -> tuple[int, list[list[NeighborRow]]]:
+        self, user_id: str, embeddings: Vector, k: int, *,
+        agents: Sequence[str | None] | None = None, model: str | None = None,
+    ) -> Neighbors:
+        now = datetime.now(UTC)
         active = [row for row in self.rows.values()
-                  if row.fact.user_id == user_id and row.fact.superseded_at is None]
+                  if row.fact.user_id == user_id and row.fact.superseded_at is None
+                  and (row.fact.expires_at is None or row.fact.expires_at > now)]
+        dim = int(embeddings.shape[1]) if len(embeddings) else 0
+
+        def ours(fact: FactRecord) -> bool:
+            return fact.embedding_dim == dim and model in (None, fact.embedding_model)
+
+        other = next(((r.fact.embedding_model or "", r.fact.embedding_dim or 0) for r in active
+                      if not ours(r.fact)), None)
+        same = [r for r in active if ours(r.fact)]
         result: list[list[NeighborRow]] = []
-        for query in _half(embeddings) if len(embeddings) else []:
-            ranked = sorted(((_distance(query, r.embedding), r.fact.id, r) for r in active),
+        for i, query in enumerate(_half(embeddings) if len(embeddings) else []):
+            agent = agents[i] if agents is not None else None
+            ranked = sorted(((_distance(query, r.embedding), r.fact.id, r) for r in same
+                             if r.fact.agent_id == agent),
                             key=lambda t: (t[0], t[1]))[:k]
-            result.append([NeighborRow(r.fact.id, r.fact.text, r.fact.observed_at, d)
+            result.append([NeighborRow(r.fact.id, r.fact.text, r.fact.observed_at, d,
+                                       r.fact.pinned, r.fact.confidence)
                            for d, _, r in ranked])
-        return self.versions.get(user_id, 0), result
+        return Neighbors(self.versions.get(user_id, 0) if len(embeddings) else 0, result,
+                         other if len(embeddings) else None)
 
     async def commit_run(self, commit: RunCommit) -> int:
         move, user = commit.cursor, commit.cursor.user_id
@@ -90,10 +110,11 @@ class InMemoryStore:
             raise UserVersionConflict(user)
         # Every check passes before anything is written: all or nothing, as one transaction.
         targets = [self._target(w.supersedes if isinstance(w, InsertFact) else w.target)
-                   for w in commit.writes
-                   if not isinstance(w, InsertFact) or w.supersedes is not None]
+                   for w in commit.writes if not isinstance(w, HoldProposal)
+                   and (not isinstance(w, InsertFact) or w.supersedes is not None)]
         for target in targets:
-            if isinstance(target, int) and not self._active(user, target):
+            if isinstance(target, int) and (not self._active(user, target)
+                                            or self.rows[target].fact.pinned):
                 raise UserVersionConflict(user)
         self.cursors[(user, move.session_id)] = _moved(current, move)
         if commit.user_version is not None:
@@ -104,9 +125,16 @@ class InMemoryStore:
             if isinstance(write, InsertFact):
                 new_ids[write.ref] = self._insert(
                     user, write.text, write.category, write.importance, write.embedding,
-                    commit.observed_at, commit.source_session_id, "extracted")
+                    commit.observed_at, commit.source_session_id, "extracted",
+                    terms=write.terms, model=commit.embedding_model)
         for write in commit.writes:
-            if isinstance(write, InsertFact):
+            if isinstance(write, HoldProposal):
+                if self._active(user, write.target.id) or write.target.id in self.rows:
+                    self.held.append({"user_id": user, "fact_id": write.target.id,
+                                      "run_id": run_id, "event": write.event,
+                                      "reason": write.reason, "text": write.text,
+                                      "session_id": commit.source_session_id})
+            elif isinstance(write, InsertFact):
                 if write.supersedes is not None:
                     self._supersede(_resolve(write.supersedes, new_ids), commit.observed_at,
                                     new_ids[write.ref])
@@ -183,14 +211,16 @@ class InMemoryStore:
     async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
         self.versions[user_id] = self.versions.get(user_id, 0) + 1
         fact_id = self._insert(user_id, fact.text, fact.category, fact.importance,
-                               fact.embedding, datetime.now(UTC), None, "manual")
+                               fact.embedding, datetime.now(UTC), None, "manual",
+                               terms=fact.terms, model=fact.embedding_model,
+                               pinned=fact.pinned)
         return self.rows[fact_id].fact
 
     async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         if not self._active(user_id, fact_id):
             return None
         self.versions[user_id] = self.versions.get(user_id, 0) + 1
-        self._supersede(fact_id, datetime.now(UTC), None)
+        self._supersede(fact_id, datetime.now(UTC), None, "removed")
         return self.rows[fact_id].fact
 
     async def erase_user(self, erasure: Erasure) -> dict[str, int]:
@@ -204,6 +234,7 @@ class InMemoryStore:
         runs = len(self.run_rows) - len(kept)
         for fact_id in facts:
             del self.rows[fact_id]
+        self.held = [h for h in self.held if h["user_id"] != user_id]
         self.run_rows = kept
         for key in cursors:
             del self.cursors[key]
@@ -236,20 +267,34 @@ class InMemoryStore:
 
     def _insert(self, user_id: str, text: str, category: str, importance: int,
                 embedding: Vector, observed_at: datetime, session_id: str | None,
-                kind: str) -> int:
+                kind: str, *, terms: FactTerms = PROFILE, model: str = "",
+                pinned: bool = False) -> int:
         fact_id, self._next_fact = self._next_fact, self._next_fact + 1
         fact = FactRecord(
             id=fact_id, user_id=user_id, text=text, category=category, importance=importance,
             observed_at=observed_at, source_session_id=session_id, source_kind=kind,
             superseded_at=None, superseded_by=None, created_at=datetime.now(UTC),
+            scope=terms.scope, agent_id=terms.agent_id,
+            valid_from=terms.valid_from or observed_at, valid_to=terms.valid_to,
+            expires_at=terms.expires_at, pinned=pinned, basis=terms.basis,
+            confidence=terms.confidence, embedding_model=model,
+            embedding_dim=int(np.asarray(embedding).shape[-1]),
         )
         vector = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         self.rows[fact_id] = _Row(fact, vector)
         return fact_id
 
-    def _supersede(self, fact_id: int, at: datetime, successor: int | None) -> None:
+    def _supersede(self, fact_id: int, at: datetime, successor: int | None,
+                   reason: str | None = None) -> None:
+        """As memfleet_commit_run: the validity ends where the successor's begins."""
         row = self.rows[fact_id]
-        row.fact = replace(row.fact, superseded_at=at, superseded_by=successor)
+        old = row.fact
+        end = self.rows[successor].fact.valid_from if successor is not None else at
+        valid_from = old.valid_from or old.observed_at
+        valid_to = old.valid_to if reason == "removed" else (old.valid_to
+                                                             or max(valid_from, end or at))
+        row.fact = replace(old, superseded_at=at, superseded_by=successor, valid_to=valid_to,
+                           superseded_reason=reason or ("updated" if successor else "deleted"))
 
     def _insert_run(self, run: RunRecord) -> int:
         row = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}

@@ -31,8 +31,10 @@ from worker.store.types import (
     Erasure,
     ExistingRow,
     FactRecord,
+    HoldProposal,
     InsertFact,
     NeighborRow,
+    Neighbors,
     NewFact,
     RankedFact,
     RunCommit,
@@ -111,32 +113,43 @@ class PostgresStore:
         return SessionRead(None if row["version"] is None else CursorState(**row), enabled)
 
     async def neighbors(
-        self, user_id: str, embeddings: Vector, k: int
-    ) -> tuple[int, list[list[NeighborRow]]]:
+        self, user_id: str, embeddings: Vector, k: int, *,
+        agents: Sequence[str | None] | None = None, model: str | None = None,
+    ) -> Neighbors:
         result: list[list[NeighborRow]] = [[] for _ in range(len(embeddings))]
         if not len(embeddings):
-            return 0, result
+            return Neighbors(0, result)
         vectors = halfvec.encode_rows(embeddings)
+        per_candidate = list(agents) if agents is not None else [None] * len(embeddings)
         async with translated("the neighbour query"):
-            rows = await self._pool.fetch(self._pipeline["neighbors"], user_id, vectors, k)
+            rows = await self._pool.fetch(self._pipeline["neighbors"], user_id, vectors, k,
+                                          per_candidate, model, int(embeddings.shape[1]))
         version = 0
+        other: tuple[str, int] | None = None
         for row in rows:
             version = row["version"]
+            if row["other_model"] is not None:
+                other = (row["other_model"], row["other_dim"])
             if row["id"] is not None:
-                result[row["ord"] - 1].append(
-                    NeighborRow(row["id"], row["text"], row["observed_at"], row["distance"])
-                )
-        return version, result
+                result[row["ord"] - 1].append(NeighborRow(
+                    row["id"], row["text"], row["observed_at"], row["distance"],
+                    row["pinned"], row["confidence"]))
+        return Neighbors(version, result, other)
 
     async def commit_run(self, commit: RunCommit) -> int:
         """Write one run atomically, in one round trip (memfleet_commit_run)."""
         cursor = commit.cursor
         inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
+        terms = [w.terms for w in inserts]
+        holds = [{"fact_id": w.target.id, "event": w.event, "reason": w.reason, "text": w.text}
+                 for w in commit.writes if isinstance(w, HoldProposal)]
         position = {w.ref: i + 1 for i, w in enumerate(inserts)}  # 1-based, as in SQL
         targets: list[int | None] = []
         targets_new: list[int | None] = []
         successors: list[int | None] = []
         for write in commit.writes:
+            if isinstance(write, HoldProposal):
+                continue
             if isinstance(write, InsertFact):
                 if write.supersedes is None:
                     continue
@@ -159,6 +172,10 @@ class PostgresStore:
                 halfvec.encode_each([w.embedding for w in inserts]),
                 commit.embedding_model, commit.observed_at, commit.source_session_id,
                 targets, targets_new, successors,
+                [t.scope for t in terms], [t.agent_id for t in terms],
+                [t.valid_from for t in terms], [t.valid_to for t in terms],
+                [t.expires_at for t in terms], [t.basis for t in terms],
+                [t.confidence for t in terms], json.dumps(holds),
             )
         except asyncpg.PostgresError as exc:
             if exc.sqlstate == _CURSOR_MOVED:
@@ -240,11 +257,14 @@ class PostgresStore:
 
     async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
         observed_at = datetime.now(UTC)
+        t = fact.terms
 
         async def write(conn: Any) -> FactRecord:
             row = await conn.fetchrow(
                 self._api["insert_manual_fact"], user_id, fact.text, fact.category,
                 fact.importance, HalfVector(fact.embedding), fact.embedding_model, observed_at,
+                t.scope, t.agent_id, t.valid_from, t.valid_to, t.expires_at, fact.pinned,
+                t.basis, t.confidence,
             )
             return _fact(row)
 

@@ -69,6 +69,19 @@ class NeighborRow:
     text: str
     observed_at: datetime
     distance: float
+    pinned: bool = False
+    confidence: float = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbors:
+    """What the neighbour query read, in one snapshot."""
+
+    version: int  # the user's version
+    rows: list[list[NeighborRow]]  # per candidate, nearest first
+    # The (model, dimension) the user's active facts are on when it is not the one
+    # asked with (a re-embed moved them): embed the candidates again with it.
+    other_model: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +100,22 @@ FactRef = ExistingRow | NewRow
 
 
 @dataclass(frozen=True, slots=True)
+class FactTerms:
+    """What a fact says beyond its text: scope, valid time, lifetime and trust."""
+
+    scope: str = "profile"  # profile | relationship
+    agent_id: str | None = None  # set exactly for relationship facts
+    valid_from: datetime | None = None  # None: from when it was observed
+    valid_to: datetime | None = None
+    expires_at: datetime | None = None
+    basis: str = "stated"  # stated | inferred
+    confidence: float = 0.9
+
+
+PROFILE = FactTerms()
+
+
+@dataclass(frozen=True, slots=True)
 class InsertFact:
     ref: int
     text: str
@@ -94,6 +123,7 @@ class InsertFact:
     importance: int
     embedding: Vector
     supersedes: FactRef | None = None
+    terms: FactTerms = PROFILE
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +131,18 @@ class SupersedeFact:
     target: FactRef
 
 
-Write = InsertFact | SupersedeFact
+@dataclass(frozen=True, slots=True)
+class HoldProposal:
+    """A change consolidation proposed and memfleet keeps for the user instead of
+    applying: to a pinned fact, or an inferred one against a fact the user stated."""
+
+    target: ExistingRow
+    event: str  # UPDATE | DELETE
+    reason: str  # pinned | outranked
+    text: str | None = None
+
+
+Write = InsertFact | SupersedeFact | HoldProposal
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +166,7 @@ class RunRecord:
     unchanged: int = 0
     rejected: int = 0
     consolidation_attempts: int = 0
+    held: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -160,6 +202,17 @@ class FactRecord:
     superseded_at: datetime | None
     superseded_by: int | None
     created_at: datetime
+    scope: str = "profile"
+    agent_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    expires_at: datetime | None = None
+    pinned: bool = False
+    basis: str = "stated"
+    confidence: float = 0.9
+    superseded_reason: str | None = None
+    embedding_model: str | None = None
+    embedding_dim: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,7 +227,22 @@ class FactRecord:
             "superseded_at": self.superseded_at.isoformat() if self.superseded_at else None,
             "superseded_by": self.superseded_by,
             "created_at": self.created_at.isoformat(),
+            "scope": self.scope,
+            "agent_id": self.agent_id,
+            "valid_from": _iso(self.valid_from),
+            "valid_to": _iso(self.valid_to),
+            "expires_at": _iso(self.expires_at),
+            "pinned": self.pinned,
+            "basis": self.basis,
+            "confidence": round(self.confidence, 4),
+            "superseded_reason": self.superseded_reason,
+            "embedding_model": self.embedding_model,
+            "embedding_dim": self.embedding_dim,
         }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,3 +263,5 @@ class NewFact:
     importance: int
     embedding: Vector  # one row of the embedder's matrix
     embedding_model: str
+    terms: FactTerms = FactTerms(confidence=1.0)
+    pinned: bool = False

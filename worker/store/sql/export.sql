@@ -9,7 +9,9 @@ SELECT enabled, updated_at FROM user_memory_consent WHERE user_id = $1;
 -- Every row, active and superseded: a fact's history is its chain of rows.
 -- Not the embedding: it says nothing a person can read.
 SELECT id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, run_id, embedding_model, created_at
+       superseded_at, superseded_by, run_id, embedding_model, created_at, scope, agent_id,
+       valid_from, valid_to, expires_at, pinned, basis, confidence, superseded_reason,
+       embedding_dim
 FROM memory_fact
 WHERE user_id = $1
 ORDER BY id;
@@ -25,8 +27,8 @@ ORDER BY session_id;
 -- The user's audit rows, and rows without a user id of the user's sessions (runs
 -- that failed before reading one, recorded by older releases).
 SELECT id, session_id, outcome, error, slice_first_hash, slice_last_hash, slice_len,
-       candidates, added, updated, deleted, unchanged, rejected, input_tokens, output_tokens,
-       started_at, finished_at
+       candidates, added, updated, deleted, unchanged, rejected, held, input_tokens,
+       output_tokens, started_at, finished_at
 FROM memory_run
 WHERE user_id = $1
    OR (user_id IS NULL

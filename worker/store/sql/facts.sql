@@ -2,14 +2,16 @@
 
 -- name: active_facts
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at
+       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1 AND superseded_at IS NULL
 ORDER BY observed_at, id;
 
 -- name: all_facts
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at
+       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1
 ORDER BY id;

@@ -13,24 +13,30 @@ SELECT memfleet_bump_user_version($1, $2);
 
 -- name: get_fact
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at
+       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1 AND id = $2;
 
 -- name: insert_manual_fact
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
-                         observed_at, source_kind)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'manual')
+                         observed_at, source_kind, scope, agent_id, valid_from, valid_to,
+                         expires_at, pinned, basis, confidence)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'manual', $8, $9, coalesce($10::timestamptz, $7), $11, $12, $13, $14,
+        $15)
 RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at;
+          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
 
 -- name: remove_fact
 -- Supersede without a successor: the row stays, the history is the data.
+-- 'removed': the user said it is wrong, so its validity is left as it was.
 UPDATE memory_fact
-SET superseded_at = now()
+SET superseded_at = now(), superseded_reason = 'removed'
 WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
 RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at;
+          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
 
 -- name: chain
 -- Follow superseded_by forwards (newer versions) and backwards (older ones).
@@ -51,7 +57,8 @@ backwards (id) AS (
     WHERE f.user_id = $1
 )
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at
+       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1 AND id IN (SELECT id FROM forwards UNION SELECT id FROM backwards)
 ORDER BY id;
@@ -82,7 +89,9 @@ lexical AS (
     ) AS l
 )
 SELECT f.id, f.user_id, f.text, f.category, f.importance, f.observed_at, f.source_session_id,
-       f.source_kind, f.superseded_at, f.superseded_by, f.created_at,
+       f.source_kind, f.superseded_at, f.superseded_by, f.created_at, f.scope, f.agent_id,
+       f.valid_from, f.valid_to, f.expires_at, f.pinned, f.basis, f.confidence,
+       f.superseded_reason, f.embedding_model, f.embedding_dim,
        s.rank AS semantic_rank, l.rank AS lexical_rank
 FROM memory_fact AS f
 LEFT JOIN semantic AS s ON s.id = f.id

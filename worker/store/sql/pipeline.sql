@@ -18,31 +18,48 @@ LEFT JOIN session_cursor AS c ON c.user_id = $1 AND c.session_id = $2;
 -- index) into a materialised set that every candidate ranks, rather than the
 -- heap once per candidate (measured in docs/bench.md). Text and date are
 -- fetched for the top k only.
+-- A candidate ($4, per candidate: its agent, NULL for a profile fact) is only
+-- compared with facts it may supersede: the same scope and agent. Expired rows
+-- are not neighbours even before the expiry pass supersedes them. Distances are
+-- only taken against rows embedded by the same model ($5; NULL: any) and
+-- dimension ($6);
+-- other_model names the one the user's facts are on when it is another.
 WITH state AS (
     SELECT coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0) AS version
 ), active AS MATERIALIZED (
-    SELECT f.id, f.embedding
+    SELECT f.id, f.embedding, f.agent_id, f.embedding_model, f.embedding_dim
     FROM memory_fact AS f
     WHERE f.user_id = $1 AND f.superseded_at IS NULL
+      AND (f.expires_at IS NULL OR f.expires_at > now())
+), other AS (
+    SELECT a.embedding_model, a.embedding_dim
+    FROM active AS a
+    WHERE ($5::text IS NOT NULL AND a.embedding_model <> $5) OR a.embedding_dim <> $6
+    LIMIT 1
 ), top AS (
     SELECT c.ord, n.id, n.distance
-    FROM unnest($2::halfvec[]) WITH ORDINALITY AS c (embedding, ord)
+    FROM unnest($2::halfvec[], $4::text[]) WITH ORDINALITY AS c (embedding, agent, ord)
     LEFT JOIN LATERAL (
         SELECT a.id, a.embedding <=> c.embedding AS distance
         FROM active AS a
+        WHERE a.agent_id IS NOT DISTINCT FROM c.agent
+          AND ($5::text IS NULL OR a.embedding_model = $5) AND a.embedding_dim = $6
         ORDER BY a.embedding <=> c.embedding, a.id
         LIMIT $3
     ) AS n ON true
 )
-SELECT state.version, top.ord, top.id, f.text, f.observed_at, top.distance
+SELECT state.version, other.embedding_model AS other_model, other.embedding_dim AS other_dim,
+       top.ord, top.id, f.text, f.observed_at, f.pinned, f.confidence, top.distance
 FROM state
 CROSS JOIN top
+LEFT JOIN other ON true
 LEFT JOIN memory_fact AS f ON f.id = top.id AND f.user_id = $1
 ORDER BY top.ord, top.distance, top.id;
 
 -- name: commit_run
 -- The whole persist transaction in one round trip (schema/routines/memfleet_commit_run.sql).
-SELECT memfleet_commit_run($1::jsonb, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
+SELECT memfleet_commit_run($1::jsonb, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+                           $14, $15, $16, $17, $18, $19, $20, $21::jsonb);
 
 -- name: insert_run
 -- An audit row on its own (runs that move no cursor), from the same JSON the
