@@ -13,6 +13,7 @@ from api_stub.memory_models import Fact
 from worker import wire
 from worker.config import Settings
 from worker.contract import (
+    BASES,
     CATEGORIES,
     CATEGORY_ORDER,
     DEFAULT_MAX_ID_CHARS,
@@ -20,7 +21,6 @@ from worker.contract import (
     DEFAULT_MAX_MESSAGES,
     MAX_IMPORTANCE,
     MIN_IMPORTANCE,
-    BASES,
     SCOPES,
     SOURCE_KINDS,
     Limits,
