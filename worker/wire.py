@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from worker.contract import CATEGORIES as CATEGORIES  # re-exported: the wire speaks them
-from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE
+from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE, Basis, Scope
 from worker.contract import Category as Category
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
@@ -38,12 +38,34 @@ class ExtractionRequest(_Frozen):
     summary: str | None
     context: tuple[WireMessage, ...]
     messages: tuple[WireMessage, ...]
+    # The agent (persona, assistant instance) the user talks with, when the chat
+    # server named one: facts may then belong to that relationship. Absent, not
+    # null, when there is none, so requests without agents read as before.
+    agent: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_agent(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("agent") is None:
+            data.pop("agent", None)
+        return data
 
 
 class ExtractedFact(_Frozen):
+    """One fact. The fields after ``importance`` came with the memory model; an
+    endpoint that leaves them out gets their defaults (a stated profile fact,
+    valid from when it was said, not expiring)."""
+
     text: str = Field(min_length=1, max_length=1000)
     category: Category
     importance: int = Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
+    scope: Scope = "profile"
+    basis: Basis = "stated"
+    # Absolute dates, "YYYY-MM-DD" (or "YYYY-MM", "YYYY", or an ISO date-time);
+    # anything else is read as unknown (worker.stages.extract.fact_terms).
+    valid_from: str | None = Field(default=None, max_length=40)
+    valid_to: str | None = Field(default=None, max_length=40)
+    expires_at: str | None = Field(default=None, max_length=40)
 
 
 class ExtractionAnswer(_Frozen):
@@ -54,6 +76,15 @@ class Neighbor(_Frozen):
     id: int
     text: str
     observed_at: str
+    # Only when true: the user pinned it, changes to it are not applied.
+    pinned: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unpinned(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("pinned"):
+            data.pop("pinned", None)
+        return data
 
 
 class Candidate(_Frozen):

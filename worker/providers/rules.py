@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime
 
 from worker.providers.base import Answer, Usage
 from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
+from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
 from worker.wire import (
     Candidate,
     ConsolidationAnswer,
@@ -63,7 +65,15 @@ def _clauses(text: str) -> Iterator[str]:
                 yield clause
 
 
-def _facts_in(clause: str) -> ExtractedFact | None:
+def _facts_in(clause: str, today: date, with_agent: bool) -> ExtractedFact | None:
+    if with_agent and (about_us := relationship_in(clause)) is not None:
+        said, category, importance = about_us
+        return ExtractedFact(text=said, category=category, importance=importance,
+                             scope="relationship")
+    if (temporary := temporary_in(clause, today)) is not None:
+        return ExtractedFact(text=temporary.text, category=temporary.category,
+                             importance=temporary.importance, valid_from=today.isoformat(),
+                             valid_to=temporary.valid_to, expires_at=temporary.expires_at)
     for rule in RULES:
         match = rule.pattern.search(clause)
         if match is not None:
@@ -72,19 +82,29 @@ def _facts_in(clause: str) -> ExtractedFact | None:
             text = rule.render(match)
             if text is None:
                 return None
-            return ExtractedFact(text=text, category=rule.category, importance=rule.importance)
+            return ExtractedFact(text=text, category=rule.category, importance=rule.importance,
+                                 valid_from=valid_from_in(clause, today))
     return None
+
+
+def _day_of(observed_at: str) -> date:
+    """The date of the wire's ``observed_at`` ("2026-11-22 (Sunday)")."""
+    try:
+        return date.fromisoformat(observed_at[:10])
+    except ValueError:
+        return datetime.now(UTC).date()
 
 
 def extract_facts(request: ExtractionRequest) -> ExtractionAnswer:
     """Facts the user stated about themselves in the new messages (context is ignored)."""
     facts: list[ExtractedFact] = []
     seen: set[str] = set()
+    today = _day_of(request.observed_at)
     for message in request.messages:
         if message.role.casefold() != "user":
             continue
         for clause in _clauses(message.content):
-            fact = _facts_in(clause)
+            fact = _facts_in(clause, today, request.agent is not None)
             if fact is not None and norm(fact.text) not in seen:
                 seen.add(norm(fact.text))
                 facts.append(fact)

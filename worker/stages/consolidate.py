@@ -25,6 +25,7 @@ from worker.stages.extract import CandidateFact, observed_label
 from worker.store.types import (
     ExistingRow,
     FactRef,
+    HoldProposal,
     InsertFact,
     NeighborRow,
     NewRow,
@@ -50,6 +51,8 @@ class PreparedRequest:
     request: ConsolidationRequest
     id_map: dict[int, Ref]  # wire id -> what it stands for
     offered: tuple[frozenset[int], ...]  # per candidate: the wire ids it was shown
+    # The stored rows shown, by row id: whether each is pinned, and how trusted.
+    rows: dict[int, NeighborRow] = field(default_factory=dict)
 
 
 def build_request(
@@ -75,18 +78,22 @@ def build_request(
 
     wire_candidates: list[dict[str, Any]] = []
     offered: list[frozenset[int]] = []
+    rows = {row.id: row for found in neighbors for row in found}
     # Cosine of every pair of candidates at once (vectors are unit length): one
     # matrix product instead of a Python loop over 1536-dim lists per pair.
     similarity = (embeddings @ embeddings.T).tolist()
     for i, candidate in enumerate(candidates):
         shown: list[dict[str, Any]] = [
             {"id": wire_id(row_ids, row.id, ExistingRow), "text": row.text,
-             "observed_at": row.observed_at.date().isoformat()}
+             "observed_at": row.observed_at.date().isoformat(), "pinned": row.pinned}
             for row in neighbors[i]
         ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
-        # so a user who changes their mind twice in one slice ends with one fact.
-        earlier = sorted(range(i), key=lambda j: -similarity[i][j])[:k]
+        # so a user who changes their mind twice in one slice ends with one fact;
+        # only those of the same scope and agent, like the stored ones.
+        agent = candidate.terms.agent_id
+        same = [j for j in range(i) if candidates[j].terms.agent_id == agent]
+        earlier = sorted(same, key=lambda j: -similarity[i][j])[:k]
         shown += [
             {"id": wire_id(batch_ids, j, BatchCandidate), "text": candidates[j].text,
              "observed_at": observed_date}
@@ -100,7 +107,7 @@ def build_request(
     request = ConsolidationRequest.model_validate(
         {"observed_at": observed_at, "candidates": wire_candidates}
     )
-    return PreparedRequest(request, id_map, tuple(offered))
+    return PreparedRequest(request, id_map, tuple(offered), rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +162,22 @@ class Plan:
     updated: int
     deleted: int
     unchanged: int
+    held: int = 0  # changes to pinned or more trusted facts, kept for the user instead
+
+
+def hold_reason(candidate: CandidateFact, row: NeighborRow | None) -> str | None:
+    """Why a change of ``row`` proposed for ``candidate`` is not applied, if it is not.
+
+    A pinned fact changes only when the user changes it; a fact the user stated
+    is not replaced by what was merely inferred (docs/memory_model.md).
+    """
+    if row is None:
+        return None
+    if row.pinned:
+        return "pinned"
+    if candidate.terms.basis == "inferred" and row.confidence > candidate.terms.confidence:
+        return "outranked"
+    return None
 
 
 def plan_writes(
@@ -168,7 +191,7 @@ def plan_writes(
     became: dict[int, FactRef] = {}
     # Rows superseded earlier in this batch -> the row that replaced them (None: deleted).
     replaced: dict[FactRef, FactRef | None] = {}
-    added = updated = deleted = unchanged = 0
+    added = updated = deleted = unchanged = held = 0
 
     def shown(ref: Ref) -> FactRef | None:
         """The row a wire id stood for when the request was built."""
@@ -195,6 +218,15 @@ def plan_writes(
             # "Already known" of a fact this batch has just changed or retracted:
             # the user said it again, after what undid it, so it holds again.
             event = "UPDATE" if target is not None else "ADD"
+        if event in ("UPDATE", "DELETE") and isinstance(target, ExistingRow):
+            reason = hold_reason(candidate, prepared.rows.get(target.id))
+            if reason is not None:
+                text = (decision.text or "").strip() or candidate.text
+                writes.append(HoldProposal(target, event, reason,
+                                           text if event == "UPDATE" else None))
+                held += 1
+                became[i] = target
+                continue
         if event == "DELETE":
             if target is None:  # already gone within this batch
                 unchanged += 1
@@ -218,7 +250,7 @@ def plan_writes(
             updated += 1
         else:
             added += 1
-    return Plan(tuple(writes), added, updated, deleted, unchanged)
+    return Plan(tuple(writes), added, updated, deleted, unchanged, held)
 
 
 @dataclass(frozen=True, slots=True)

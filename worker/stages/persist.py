@@ -41,13 +41,14 @@ class RunResult:
     unchanged: int = 0
     rejected: int = 0
     settlement: Settlement = NOTHING_SETTLED
+    held: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome, "run_id": self.run_id, "remaining": self.remaining,
             "follow_up": self.settlement.follow_up,
             "added": self.added, "updated": self.updated, "deleted": self.deleted,
-            "unchanged": self.unchanged, "rejected": self.rejected,
+            "unchanged": self.unchanged, "rejected": self.rejected, "held": self.held,
         }
 
 
@@ -81,7 +82,7 @@ async def commit(
     run = position.describe(audit_row(
         ctx, position, "committed", candidates=candidates, added=plan.added,
         updated=plan.updated, deleted=plan.deleted, unchanged=plan.unchanged,
-        rejected=decided.rejected, consolidation_attempts=attempt,
+        rejected=decided.rejected, consolidation_attempts=attempt, held=plan.held,
     ))
     with ctx.clock.stage("persist", **_DB) as span:
         try:
@@ -100,12 +101,13 @@ async def commit(
                              timings_ms=dict(ctx.clock.timings_ms))
             return RunResult("fenced", await ctx.store.record_run(fenced))
         counts = (("ADD", plan.added), ("UPDATE", plan.updated), ("DELETE", plan.deleted),
-                  ("NONE", plan.unchanged), ("REJECTED", decided.rejected))
+                  ("NONE", plan.unchanged), ("REJECTED", decided.rejected), ("HELD", plan.held))
         for event, count in counts:
             span.set_attribute(f"memfleet.decisions.{event.lower()}", count)
         _record_metrics(ctx, handover, counts)
     return RunResult("committed", run_id, position.piece.remaining, plan.added, plan.updated,
-                     plan.deleted, plan.unchanged, decided.rejected, position.settlement())
+                     plan.deleted, plan.unchanged, decided.rejected, position.settlement(),
+                     plan.held)
 
 
 async def skip(ctx: RunContext, handover: Handover, position: Position, reason: str) -> RunResult:
