@@ -187,3 +187,48 @@ async def test_cursors_survive_the_move_to_user_scoped_sessions(
         assert key == "PRIMARY KEY (user_id, session_id)"
     finally:
         await conn.close()
+
+
+async def test_facts_of_the_previous_release_stay_valid_through_the_memory_model(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    # A database at 0006, with a chain, a retracted fact and a manual one.
+    before = _copy_schema(tmp_path)
+    (before / "0007_memory_model.sql").unlink()
+    for routine in (before / "routines").glob("*.sql"):
+        routine.unlink()  # this release's routines need 0007's columns
+    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
+    vector = "[" + ",".join(["0.5"] * TEST_EMBED_DIM) + "]"
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO memory_fact (user_id, text, category, importance, embedding,"
+            " embedding_model, observed_at, source_kind) VALUES"
+            " ('ann', 'Lives in Paris', 'fact', 8, $1, 'm', '2025-01-01', 'extracted'),"
+            " ('ann', 'Lives in Lyon', 'fact', 8, $1, 'm', '2026-01-01', 'extracted'),"
+            " ('ann', 'Uses Vim', 'preference', 5, $1, 'm', '2025-06-01', 'extracted'),"
+            " ('ann', 'Likes jazz', 'preference', 5, $1, 'm', '2025-07-01', 'manual')", vector)
+        await conn.execute(
+            "UPDATE memory_fact SET superseded_at = '2026-01-01', superseded_by ="
+            " (SELECT id FROM memory_fact WHERE text = 'Lives in Lyon')"
+            " WHERE text = 'Lives in Paris'")
+        await conn.execute("UPDATE memory_fact SET superseded_at = '2026-02-01'"
+                           " WHERE text = 'Uses Vim'")
+        await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM)
+        rows = {r["text"]: r for r in await conn.fetch("SELECT * FROM memory_fact")}
+        assert {t: r["superseded_reason"] for t, r in rows.items()} == {
+            "Lives in Paris": "updated", "Lives in Lyon": None, "Uses Vim": "deleted",
+            "Likes jazz": None}
+        for row in rows.values():
+            assert row["valid_from"] == row["observed_at"]
+            assert (row["scope"], row["agent_id"], row["basis"]) == ("profile", None, "stated")
+            assert (row["pinned"], row["expires_at"], row["valid_to"]) == (False, None, None)
+            assert row["embedding_dim"] == TEST_EMBED_DIM
+        assert rows["Likes jazz"]["confidence"] == 1.0
+        assert rows["Lives in Lyon"]["confidence"] == pytest.approx(0.9)
+        storage = await conn.fetchval(
+            "SELECT attstorage FROM pg_attribute"
+            " WHERE attrelid = 'memory_fact'::regclass AND attname = 'embedding'")
+        assert storage == b"p", "the embedding stays in line after losing its fixed dimension"
+    finally:
+        await conn.close()
