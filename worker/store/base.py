@@ -9,8 +9,10 @@ facts never reach another's request.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
+from worker.contract import MemoryScope
 from worker.store.types import (
     Erasure,
     FactRecord,
@@ -59,12 +61,21 @@ class MemoryStore(Protocol):
     """What the memory API and the read path do on one user's facts."""
 
     async def facts(
-        self, user_id: str, *, include_superseded: bool = False
+        self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
+        agent_id: str | None = None, valid_at: datetime | None = None,
+        known_at: datetime | None = None,
     ) -> list[FactRecord]:
-        """Active facts oldest observation first; with superseded ones, by id."""
+        """Active, unexpired facts of ``scope`` oldest observation first; with superseded
+        ones, by id. ``scope``: profile facts, the relationship facts of ``agent_id``
+        (none without one), both, or none; another agent's never. ``valid_at``: the
+        rows true then, by what is known now; ``known_at``: the rows believed then
+        (docs/memory_model.md, "Time"); one of the two, without include_superseded
+        (ValueError otherwise)."""
         ...
 
-    async def count_active(self, user_id: str) -> int: ...
+    async def count_active(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None
+    ) -> int: ...
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
 
@@ -73,9 +84,12 @@ class MemoryStore(Protocol):
         ...
 
     async def search(
-        self, user_id: str, embedding: Vector, words_query: str, k: int
+        self, user_id: str, embedding: Vector, words_query: str, k: int, *,
+        scope: MemoryScope = "both", agent_id: str | None = None,
+        valid_at: datetime | None = None, known_at: datetime | None = None,
     ) -> list[RankedFact]:
-        """Top-k active facts by meaning and by words, with their rank in each list."""
+        """Top-k facts by meaning and by words, with their rank in each list: of the
+        rows ``facts`` returns for the same scope, agent and time."""
         ...
 
     async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
@@ -84,6 +98,16 @@ class MemoryStore(Protocol):
 
     async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         """Supersede an active fact with no successor; None when there is no such fact."""
+        ...
+
+    async def set_pinned(self, user_id: str, fact_id: int, pinned: bool) -> FactRecord | None:
+        """Pin or unpin an active, unexpired fact; bumps the user's version. None when
+        the user has no such active fact."""
+        ...
+
+    async def held_proposals(self, user_id: str) -> list[dict[str, Any]]:
+        """The changes consolidation proposed and did not apply (memory_held_proposal):
+        id, fact_id, run_id, event, reason, text, session_id, proposed_at; by id."""
         ...
 
     async def erase_user(self, erasure: Erasure) -> dict[str, int]:

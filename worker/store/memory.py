@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from worker.contract import MemoryScope
 from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
+from worker.store import visibility
 from worker.store.types import (
     PROFILE,
     CursorState,
@@ -38,6 +40,7 @@ from worker.store.types import (
     SessionRead,
     Vector,
 )
+from worker.store.visibility import check_read
 
 _WORD = re.compile(r"\w+")
 
@@ -130,10 +133,12 @@ class InMemoryStore:
         for write in commit.writes:
             if isinstance(write, HoldProposal):
                 if self._active(user, write.target.id) or write.target.id in self.rows:
-                    self.held.append({"user_id": user, "fact_id": write.target.id,
+                    self.held.append({"id": len(self.held) + 1, "user_id": user,
+                                      "fact_id": write.target.id,
                                       "run_id": run_id, "event": write.event,
                                       "reason": write.reason, "text": write.text,
-                                      "session_id": commit.source_session_id})
+                                      "session_id": commit.source_session_id,
+                                      "proposed_at": datetime.now(UTC)})
             elif isinstance(write, InsertFact):
                 if write.supersedes is not None:
                     self._supersede(_resolve(write.supersedes, new_ids), commit.observed_at,
@@ -147,15 +152,25 @@ class InMemoryStore:
 
     # -- reading (MemoryStore) ---------------------------------------------
 
-    async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:
-        facts = [r.fact for r in self.rows.values() if r.fact.user_id == user_id]
+    async def facts(
+        self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
+        agent_id: str | None = None, valid_at: datetime | None = None,
+        known_at: datetime | None = None,
+    ) -> list[FactRecord]:
+        check_read(scope, include_superseded=include_superseded, valid_at=valid_at,
+                   known_at=known_at)
+        facts = [r.fact for r in self.rows.values()
+                 if r.fact.user_id == user_id and visibility.in_scope(r.fact, scope, agent_id)]
         if include_superseded:
             return sorted(facts, key=lambda f: f.id)
-        return sorted((f for f in facts if f.superseded_at is None),
+        now = datetime.now(UTC)
+        return sorted((f for f in facts if _visible(f, now, valid_at, known_at)),
                       key=lambda f: (f.observed_at, f.id))
 
-    async def count_active(self, user_id: str) -> int:
-        return len(await self.facts(user_id))
+    async def count_active(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None
+    ) -> int:
+        return len(await self.facts(user_id, scope=scope, agent_id=agent_id))
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         row = self.rows.get(fact_id)
@@ -177,12 +192,16 @@ class InMemoryStore:
         return [mine[i] for i in sorted(found)]
 
     async def search(
-        self, user_id: str, embedding: Vector, words_query: str, k: int
+        self, user_id: str, embedding: Vector, words_query: str, k: int, *,
+        scope: MemoryScope = "both", agent_id: str | None = None,
+        valid_at: datetime | None = None, known_at: datetime | None = None,
     ) -> list[RankedFact]:
-        active = [r for r in self.rows.values()
-                  if r.fact.user_id == user_id and r.fact.superseded_at is None]
+        visible = {f.id for f in await self.facts(user_id, scope=scope, agent_id=agent_id,
+                                                  valid_at=valid_at, known_at=known_at)}
+        active = [self.rows[i] for i in sorted(visible)]
         query = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
-        semantic = sorted(active, key=lambda r: (_distance(query, r.embedding), r.fact.id))[:k]
+        semantic = sorted((r for r in active if r.fact.embedding_dim == len(query)),
+                          key=lambda r: (_distance(query, r.embedding), r.fact.id))[:k]
         words = {w.lower() for w in _WORD.findall(words_query) if w.lower() != "or"}
         scored = [(len(words & set(_WORD.findall(r.fact.text.lower()))), r) for r in active]
         lexical = [r for score, r in sorted((t for t in scored if t[0]),
@@ -222,6 +241,19 @@ class InMemoryStore:
         self.versions[user_id] = self.versions.get(user_id, 0) + 1
         self._supersede(fact_id, datetime.now(UTC), None, "removed")
         return self.rows[fact_id].fact
+
+    async def set_pinned(self, user_id: str, fact_id: int, pinned: bool) -> FactRecord | None:
+        row = self.rows.get(fact_id)
+        if row is None or row.fact.user_id != user_id or not visibility.active(
+                row.fact, datetime.now(UTC)):
+            return None
+        self.versions[user_id] = self.versions.get(user_id, 0) + 1
+        row.fact = replace(row.fact, pinned=pinned)
+        return row.fact
+
+    async def held_proposals(self, user_id: str) -> list[dict[str, Any]]:
+        return [{k: v for k, v in h.items() if k != "user_id"} for h in self.held
+                if h["user_id"] == user_id]
 
     async def erase_user(self, erasure: Erasure) -> dict[str, int]:
         user_id = erasure.user_id
@@ -304,6 +336,15 @@ class InMemoryStore:
         row.update(id=len(self.run_rows) + 1, finished_at=datetime.now(UTC))
         self.run_rows.append(row)
         return int(row["id"])
+
+
+def _visible(fact: FactRecord, now: datetime, valid_at: datetime | None,
+             known_at: datetime | None) -> bool:
+    if valid_at is not None:
+        return visibility.valid_at(fact, valid_at)
+    if known_at is not None:
+        return visibility.known_at(fact, known_at)
+    return visibility.active(fact, now)
 
 
 def _resolve(ref: FactRef, new_ids: dict[int, int]) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 from pgvector import HalfVector
 
+from worker.contract import MemoryScope
 from worker.errors import (
     CursorFenced,
     MemoryOptedOut,
@@ -42,6 +43,7 @@ from worker.store.types import (
     SessionRead,
     Vector,
 )
+from worker.store.visibility import check_read
 
 _PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 # The server is away (down, restarting, failing over), not refusing this query.
@@ -201,15 +203,33 @@ class PostgresStore:
 
     # -- reading (MemoryStore) ---------------------------------------------
 
-    async def facts(self, user_id: str, *, include_superseded: bool = False) -> list[FactRecord]:
-        name = "all_facts" if include_superseded else "active_facts"
+    async def facts(
+        self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
+        agent_id: str | None = None, valid_at: datetime | None = None,
+        known_at: datetime | None = None,
+    ) -> list[FactRecord]:
+        check_read(scope, include_superseded=include_superseded, valid_at=valid_at,
+                   known_at=known_at)
+        if scope == "none":
+            return []
+        extra: tuple[Any, ...] = ()
+        if valid_at is not None or known_at is not None:
+            name, extra = "facts_as_of", (valid_at, known_at)
+        else:
+            name = "all_facts" if include_superseded else "active_facts"
         async with translated("reading facts"):
-            rows = await self._pool.fetch(self._facts[name], user_id)
+            rows = await self._pool.fetch(self._facts[name], user_id, scope, agent_id, *extra)
         return [_fact(row) for row in rows]
 
-    async def count_active(self, user_id: str) -> int:
+    async def count_active(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None
+    ) -> int:
+        check_read(scope)
+        if scope == "none":
+            return 0
         async with translated("counting facts"):
-            count: int = await self._pool.fetchval(self._api["count_active"], user_id)
+            count: int = await self._pool.fetchval(self._api["count_active"], user_id, scope,
+                                                   agent_id)
         return count
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
@@ -223,12 +243,20 @@ class PostgresStore:
         return [_fact(row) for row in rows]
 
     async def search(
-        self, user_id: str, embedding: Vector, words_query: str, k: int
+        self, user_id: str, embedding: Vector, words_query: str, k: int, *,
+        scope: MemoryScope = "both", agent_id: str | None = None,
+        valid_at: datetime | None = None, known_at: datetime | None = None,
     ) -> list[RankedFact]:
         """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
+        check_read(scope, valid_at=valid_at, known_at=known_at)
+        if scope == "none":
+            return []
+        as_of = valid_at is not None or known_at is not None
+        extra = (valid_at, known_at) if as_of else ()
         async with translated("searching facts"):
             rows = await self._pool.fetch(
-                self._api["search"], user_id, HalfVector(embedding), words_query, k
+                self._api["search_as_of" if as_of else "search"], user_id,
+                HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *extra,
             )
         return [RankedFact(_fact(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 
@@ -282,6 +310,23 @@ class PostgresStore:
             return _fact(row)
 
         return await self._versioned("removing a fact", user_id, write)
+
+    async def set_pinned(self, user_id: str, fact_id: int, pinned: bool) -> FactRecord | None:
+        """Through the user-version compare-and-set: a consolidation that read the
+        fact before the pin re-reads, and then holds its change for the user."""
+
+        async def write(conn: Any) -> FactRecord:
+            row = await conn.fetchrow(self._api["set_pinned"], user_id, fact_id, pinned)
+            if row is None:
+                raise _Missing
+            return _fact(row)
+
+        return await self._versioned("pinning a fact", user_id, write)
+
+    async def held_proposals(self, user_id: str) -> list[dict[str, Any]]:
+        async with translated("reading held proposals"):
+            rows = await self._pool.fetch(self._api["held_proposals"], user_id)
+        return [dict(row) for row in rows]
 
     async def _versioned(
         self, what: str, user_id: str, write: Callable[[Any], Awaitable[FactRecord]]

@@ -1,11 +1,20 @@
 -- Read queries over a user's facts (CLI and read path). Scoped by user_id ($1).
 
+-- Every read of facts takes the scope asked ($2: none | profile | relationship |
+-- both) and the agent ($3): profile rows for profile and both, relationship rows
+-- of that agent alone for relationship and both (none without an agent).
+-- worker/store/visibility.py says the same in Python.
+
 -- name: active_facts
+-- Expired rows are skipped before the expiry pass supersedes them.
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
        superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
        expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
-WHERE user_id = $1 AND superseded_at IS NULL
+WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+       OR (scope = 'relationship' AND agent_id = $3::text
+           AND $2::text IN ('relationship', 'both')))
 ORDER BY observed_at, id;
 
 -- name: all_facts
@@ -14,7 +23,33 @@ SELECT id, user_id, text, category, importance, observed_at, source_session_id, 
        expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1
+  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+       OR (scope = 'relationship' AND agent_id = $3::text
+           AND $2::text IN ('relationship', 'both')))
 ORDER BY id;
+
+-- name: facts_as_of
+-- The two "as of" reads of docs/memory_model.md, one time given ($4 or $5).
+-- valid_at ($4): true then by what memfleet knows now. An expiry ends the
+-- validity where the expiry pass will, so the answer does not wait for it; a
+-- removed row was never true.
+-- known_at ($5): believed then: observed by then, not yet superseded, and not
+-- expired (a read then skipped it, whenever the expiry pass ran).
+SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+FROM memory_fact
+WHERE user_id = $1
+  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+       OR (scope = 'relationship' AND agent_id = $3::text
+           AND $2::text IN ('relationship', 'both')))
+  AND ($4::timestamptz IS NULL
+       OR (valid_from <= $4 AND coalesce(valid_to, expires_at, 'infinity') > $4
+           AND superseded_reason IS DISTINCT FROM 'removed'))
+  AND ($5::timestamptz IS NULL
+       OR (observed_at <= $5 AND coalesce(superseded_at, 'infinity') > $5
+           AND coalesce(expires_at, 'infinity') > $5))
+ORDER BY observed_at, id;
 
 -- name: runs_for_session
 SELECT id, job_id, job_try, session_id, user_id, outcome, error, slice_first_hash,

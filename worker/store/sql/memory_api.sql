@@ -64,16 +64,27 @@ WHERE user_id = $1 AND id IN (SELECT id FROM forwards UNION SELECT id FROM backw
 ORDER BY id;
 
 -- name: search
--- One statement, one snapshot: the top-$4 active facts by meaning (exact
+-- One statement, one snapshot: the top-$4 visible facts by meaning (exact
 -- halfvec cosine scan, as in the neighbour query) and by words (ts_rank over
 -- the 'simple' tsvector), each with its rank; fused by RRF in Python.
 -- $3 is a websearch_to_tsquery string of the query's words joined by " or ".
-WITH semantic AS (
+-- Visible: active and unexpired, of the scope ($6) and agent ($7) asked, as in
+-- facts.sql. Meaning ranks only rows of the query's dimension ($5): while a
+-- re-embed moves the user, the others cannot be compared.
+WITH visible AS NOT MATERIALIZED (
+    SELECT id, embedding, embedding_dim, text_search
+    FROM memory_fact
+    WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+          AND ((scope = 'profile' AND $6::text IN ('profile', 'both'))
+               OR (scope = 'relationship' AND agent_id = $7::text
+                   AND $6::text IN ('relationship', 'both')))
+),
+semantic AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
     FROM (
         SELECT id, embedding <=> $2 AS distance
-        FROM memory_fact
-        WHERE user_id = $1 AND superseded_at IS NULL
+        FROM visible
+        WHERE embedding_dim = $5
         ORDER BY embedding <=> $2, id
         LIMIT $4
     ) AS s
@@ -81,10 +92,56 @@ WITH semantic AS (
 lexical AS (
     SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
     FROM (
-        SELECT f.id, ts_rank(f.text_search, q.query) AS score
-        FROM memory_fact AS f, websearch_to_tsquery('simple', $3) AS q (query)
-        WHERE f.user_id = $1 AND f.superseded_at IS NULL AND f.text_search @@ q.query
-        ORDER BY score DESC, f.id
+        SELECT v.id, ts_rank(v.text_search, q.query) AS score
+        FROM visible AS v, websearch_to_tsquery('simple', $3) AS q (query)
+        WHERE v.text_search @@ q.query
+        ORDER BY score DESC, v.id
+        LIMIT $4
+    ) AS l
+)
+SELECT f.id, f.user_id, f.text, f.category, f.importance, f.observed_at, f.source_session_id,
+       f.source_kind, f.superseded_at, f.superseded_by, f.created_at, f.scope, f.agent_id,
+       f.valid_from, f.valid_to, f.expires_at, f.pinned, f.basis, f.confidence,
+       f.superseded_reason, f.embedding_model, f.embedding_dim,
+       s.rank AS semantic_rank, l.rank AS lexical_rank
+FROM memory_fact AS f
+LEFT JOIN semantic AS s ON s.id = f.id
+LEFT JOIN lexical AS l ON l.id = f.id
+WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM lexical);
+
+-- name: search_as_of
+-- The same over the rows of an "as of" read (facts.sql facts_as_of): true at $8,
+-- or believed at $9.
+WITH visible AS NOT MATERIALIZED (
+    SELECT id, embedding, embedding_dim, text_search
+    FROM memory_fact
+    WHERE user_id = $1 AND ($8::timestamptz IS NULL
+               OR (valid_from <= $8 AND coalesce(valid_to, expires_at, 'infinity') > $8
+                   AND superseded_reason IS DISTINCT FROM 'removed'))
+          AND ($9::timestamptz IS NULL
+               OR (observed_at <= $9 AND coalesce(superseded_at, 'infinity') > $9
+                   AND coalesce(expires_at, 'infinity') > $9))
+          AND ((scope = 'profile' AND $6::text IN ('profile', 'both'))
+               OR (scope = 'relationship' AND agent_id = $7::text
+                   AND $6::text IN ('relationship', 'both')))
+),
+semantic AS (
+    SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
+    FROM (
+        SELECT id, embedding <=> $2 AS distance
+        FROM visible
+        WHERE embedding_dim = $5
+        ORDER BY embedding <=> $2, id
+        LIMIT $4
+    ) AS s
+),
+lexical AS (
+    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
+    FROM (
+        SELECT v.id, ts_rank(v.text_search, q.query) AS score
+        FROM visible AS v, websearch_to_tsquery('simple', $3) AS q (query)
+        WHERE v.text_search @@ q.query
+        ORDER BY score DESC, v.id
         LIMIT $4
     ) AS l
 )
@@ -99,7 +156,28 @@ LEFT JOIN lexical AS l ON l.id = f.id
 WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM lexical);
 
 -- name: count_active
-SELECT count(*) FROM memory_fact WHERE user_id = $1 AND superseded_at IS NULL;
+SELECT count(*) FROM memory_fact
+WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+       OR (scope = 'relationship' AND agent_id = $3::text
+           AND $2::text IN ('relationship', 'both')));
+
+-- name: set_pinned
+-- The user pins or unpins an active, unexpired fact; consolidation then holds
+-- its changes to it for the user (memory_held_proposal).
+UPDATE memory_fact
+SET pinned = $3
+WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
+
+-- name: held_proposals
+SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at
+FROM memory_held_proposal
+WHERE user_id = $1
+ORDER BY id;
 
 -- name: lock_user
 -- The user's advisory lock, exclusive: an erase or a consent change waits for

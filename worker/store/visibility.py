@@ -1,0 +1,64 @@
+"""Which of a user's facts a read returns: the rules of docs/memory_model.md, in Python.
+
+PostgresStore says the same in SQL (worker/store/sql/facts.sql, memory_api.sql);
+InMemoryStore uses these functions, and tests/contract holds the two together.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from worker.contract import MEMORY_SCOPES, MemoryScope
+from worker.store.types import FactRecord
+
+
+def check_read(
+    scope: str, *, include_superseded: bool = False,
+    valid_at: datetime | None = None, known_at: datetime | None = None,
+) -> None:
+    """Refuse a read that asks for two things at once (ValueError).
+
+    Both times together would need the validity memfleet recorded at ``known_at``,
+    which a later supersession overwrote: not kept, so not offered.
+    """
+    if scope not in MEMORY_SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(MEMORY_SCOPES)}")
+    if valid_at is not None and known_at is not None:
+        raise ValueError("valid_at and known_at cannot be combined")
+    if include_superseded and (valid_at is not None or known_at is not None):
+        raise ValueError("an as-of read already includes superseded rows")
+    for moment in (valid_at, known_at):
+        if moment is not None and moment.tzinfo is None:
+            raise ValueError("as-of times must carry a time zone")
+
+
+def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool:
+    """Profile facts for ``profile`` and ``both``; relationship facts of ``agent_id``
+    only, for ``relationship`` and ``both``. Another agent's never."""
+    if fact.scope == "profile":
+        return scope in ("profile", "both")
+    return agent_id is not None and fact.agent_id == agent_id and scope in ("relationship",
+                                                                            "both")
+
+
+def active(fact: FactRecord, now: datetime) -> bool:
+    """Not superseded, and not expired even before the expiry pass supersedes it."""
+    return fact.superseded_at is None and (fact.expires_at is None or fact.expires_at > now)
+
+
+def valid_at(fact: FactRecord, moment: datetime) -> bool:
+    """True at ``moment`` by what memfleet knows now. An expiry ends the validity as
+    the expiry pass will, so the answer does not wait for the pass; a removed fact
+    was never true."""
+    start = fact.valid_from or fact.observed_at
+    end = fact.valid_to or fact.expires_at
+    return (start <= moment and (end is None or end > moment)
+            and fact.superseded_reason != "removed")
+
+
+def known_at(fact: FactRecord, moment: datetime) -> bool:
+    """Believed at ``moment``: observed by then, not yet superseded, and not expired
+    (a read then skipped it, whenever the expiry pass ran)."""
+    return (fact.observed_at <= moment
+            and (fact.superseded_at is None or fact.superseded_at > moment)
+            and (fact.expires_at is None or fact.expires_at > moment))
