@@ -5,7 +5,9 @@
 
 All active facts while a user has few; the top-k most relevant to the query
 (hybrid search: meaning and words, fused by Reciprocal Rank Fusion) when they
-have more. Nothing here writes.
+have more. Every read takes a scope and an agent (docs/memory_model.md): by
+default the user's profile and, given ``agent_id``, that agent's relationship
+facts; never another agent's. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
-from worker.contract import CATEGORY_ORDER
+from worker.contract import CATEGORY_ORDER, MemoryScope
 from worker.providers.base import Embedder
 from worker.store.base import MemoryStore
 from worker.store.postgres import PostgresStore
@@ -84,15 +87,26 @@ async def search_facts(
     query: str,
     *,
     top_k: int,
+    scope: MemoryScope = "both",
+    agent_id: str | None = None,
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
 ) -> list[SearchHit]:
-    """The user's top-k active facts for ``query``: semantic and lexical top-k, RRF-fused."""
+    """The user's top-k facts for ``query``: semantic and lexical top-k, RRF-fused; of
+    the active ones, or of those true at ``valid_at`` or believed at ``known_at``.
+    Equal scores go to the more trusted fact (confidence), then the smaller id."""
     store = _store(store_or_pool)
+    if scope == "none":
+        return []  # no embeddings call for nothing
     answer = await embedder.embed([query])
-    ranked = await store.search(user_id, answer.value[0], words_query(query), top_k)
+    ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
+                                scope=scope, agent_id=agent_id, valid_at=valid_at,
+                                known_at=known_at)
     by_id = {hit.fact.id: hit for hit in ranked}
     semantic = sorted((h for h in ranked if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
     lexical = sorted((h for h in ranked if h.lexical_rank), key=lambda h: h.lexical_rank or 0)
-    fused = rrf([[h.fact.id for h in semantic], [h.fact.id for h in lexical]])
+    fused = sorted(rrf([[h.fact.id for h in semantic], [h.fact.id for h in lexical]]),
+                   key=lambda pair: (-pair[1], -by_id[pair[0]].fact.confidence, pair[0]))
     return [
         SearchHit(by_id[i].fact, score, by_id[i].semantic_rank, by_id[i].lexical_rank)
         for i, score in fused[:top_k]
@@ -105,18 +119,27 @@ def _one_line(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+_CATEGORY_RANK: dict[str, int] = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+
+
+def recall_order(facts: Iterable[FactRecord]) -> list[FactRecord]:
+    """The order facts are recalled in: what the user pinned first, then by category
+    (CATEGORY_ORDER), importance, confidence, and the newest first; facts of one
+    observation keep the order they were stored in."""
+    return sorted(facts, key=lambda f: (
+        not f.pinned, _CATEGORY_RANK.get(f.category, len(_CATEGORY_RANK)), -f.importance,
+        -f.confidence, -f.observed_at.timestamp(), f.id,
+    ))
+
+
 def format_block(facts: Sequence[FactRecord]) -> str:
-    """The prompt block: one line per fact, grouped by category. Empty when there are none."""
+    """The prompt block: one line per fact, in recall order. Empty when there are none."""
     if not facts:
         return ""
-    order: dict[str, int] = {c: i for i, c in enumerate(CATEGORY_ORDER)}
-    ordered = sorted(
-        facts, key=lambda f: (order.get(f.category, len(order)), f.observed_at, f.id)
-    )
     lines = [BLOCK_HEADER]
     lines.extend(
         f"- [{f.category}] {_one_line(f.text)} ({f.observed_at.date().isoformat()})"
-        for f in ordered
+        for f in recall_order(facts)
     )
     return "\n".join(lines)
 
@@ -128,8 +151,11 @@ async def known_facts(
     *,
     query: str | None = None,
     top_k: int | None = None,
+    scope: MemoryScope = "both",
+    agent_id: str | None = None,
 ) -> list[FactRecord]:
-    """All active facts, or the top_k most relevant to ``query`` when the user has more.
+    """All active facts of ``scope``, or the top_k most relevant to ``query`` when the
+    user has more.
 
     Without a query or a top_k every active fact is returned. With both, a user
     with at most top_k facts still gets them all (no embeddings call).
@@ -137,12 +163,16 @@ async def known_facts(
     store = _store(store_or_pool)
     if top_k is not None and top_k < 1:
         raise ValueError("top_k must be at least 1")
+    if scope == "none":
+        return []
     if query is None or not query.strip() or top_k is None:
-        facts = await store.facts(user_id)
+        facts = await store.facts(user_id, scope=scope, agent_id=agent_id)
         return facts if top_k is None else facts[-top_k:]  # the newest when no query
-    if await store.count_active(user_id) <= top_k:
-        return await store.facts(user_id)
-    return [hit.fact for hit in await search_facts(store, embedder, user_id, query, top_k=top_k)]
+    if await store.count_active(user_id, scope=scope, agent_id=agent_id) <= top_k:
+        return await store.facts(user_id, scope=scope, agent_id=agent_id)
+    hits = await search_facts(store, embedder, user_id, query, top_k=top_k, scope=scope,
+                              agent_id=agent_id)
+    return [hit.fact for hit in hits]
 
 
 async def known_facts_block(
@@ -152,8 +182,10 @@ async def known_facts_block(
     *,
     query: str | None = None,
     top_k: int | None = None,
+    scope: MemoryScope = "both",
+    agent_id: str | None = None,
 ) -> str:
-    """The "known facts about the user" block for a new session's system prompt ("" if none)."""
-    return format_block(
-        await known_facts(store_or_pool, embedder, user_id, query=query, top_k=top_k)
-    )
+    """The "known facts about the user" block for a new session's system prompt ("" if
+    none): the profile, and the relationship with ``agent_id`` when given."""
+    return format_block(await known_facts(store_or_pool, embedder, user_id, query=query,
+                                          top_k=top_k, scope=scope, agent_id=agent_id))
