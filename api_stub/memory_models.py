@@ -6,17 +6,41 @@ documented shape, less the user id, which the path already names.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from api_stub.fields import CleanText
-from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE, Category, SourceKind
+from api_stub.fields import MAX_ID_CHARS, CleanText, valid_id
+from worker.contract import (
+    MAX_IMPORTANCE,
+    MIN_IMPORTANCE,
+    Basis,
+    Category,
+    Scope,
+    SourceKind,
+    SupersededReason,
+)
 from worker.store.types import FactRecord
 
 MAX_FACT_CHARS = 2_000
 MAX_QUERY_CHARS = 1_000
 MAX_FACT_ID = 2**63 - 1  # bigint: a larger id can only be a miss, refused as bad input
+
+
+def utc(value: datetime) -> datetime:
+    """A time in UTC; one without a zone is taken as UTC. One that UTC cannot hold
+    (an offset past the calendar's ends) is refused here rather than by the driver."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time is out of range") from None
+
+
+Moment = Annotated[datetime, AfterValidator(utc)]
+AgentId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(valid_id)]
 
 
 class Fact(BaseModel):
@@ -32,6 +56,17 @@ class Fact(BaseModel):
     superseded_at: datetime | None
     superseded_by: int | None
     created_at: datetime
+    scope: Scope = Field(description="profile: for any agent; relationship: of agent_id only.")
+    agent_id: str | None
+    valid_from: datetime | None = Field(description="When it began to hold in the user's world.")
+    valid_to: datetime | None = Field(description="When it stopped holding; null: open.")
+    expires_at: datetime | None = Field(description="From then on reads skip it.")
+    pinned: bool = Field(description="Set by the user: consolidation holds changes to it.")
+    basis: Basis
+    confidence: float = Field(ge=0, le=1)
+    superseded_reason: SupersededReason | None
+    embedding_model: str | None
+    embedding_dim: int | None
 
     @classmethod
     def of(cls, record: FactRecord) -> Fact:
@@ -47,7 +82,8 @@ class ActiveFacts(BaseModel):
     user_id: str
     count: int
     groups: list[CategoryGroup] = Field(
-        description="One group per category that has facts; facts ordered by observed_at."
+        description="One group per category that has facts; in each, pinned facts first, "
+                    "then by importance, confidence, and the newest first."
     )
 
 
@@ -57,6 +93,42 @@ class NewFactBody(BaseModel):
     text: CleanText = Field(min_length=1, max_length=MAX_FACT_CHARS)
     category: Category = "general"
     importance: int = Field(default=5, ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
+    scope: Scope = Field(default="profile", description="relationship needs agent_id; "
+                                                        "profile takes none.")
+    agent_id: AgentId | None = None
+    valid_from: Moment | None = Field(default=None, description="Default: now. Without a "
+                                                                "zone: UTC.")
+    valid_to: Moment | None = None
+    expires_at: Moment | None = None
+    pinned: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NewFactBody:
+        if self.scope == "relationship" and self.agent_id is None:
+            raise ValueError("a relationship fact needs agent_id")
+        if self.scope == "profile" and self.agent_id is not None:
+            raise ValueError("a profile fact takes no agent_id")
+        start = self.valid_from or datetime.now(UTC)
+        if self.valid_to is not None and self.valid_to < start:
+            raise ValueError("valid_to is before valid_from")
+        return self
+
+
+class HeldProposal(BaseModel):
+    id: int
+    fact_id: int = Field(description="The fact the change was for.")
+    run_id: int | None
+    event: Literal["UPDATE", "DELETE"]
+    reason: Literal["pinned", "outranked"] = Field(
+        description="pinned: the user pinned the fact; outranked: an inferred change "
+                    "against a more trusted fact.")
+    text: str | None = Field(description="The proposed replacement; null for a DELETE.")
+    session_id: str | None
+    proposed_at: datetime
+
+
+class HeldProposals(BaseModel):
+    proposals: list[HeldProposal] = Field(description="Oldest first.")
 
 
 class Chain(BaseModel):
@@ -130,6 +202,16 @@ class ExportFact(BaseModel):
     run_id: int | None
     embedding_model: str
     created_at: datetime
+    scope: str
+    agent_id: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    expires_at: datetime | None
+    pinned: bool
+    basis: str
+    confidence: float
+    superseded_reason: str | None
+    embedding_dim: int | None
 
 
 class ExportSession(BaseModel):
@@ -155,6 +237,7 @@ class ExportRun(BaseModel):
     deleted: int
     unchanged: int
     rejected: int
+    held: int
     input_tokens: int
     output_tokens: int
     started_at: datetime
@@ -170,3 +253,5 @@ class Export(BaseModel):
     facts: list[ExportFact] = Field(description="Every row, active and superseded.")
     sessions: list[ExportSession]
     runs: list[ExportRun] = Field(description="The runs that read the user's sessions.")
+    held_proposals: list[HeldProposal] = Field(
+        description="Changes consolidation proposed and memfleet kept for the user.")

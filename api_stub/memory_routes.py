@@ -1,4 +1,4 @@
-"""The memory API: what a user can see, add, remove, trace and erase of their memory.
+"""The memory API: what a user can see, add, remove, pin, trace and erase of their memory.
 
 Every route takes the user from the path, and ``AuthedUser`` has already checked
 that the bearer token's subject is that user (401/403 otherwise). Every query
@@ -8,16 +8,18 @@ below is scoped by that user id, so another user's fact id is a plain 404.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 
 from api_stub.auth import AuthedUser
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, error_responses
-from api_stub.fields import clean_text
+from api_stub.fields import MAX_ID_CHARS, clean_text, valid_id
 from api_stub.memory_models import (
     MAX_FACT_ID,
     MAX_QUERY_CHARS,
@@ -30,16 +32,19 @@ from api_stub.memory_models import (
     Erased,
     Export,
     Fact,
+    HeldProposal,
+    HeldProposals,
     KnownFacts,
     NewFactBody,
     SearchHitBody,
     SearchResults,
+    utc,
 )
 from worker import privacy
-from worker.contract import CATEGORY_ORDER
+from worker.contract import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.export import export_user
-from worker.read import format_block, known_facts, search_facts
-from worker.store.types import NewFact
+from worker.read import format_block, known_facts, recall_order, search_facts
+from worker.store.types import FactRecord, FactTerms, NewFact
 
 router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
 
@@ -52,7 +57,36 @@ OptionalQuery = Annotated[
     Query(min_length=1, max_length=MAX_QUERY_CHARS),
     AfterValidator(lambda v: None if v is None else clean_text(v)),
 ]
+ScopeQuery = Annotated[MemoryScope, Query(
+    description="profile: the user's profile; relationship: agent_id's relationship facts "
+                "(none without agent_id); both; none.")]
+AgentQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=MAX_ID_CHARS,
+          description="The agent whose relationship facts are read; another's never are."),
+    AfterValidator(lambda v: None if v is None else valid_id(v)),
+]
+ValidAt = Annotated[
+    datetime | None,
+    Query(description="What was true then, by what memfleet knows now (without a zone: UTC)."),
+    AfterValidator(lambda v: None if v is None else utc(v)),
+]
+KnownAt = Annotated[
+    datetime | None,
+    Query(description="What memfleet believed then (without a zone: UTC)."),
+    AfterValidator(lambda v: None if v is None else utc(v)),
+]
 _NOT_FOUND = "no such fact"
+_NOT_ACTIVE = "the fact is no longer active"
+
+
+def _one_time(valid_at: datetime | None, known_at: datetime | None) -> None:
+    # A 422 of the usual shape, naming the parameter.
+    if valid_at is not None and known_at is not None:
+        raise RequestValidationError([{
+            "type": "value_error", "loc": ("query", "known_at"),
+            "msg": "valid_at and known_at cannot be combined",
+        }])
 
 
 def _deps(request: Request) -> ApiDeps:
@@ -64,10 +98,15 @@ def _deps(request: Request) -> ApiDeps:
     "/facts",
     response_model=ActiveFacts,
     responses={**AUTH_RESPONSES, **error_responses(503)},
-    summary="The user's active facts, grouped by category",
+    summary="The user's active facts (or those of one time), grouped by category",
 )
-async def list_facts(request: Request, user_id: AuthedUser) -> ActiveFacts:
-    facts = await _deps(request).memory.facts(user_id)  # ordered by observed_at
+async def list_facts(
+    request: Request, user_id: AuthedUser, scope: ScopeQuery = "both",
+    agent_id: AgentQuery = None, valid_at: ValidAt = None, known_at: KnownAt = None,
+) -> ActiveFacts:
+    _one_time(valid_at, known_at)
+    facts = recall_order(await _deps(request).memory.facts(
+        user_id, scope=scope, agent_id=agent_id, valid_at=valid_at, known_at=known_at))
     groups = [
         CategoryGroup(category=category,
                       facts=[Fact.of(f) for f in facts if f.category == category])
@@ -82,15 +121,19 @@ async def list_facts(request: Request, user_id: AuthedUser) -> ActiveFacts:
     response_model=Fact,
     status_code=status.HTTP_201_CREATED,
     responses={**AUTH_RESPONSES, **error_responses(400, 503)},
-    summary="Add a fact by hand (source_kind manual)",
+    summary="Add a fact by hand (source_kind manual, stated, fully trusted)",
 )
 async def add_fact(request: Request, user_id: AuthedUser, body: NewFactBody) -> Fact:
     deps = _deps(request)
     embedder = deps.providers.embedder
     answer = await embedder.embed([body.text])
+    terms = FactTerms(scope=body.scope, agent_id=body.agent_id, valid_from=body.valid_from,
+                      valid_to=body.valid_to, expires_at=body.expires_at, basis="stated",
+                      confidence=confidence_for("manual", "stated"))
     record = await deps.memory.add_fact(user_id, NewFact(
         text=body.text, category=body.category, importance=body.importance,
-        embedding=answer.value[0], embedding_model=embedder.model,
+        embedding=answer.value[0], embedding_model=embedder.model, terms=terms,
+        pinned=body.pinned,
     ))
     return Fact.of(record)
 
@@ -108,7 +151,48 @@ async def remove_fact(request: Request, user_id: AuthedUser, fact_id: FactId) ->
         return Fact.of(removed)
     if await memory.get_fact(user_id, fact_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
-    raise HTTPException(status.HTTP_409_CONFLICT, detail="the fact is no longer active")
+    raise HTTPException(status.HTTP_409_CONFLICT, detail=_NOT_ACTIVE)
+
+
+async def _pin(request: Request, user_id: str, fact_id: int, pinned: bool) -> Fact:
+    memory = _deps(request).memory
+    changed: FactRecord | None = await memory.set_pinned(user_id, fact_id, pinned)
+    if changed is not None:
+        return Fact.of(changed)
+    if await memory.get_fact(user_id, fact_id) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
+    raise HTTPException(status.HTTP_409_CONFLICT, detail=_NOT_ACTIVE)
+
+
+@router.put(
+    "/facts/{fact_id}/pin",
+    response_model=Fact,
+    responses={**AUTH_RESPONSES, **error_responses(404, 409, 503)},
+    summary="Pin a fact: consolidation keeps its changes to it for the user to review",
+)
+async def pin_fact(request: Request, user_id: AuthedUser, fact_id: FactId) -> Fact:
+    return await _pin(request, user_id, fact_id, True)
+
+
+@router.delete(
+    "/facts/{fact_id}/pin",
+    response_model=Fact,
+    responses={**AUTH_RESPONSES, **error_responses(404, 409, 503)},
+    summary="Unpin a fact",
+)
+async def unpin_fact(request: Request, user_id: AuthedUser, fact_id: FactId) -> Fact:
+    return await _pin(request, user_id, fact_id, False)
+
+
+@router.get(
+    "/held-proposals",
+    response_model=HeldProposals,
+    responses={**AUTH_RESPONSES, **error_responses(503)},
+    summary="Changes consolidation proposed and did not apply (pinned or outranked facts)",
+)
+async def held_proposals(request: Request, user_id: AuthedUser) -> HeldProposals:
+    rows = await _deps(request).memory.held_proposals(user_id)
+    return HeldProposals(proposals=[HeldProposal.model_validate(row) for row in rows])
 
 
 @router.get(
@@ -128,16 +212,24 @@ async def fact_chain(request: Request, user_id: AuthedUser, fact_id: FactId) -> 
     "/search",
     response_model=SearchResults,
     responses={**AUTH_RESPONSES, **error_responses(503)},
-    summary="Active facts by meaning and by words, fused by Reciprocal Rank Fusion (k = 60)",
+    summary="Active facts (or those of one time) by meaning and by words, fused by "
+            "Reciprocal Rank Fusion (k = 60); equal scores by confidence",
 )
 async def search(
     request: Request,
     user_id: AuthedUser,
     q: SearchQuery,
     k: Annotated[int, Query(ge=1, le=100)] = 10,
+    scope: ScopeQuery = "both",
+    agent_id: AgentQuery = None,
+    valid_at: ValidAt = None,
+    known_at: KnownAt = None,
 ) -> SearchResults:
+    _one_time(valid_at, known_at)
     deps = _deps(request)
-    hits = await search_facts(deps.memory, deps.providers.embedder, user_id, q, top_k=k)
+    hits = await search_facts(deps.memory, deps.providers.embedder, user_id, q, top_k=k,
+                              scope=scope, agent_id=agent_id, valid_at=valid_at,
+                              known_at=known_at)
     return SearchResults(results=[
         SearchHitBody(fact=Fact.of(h.fact), score=h.score, semantic_rank=h.semantic_rank,
                       lexical_rank=h.lexical_rank)
@@ -152,11 +244,12 @@ async def search(
     summary="The read path over HTTP: the system-prompt block of known facts",
 )
 async def known_facts_route(
-    request: Request, user_id: AuthedUser, q: OptionalQuery = None
+    request: Request, user_id: AuthedUser, q: OptionalQuery = None,
+    scope: ScopeQuery = "both", agent_id: AgentQuery = None,
 ) -> KnownFacts:
     deps = _deps(request)
     facts = await known_facts(deps.memory, deps.providers.embedder, user_id, query=q,
-                              top_k=deps.settings.read_top_k)
+                              top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id)
     return KnownFacts(block=format_block(facts), count=len(facts))
 
 

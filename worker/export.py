@@ -3,7 +3,8 @@
     {"user_id", "exported_at", "consent": {"enabled", "chosen", "updated_at"},
      "facts": [every row, active and superseded, with its chain links],
      "sessions": [cursor rows: counts and the rolling summary],
-     "runs": [audit rows that wrote them: slice hashes, counts, times, outcome]}
+     "runs": [audit rows that wrote them: slice hashes, counts, times, outcome],
+     "held_proposals": [changes consolidation proposed and kept for the user]}
 
 Streamed: rows come from server-side cursors inside one read-only REPEATABLE
 READ transaction (one consistent snapshot) and leave in chunks of about
@@ -49,7 +50,7 @@ async def export_user(pool: Any, user_id: str, *, memory_default: bool) -> Async
         }
         buffer = [_json(head)[:-1]]  # the object stays open for the lists
         size = len(buffer[0])
-        for section in ("facts", "sessions", "runs"):
+        for section in ("facts", "sessions", "runs", "held_proposals"):
             buffer.append(f',"{section}":[')
             first = True
             async for row in conn.cursor(sql[section], user_id, prefetch=ROWS_PER_FETCH):

@@ -34,3 +34,11 @@ WHERE user_id = $1
    OR (user_id IS NULL
        AND session_id IN (SELECT session_id FROM session_cursor WHERE user_id = $1))
 ORDER BY id;
+
+-- name: held_proposals
+-- Changes consolidation proposed and memfleet kept for the user instead of
+-- applying (a pinned fact, or a more trusted one): the proposed text is theirs.
+SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at
+FROM memory_held_proposal
+WHERE user_id = $1
+ORDER BY id;

@@ -1,0 +1,27 @@
+"""docs/openapi.json is what the app generates: no server needed to find it stale."""
+
+from __future__ import annotations
+
+import json
+
+from api_stub.app import OPENAPI_PATH, openapi_document, openapi_json
+
+
+def test_the_committed_openapi_document_is_the_generated_one() -> None:
+    assert OPENAPI_PATH.read_text("utf-8") == openapi_json(), (
+        "docs/openapi.json is stale: python -m api_stub.serve --write-openapi docs/openapi.json"
+    )
+
+
+def test_the_document_has_the_memory_model_routes_and_fields() -> None:
+    document = openapi_document()
+    paths = document["paths"]
+    assert {"put", "delete"} <= set(paths["/users/{user_id}/facts/{fact_id}/pin"])
+    assert "get" in paths["/users/{user_id}/held-proposals"]
+    for path in ("/users/{user_id}/facts", "/users/{user_id}/search"):
+        names = {p["name"] for p in paths[path]["get"]["parameters"]}
+        assert {"scope", "agent_id", "valid_at", "known_at"} <= names, path
+    fact = document["components"]["schemas"]["Fact"]["properties"]
+    assert {"scope", "agent_id", "valid_from", "valid_to", "expires_at", "pinned", "basis",
+            "confidence", "superseded_reason", "embedding_model", "embedding_dim"} <= set(fact)
+    assert json.loads(openapi_json()) == document
