@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 
 from worker.config import Settings, settings_error
+from worker.contract import MEMORY_SCOPES
 from worker.errors import MemfleetError
 
 
@@ -166,17 +168,39 @@ async def _with_store(settings: Settings, use: Any) -> Any:
         await pool.close()
 
 
+def _moment(flag: str, value: str | None) -> datetime | None:
+    """An ISO date or time; one without a zone is UTC."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise MemfleetError(f"{flag} needs an ISO date or time, such as 2026-10-15 or "
+                            "2026-10-15T09:30:00+02:00") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
+    valid_at = _moment("--valid-at", args.valid_at)
+    known_at = _moment("--known-at", args.known_at)
+    if valid_at is not None and known_at is not None:
+        raise MemfleetError("--valid-at and --known-at cannot be combined")
+    if args.all and (valid_at is not None or known_at is not None):
+        raise MemfleetError("--all cannot be combined with --valid-at or --known-at")
+    if args.scope == "relationship" and args.agent is None:
+        raise MemfleetError("--scope relationship needs --agent")
     settings = resolve(settings)
     records = asyncio.run(_with_store(settings, lambda store: store.facts(
-        args.user, include_superseded=args.all)))
+        args.user, include_superseded=args.all, scope=args.scope, agent_id=args.agent,
+        valid_at=valid_at, known_at=known_at)))
     facts = [f.to_json() for f in records]
     if args.json:
         print(json.dumps(facts, ensure_ascii=False, indent=2))
     else:
         for fact in facts:
             mark = "  " if fact["superseded_at"] is None else "x "
-            print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']})")
+            agent = f" @{fact['agent_id']}" if fact["agent_id"] else ""
+            print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']}{agent})")
     return 0
 
 
@@ -301,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--user", required=True)
     facts.add_argument("--json", action="store_true")
     facts.add_argument("--all", action="store_true", help="include superseded facts")
+    facts.add_argument("--scope", choices=MEMORY_SCOPES, default="both",
+                       help="profile, the agent's relationship facts, both (default), none")
+    facts.add_argument("--agent", help="the agent whose relationship facts are read")
+    facts.add_argument("--valid-at", metavar="ISO", help="the facts true then, by what is "
+                                                         "known now")
+    facts.add_argument("--known-at", metavar="ISO", help="the facts memfleet believed then")
     runs = sub.add_parser("runs", help="list dead letters: runs that stored nothing")
     runs.add_argument("--outcome", default="failed,skipped,invalid,error",
                       help="comma-separated outcomes (default: every dead-letter outcome)")
