@@ -15,7 +15,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker import fleet, queue, serialization
+from worker import expiry, fleet, queue, serialization
 from worker.burst import Worker
 from worker.config import Settings
 from worker.errors import ConfigurationError
@@ -116,6 +116,9 @@ def worker_options(
         ctx["recovery"] = asyncio.create_task(lock.keep_recovering(
             redis, settings.queue_name, settings.recovery_interval_s,
             lambda count: telemetry.metrics.recovered.add(count)))
+        if settings.expiry_interval_s > 0:
+            ctx["expiry"] = asyncio.create_task(expiry.keep_expiring(
+                pool, settings.expiry_interval_s))
         if settings.metrics_port is not None:
 
             async def healthy() -> None:
@@ -130,7 +133,7 @@ def worker_options(
             quiet_garbage_collector()
 
     async def on_shutdown(ctx: dict[str, Any]) -> None:
-        for name in ("heartbeat", "recovery"):
+        for name in ("heartbeat", "recovery", "expiry"):
             task = ctx.get(name)
             if task is not None:
                 task.cancel()

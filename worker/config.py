@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     max_slice_messages: int = Field(default=60, ge=1)
     summary_every_user_turns: int = Field(default=10, ge=1)
     consolidation_attempts: int = Field(default=4, ge=1)
+    # Every worker supersedes facts whose expires_at has come this often
+    # (worker.expiry); reads skip them meanwhile. 0: this worker never does.
+    expiry_interval_s: float = Field(default=60.0, ge=0)
 
     # Hand-over limits (bad input is refused at the door with a clear error).
     max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
