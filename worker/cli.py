@@ -271,6 +271,50 @@ def _cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.importer import ImportReport, run_import
+
+    path = Path(args.file or args.legacy)
+    try:
+        stream = path.open("rb")
+    except OSError as exc:
+        raise MemfleetError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+
+    def problem(line: int, reason: str) -> None:
+        print(f"memfleet: {path.name} line {line}: {reason}", file=sys.stderr)
+
+    def counts(report: ImportReport) -> None:
+        print(json.dumps(report.to_json()), flush=True)
+
+    with stream:
+        settings = resolve(settings)
+        try:
+            report = asyncio.run(run_import(settings, stream, legacy=args.legacy is not None,
+                                            on_problem=problem, on_report=counts))
+        except OSError as exc:  # the file, mid-way: the servers' errors are translated
+            raise MemfleetError(f"reading {path} failed: {type(exc).__name__}") from None
+    # Nothing usable in the file is the one failure of the input itself; bad lines
+    # beside good ones are reported above and the run succeeds.
+    return 0 if report.usable else 1
+
+
+def _cmd_expire(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.expiry import expire_due
+    from worker.store.pool import create_pool
+
+    settings = resolve(settings)
+
+    async def go() -> int:
+        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+        try:
+            return await expire_due(pool)
+        finally:
+            await pool.close()
+
+    print(json.dumps({"expired": asyncio.run(go())}))
+    return 0
+
+
 def _cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from worker.export import export_user
     from worker.store.pool import create_pool
@@ -345,6 +389,14 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="everything held about a user, as JSON (right "
                                            "of access)")
     export.add_argument("--user", required=True)
+    importer = sub.add_parser("import", help="write facts from a JSONL file, or pass old "
+                                             "memory blobs through extraction (idempotent)")
+    source = importer.add_mutually_exclusive_group(required=True)
+    source.add_argument("--file", help="JSONL: one fact a line ({user_id, text, ...})")
+    source.add_argument("--legacy", help="JSONL: one old free-text memory a line "
+                                         "({user_id, text, id})")
+    sub.add_parser("expire", help="supersede the facts whose expires_at has come "
+                                  "(workers also do it every MEMFLEET_EXPIRY_INTERVAL_S)")
     consent = sub.add_parser("consent", help="a user's memory: show, enable, disable, "
                                              "forget (disable and erase), erase")
     consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"])
@@ -358,6 +410,7 @@ _COMMANDS = {
     "exporter": _cmd_exporter, "webhook": _cmd_webhook,
     "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
     "consent": _cmd_consent, "export": _cmd_export,
+    "import": _cmd_import, "expire": _cmd_expire,
     "demo": _cmd_demo,
 }
 
