@@ -30,8 +30,10 @@ SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
 # relationship with one agent (persona, assistant instance), carried with its id.
 Scope = Literal["profile", "relationship"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
-# What a read asks for (eros-engine's memory_scope): nothing, one layer, or both.
-MemoryScope = Literal["none", "profile", "relationship", "both"]
+# What a read asks for (eros-engine's memory_scope): nothing, one layer, or both;
+# "all" is every layer of every agent, for the user's own view of their memory
+# and for operators, never for one assistant's prompt.
+MemoryScope = Literal["none", "profile", "relationship", "both", "all"]
 MEMORY_SCOPES: tuple[MemoryScope, ...] = get_args(MemoryScope)
 
 # stated: the user said it; inferred: it follows from what they said.

@@ -1,4 +1,6 @@
-"""`memfleet demo`: a user talks over three sessions, changes their mind, and memory follows.
+"""`memfleet demo`: a user talks over four sessions with two assistants, changes their mind,
+and memory follows: profile facts shared by both assistants, relationship facts kept
+with each, a move dated to when it happened, a plan that expires by itself.
 
 Runs the real thing: migrate, hand each turn over as a chat server would, let a
 worker drain the queue, then print the active facts and every supersession
@@ -32,8 +34,10 @@ SESSIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ("demo-thursday", [
         ("user", "Quick update: we switched from Postgres to SQLite."),
         ("assistant", "Got it. Anything else new?"),
-        ("user", "Also, I moved to Lisbon."),
+        ("user", "Also, I moved to Lisbon last month."),
         ("assistant", "Exciting!"),
+        ("user", "I'm flying to Tokyo on Friday. You can call me Ace, by the way."),
+        ("assistant", "Safe travels, Ace!"),
         ("user", "ok thanks"),
     ]),
     ("demo-next-week", [
@@ -41,7 +45,17 @@ SESSIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("assistant", "Noted."),
         ("user", "I like hiking."),
     ]),
+    ("demo-orion", [
+        ("user", "Hello there. You can call me Captain."),
+        ("assistant", "Aye, Captain."),
+    ]),
 ]
+# The assistant each session is with (the hand-over's agent_id): what the user says
+# about their relationship with one stays with it.
+AGENTS: dict[str, str] = {
+    "demo-monday": "luna", "demo-thursday": "luna", "demo-next-week": "luna",
+    "demo-orion": "orion",
+}
 
 
 def supersession_chains(facts: list[FactRecord]) -> list[list[FactRecord]]:
@@ -59,6 +73,10 @@ def supersession_chains(facts: list[FactRecord]) -> list[list[FactRecord]]:
     return chains
 
 
+def _scope(fact: FactRecord) -> str:
+    return f"with {fact.agent_id} only" if fact.agent_id else "profile"
+
+
 def _print_report(facts: list[FactRecord], runs: list[dict[str, Any]]) -> None:
     print("\nRuns (one audit row per job):")
     for run in runs:
@@ -68,8 +86,16 @@ def _print_report(facts: list[FactRecord], runs: list[dict[str, Any]]) -> None:
     print(f"\nActive facts about {USER}:")
     for fact in facts:
         if fact.superseded_at is None:
-            print(f"  [{fact.id}] {fact.text}  ({fact.category},"
+            print(f"  [{fact.id}] {fact.text}  ({_scope(fact)}, {fact.category},"
                   f" importance {fact.importance}, from {fact.source_session_id})")
+    print("\nWhen facts hold (valid time) beside when memfleet learned them:")
+    for fact in facts:
+        valid_from = fact.valid_from or fact.observed_at
+        if fact.superseded_at is None and (valid_from.date() != fact.observed_at.date()
+                                           or fact.expires_at is not None):
+            expiry = f", expires {fact.expires_at.date()}" if fact.expires_at else ""
+            print(f"  [{fact.id}] {fact.text}: valid from {valid_from.date()},"
+                  f" learned {fact.observed_at.date()}{expiry}")
     print("\nSupersession chains (nothing is overwritten or deleted):")
     for chain in supersession_chains(facts):
         steps = " -> ".join(f"[{f.id}] {f.text}" for f in chain)
@@ -92,7 +118,7 @@ async def run_demo(settings: Settings) -> int:
                 # What a chat server does after answering: one fast hand-over call.
                 await schedule_memory_persistence(
                     redis, session_id, USER, list(history), limits=Limits.from_settings(settings),
-                    queue_name=settings.queue_name,
+                    queue_name=settings.queue_name, agent_id=AGENTS[session_id],
                 )
             print(f"handed over {session_id}: {len(history)} messages; the worker drains...")
             await drain_queue(settings)
@@ -101,7 +127,7 @@ async def run_demo(settings: Settings) -> int:
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
         store = PostgresStore(pool)
-        facts = await store.facts(USER, include_superseded=True)
+        facts = await store.facts(USER, include_superseded=True, scope="all")
         runs = await store.runs(USER)
     finally:
         await pool.close()

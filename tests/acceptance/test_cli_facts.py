@@ -48,7 +48,8 @@ def texts(env: dict[str, str], *args: str) -> list[str]:
 async def test_facts_by_scope_agent_and_time(settings: Settings) -> None:
     await remembered(settings)
     env = worker_env(settings)
-    assert texts(env) == ["Lives in Lisbon"]
+    assert texts(env) == ["Calls the assistant Sam", "Lives in Lisbon", "Plays chess with Max"]
+    assert texts(env, "--scope", "both") == ["Lives in Lisbon"], "no agent: the profile only"
     assert texts(env, "--agent", "sam") == ["Calls the assistant Sam", "Lives in Lisbon"]
     assert texts(env, "--agent", "max") == ["Lives in Lisbon", "Plays chess with Max"]
     assert texts(env, "--scope", "relationship", "--agent", "max") == ["Plays chess with Max"]

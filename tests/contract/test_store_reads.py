@@ -49,6 +49,9 @@ async def test_two_agents_share_the_profile_and_keep_their_relationships(store: 
         "Calls the assistant Sam"]
     assert await texts(store, scope="relationship") == []
     assert await texts(store, scope="none", agent_id="sam") == []
+    assert await texts(store, scope="all") == [
+        "Calls the assistant Sam", "Lives in Lisbon", "Plays chess with Max"], "every agent's"
+    assert await store.count_active("u1", scope="all") == 3
     assert await texts(store, include_superseded=True, agent_id="max") == [
         "Lives in Lisbon", "Plays chess with Max"]
     assert await store.count_active("u1", agent_id="sam") == 2

@@ -20,7 +20,7 @@ from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import active_texts, bot_msg, drain, runs, user_msg
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
-from worker.demo import SESSIONS, USER
+from worker.demo import AGENTS, SESSIONS, USER
 
 CHAT = "/v1/chat/completions"
 
@@ -54,9 +54,11 @@ def wire_requests(stub: StubServer, task: str) -> list[dict[str, Any]]:
 
 
 async def hand_over(
-    settings: Settings, redis: Redis, session: str, user: str, msgs: list[dict[str, str]]
+    settings: Settings, redis: Redis, session: str, user: str, msgs: list[dict[str, str]],
+    agent: str | None = None,
 ) -> None:
-    await schedule_memory_persistence(redis, session, user, msgs, queue_name=settings.queue_name)
+    await schedule_memory_persistence(redis, session, user, msgs, queue_name=settings.queue_name,
+                                      agent_id=agent)
 
 
 async def test_a_multi_session_conversation_ends_with_the_right_facts_and_chains(
@@ -67,11 +69,16 @@ async def test_a_multi_session_conversation_ends_with_the_right_facts_and_chains
         for role, content in turns:
             history.append({"role": role, "content": content})
             if role == "user":
-                await hand_over(llm, redis, session_id, USER, list(history))
+                await hand_over(llm, redis, session_id, USER, list(history), AGENTS[session_id])
         await drain(llm)
-    assert sorted(await active_texts(db, USER)) == [
-        "Likes hiking", "Lives in Lisbon", "Name is Ada", "Uses DuckDB",
+    active = await db.fetch("SELECT text, agent_id FROM memory_fact WHERE user_id = $1"
+                            " AND superseded_at IS NULL ORDER BY text", USER)
+    assert [tuple(r) for r in active if not r["text"].startswith("Plans to go to Tokyo on ")] == [
+        ("Likes hiking", None), ("Lives in Lisbon", None), ("Name is Ada", None),
+        ("Uses DuckDB", None), ("Wants this assistant to call them Ace", "luna"),
+        ("Wants this assistant to call them Captain", "orion"),
     ]
+    assert len(active) == 7, "and the plan, which expires after its day"
     chains = await db.fetch(
         "SELECT old.text AS old, new.text AS new FROM memory_fact old"
         " LEFT JOIN memory_fact new ON new.id = old.superseded_by"

@@ -35,6 +35,8 @@ def check_read(
 def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool:
     """Profile facts for ``profile`` and ``both``; relationship facts of ``agent_id``
     only, for ``relationship`` and ``both``. Another agent's never."""
+    if scope == "all":
+        return True
     if fact.scope == "profile":
         return scope in ("profile", "both")
     return agent_id is not None and fact.agent_id == agent_id and scope in ("relationship",

@@ -1,8 +1,9 @@
 -- Read queries over a user's facts (CLI and read path). Scoped by user_id ($1).
 
 -- Every read of facts takes the scope asked ($2: none | profile | relationship |
--- both) and the agent ($3): profile rows for profile and both, relationship rows
--- of that agent alone for relationship and both (none without an agent).
+-- both | all) and the agent ($3): profile rows for profile and both, relationship
+-- rows of that agent alone for relationship and both (none without an agent),
+-- every row of the user for all.
 -- worker/store/visibility.py says the same in Python.
 
 -- name: active_facts
@@ -12,7 +13,7 @@ SELECT id, user_id, text, category, importance, observed_at, source_session_id, 
        expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
            AND $2::text IN ('relationship', 'both')))
 ORDER BY observed_at, id;
@@ -23,7 +24,7 @@ SELECT id, user_id, text, category, importance, observed_at, source_session_id, 
        expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1
-  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
            AND $2::text IN ('relationship', 'both')))
 ORDER BY id;
@@ -40,7 +41,7 @@ SELECT id, user_id, text, category, importance, observed_at, source_session_id, 
        expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
 FROM memory_fact
 WHERE user_id = $1
-  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
            AND $2::text IN ('relationship', 'both')))
   AND ($4::timestamptz IS NULL
