@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from worker.errors import ConfigurationError
 from worker.vectors import Vector
 from worker.wire import (
     ConsolidationAnswer,
@@ -72,15 +74,39 @@ class Embedder(Labelled, Protocol):
         ...
 
 
+# Builds an embedder for another model and dimension from the same provider settings.
+EmbedderFactory = Callable[[str, int], Embedder]
+
+
 @dataclass(frozen=True, slots=True)
 class Providers:
     extractor: Extractor
     consolidator: Consolidator
     summarizer: Summarizer
     embedder: Embedder
+    # For users whose facts `memfleet reembed` moved to another model than
+    # ``embedder``'s: their candidates are embedded again with that one.
+    embedder_factory: EmbedderFactory | None = None
+    _other_embedders: dict[tuple[str, int], Embedder] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def embedder_for(self, model: str, dim: int) -> Embedder:
+        """The embedder of ``model`` at ``dim``, built once per pair."""
+        if (model, dim) == (self.embedder.model, self.embedder.dim):
+            return self.embedder
+        built = self._other_embedders.get((model, dim))
+        if built is None:
+            if self.embedder_factory is None:
+                raise ConfigurationError(
+                    f"no embedder can be built for {model} at {dim} dimensions")
+            built = self._other_embedders[(model, dim)] = self.embedder_factory(model, dim)
+        return built
 
     async def aclose(self) -> None:
-        for provider in (self.extractor, self.consolidator, self.summarizer, self.embedder):
+        others = list(self._other_embedders.values())
+        self._other_embedders.clear()
+        for provider in (self.extractor, self.consolidator, self.summarizer, self.embedder,
+                         *others):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()

@@ -128,9 +128,12 @@ def _chat_options(
 
 
 def _embed_options(
-    settings: Settings, on_failure: FailureHook | None = None, budgets: _Budgets | None = None
+    settings: Settings, on_failure: FailureHook | None = None, budgets: _Budgets | None = None,
+    *, model: str | None = None, dim: int | None = None,
 ) -> EmbedOptions:
-    if not settings.embed_model.strip():
+    """The settings' embeddings options, or those of ``model`` at ``dim`` on the same endpoint."""
+    model = settings.embed_model if model is None else model
+    if not model.strip():
         raise ConfigurationError("the openai embeddings provider needs MEMFLEET_EMBED_MODEL")
     base_url, api_key = endpoint(
         settings.embed_base_url, secret(settings.embed_api_key), "MEMFLEET_EMBED"
@@ -138,12 +141,45 @@ def _embed_options(
     return EmbedOptions(
         base_url=base_url,
         api_key=api_key,
-        model=settings.embed_model,
-        dim=settings.embed_dim,
+        model=model,
+        dim=settings.embed_dim if dim is None else dim,
         send_dimensions=settings.embed_send_dimensions,
         timeout_s=settings.embed_timeout_s,
         retry=_retry(settings, on_failure, budgets.of(base_url) if budgets else None),
     )
+
+
+def embedding_model(settings: Settings) -> str:
+    """The model name the settings' embedder writes on its rows."""
+    if settings.embed_provider == "hashing":
+        return HashingEmbedder(settings.embed_dim).model
+    return settings.embed_model
+
+
+def _embedder_factory(
+    settings: Settings, on_failure: FailureHook | None, budgets: _Budgets
+) -> Callable[[str, int], Embedder]:
+    def build(model: str, dim: int) -> Embedder:
+        if dim < 1:
+            raise ConfigurationError(f"the embedding dimension must be positive, got {dim}")
+        if settings.embed_provider == "hashing":
+            # One function whatever the name: the name only labels the rows.
+            return HashingEmbedder(dim, model)
+        return OpenAIEmbedder(_embed_options(settings, on_failure, budgets, model=model,
+                                             dim=dim))
+
+    return build
+
+
+def build_embedder(
+    settings: Settings, model: str, dim: int, *, redis: Any = None,
+    metrics: Metrics | None = None,
+) -> Embedder:
+    """An embedder of ``model`` at ``dim`` from the settings' provider, endpoint and key,
+    its calls within the fleet's model budget (``redis``) like the workers' calls."""
+    if settings.embed_provider not in ("hashing", "openai"):
+        raise ConfigurationError(f"unknown MEMFLEET_EMBED_PROVIDER {settings.embed_provider!r}")
+    return _embedder_factory(settings, None, _Budgets(settings, redis, metrics))(model, dim)
 
 
 def build_providers(
@@ -186,4 +222,5 @@ def build_providers(
     embedder: Embedder = (
         HashingEmbedder(settings.embed_dim) if embed is None else OpenAIEmbedder(embed)
     )
-    return Providers(extractor, consolidator, summarizer, embedder)
+    return Providers(extractor, consolidator, summarizer, embedder,
+                     _embedder_factory(settings, on_failure, budgets))
