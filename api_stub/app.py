@@ -26,7 +26,7 @@ from api_stub.guards import AccessLog, SizeLimits
 from worker.config import Settings
 from worker.contract import Limits
 from worker.errors import ConfigurationError
-from worker.providers.factory import build_providers
+from worker.providers.factory import build_providers, embedding_model
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
@@ -55,7 +55,8 @@ def create_app(settings: Settings) -> FastAPI:
         providers = None
         try:
             async with pool.acquire() as conn:
-                await check_schema(conn, settings.embed_dim)
+                await check_schema(conn, settings.embed_dim,
+                                   embed_model=embedding_model(settings))
             redis = Redis.from_url(settings.redis_url, socket_timeout=5,
                                    socket_connect_timeout=2)
             providers = build_providers(settings)

@@ -22,7 +22,7 @@ from worker.errors import ConfigurationError
 from worker.job import Deps, persist_session_memory
 from worker.metrics import MetricsServer
 from worker.payload import Limits
-from worker.providers.factory import build_providers
+from worker.providers.factory import build_providers, embedding_model
 from worker.stages import lock
 from worker.store.migrate import check_schema
 from worker.store.pool import GENERIC_PLANS, create_pool
@@ -97,7 +97,8 @@ def worker_options(
                                  max_size=settings.db_pool_max, server_settings=GENERIC_PLANS,
                                  reset=False)
         async with pool.acquire() as conn:
-            await check_schema(conn, settings.embed_dim)
+            await check_schema(conn, settings.embed_dim,
+                               embed_model=embedding_model(settings))
         ctx["pool"] = pool
         ctx["deps"] = Deps(
             settings=settings,

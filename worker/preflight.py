@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 
 from worker.config import Settings
 from worker.errors import HandoverUnavailable, StoreUnavailable
+from worker.providers.factory import embedding_model
 from worker.store.migrate import check_schema
 
 CONNECT_TIMEOUT_S = 5.0
@@ -28,7 +29,7 @@ async def check_servers(settings: Settings) -> None:
         raise StoreUnavailable(
             f"PostgreSQL (MEMFLEET_DATABASE_URL) is unreachable: {type(exc).__name__}") from exc
     try:
-        await check_schema(conn, settings.embed_dim)
+        await check_schema(conn, settings.embed_dim, embed_model=embedding_model(settings))
     finally:
         await conn.close()
     await check_redis(settings)

@@ -153,12 +153,15 @@ async def _apply(
 
 
 async def check_schema(
-    conn: asyncpg.Connection, embed_dim: int, *, schema_dir: Path | None = None
+    conn: asyncpg.Connection, embed_dim: int, *, embed_model: str | None = None,
+    schema_dir: Path | None = None,
 ) -> None:
     """Refuse to run on a database that lacks a migration or a routine this code ships
-    (it would write the old way; run ``memfleet migrate`` first), or that was migrated
-    for another embedding dimension. Migrations newer than the code are fine: each
-    keeps the previous release's calls working."""
+    (it would write the old way; run ``memfleet migrate`` first), or whose fleet embeds
+    with another dimension (or, once ``memfleet reembed`` recorded one, another model:
+    ``embed_model``, None to check the dimension alone), unless a move to this one is
+    under way. Migrations newer than the code are fine: each keeps the previous
+    release's calls working."""
     files = load_schema(schema_dir or default_schema_dir())
     sql = queries.load("migrate")
     try:
@@ -176,7 +179,34 @@ async def check_schema(
     if missing:
         raise ConfigurationError(
             f"the database lacks {', '.join(missing)}: run `memfleet migrate`")
-    if stored is not None and int(stored) != embed_dim:
-        raise ConfigurationError(
-            f"MEMFLEET_EMBED_DIM={embed_dim} but the database was migrated with {stored}"
-        )
+    if stored is None:
+        return
+    try:
+        fleet_model = await conn.fetchval(sql["embed_model"])
+        moves = [(row["model"], row["dim"]) for row in await conn.fetch(sql["moves_under_way"])]
+    except asyncpg.UndefinedTableError:  # a database whose newer migrations this code lacks
+        fleet_model, moves = None, []
+    refusal = embedding_refusal(embed_model, embed_dim, fleet_model, int(stored), moves)
+    if refusal is not None:
+        raise ConfigurationError(refusal)
+
+
+def embedding_refusal(
+    model: str | None, dim: int, fleet_model: str | None, fleet_dim: int,
+    moves: list[tuple[str, int]],
+) -> str | None:
+    """Why a process embedding with ``model`` at ``dim`` may not run, or None when it may:
+    it embeds as the fleet does, or as a move under way (``moves``) is taking it to."""
+    if dim == fleet_dim and (model is None or fleet_model is None or model == fleet_model):
+        return None
+    if any(dim == to_dim and model in (None, to_model) for to_model, to_dim in moves):
+        return None
+    this = f"MEMFLEET_EMBED_DIM={dim}" if model is None else (
+        f"MEMFLEET_EMBED_MODEL={model} MEMFLEET_EMBED_DIM={dim}")
+    if fleet_model is None and not moves:
+        return (f"{this} but the database was migrated with {fleet_dim}: to change it,"
+                " `memfleet reembed` first (docs/operations.md)")
+    fleet = f"{fleet_model} at {fleet_dim}" if fleet_model else f"{fleet_dim} dimensions"
+    under_way = "".join(f"; a move to {m} at {d} is under way" for m, d in moves)
+    return (f"{this} but the fleet embeds with {fleet}{under_way}: move the facts first"
+            f" (`memfleet reembed --model {model or 'M'} --dim {dim}`, docs/operations.md)")

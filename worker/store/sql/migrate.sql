@@ -35,3 +35,11 @@ ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now(
 
 -- name: embed_dim
 SELECT value FROM memfleet_setting WHERE key = 'embed_dim';
+
+-- name: embed_model
+-- The model the fleet embeds with; none until `memfleet reembed` finished a move.
+SELECT value FROM memfleet_setting WHERE key = 'embed_model';
+
+-- name: moves_under_way
+-- Moves `memfleet reembed` started and has not finished (worker/reembed.py).
+SELECT model, dim FROM memory_reembed WHERE finished_at IS NULL ORDER BY started_at;
