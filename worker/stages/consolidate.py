@@ -20,6 +20,7 @@ import structlog
 from opentelemetry import trace
 
 from worker.errors import ProviderAnswerInvalid
+from worker.providers.base import Embedder
 from worker.stages.context import RunContext, ask
 from worker.stages.extract import CandidateFact, observed_label
 from worker.store.types import (
@@ -28,6 +29,7 @@ from worker.store.types import (
     HoldProposal,
     InsertFact,
     NeighborRow,
+    Neighbors,
     NewRow,
     SupersedeFact,
     Vector,
@@ -258,6 +260,32 @@ class Decided:
     plan: Plan
     user_version: int | None  # the user's version the neighbours were read at; None: no facts
     rejected: int
+    # The model the plan's embeddings come from; None: the worker's own embedder's.
+    embedding_model: str | None = None
+
+
+async def _read_neighbors(
+    ctx: RunContext, user_id: str, candidates: Sequence[CandidateFact], embeddings: Vector,
+    model: str,
+) -> Neighbors:
+    k = ctx.settings.neighbors_k
+    with ctx.clock.span(
+        "SELECT memory_fact", trace.SpanKind.CLIENT,
+        {"db.system.name": "postgresql", "db.operation.name": "SELECT",
+         "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
+    ):
+        return await ctx.store.neighbors(
+            user_id, embeddings, k, agents=[c.terms.agent_id for c in candidates], model=model)
+
+
+async def _embed_again(
+    ctx: RunContext, embedder: Embedder, candidates: Sequence[CandidateFact]
+) -> Vector:
+    texts = [c.text for c in candidates]
+    answer = await ask(ctx, "embeddings", embedder, lambda: embedder.embed(texts))
+    if answer.value.shape != (len(candidates), embedder.dim):
+        raise ProviderAnswerInvalid("the embeddings do not match the request")
+    return answer.value
 
 
 async def run(
@@ -273,14 +301,15 @@ async def run(
         if not candidates:
             return Decided(Plan((), 0, 0, 0, 0), None, 0)
         k = ctx.settings.neighbors_k
-        with ctx.clock.span(
-            "SELECT memory_fact", trace.SpanKind.CLIENT,
-            {"db.system.name": "postgresql", "db.operation.name": "SELECT",
-             "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
-        ):
-            found = await ctx.store.neighbors(
-                user_id, embeddings, k, agents=[c.terms.agent_id for c in candidates],
-                model=ctx.providers.embedder.model)
+        embedder = ctx.providers.embedder
+        found = await _read_neighbors(ctx, user_id, candidates, embeddings, embedder.model)
+        if found.other_model is not None:
+            # `memfleet reembed` moved the user's facts to another model: the candidates
+            # are embedded with that one too and the neighbours read again, so distances
+            # are only taken within one model (and the new rows are written with it).
+            embedder = ctx.providers.embedder_for(*found.other_model)
+            embeddings = await _embed_again(ctx, embedder, candidates)
+            found = await _read_neighbors(ctx, user_id, candidates, embeddings, embedder.model)
         version, neighbors = found.version, found.rows
         prepared = build_request(candidates, embeddings, neighbors, observed_label(observed_at),
                                  observed_at.date().isoformat(), k)
@@ -305,4 +334,4 @@ async def run(
                     raise ProviderAnswerInvalid(
                         f"{validated.rejected} consolidation decisions invalid twice")
         plan = plan_writes(candidates, embeddings, prepared, validated)
-    return Decided(plan, version, validated.rejected)
+    return Decided(plan, version, validated.rejected, embedder.model)

@@ -165,7 +165,8 @@ async def _commit(
     return await ctx.store.commit_run(RunCommit(
         cursor=position.advance(handover, summary), user_version=decided.user_version,
         writes=decided.plan.writes, observed_at=handover.handed_over_at,
-        embedding_model=ctx.providers.embedder.model, source_session_id=handover.session_id,
+        embedding_model=decided.embedding_model or ctx.providers.embedder.model,
+        source_session_id=handover.session_id,
         run=run,
     ))
 
