@@ -65,7 +65,8 @@ async def chat_turn(
     deps: ApiDeps = request.app.state.deps
     try:
         facts = await known_facts(deps.memory, deps.providers.embedder, user_id,
-                                  query=body.content, top_k=deps.settings.read_top_k)
+                                  query=body.content, top_k=deps.settings.read_top_k,
+                                  embedders=deps.providers.embedder_for)
     except StoreError:
         # Memory is an extra: the turn goes on without it.
         log.warning("chat: memory read failed; answering without it")

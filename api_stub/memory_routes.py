@@ -43,7 +43,7 @@ from api_stub.memory_models import (
 from worker import privacy
 from worker.contract import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.export import export_user
-from worker.read import format_block, known_facts, recall_order, search_facts
+from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
 from worker.store.types import FactRecord, FactTerms, NewFact
 
 router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
@@ -125,7 +125,8 @@ async def list_facts(
 )
 async def add_fact(request: Request, user_id: AuthedUser, body: NewFactBody) -> Fact:
     deps = _deps(request)
-    embedder = deps.providers.embedder
+    embedder = await query_embedder(deps.memory, deps.providers.embedder, user_id,
+                                    deps.providers.embedder_for)
     answer = await embedder.embed([body.text])
     terms = FactTerms(scope=body.scope, agent_id=body.agent_id, valid_from=body.valid_from,
                       valid_to=body.valid_to, expires_at=body.expires_at, basis="stated",
@@ -229,7 +230,7 @@ async def search(
     deps = _deps(request)
     hits = await search_facts(deps.memory, deps.providers.embedder, user_id, q, top_k=k,
                               scope=scope, agent_id=agent_id, valid_at=valid_at,
-                              known_at=known_at)
+                              known_at=known_at, embedders=deps.providers.embedder_for)
     return SearchResults(results=[
         SearchHitBody(fact=Fact.of(h.fact), score=h.score, semantic_rank=h.semantic_rank,
                       lexical_rank=h.lexical_rank)
@@ -249,7 +250,8 @@ async def known_facts_route(
 ) -> KnownFacts:
     deps = _deps(request)
     facts = await known_facts(deps.memory, deps.providers.embedder, user_id, query=q,
-                              top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id)
+                              top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
+                              embedders=deps.providers.embedder_for)
     return KnownFacts(block=format_block(facts), count=len(facts))
 
 

@@ -20,7 +20,7 @@ from datetime import datetime
 import asyncpg
 
 from worker.contract import CATEGORY_ORDER, MemoryScope
-from worker.providers.base import Embedder
+from worker.providers.base import Embedder, EmbedderFactory
 from worker.store.base import MemoryStore
 from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
@@ -91,6 +91,7 @@ async def search_facts(
     agent_id: str | None = None,
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
+    embedders: EmbedderFactory | None = None,
 ) -> list[SearchHit]:
     """The user's top-k facts for ``query``: semantic and lexical top-k, RRF-fused; of
     the active ones, or of those true at ``valid_at`` or believed at ``known_at``.
@@ -98,6 +99,7 @@ async def search_facts(
     store = _store(store_or_pool)
     if scope == "none":
         return []  # no embeddings call for nothing
+    embedder = await query_embedder(store, embedder, user_id, embedders)
     answer = await embedder.embed([query])
     ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
                                 scope=scope, agent_id=agent_id, valid_at=valid_at,
@@ -111,6 +113,21 @@ async def search_facts(
         SearchHit(by_id[i].fact, score, by_id[i].semantic_rank, by_id[i].lexical_rank)
         for i, score in fused[:top_k]
     ]
+
+
+async def query_embedder(
+    store: MemoryStore, embedder: Embedder, user_id: str, embedders: EmbedderFactory | None
+) -> Embedder:
+    """What a query about the user (or a fact written for them) is embedded with: the
+    model their facts are on, which `memfleet reembed` may have moved away from
+    ``embedder``'s, so distances are only taken within one model. ``embedders``
+    (``Providers.embedder_for``) builds it; without one, ``embedder`` as it is."""
+    if embedders is None:
+        return embedder
+    on = await store.active_embedding(user_id)
+    if on is None or on == (embedder.model, embedder.dim):
+        return embedder
+    return embedders(*on)
 
 
 def _one_line(text: str) -> str:
@@ -153,6 +170,7 @@ async def known_facts(
     top_k: int | None = None,
     scope: MemoryScope = "both",
     agent_id: str | None = None,
+    embedders: EmbedderFactory | None = None,
 ) -> list[FactRecord]:
     """All active facts of ``scope``, or the top_k most relevant to ``query`` when the
     user has more.
@@ -171,7 +189,7 @@ async def known_facts(
     if await store.count_active(user_id, scope=scope, agent_id=agent_id) <= top_k:
         return await store.facts(user_id, scope=scope, agent_id=agent_id)
     hits = await search_facts(store, embedder, user_id, query, top_k=top_k, scope=scope,
-                              agent_id=agent_id)
+                              agent_id=agent_id, embedders=embedders)
     return [hit.fact for hit in hits]
 
 

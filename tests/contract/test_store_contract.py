@@ -348,3 +348,25 @@ async def test_dead_letters_newest_first_and_sessions_whose_latest_run_failed(
         (None, "invalid"), ("c", "failed"), ("b", "skipped"), ("a", "failed")]
     assert [r["outcome"] for r in await store.runs_by_outcome(["failed"], 1)] == ["failed"]
     assert await store.failed_sessions() == [("u1", "c")]
+
+
+async def test_a_user_moved_to_another_model_is_ranked_only_on_that_model(store: Store) -> None:
+    """What `memfleet reembed` leaves and a worker of the previous model meets."""
+    assert await store.active_embedding("u1") is None
+    small = np.zeros(64, dtype=np.float32)
+    small[0] = 1.0
+    for text, vector, model in (("Likes tea", vec(0), "m0"), ("Plays chess", small, "m1"),
+                                ("Reads poems", small, "m1")):
+        await store.add_fact("u1", NewFact(text, "fact", 5, vector, model))
+    await store.add_fact("u2", NewFact("Likes tea too", "fact", 5, vec(0), "m0"))
+    assert await store.active_embedding("u1") == ("m1", 64)
+    assert await store.active_embedding("u2") == ("m0", TEST_EMBED_DIM)
+
+    on_m0 = await store.neighbors("u1", vec(0)[None, :], 5, model="m0")
+    assert [[r.text for r in rows] for rows in on_m0.rows] == [["Likes tea"]]
+    assert on_m0.other_model == ("m1", 64)
+    on_m1 = await store.neighbors("u1", small[None, :], 5, model="m1")
+    assert [[r.text for r in rows] for rows in on_m1.rows] == [["Plays chess", "Reads poems"]]
+    assert on_m1.other_model == ("m0", TEST_EMBED_DIM)
+    # Same dimension, another model: not ranked either.
+    assert (await store.neighbors("u2", vec(0)[None, :], 5, model="m9")).rows == [[]]

@@ -79,6 +79,11 @@ class MemoryStore(Protocol):
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
 
+    async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
+        """The (model, dimension) the user's active facts are embedded with (most of
+        them, should a move to another model be under way); None when they have none."""
+        ...
+
     async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
         """Every version of the fact, oldest first; empty when the user has no such fact."""
         ...

@@ -176,6 +176,14 @@ class InMemoryStore:
         row = self.rows.get(fact_id)
         return row.fact if row is not None and row.fact.user_id == user_id else None
 
+    async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
+        pairs = [(r.fact.embedding_model or "", r.fact.embedding_dim or 0)
+                 for r in self.rows.values()
+                 if r.fact.user_id == user_id and r.fact.superseded_at is None]
+        if not pairs:
+            return None
+        return min(set(pairs), key=lambda pair: (-pairs.count(pair), pair))
+
     async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
         if await self.get_fact(user_id, fact_id) is None:
             return []

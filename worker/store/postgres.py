@@ -237,6 +237,11 @@ class PostgresStore:
             row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
         return None if row is None else _fact(row)
 
+    async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
+        async with translated("reading the facts' model"):
+            row = await self._pool.fetchrow(self._api["active_embedding"], user_id)
+        return None if row is None else (row["embedding_model"], row["embedding_dim"])
+
     async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
         async with translated("reading a chain"):
             rows = await self._pool.fetch(self._api["chain"], user_id, fact_id)

@@ -18,6 +18,16 @@ SELECT id, user_id, text, category, importance, observed_at, source_session_id, 
 FROM memory_fact
 WHERE user_id = $1 AND id = $2;
 
+-- name: active_embedding
+-- What the user's active facts are embedded with, so a query about them is
+-- embedded with the same (`memfleet reembed` moves users one at a time).
+SELECT embedding_model, embedding_dim
+FROM memory_fact
+WHERE user_id = $1 AND superseded_at IS NULL
+GROUP BY embedding_model, embedding_dim
+ORDER BY count(*) DESC, embedding_model, embedding_dim
+LIMIT 1;
+
 -- name: insert_manual_fact
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_kind, scope, agent_id, valid_from, valid_to,
