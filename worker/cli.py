@@ -335,6 +335,20 @@ def _cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reembed(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.reembed import Counts, Target, run_reembed
+
+    def progress(counts: Counts) -> None:
+        print(f"pass {counts.passes}: {counts.users} users moved, {counts.facts} facts",
+              file=sys.stderr, flush=True)
+
+    settings = resolve(settings)
+    outcome = asyncio.run(run_reembed(settings, Target(args.model, args.dim), batch=args.batch,
+                                      progress=progress))
+    print(outcome.line())
+    return 0
+
+
 def _cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from worker.demo import run_demo
 
@@ -401,6 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
                                              "forget (disable and erase), erase")
     consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"])
     consent.add_argument("--user", required=True)
+    reembed = sub.add_parser("reembed", help="move every active fact to another embedding "
+                                             "model and dimension, while workers run")
+    reembed.add_argument("--model", required=True, help="the embeddings model moved to")
+    reembed.add_argument("--dim", type=int, required=True, help="its dimension")
+    reembed.add_argument("--batch", type=int, default=128, help="texts per embeddings call")
     sub.add_parser("demo", help="run the end-to-end demo")
     return parser
 
@@ -411,6 +430,7 @@ _COMMANDS = {
     "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
     "consent": _cmd_consent, "export": _cmd_export,
     "import": _cmd_import, "expire": _cmd_expire,
+    "reembed": _cmd_reembed,
     "demo": _cmd_demo,
 }
 
