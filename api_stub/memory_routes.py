@@ -59,7 +59,7 @@ OptionalQuery = Annotated[
 ]
 ScopeQuery = Annotated[MemoryScope, Query(
     description="profile: the user's profile; relationship: agent_id's relationship facts "
-                "(none without agent_id); both; none.")]
+                "(none without agent_id); both; none; all: every agent's too.")]
 AgentQuery = Annotated[
     str | None,
     Query(min_length=1, max_length=MAX_ID_CHARS,
@@ -101,7 +101,7 @@ def _deps(request: Request) -> ApiDeps:
     summary="The user's active facts (or those of one time), grouped by category",
 )
 async def list_facts(
-    request: Request, user_id: AuthedUser, scope: ScopeQuery = "both",
+    request: Request, user_id: AuthedUser, scope: ScopeQuery = "all",
     agent_id: AgentQuery = None, valid_at: ValidAt = None, known_at: KnownAt = None,
 ) -> ActiveFacts:
     _one_time(valid_at, known_at)

@@ -189,9 +189,11 @@ def _cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
         raise MemfleetError("--all cannot be combined with --valid-at or --known-at")
     if args.scope == "relationship" and args.agent is None:
         raise MemfleetError("--scope relationship needs --agent")
+    # No scope asked: what one agent sees when an agent is named, else everything.
+    scope = args.scope or ("both" if args.agent else "all")
     settings = resolve(settings)
     records = asyncio.run(_with_store(settings, lambda store: store.facts(
-        args.user, include_superseded=args.all, scope=args.scope, agent_id=args.agent,
+        args.user, include_superseded=args.all, scope=scope, agent_id=args.agent,
         valid_at=valid_at, known_at=known_at)))
     facts = [f.to_json() for f in records]
     if args.json:
@@ -383,8 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--user", required=True)
     facts.add_argument("--json", action="store_true")
     facts.add_argument("--all", action="store_true", help="include superseded facts")
-    facts.add_argument("--scope", choices=MEMORY_SCOPES, default="both",
-                       help="profile, the agent's relationship facts, both (default), none")
+    facts.add_argument("--scope", choices=MEMORY_SCOPES,
+                       help="profile, the agent's relationship facts, both, none, or all"
+                            " (default: both with --agent, else all)")
     facts.add_argument("--agent", help="the agent whose relationship facts are read")
     facts.add_argument("--valid-at", metavar="ISO", help="the facts true then, by what is "
                                                          "known now")

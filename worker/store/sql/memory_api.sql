@@ -85,7 +85,7 @@ WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
     WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-          AND ((scope = 'profile' AND $6::text IN ('profile', 'both'))
+          AND ($6::text = 'all' OR (scope = 'profile' AND $6::text IN ('profile', 'both'))
                OR (scope = 'relationship' AND agent_id = $7::text
                    AND $6::text IN ('relationship', 'both')))
 ),
@@ -131,7 +131,7 @@ WITH visible AS NOT MATERIALIZED (
           AND ($9::timestamptz IS NULL
                OR (observed_at <= $9 AND coalesce(superseded_at, 'infinity') > $9
                    AND coalesce(expires_at, 'infinity') > $9))
-          AND ((scope = 'profile' AND $6::text IN ('profile', 'both'))
+          AND ($6::text = 'all' OR (scope = 'profile' AND $6::text IN ('profile', 'both'))
                OR (scope = 'relationship' AND agent_id = $7::text
                    AND $6::text IN ('relationship', 'both')))
 ),
@@ -168,7 +168,7 @@ WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM l
 -- name: count_active
 SELECT count(*) FROM memory_fact
 WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-  AND ((scope = 'profile' AND $2::text IN ('profile', 'both'))
+  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
            AND $2::text IN ('relationship', 'both')));
 
