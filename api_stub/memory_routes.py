@@ -60,6 +60,9 @@ OptionalQuery = Annotated[
 ScopeQuery = Annotated[MemoryScope, Query(
     description="profile: the user's profile; relationship: agent_id's relationship facts "
                 "(none without agent_id); both; none; all: every agent's too.")]
+ListScopeQuery = Annotated[MemoryScope | None, Query(
+    description="As scope elsewhere; by default both with agent_id, else all: the user's "
+                "whole memory.")]
 AgentQuery = Annotated[
     str | None,
     Query(min_length=1, max_length=MAX_ID_CHARS,
@@ -101,10 +104,12 @@ def _deps(request: Request) -> ApiDeps:
     summary="The user's active facts (or those of one time), grouped by category",
 )
 async def list_facts(
-    request: Request, user_id: AuthedUser, scope: ScopeQuery = "all",
+    request: Request, user_id: AuthedUser, scope: ListScopeQuery = None,
     agent_id: AgentQuery = None, valid_at: ValidAt = None, known_at: KnownAt = None,
 ) -> ActiveFacts:
     _one_time(valid_at, known_at)
+    # No scope asked: what one agent sees when an agent is named, else all of it.
+    scope = scope or ("both" if agent_id else "all")
     facts = recall_order(await _deps(request).memory.facts(
         user_id, scope=scope, agent_id=agent_id, valid_at=valid_at, known_at=known_at))
     groups = [

@@ -58,7 +58,9 @@ async def test_two_agents_share_the_profile_and_keep_their_relationships(
     assert await listed(api, "ada", agent_id="sam") == ["Lives in Lisbon",
                                                         "Calls the assistant Sam"]
     assert await listed(api, "ada", agent_id="max") == ["Lives in Lisbon", "Plays chess with Max"]
-    assert await listed(api, "ada") == ["Lives in Lisbon"]
+    assert await listed(api, "ada", scope="both") == ["Lives in Lisbon"], "no agent: profile"
+    assert sorted(await listed(api, "ada")) == [
+        "Calls the assistant Sam", "Lives in Lisbon", "Plays chess with Max"], "all, by default"
     assert await listed(api, "ada", scope="relationship", agent_id="max") == [
         "Plays chess with Max"]
     assert await listed(api, "ada", scope="relationship") == []
@@ -95,7 +97,7 @@ async def test_a_manual_fact_is_checked_as_a_whole(api: httpx.AsyncClient) -> No
     await refused(api, "GET", path, params={"valid_at": "yesterday"})
     assert "cannot be combined" in await refused(api, "GET", path, params={
         "valid_at": "2026-01-01", "known_at": "2026-01-01"})
-    await refused(api, "GET", "/users/ada/search", params={"q": "x", "scope": "all"})
+    await refused(api, "GET", "/users/ada/search", params={"q": "x", "scope": "everything"})
     assert await listed(api, "ada") == [], "nothing was written"
 
     fact = await add(api, "ada", "Lived in Porto", valid_from="2020-01-01T00:00:00",
