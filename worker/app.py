@@ -119,7 +119,8 @@ def worker_options(
             lambda count: telemetry.metrics.recovered.add(count)))
         if settings.expiry_interval_s > 0:
             ctx["expiry"] = asyncio.create_task(expiry.keep_expiring(
-                pool, settings.expiry_interval_s))
+                pool, settings.expiry_interval_s,
+                lambda count: telemetry.metrics.expired.add(count)))
         if settings.metrics_port is not None:
 
             async def healthy() -> None:

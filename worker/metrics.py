@@ -67,6 +67,9 @@ class Metrics:
         self.budget_pauses = m.create_counter(
             "memfleet.llm.budget.pauses", "{pause}",
             "Fleet-wide pauses of the model calls set after a 429 with Retry-After")
+        self.expired = m.create_counter(
+            "memfleet.facts.expired", "{fact}",
+            "Facts past their expires_at superseded by this process's expiry pass")
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")

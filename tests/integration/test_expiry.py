@@ -175,6 +175,8 @@ async def test_every_worker_runs_the_pass(
         while await db.fetchval("SELECT superseded_reason FROM memory_fact") != "expired":
             assert time.monotonic() < deadline, "no worker pass expired the fact"
             await asyncio.sleep(0.05)
+        rendered = ctx["deps"].telemetry.render_metrics().decode()
+        assert "memfleet_facts_expired_total 1.0" in rendered, "counted for the dashboard"
     finally:
         await options["on_shutdown"](ctx)
     assert ctx["expiry"].done()
