@@ -52,7 +52,7 @@ def app_from_env() -> FastAPI:
 
 
 def _settings() -> Settings:
-    from worker.cli import resolve
+    from worker.cli_common import resolve
 
     return resolve(Settings())
 

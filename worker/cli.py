@@ -1,4 +1,5 @@
-"""memfleet's command line: up | down | migrate | worker | exporter | enqueue | facts | ....
+"""memfleet's command line: the fleet's commands here (up, down, migrate, worker, exporter,
+webhook, enqueue, demo), those on users' memory in worker.cli_memory.
 
 Settings are read here, once, and passed down. With no MEMFLEET_DATABASE_URL or
 MEMFLEET_REDIS_URL, the embedded servers under MEMFLEET_HOME_DIR (.memfleet/)
@@ -12,34 +13,17 @@ import asyncio
 import contextlib
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
+from worker.cli_common import resolve
+from worker.cli_memory import COMMANDS as MEMORY_COMMANDS
 from worker.config import Settings, settings_error
 from worker.contract import MEMORY_SCOPES
 from worker.errors import MemfleetError
-
-
-def resolve(settings: Settings, *, database: bool = True) -> Settings:
-    """Fill in the embedded servers' URLs where none is set (``database``: False for a
-    command that needs Redis alone)."""
-    if (settings.database_url or not database) and settings.redis_url:
-        return settings
-    from worker.embedded import ensure_embedded
-
-    settings.home_dir.mkdir(parents=True, exist_ok=True)
-    # Each embedded server only where its own URL is unset.
-    database_url, redis_url = ensure_embedded(settings.home_dir.resolve(),
-                                              postgres=database and not settings.database_url,
-                                              redis=not settings.redis_url)
-    return settings.model_copy(update={
-        "database_url": settings.database_url or database_url,
-        "redis_url": settings.redis_url or redis_url,
-    })
 
 
 def _cmd_up(settings: Settings, args: argparse.Namespace) -> int:
@@ -157,200 +141,6 @@ def _cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_store(settings: Settings, use: Any) -> Any:
-    from worker.store.pool import create_pool
-    from worker.store.postgres import PostgresStore
-
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
-    try:
-        return await use(PostgresStore(pool))
-    finally:
-        await pool.close()
-
-
-def _moment(flag: str, value: str | None) -> datetime | None:
-    """An ISO date or time; one without a zone is UTC."""
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise MemfleetError(f"{flag} needs an ISO date or time, such as 2026-10-15 or "
-                            "2026-10-15T09:30:00+02:00") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
-    valid_at = _moment("--valid-at", args.valid_at)
-    known_at = _moment("--known-at", args.known_at)
-    if valid_at is not None and known_at is not None:
-        raise MemfleetError("--valid-at and --known-at cannot be combined")
-    if args.all and (valid_at is not None or known_at is not None):
-        raise MemfleetError("--all cannot be combined with --valid-at or --known-at")
-    if args.scope == "relationship" and args.agent is None:
-        raise MemfleetError("--scope relationship needs --agent")
-    # No scope asked: what one agent sees when an agent is named, else everything.
-    scope = args.scope or ("both" if args.agent else "all")
-    settings = resolve(settings)
-    records = asyncio.run(_with_store(settings, lambda store: store.facts(
-        args.user, include_superseded=args.all, scope=scope, agent_id=args.agent,
-        valid_at=valid_at, known_at=known_at)))
-    facts = [f.to_json() for f in records]
-    if args.json:
-        print(json.dumps(facts, ensure_ascii=False, indent=2))
-    else:
-        for fact in facts:
-            mark = "  " if fact["superseded_at"] is None else "x "
-            agent = f" @{fact['agent_id']}" if fact["agent_id"] else ""
-            print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']}{agent})")
-    return 0
-
-
-def _cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.dead_letters import describe_run
-
-    settings = resolve(settings)
-    outcomes = [o.strip() for o in args.outcome.split(",") if o.strip()]
-    runs = asyncio.run(_with_store(settings, lambda store: store.runs_by_outcome(
-        outcomes, args.limit)))
-    rows = [describe_run(run) for run in runs]
-    if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
-    else:
-        for run in rows:
-            print(f"{run['finished_at']}  {run['outcome']:<8} user={run['user_id']}"
-                  f" session={run['session_id']}"
-                  f" try={run['job_try']}  {run['error'] or ''}")
-    return 0
-
-
-def _cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.dead_letters import redrive
-
-    if args.session is not None and args.user is None:
-        print("memfleet: error: retry --session needs --user (sessions are per user)",
-              file=sys.stderr)
-        return 2
-
-    settings = resolve(settings)
-
-    async def go(store: Any) -> Any:
-        redis = Redis.from_url(settings.redis_url or "")
-        try:
-            return await redrive(redis, store, settings.queue_name,
-                                 None if args.failed else [(args.user, args.session)])
-        finally:
-            await redis.aclose()
-
-    results = asyncio.run(_with_store(settings, go))
-    for result in results:
-        print(f"{result.user_id} {result.session_id}: {result.status}")
-    return 1 if any(r.status == "no hand-over in Redis" for r in results) else 0
-
-
-def _cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
-    from worker import privacy
-
-    settings = resolve(settings)
-
-    async def go(store: Any) -> Any:
-        if args.action == "show":
-            chosen = await store.consent(args.user)
-            enabled = settings.memory_default if chosen is None else chosen
-            return {"enabled": enabled, "chosen": chosen is not None}
-        redis = Redis.from_url(settings.redis_url or "")
-        try:
-            if args.action == "erase":
-                return {"deleted": await privacy.erase_user(redis, store, args.user)}
-            deleted = await privacy.set_memory(redis, store, args.user,
-                                               enabled=args.action == "enable",
-                                               forget=args.action == "forget")
-            return {"enabled": args.action == "enable", "chosen": True, "deleted": deleted}
-        finally:
-            await redis.aclose()
-
-    print(json.dumps(asyncio.run(_with_store(settings, go))))
-    return 0
-
-
-def _cmd_import(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.importer import ImportReport, run_import
-
-    path = Path(args.file or args.legacy)
-    try:
-        stream = path.open("rb")
-    except OSError as exc:
-        raise MemfleetError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
-
-    def problem(line: int, reason: str) -> None:
-        print(f"memfleet: {path.name} line {line}: {reason}", file=sys.stderr)
-
-    def counts(report: ImportReport) -> None:
-        print(json.dumps(report.to_json()), flush=True)
-
-    with stream:
-        settings = resolve(settings)
-        try:
-            report = asyncio.run(run_import(settings, stream, legacy=args.legacy is not None,
-                                            on_problem=problem, on_report=counts))
-        except OSError as exc:  # the file, mid-way: the servers' errors are translated
-            raise MemfleetError(f"reading {path} failed: {type(exc).__name__}") from None
-    # Nothing usable in the file is the one failure of the input itself; bad lines
-    # beside good ones are reported above and the run succeeds.
-    return 0 if report.usable else 1
-
-
-def _cmd_expire(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.expiry import expire_due
-    from worker.store.pool import create_pool
-
-    settings = resolve(settings)
-
-    async def go() -> int:
-        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
-        try:
-            return await expire_due(pool)
-        finally:
-            await pool.close()
-
-    print(json.dumps({"expired": asyncio.run(go())}))
-    return 0
-
-
-def _cmd_export(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.export import export_user
-    from worker.store.pool import create_pool
-
-    settings = resolve(settings)
-
-    async def go() -> None:
-        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
-        try:
-            async for chunk in export_user(pool, args.user,
-                                           memory_default=settings.memory_default):
-                sys.stdout.write(chunk)
-        finally:
-            await pool.close()
-
-    asyncio.run(go())
-    sys.stdout.write("\n")
-    return 0
-
-
-def _cmd_reembed(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.reembed import Counts, Target, run_reembed
-
-    def progress(counts: Counts) -> None:
-        print(f"pass {counts.passes}: {counts.users} users moved, {counts.facts} facts",
-              file=sys.stderr, flush=True)
-
-    settings = resolve(settings)
-    outcome = asyncio.run(run_reembed(settings, Target(args.model, args.dim), batch=args.batch,
-                                      progress=progress))
-    print(outcome.line())
-    return 0
-
-
 def _cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from worker.demo import run_demo
 
@@ -429,12 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 _COMMANDS = {
     "up": _cmd_up, "down": _cmd_down, "migrate": _cmd_migrate, "worker": _cmd_worker,
-    "exporter": _cmd_exporter, "webhook": _cmd_webhook,
-    "enqueue": _cmd_enqueue, "facts": _cmd_facts, "runs": _cmd_runs, "retry": _cmd_retry,
-    "consent": _cmd_consent, "export": _cmd_export,
-    "import": _cmd_import, "expire": _cmd_expire,
-    "reembed": _cmd_reembed,
-    "demo": _cmd_demo,
+    "exporter": _cmd_exporter, "webhook": _cmd_webhook, "enqueue": _cmd_enqueue,
+    "demo": _cmd_demo, **MEMORY_COMMANDS,
 }
 
 
