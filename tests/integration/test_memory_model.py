@@ -18,6 +18,9 @@ from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import bot_msg, drain, user_msg
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.store.pool import create_pool
+from worker.store.postgres import PostgresStore
+from worker.store.types import Erasure
 
 CHAT = "/v1/chat/completions"
 
@@ -208,3 +211,22 @@ async def test_the_previous_release_commit_signature_still_writes(
     assert (row["scope"], row["agent_id"], row["basis"], row["pinned"]) == (
         "profile", None, "stated", False)
     assert row["valid_from"] == row["observed_at"] and row["embedding_dim"] == TEST_EMBED_DIM
+
+
+async def test_an_erase_takes_the_held_proposals_and_counts_them(
+    llm: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    await say(llm, redis, "una", "s1", "I live in Paris.")
+    await _pin(db, "una", "Lives in Paris")
+    await say(llm, redis, "una", "s2", "I moved to Lisbon.")
+    await say(llm, redis, "val", "s1", "I live in Rome.")
+    await _pin(db, "val", "Lives in Rome")
+    await say(llm, redis, "val", "s2", "I moved to Oslo.")
+    pool = await create_pool(llm.database_url or "", min_size=1, max_size=1)
+    try:
+        counts = await PostgresStore(pool).erase_user(Erasure("una", erased_seq=1))
+    finally:
+        await pool.close()
+    assert (counts["memory_held_proposal"], counts["memory_fact"]) == (1, 1)
+    left = await db.fetch("SELECT user_id FROM memory_held_proposal")
+    assert [r["user_id"] for r in left] == ["val"], "another user's proposal stays"

@@ -274,7 +274,8 @@ class InMemoryStore:
         runs = len(self.run_rows) - len(kept)
         for fact_id in facts:
             del self.rows[fact_id]
-        self.held = [h for h in self.held if h["user_id"] != user_id]
+        held = [h for h in self.held if h["user_id"] != user_id]
+        proposals, self.held = len(self.held) - len(held), held
         self.run_rows = kept
         for key in cursors:
             del self.cursors[key]
@@ -283,7 +284,8 @@ class InMemoryStore:
         if user_id in self.consents and (self.consents[user_id] or not erasure.keep_opt_out):
             del self.consents[user_id]
             consent = 1
-        counts = {"memory_fact": len(facts), "memory_run": runs,
+        counts = {"memory_held_proposal": proposals, "memory_fact": len(facts),
+                  "memory_run": runs,
                   "session_cursor": len(cursors), "user_memory_state": state,
                   "user_memory_consent": consent}
         self.erasures.append(counts)

@@ -361,6 +361,7 @@ class PostgresStore:
             await conn.execute(self._api["fence_user"], user_id, erasure.erased_seq,
                                FENCE_LIFETIME_S)
             for table, name, extra in (
+                ("memory_held_proposal", "erase_held", ()),
                 ("memory_fact", "erase_facts", ()),
                 ("memory_run", "erase_runs", (list(erasure.session_ids),)),
                 ("session_cursor", "erase_cursors", ()),

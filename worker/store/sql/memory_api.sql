@@ -206,6 +206,11 @@ VALUES (sha256(convert_to($1, 'UTF8')), $2)
 ON CONFLICT (user_key) DO UPDATE
     SET erased_seq = greatest(f.erased_seq, excluded.erased_seq), erased_at = now();
 
+-- name: erase_held
+-- Proposals kept for the user (memory_held_proposal) quote what they said; they
+-- would go with their facts (ON DELETE CASCADE), but are counted first.
+DELETE FROM memory_held_proposal WHERE user_id = $1;
+
 -- name: erase_facts
 -- One statement: superseded_by only points at rows of the same user, and the
 -- foreign key (NO ACTION) is checked at the end of the statement, when every
