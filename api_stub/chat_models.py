@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api_stub.fields import MAX_CONTENT_CHARS, CleanText
+from api_stub.fields import MAX_CONTENT_CHARS, AgentId, CleanText
 
 HandoverOutcome = Literal["scheduled", "unavailable", "refused"]
 
@@ -15,6 +15,9 @@ class ChatBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     content: CleanText = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    agent_id: AgentId | None = Field(
+        default=None, description="The assistant (persona) the user talks with: memory "
+                                  "reads its relationship facts and keeps new ones with it.")
 
 
 class ChatReply(BaseModel):

@@ -66,7 +66,8 @@ async def chat_turn(
     try:
         facts = await known_facts(deps.memory, deps.providers.embedder, user_id,
                                   query=body.content, top_k=deps.settings.read_top_k,
-                                  embedders=deps.providers.embedder_for)
+                                  embedders=deps.providers.embedder_for,
+                                  agent_id=body.agent_id)
     except StoreError:
         # Memory is an extra: the turn goes on without it.
         log.warning("chat: memory read failed; answering without it")
@@ -87,6 +88,7 @@ async def chat_turn(
             deps.redis, session_id, user_id, messages,
             limits=deps.limits, queue_name=deps.settings.queue_name,
             telemetry_id_key=id_key.get_secret_value() if id_key else None,
+            agent_id=body.agent_id,
         )
     except InvalidHandover:
         # The list broke a limit (say, too many messages); logged without content.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, id_fault, text_fault
 
@@ -38,3 +38,7 @@ def valid_id(value: str) -> str:
 
 
 Id = Annotated[str, AfterValidator(valid_id)]
+
+
+# An agent (persona, assistant instance) id: the same rule as user and session ids.
+AgentId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(valid_id)]

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from api_stub.fields import MAX_ID_CHARS, CleanText, valid_id
+from api_stub.fields import AgentId, CleanText
 from worker.contract import (
     MAX_IMPORTANCE,
     MIN_IMPORTANCE,
@@ -40,7 +40,6 @@ def utc(value: datetime) -> datetime:
 
 
 Moment = Annotated[datetime, AfterValidator(utc)]
-AgentId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(valid_id)]
 
 
 class Fact(BaseModel):

@@ -60,3 +60,23 @@ async def test_erasing_a_user_takes_all_their_sessions_and_no_one_elses(redis: R
     left = sorted(k.decode() for k in await redis.keys("chat:*"))
     assert left == sorted([session_key("a}:b", "1"), session_key("a}:b", "b}:1"),
                            "chat:sessions:{a%7D:b}"])
+
+
+async def test_a_turn_with_an_agent_keeps_its_relationship_facts_with_that_agent(
+    api: httpx.AsyncClient, settings: Settings, db: asyncpg.Connection
+) -> None:
+    async def turn(session: str, text: str, agent: str) -> httpx.Response:
+        return await api.post(f"/chat/{session}", json={"content": text, "agent_id": agent},
+                              headers=bearer("ada"))
+
+    assert (await turn("1", "I live in Lisbon. You can call me Sunny.", "luna")).is_success
+    await drain(settings)
+    rows = await db.fetch("SELECT text, agent_id FROM memory_fact WHERE user_id = 'ada'"
+                          " ORDER BY text")
+    assert [tuple(r) for r in rows] == [
+        ("Lives in Lisbon", None), ("Wants this assistant to call them Sunny", "luna")]
+    # Luna's prompt holds both facts; another assistant's, the profile alone.
+    assert (await turn("1", "hello again", "luna")).json()["known_facts"] == 2
+    assert (await turn("2", "hello", "orion")).json()["known_facts"] == 1
+    bad = await turn("3", "hello", "bad\nagent")
+    assert bad.status_code == 422 and "bad" not in bad.text
