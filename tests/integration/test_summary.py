@@ -128,3 +128,42 @@ async def test_a_fenced_run_writes_no_summary(
         assert (await first)["outcome"] == "fenced"
     cursor = await _cursor(db, "s1")
     assert cursor["version"] == 1 and cursor["summary_updated_at"] == written
+
+
+class GateOpeningConsolidator:
+    """Consolidates like the given one, after noting whether the summary was already
+    being asked, and then lets the gated summarizer answer."""
+
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, inner: Any, gate: asyncio.Event, entered: asyncio.Event) -> None:
+        self.inner, self.gate, self.entered = inner, gate, entered
+        self.summary_was_asked: bool | None = None
+
+    async def consolidate(self, request: Any) -> Any:
+        self.summary_was_asked = self.entered.is_set()
+        self.gate.set()
+        return await self.inner.consolidate(request)
+
+
+async def test_the_summary_is_asked_beside_the_decisions_not_in_line_with_them(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    """The summary only answers once consolidation has run: a pipeline that waited
+    for it before deciding would never get there (the job would time out)."""
+    settings = settings.model_copy(update={"summary_every_user_turns": 1})
+    base = build_providers(settings)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    consolidator = GateOpeningConsolidator(base.consolidator, gate, entered)
+    providers = replace(base, summarizer=GatedSummarizer(base.summarizer, gate, entered),
+                        consolidator=consolidator)
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I live in Oslo.")],
+                                      queue_name=settings.queue_name)
+    async with job_deps(settings, redis, providers) as deps:
+        result = await asyncio.wait_for(run_job(deps, "s1", "j1"), 20)
+    assert result["outcome"] == "committed"
+    assert consolidator.summary_was_asked is True
+    cursor = await _cursor(db, "s1")
+    assert cursor["summary"] and cursor["user_turns_since_summary"] == 0, "stored with the slice"
+    assert await active_texts(db, "u1") == ["Lives in Oslo"]
+

@@ -3,8 +3,9 @@
 Due every N user turns, and whenever the chat server summarised the history
 (the cursor was not found). The new summary is stored by the persist
 transaction together with the slice it covers, and feeds the next slice's
-extraction. Asked before consolidation, so a consolidation re-run (another job
-of the user committed first) does not ask for it twice.
+extraction, not this slice's decisions: the pipeline asks it beside extraction
+and consolidation (worker.pipeline), once per run, so a consolidation re-run
+(another job of the user committed first) does not ask for it twice.
 """
 
 from __future__ import annotations
