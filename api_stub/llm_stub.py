@@ -48,6 +48,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api_stub.llm_answers import CONTENT_MODES, answer_for, faulty_content
+from api_stub.llm_mem0 import mem0_answer
 from worker.providers.hashing import hash_embed
 
 CHAT_PATH = "/v1/chat/completions"
@@ -215,14 +216,15 @@ async def chat_completions(request: Request) -> Response:
     response_format = body.get("response_format") or {}
     if state.reject_json_schema and response_format.get("type") == "json_schema":
         return _error(400, "response_format json_schema is not supported", "response_format")
-    if payload is None:
+    mem0 = mem0_answer(body) if payload is None else None  # mem0's own prompts (llm_mem0)
+    if payload is None and mem0 is None:
         return _error(400, "the user message is not a JSON document", "messages")
     try:
-        answer = answer_for(payload)
+        answer = mem0 if mem0 is not None else answer_for(payload or {})
     except (ValueError, ValidationError):  # ValidationError is a ValueError; said for clarity
         return _error(400, "the user message is not a known wire request", "messages")
     mode = fault.mode if fault is not None else ""
-    content = faulty_content(mode, payload, answer)
+    content = faulty_content(mode, payload or {}, answer)
     prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
     return JSONResponse(_completion(number, str(body.get("model", "stub")), content, prompt))
 
