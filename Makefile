@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) -m bench.run
 	$(PY) -m bench.api_latency --requests 2000
 	$(PY) -m bench.tokens
+	$(PY) -m bench.real_path
 
 # The long fault runs, each printing its figures: 200 sessions through every fault at
 # once; the model endpoint down for two minutes (default breaker and tries); recovery
