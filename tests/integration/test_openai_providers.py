@@ -9,6 +9,7 @@ exactly as sent.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import urllib.error
@@ -20,6 +21,7 @@ import numpy as np
 import openai
 import pytest
 
+from api_stub import llm_stub
 from api_stub.llm_answers import FOREIGN_ID
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.helpers import active_texts, bot_msg, drain, user_msg
@@ -351,7 +353,39 @@ async def test_embeddings_one_call_unit_vectors_in_order(stub: StubServer, make:
     assert recorded["path"] == EMBED_PATH
     assert recorded["body"]["input"] == ["Lives in Lyon", "Likes green tea", " "]
     assert recorded["body"]["dimensions"] == DIM
-    assert recorded["body"]["encoding_format"] == "float"
+    # base64 float32: a tenth of the bytes of a list of floats, decoded by numpy.
+    assert recorded["body"]["encoding_format"] == "base64"
+
+
+async def test_embeddings_from_a_server_that_ignores_base64_are_read(
+    stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stub runs in this process: this makes it answer lists of floats whatever is asked,
+    # as servers without base64 support do.
+    monkeypatch.setattr(llm_stub, "_encode", lambda vector, encoding: vector)
+    answer = await make(OpenAIEmbedder).embed(["Lives in Lyon", "Likes green tea"])
+    expected = np.asarray([hash_embed(t, DIM) for t in ["Lives in Lyon", "Likes green tea"]])
+    np.testing.assert_allclose(answer.value, expected, rtol=0, atol=1e-7)
+    [recorded] = stub.recorded()
+    assert recorded["body"]["encoding_format"] == "base64"
+
+
+def test_the_stub_serves_base64_float32(stub: StubServer) -> None:
+    body = {"input": ["Lives in Lyon", "x"], "model": "m", "encoding_format": "base64"}
+    answer = stub.control("POST", EMBED_PATH, body)
+    for text, item in zip(body["input"], answer["data"], strict=True):
+        decoded = np.frombuffer(base64.b64decode(item["embedding"]), dtype="<f4")
+        np.testing.assert_array_equal(decoded, np.asarray(hash_embed(text, DIM), dtype="<f4"))
+    floats = stub.control("POST", EMBED_PATH, {**body, "encoding_format": "float"})
+    assert floats["data"][0]["embedding"] == hash_embed("Lives in Lyon", DIM)
+
+
+async def test_an_embeddings_answer_that_is_not_a_list_is_invalid(
+    stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llm_stub, "_encode", lambda vector, encoding: {"values": vector})
+    with pytest.raises(ProviderAnswerInvalid, match="not an embeddings list"):
+        await make(OpenAIEmbedder).embed(["a"])
 
 
 async def test_embeddings_dimensions_only_for_models_that_take_it(

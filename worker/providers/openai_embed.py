@@ -5,16 +5,25 @@ before anyone stores it: one vector per text, each of the configured dimension
 (a mismatch is a configuration error: the database column has that size) and
 finite. Vectors are L2-normalised here because not every server does it and the
 neighbour search assumes unit length.
+
+Vectors are asked for as base64 of little-endian float32 (``encoding_format``),
+which OpenAI and vLLM serve: a tenth of the bytes of a JSON list of floats, and
+decoded by numpy rather than parsed number by number. A server that ignores
+the parameter and sends lists of floats is read too. The body is read with
+memfleet's own model, once: the client's response objects are not built
+(docs/bench.md, the real path).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 from dataclasses import dataclass, field
 
 import numpy as np
 import openai
-from openai.types import CreateEmbeddingResponse
+from pydantic import BaseModel, ValidationError
 
 from worker.budget import estimate_tokens
 from worker.errors import ConfigurationError, ProviderAnswerInvalid
@@ -42,23 +51,66 @@ class EmbedOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
-def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> Vector:
-    """The response's vectors in input order, checked and scaled to unit length."""
-    if len(response.data) != count:
+class _Item(BaseModel):
+    index: int
+    # base64 of little-endian float32 as asked, or a list from a server that ignores it.
+    embedding: str | list[float]
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int = 0
+
+
+class EmbeddingsBody(BaseModel):
+    """The part of an embeddings answer memfleet reads; anything else is ignored."""
+
+    data: list[_Item]
+    usage: _Usage | None = None
+
+
+def parse_embeddings(body: bytes) -> EmbeddingsBody:
+    try:
+        return EmbeddingsBody.model_validate_json(body)
+    except ValidationError as exc:
+        # Locations and kinds only: the input would quote the texts.
+        where = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['type']}"
+                          for e in exc.errors(include_url=False, include_input=False)[:3])
         raise ProviderAnswerInvalid(
-            f"the embeddings endpoint returned {len(response.data)} vectors for {count} texts"
+            f"the embeddings endpoint's answer is not an embeddings list: {where}") from None
+
+
+def _floats(embedding: str | list[float]) -> np.ndarray:
+    """One vector as float64, from base64 float32 or from a list of floats."""
+    if isinstance(embedding, list):
+        return np.asarray(embedding, dtype=np.float64)
+    try:
+        raw = base64.b64decode(embedding, validate=True)
+    except (binascii.Error, ValueError):
+        raise ProviderAnswerInvalid("the embeddings endpoint returned invalid base64") from None
+    if len(raw) % 4:
+        raise ProviderAnswerInvalid(
+            f"the embeddings endpoint returned {len(raw)} bytes, not a whole number of float32")
+    return np.frombuffer(raw, dtype="<f4").astype(np.float64)
+
+
+def unit_vectors(body: EmbeddingsBody, count: int, dim: int) -> Vector:
+    """The answer's vectors in input order, checked and scaled to unit length."""
+    if len(body.data) != count:
+        raise ProviderAnswerInvalid(
+            f"the embeddings endpoint returned {len(body.data)} vectors for {count} texts"
         )
-    ordered = sorted(response.data, key=lambda item: item.index)
+    ordered = sorted(body.data, key=lambda item: item.index)
     if [item.index for item in ordered] != list(range(count)):
         raise ProviderAnswerInvalid("the embeddings endpoint returned unexpected indexes")
-    for item in ordered:
-        if len(item.embedding) != dim:
+    rows = [_floats(item.embedding) for item in ordered]
+    for row in rows:
+        if len(row) != dim:
             raise ConfigurationError(
-                f"the embeddings model returned {len(item.embedding)} dimensions,"
+                f"the embeddings model returned {len(row)} dimensions,"
                 f" MEMFLEET_EMBED_DIM is {dim}: set the dimension the model produces"
             )
     # float64 for the norms, so a vector of tiny or huge values still scales right.
-    matrix = np.asarray([item.embedding for item in ordered], dtype=np.float64).reshape(count, dim)
+    matrix = np.stack(rows) if rows else np.empty((0, dim), dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     if not np.all(np.isfinite(norms)) or np.any(norms == 0.0):
         raise ProviderAnswerInvalid("the embeddings endpoint returned a zero or NaN vector")
@@ -66,8 +118,8 @@ def unit_vectors(response: CreateEmbeddingResponse, count: int, dim: int) -> Vec
     return unit
 
 
-def used_tokens(response: CreateEmbeddingResponse) -> int | None:
-    return response.usage.prompt_tokens if response.usage else None
+def used_tokens(body: EmbeddingsBody) -> int | None:
+    return body.usage.prompt_tokens if body.usage else None
 
 
 class OpenAIEmbedder:
@@ -100,24 +152,24 @@ class OpenAIEmbedder:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _create(self, texts: list[str]) -> CreateEmbeddingResponse:
-        return await self._client.embeddings.create(
+    async def _create(self, texts: list[str]) -> EmbeddingsBody:
+        raw = await self._client.embeddings.with_raw_response.create(
             input=texts,
             model=self._options.model,
             dimensions=self._options.dim if self._send_dimensions else openai.omit,
-            # Floats, not the library's default base64: local servers vary in support.
-            encoding_format="float",
+            encoding_format="base64",
         )
+        return parse_embeddings(raw.content)
 
     async def embed(self, texts: list[str]) -> Answer[Vector]:
         if not texts:  # the API rejects an empty input list
             return Answer(empty(self._options.dim), Usage(), self._options.model)
         # An empty string is rejected too; a space embeds as "nothing said".
         safe = [text if text.strip() else " " for text in texts]
-        response = await call_with_retry(
+        body = await call_with_retry(
             lambda: self._create(safe), self._options.retry, what=_WHAT, sleep=self._sleep,
             tokens=estimate_tokens(sum(len(text) for text in safe)), used=used_tokens,
         )
-        vectors = unit_vectors(response, len(texts), self._options.dim)
-        usage = Usage(response.usage.prompt_tokens, 0) if response.usage else Usage()
+        vectors = unit_vectors(body, len(texts), self._options.dim)
+        usage = Usage(body.usage.prompt_tokens, 0) if body.usage else Usage()
         return Answer(vectors, usage, self._options.model)
