@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench chaos autoscale lint clean prometheus-tools
+.PHONY: venv test demo bench bench-mem0 chaos autoscale lint clean prometheus-tools
 
 venv: $(STAMP)
 
@@ -33,6 +33,12 @@ bench: $(STAMP)
 	$(PY) -m bench.api_latency --requests 2000
 	$(PY) -m bench.tokens
 	$(PY) -m bench.real_path
+
+# mem0 1.0.9 and the newest mem0 beside memfleet on one stub and one PostgreSQL (docs/bench.md):
+# its own target, in neither `make bench` nor `make test`, as it pip-installs mem0 from PyPI
+# into throwaway virtualenvs (about a minute of installs, a minute of run).
+bench-mem0: $(STAMP)
+	$(PY) -m bench.mem0_compare
 
 # The long fault runs, each printing its figures: 200 sessions through every fault at
 # once; the model endpoint down for two minutes (default breaker and tries); recovery
