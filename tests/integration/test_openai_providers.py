@@ -325,6 +325,46 @@ async def test_a_persistently_bad_answer_is_invalid(
     assert len(_chat_requests(stub)) == 3
 
 
+async def test_a_body_that_is_not_a_chat_completion_is_asked_again(
+    stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # memfleet reads the body itself (the client's objects are not built): a body of the
+    # wrong shape is an unusable answer like a broken one, asked again, never a crash.
+    real = llm_stub._completion
+    bad = iter([{"choices": "not a list", "model": "m"}])
+    monkeypatch.setattr(llm_stub, "_completion", lambda *args: next(bad, None) or real(*args))
+    kinds: list[str] = []
+    answer = await make(OpenAIExtractor, retry=RetryPolicy(on_failure=kinds.append)).extract(
+        EXTRACTION)
+    assert answer.value == extract_facts(EXTRACTION)
+    assert kinds == ["invalid_answer"] and len(_chat_requests(stub)) == 2
+
+
+async def test_a_body_never_a_chat_completion_is_invalid_without_quoting_it(
+    stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"choices": [{"message": PRIVATE_TEXT, "finish_reason": "stop"}]}
+    monkeypatch.setattr(llm_stub, "_completion", lambda *args: body)
+    with pytest.raises(ProviderAnswerInvalid, match="not a chat completion") as caught:
+        await make(OpenAIExtractor).extract(EXTRACTION)
+    assert PRIVATE_TEXT not in str(caught.value) and caught.value.__cause__ is None
+
+
+async def test_a_completion_without_usage_or_model_is_read(
+    stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = llm_stub._completion
+
+    def bare(*args: Any) -> dict[str, Any]:
+        full = real(*args)
+        return {"choices": [{"message": {"content": full["choices"][0]["message"]["content"]}}]}
+
+    monkeypatch.setattr(llm_stub, "_completion", bare)
+    answer = await make(OpenAIExtractor).extract(EXTRACTION)
+    assert answer.value == extract_facts(EXTRACTION)
+    assert answer.model == "stub-model" and answer.usage.input_tokens == 0
+
+
 async def test_unknown_ids_pass_through_and_are_rejected_by_validation(
     stub: StubServer, make: Make
 ) -> None:

@@ -143,7 +143,7 @@ def json_candidates(text: str) -> Iterator[Any]:
         index = text.find("{", end)
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_errors(exc: ValidationError) -> str:
     # Locations and error kinds only: ``str(exc)`` would quote the input.
     parts = []
     for error in exc.errors(include_url=False, include_input=False)[:_MAX_ERRORS_SHOWN]:
@@ -172,7 +172,7 @@ def parse_answer(content: str | None, model: type[M]) -> M:
     try:
         return model.model_validate_json(content)
     except ValidationError as exc:
-        first_error = _describe(exc)
+        first_error = describe_errors(exc)
     # The direct parse failed: look for the answer inside reasoning, fences or prose.
     cleaned = strip_reasoning(content).strip()
     try:
@@ -187,7 +187,7 @@ def parse_answer(content: str | None, model: type[M]) -> M:
             return model.model_validate(candidate)
         except ValidationError as exc:
             # Not chained: the validation error carries the answer's text.
-            last_error = _describe(exc)
+            last_error = describe_errors(exc)
     if not candidates:
         raise ProviderAnswerInvalid("the answer holds no complete JSON object")
     raise ProviderAnswerInvalid(f"the answer breaks the {model.__name__} schema: {last_error}")

@@ -5,22 +5,27 @@ the request serialised as JSON (design.md, "The LLM wire format"), and asks for
 a strict json_schema answer, or json_object where the server lacks schemas.
 HTTP failures are retried in ``retry``; an answer that breaks the schema is
 asked for again a bounded number of times, then ProviderAnswerInvalid.
+
+The client sends the request and raises its HTTP errors, but the answer's body
+is read once, by memfleet's own model of the few fields it uses: the client's
+ChatCompletion objects are not built (docs/bench.md, the real path). The
+``response_format`` of each pass is derived once per process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import openai
-from openai.types.chat import ChatCompletion
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 
 from worker.budget import estimate_tokens
 from worker.errors import ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
-from worker.providers.llm_json import json_schema_format, parse_answer
+from worker.providers.llm_json import describe_errors, json_schema_format, parse_answer
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.wire import (
@@ -67,7 +72,12 @@ _CONSOLIDATION = _Pass("memory_consolidation", CONSOLIDATION_PROMPT, Consolidati
 _SUMMARY = _Pass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
 
 
+@functools.cache
 def response_format(name: str, answer: type[BaseModel], mode: StructuredOutput) -> dict[str, Any]:
+    """Derived once per pass: the schema walk costs more than the rest of the request.
+
+    Shared between calls, so nobody may change the dict; the client only reads it.
+    """
     if mode == "json_object":
         return {"type": "json_object"}
     return json_schema_format(name, answer)
@@ -81,7 +91,41 @@ def build_messages(prompt: str, request: BaseModel) -> list[dict[str, str]]:
     ]
 
 
-def usage_of(response: ChatCompletion) -> Usage:
+class _Message(BaseModel):
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int | None = None
+
+
+class Completion(BaseModel):
+    """The part of a chat completion memfleet reads; anything else is ignored."""
+
+    choices: list[_Choice] = Field(default_factory=list)
+    model: str | None = None
+    usage: _Usage | None = None
+
+
+def parse_completion(body: bytes) -> Completion:
+    """The answer's body; ProviderAnswerInvalid when it is not a chat completion."""
+    try:
+        return Completion.model_validate_json(body)
+    except ValidationError as exc:
+        # Not chained: the validation error carries the body, which may quote the user.
+        raise ProviderAnswerInvalid(
+            f"the answer is not a chat completion: {describe_errors(exc)}") from None
+
+
+def usage_of(response: Completion) -> Usage:
     if response.usage is None:  # some local servers omit it
         return Usage()
     return Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
@@ -92,11 +136,11 @@ def request_tokens(messages: list[dict[str, str]]) -> int:
     return estimate_tokens(sum(len(m["content"]) for m in messages), ANSWER_ALLOWANCE_TOKENS)
 
 
-def total_tokens(response: ChatCompletion) -> int | None:
+def total_tokens(response: Completion) -> int | None:
     return None if response.usage is None else response.usage.total_tokens
 
 
-def content_of(response: ChatCompletion) -> str | None:
+def content_of(response: Completion) -> str | None:
     """The answer's text; a refusal, a cut-off or no choice at all counts as invalid."""
     if not response.choices:
         raise ProviderAnswerInvalid("the answer had no choices")
@@ -131,17 +175,18 @@ class _OpenAIChat:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _create(self, messages: list[dict[str, str]], fmt: dict[str, Any]) -> ChatCompletion:
+    async def _create(self, messages: list[dict[str, str]], fmt: dict[str, Any]) -> Completion:
         temperature = self._options.temperature
         # The messages and format are plain dicts of the documented shapes; the
         # casts spare rebuilding them as the library's TypedDicts.
-        return await self._client.chat.completions.create(
+        raw = await self._client.chat.completions.with_raw_response.create(
             model=self._options.model,
             messages=cast(Any, messages),
             response_format=cast(Any, fmt),
             # Some reasoning models refuse any temperature: None leaves it out.
             temperature=openai.omit if temperature is None else temperature,
         )
+        return parse_completion(raw.content)
 
     async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:
         messages = build_messages(spec.prompt, request)
@@ -150,16 +195,16 @@ class _OpenAIChat:
         problem = "no attempt"
         tokens = request_tokens(messages)
         for _ in range(self._options.answer_attempts):
-            response = await call_with_retry(
-                lambda: self._create(messages, fmt),
-                self._options.retry,
-                what=_WHAT,
-                sleep=self._sleep,
-                tokens=tokens,
-                used=total_tokens,
-            )
-            usage += usage_of(response)
             try:
+                response = await call_with_retry(
+                    lambda: self._create(messages, fmt),
+                    self._options.retry,
+                    what=_WHAT,
+                    sleep=self._sleep,
+                    tokens=tokens,
+                    used=total_tokens,
+                )
+                usage += usage_of(response)
                 value = parse_answer(content_of(response), spec.answer)
             except ProviderAnswerInvalid as exc:
                 # Asked again unchanged: breaks are mostly sampling or truncation.

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from worker.budget import estimate_tokens
 from worker.errors import ConfigurationError, ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
+from worker.providers.llm_json import describe_errors
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.vectors import Vector, empty
 
@@ -72,11 +73,9 @@ def parse_embeddings(body: bytes) -> EmbeddingsBody:
     try:
         return EmbeddingsBody.model_validate_json(body)
     except ValidationError as exc:
-        # Locations and kinds only: the input would quote the texts.
-        where = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['type']}"
-                          for e in exc.errors(include_url=False, include_input=False)[:3])
-        raise ProviderAnswerInvalid(
-            f"the embeddings endpoint's answer is not an embeddings list: {where}") from None
+        # Not chained: the validation error would carry the whole body into the logs.
+        raise ProviderAnswerInvalid("the embeddings endpoint's answer is not an embeddings"
+                                    f" list: {describe_errors(exc)}") from None
 
 
 def _floats(embedding: str | list[float]) -> np.ndarray:
