@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar
 
 import openai
 from pydantic import BaseModel, Field, ValidationError
@@ -176,17 +176,16 @@ class _OpenAIChat:
         await self._client.close()
 
     async def _create(self, messages: list[dict[str, str]], fmt: dict[str, Any]) -> Completion:
-        temperature = self._options.temperature
-        # The messages and format are plain dicts of the documented shapes; the
-        # casts spare rebuilding them as the library's TypedDicts.
-        raw = await self._client.chat.completions.with_raw_response.create(
-            model=self._options.model,
-            messages=cast(Any, messages),
-            response_format=cast(Any, fmt),
-            # Some reasoning models refuse any temperature: None leaves it out.
-            temperature=openai.omit if temperature is None else temperature,
-        )
-        return parse_completion(raw.content)
+        body: dict[str, Any] = {"model": self._options.model, "messages": messages,
+                                "response_format": fmt}
+        # Some reasoning models refuse any temperature: None leaves it out.
+        if self._options.temperature is not None:
+            body["temperature"] = self._options.temperature
+        # The client's documented raw request: its HTTP, errors and timeouts, without
+        # its walk of the body against the typed parameters, which the body (plain
+        # dicts of the documented shapes) does not need.
+        raw = await self._client.post("/chat/completions", body=body, cast_to=bytes)
+        return parse_completion(raw)
 
     async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:
         messages = build_messages(spec.prompt, request)

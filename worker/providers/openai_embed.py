@@ -20,6 +20,7 @@ import asyncio
 import base64
 import binascii
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import openai
@@ -152,13 +153,12 @@ class OpenAIEmbedder:
         await self._client.close()
 
     async def _create(self, texts: list[str]) -> EmbeddingsBody:
-        raw = await self._client.embeddings.with_raw_response.create(
-            input=texts,
-            model=self._options.model,
-            dimensions=self._options.dim if self._send_dimensions else openai.omit,
-            encoding_format="base64",
-        )
-        return parse_embeddings(raw.content)
+        body: dict[str, Any] = {"input": texts, "model": self._options.model,
+                                "encoding_format": "base64"}
+        if self._send_dimensions:
+            body["dimensions"] = self._options.dim
+        # The client's documented raw request (as for chat): its HTTP, errors and timeouts.
+        return parse_embeddings(await self._client.post("/embeddings", body=body, cast_to=bytes))
 
     async def embed(self, texts: list[str]) -> Answer[Vector]:
         if not texts:  # the API rejects an empty input list
