@@ -1,0 +1,195 @@
+"""One worker process at MEMFLEET_MAX_JOBS=50 against a model answering in 300 ms.
+
+Throwaway PostgreSQL (durable=True) and Redis; the project's OpenAI-compatible
+stub in a thread of this process (the bench's driver, idle while the worker
+drains), its chat calls answered after ``--latency-ms``, embeddings at once.
+The users and sessions of bench.workload are seeded through the same stub with
+no delay by an in-process worker; then every measured session is handed over
+(10 new messages, 10 candidates, a summary due in about half of them), the
+latency is switched on, and one ``memfleet worker`` process drains the queue.
+
+Reported: jobs/s = jobs / (the first job's start to the last commit, from
+memory_run), against the ideal of ``max_jobs`` jobs in flight each taking its
+model time (two chat calls in line: extraction, then consolidation; the
+embedding call and everything else counted as nothing); and the worker's peak
+RSS (VmHWM) and CPU, both from /proc. Goals: at least 90% of the ideal, RSS under
+150 MB. With ``--profile FILE`` the worker runs under cProfile and writes its
+statistics there at exit (the profiler slows it: time that run apart).
+
+    .venv/bin/python -m bench.max_jobs [--jobs 1000] [--max-jobs 50] [--latency-ms 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import asyncpg
+from redis.asyncio import Redis
+
+from api_stub.llm_stub import CHAT_PATH, StubServer
+from bench import jobs, workload
+from bench.servers import Servers, throwaway_servers
+from worker.app import new_event_loop
+from worker.config import Settings
+from worker.store.migrate import migrate
+from worker.telemetry import configure_logging, setup_telemetry
+
+GOAL_SHARE = 0.90
+GOAL_RSS_MB = 150.0
+CHAT_CALLS_IN_LINE = 2  # extraction, then consolidation; the summary runs beside them
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.max_jobs", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000, help="sessions queued, then drained")
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--max-jobs", type=int, default=50)
+    parser.add_argument("--latency-ms", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="run the worker under cProfile, statistics written to this file")
+    return parser.parse_args(argv)
+
+
+def _worker_env(servers: Servers, stub: StubServer, max_jobs: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
+    env.update({
+        "MEMFLEET_DATABASE_URL": servers.database_url, "MEMFLEET_REDIS_URL": servers.redis_url,
+        "MEMFLEET_HOME_DIR": str(servers.root / "home"),
+        "MEMFLEET_EMBED_DIM": str(jobs.EMBED_DIM),
+        "MEMFLEET_LLM_PROVIDER": "openai", "MEMFLEET_LLM_BASE_URL": stub.v1,
+        "MEMFLEET_EMBED_PROVIDER": "openai", "MEMFLEET_EMBED_BASE_URL": stub.v1,
+        "MEMFLEET_MAX_JOBS": str(max_jobs),
+        # One connection per job in flight, and one for the worker's own passes.
+        "MEMFLEET_DB_POOL_MAX": str(max_jobs + 1),
+    })
+    return env
+
+
+def _spawn(env: dict[str, str], log: Path, profile: Path | None) -> subprocess.Popen[bytes]:
+    run = ([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "worker.cli"]
+           if profile else [sys.executable, "-m", "worker.cli"])
+    return subprocess.Popen([*run, "worker", "--log-level", "WARNING"],  # noqa: S603
+                            env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds of the process so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Popen[bytes],
+                 timeout_s: float) -> tuple[float, float, float]:
+    """Until every job has its memory_run row: (seconds, peak RSS MB, worker CPU s)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = await db.fetchval("SELECT count(*) FROM memory_run WHERE job_id = ANY($1)",
+                                 job_ids)
+        if done >= len(job_ids):
+            break
+        if proc.poll() is not None:
+            raise RuntimeError(f"the worker exited ({proc.returncode}) with {done} jobs done")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{done}/{len(job_ids)} jobs after {timeout_s:g} s")
+        await asyncio.sleep(0.2)
+    rss, cpu = _peak_rss_mb(proc.pid), _cpu_s(proc.pid)
+    span = await db.fetchval(
+        "SELECT extract(epoch FROM max(finished_at) - min(started_at)) FROM memory_run"
+        " WHERE job_id = ANY($1)", job_ids)
+    return float(span), rss, cpu
+
+
+async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -> list[str]:
+    plans = list(workload.sessions(args.seed, args.users, args.jobs))
+    settings = Settings(
+        database_url=servers.database_url, redis_url=servers.redis_url,
+        home_dir=servers.root / "home", llm_provider="openai", llm_base_url=stub.v1,
+        embed_provider="openai", embed_base_url=stub.v1, embed_dim=jobs.EMBED_DIM,
+    )
+    telemetry = setup_telemetry(settings)
+    redis = Redis.from_url(servers.redis_url)
+    await migrate(servers.database_url, embed_dim=jobs.EMBED_DIM)
+    db = await asyncpg.connect(servers.database_url)
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        print(f"seeding {args.users} users and {len(plans)} sessions through the stub ...",
+              file=sys.stderr)
+        await jobs.seed(redis, settings, telemetry, seed=args.seed, users=args.users,
+                        plans=plans)
+        await jobs.settle(servers.database_url)
+        job_ids = [(await jobs.hand_over(redis, settings, plan)).job_id for plan in plans]
+        stub.add_fault("latency_ms", latency_ms=args.latency_ms, count=1_000_000_000,
+                       path=CHAT_PATH)
+        print(f"{len(job_ids)} jobs queued; one worker process drains them ...", file=sys.stderr)
+        load_before = os.getloadavg()
+        proc = _spawn(_worker_env(servers, stub, args.max_jobs), servers.root / "worker.log",
+                      args.profile)
+        span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
+                                             timeout_s=60 + 2 * len(job_ids))
+        load_after = os.getloadavg()
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # a graceful stop also writes the profile
+            proc.wait(timeout=60)
+        await db.close()
+        await redis.aclose()
+        telemetry.shutdown()
+    rate = len(job_ids) / span_s
+    ideal = args.max_jobs / (CHAT_CALLS_IN_LINE * args.latency_ms / 1000)
+    return [
+        f"- {len(job_ids)} jobs queued over {args.users} users x {workload.SEEDED_FACTS}"
+        f" facts; one `memfleet worker` process, MEMFLEET_MAX_JOBS={args.max_jobs},"
+        f" MEMFLEET_DB_POOL_MAX={args.max_jobs + 1}; chat calls answered in"
+        f" {args.latency_ms} ms, embeddings at once; embed_dim {jobs.EMBED_DIM}"
+        + ("; the worker under cProfile (slower)" if args.profile else ""),
+        f"- load average (1 min) before / after the drain: {load_before[0]:.2f} /"
+        f" {load_after[0]:.2f}; the worker used {cpu_s:.1f} s of CPU,"
+        f" {1000 * cpu_s / len(job_ids):.1f} ms per job: one process (one event loop) can"
+        f" complete at most {len(job_ids) / cpu_s:.1f} jobs/s with a core to itself",
+        "",
+        "| row | goal | measured | result |",
+        "| --- | ---: | ---: | ---: |",
+        f"| jobs/s, one worker at max_jobs {args.max_jobs} | >= {GOAL_SHARE:.0%} of ideal"
+        f" {ideal:.1f} ({args.max_jobs} / {CHAT_CALLS_IN_LINE} x {args.latency_ms} ms)"
+        f" | {rate:.1f} ({rate / ideal:.0%})"
+        f" | {'PASS' if rate >= GOAL_SHARE * ideal else 'FAIL'} |",
+        f"| worker peak RSS (VmHWM) | < {GOAL_RSS_MB:g} MB | {rss_mb:.0f} MB"
+        f" | {'PASS' if rss_mb < GOAL_RSS_MB else 'FAIL'} |",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _args(argv)
+    configure_logging("WARNING")
+    began = time.perf_counter()
+    with throwaway_servers(durable=True) as servers, StubServer(dim=jobs.EMBED_DIM) as stub, \
+            asyncio.Runner(loop_factory=new_event_loop) as runner:
+        lines = runner.run(_bench(args, servers, stub))
+    print(f"# One worker process at max_jobs {args.max_jobs} ({os.cpu_count()} CPUs; this"
+          " machine's times)")
+    print()
+    print(*lines, sep="\n")
+    print()
+    print(f"wall time {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
