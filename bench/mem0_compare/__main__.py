@@ -150,9 +150,10 @@ def mem0_config(stub: StubServer, database_url: str, home: Path) -> dict[str, An
 
 
 async def run_mem0(name: str, python: Path, turns: list[Turn], servers: Servers,
-                   stub: StubServer, work: Path) -> Outcome:
-    database_url = await _create_database(servers, name.replace(".", "_").replace("-", "_"))
-    home = work / name
+                   stub: StubServer, work: Path, round_: int) -> Outcome:
+    database = f"{name}_r{round_}".replace(".", "_").replace("-", "_")
+    database_url = await _create_database(servers, database)
+    home = work / database
     home.mkdir(parents=True)
     spec_path, result_path = home / "spec.json", home / "result.json"
     spec_path.write_text(json.dumps({
@@ -189,8 +190,8 @@ def _memfleet_command() -> list[str]:
 
 
 async def run_memfleet(turns: list[Turn], servers: Servers, stub: StubServer, work: Path,
-                       max_jobs: int, redis_db: int) -> Outcome:
-    name = f"memfleet_jobs{max_jobs}"
+                       max_jobs: int, redis_db: int, round_: int) -> Outcome:
+    name = f"memfleet_jobs{max_jobs}_r{round_}"
     database_url = await _create_database(servers, name)
     await migrate(database_url, embed_dim=EMBED_DIM)
     redis_url = servers.redis_url.rsplit("/", 1)[0] + f"/{redis_db}"  # redis://host:port/0
@@ -255,34 +256,57 @@ def _span(values: Sequence[int]) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def table(outcomes: Sequence[Outcome], turns: int) -> str:
-    reference = next((o for o in outcomes if o.system.startswith("memfleet")), None)
-    ref_p50 = statistics.median(reference.durations_ms) if reference else None
+def _p50(o: Outcome) -> float:
+    return statistics.median(o.durations_ms) if o.durations_ms else float("nan")
+
+
+def by_system(rounds: Sequence[Sequence[Outcome]]) -> dict[str, list[Outcome]]:
+    out: dict[str, list[Outcome]] = {}
+    for outcomes in rounds:
+        for o in outcomes:
+            out.setdefault(o.system, []).append(o)
+    return out
+
+
+def table(rounds: Sequence[Sequence[Outcome]], turns: int) -> str:
+    """Medians over the rounds; a ratio is the median of the ratios within each round."""
+    systems = by_system(rounds)
+    reference = next((name for name in systems if name.startswith("memfleet")), None)
     lines = [
         "| system | time per turn p50 | total (per turn) | model calls per turn "
         "| \"city\" facts active per user | memfleet faster, p50 (total) |",
         "| --- | ---: | ---: | --- | ---: | ---: |",
     ]
-    for o in outcomes:
-        p50 = statistics.median(o.durations_ms) if o.durations_ms else float("nan")
-        chat, emb = o.calls.get("chat", 0) / turns, o.calls.get("embeddings", 0) / turns
+    for name, runs in systems.items():
+        p50 = statistics.median(_p50(o) for o in runs)
+        total = statistics.median(o.total_s for o in runs)
+        chat = sum(o.calls.get("chat", 0) for o in runs) / turns / len(runs)
+        emb = sum(o.calls.get("embeddings", 0) for o in runs) / turns / len(runs)
         ratio = ""
-        if reference is not None and not o.system.startswith("memfleet") and ref_p50:
-            ratio = f"{p50 / ref_p50:.1f}x ({o.total_s / reference.total_s:.1f}x)"
+        if reference is not None and not name.startswith("memfleet"):
+            pairs = [(o, ref) for o, ref in zip(runs, systems[reference], strict=True)]
+            p50_ratio = statistics.median(_p50(o) / _p50(ref) for o, ref in pairs)
+            total_ratio = statistics.median(o.total_s / ref.total_s for o, ref in pairs)
+            ratio = f"{p50_ratio:.1f}x ({total_ratio:.1f}x)"
+        cities = [c for o in runs for c in o.cities]
         lines.append(
-            f"| {o.system} | {p50:.1f} ms | {o.total_s:.1f} s ({o.total_s * 1000 / turns:.1f} ms)"
-            f" | {chat:.3g} chat, {emb:.3g} embeddings | {_span(o.cities)} | {ratio} |")
+            f"| {name} | {p50:.1f} ms | {total:.1f} s ({total * 1000 / turns:.1f} ms)"
+            f" | {chat:.3g} chat, {emb:.3g} embeddings | {_span(cities)} | {ratio} |")
     return "\n".join(lines)
 
 
-def details(outcomes: Sequence[Outcome]) -> str:
+def details(rounds: Sequence[Sequence[Outcome]]) -> str:
     out = []
-    for o in outcomes:
-        extra = f"; {o.note}" if o.note else ""
-        failed = f"; {o.failed} turns failed" if o.failed else ""
-        out.append(f"- {o.system}: load average {o.load[0]:.2f} before, {o.load[1]:.2f} after;"
-                   f" active facts per user {_span(o.active)}{failed}{extra}")
-        out.extend(f"    {line}" for e in o.errors[:2] for line in e.strip().splitlines()[-3:])
+    for n, outcomes in enumerate(rounds):
+        out.append(f"round {n + 1}:")
+        for o in outcomes:
+            extra = f"; {o.note}" if o.note else ""
+            failed = f"; {o.failed} turns failed" if o.failed else ""
+            out.append(f"- {o.system}: p50 {_p50(o):.1f} ms, total {o.total_s:.1f} s;"
+                       f" load average {o.load[0]:.2f} before, {o.load[1]:.2f} after;"
+                       f" active facts per user {_span(o.active)}{failed}{extra}")
+            out.extend(f"    {line}" for e in o.errors[:2]
+                       for line in e.strip().splitlines()[-3:])
     return "\n".join(out)
 
 
@@ -302,17 +326,29 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-async def _run(args: argparse.Namespace, venvs: dict[str, Path], work: Path) -> list[Outcome]:
+async def _run(args: argparse.Namespace, venvs: dict[str, Path], work: Path
+               ) -> list[list[Outcome]]:
+    """Every system once a round, each on a fresh database; the order rotates each round."""
     turns = workload_turns(args.seed, args.users, args.turns)
-    outcomes: list[Outcome] = []
+    systems: list[tuple[str, Any]] = [("memfleet", jobs) for jobs in args.memfleet_max_jobs]
+    systems += [(name, python) for name, python in venvs.items()]
+    rounds: list[list[Outcome]] = []
     with throwaway_servers(durable=True) as servers, StubServer(dim=EMBED_DIM) as stub:
-        for n, jobs in enumerate(args.memfleet_max_jobs):
-            print(f"memfleet, max_jobs {jobs} ...", file=sys.stderr, flush=True)
-            outcomes.append(await run_memfleet(turns, servers, stub, work, jobs, n + 1))
-        for name, python in venvs.items():
-            print(f"{name} ...", file=sys.stderr, flush=True)
-            outcomes.append(await run_mem0(name, python, turns, servers, stub, work))
-    return outcomes
+        for round_ in range(args.rounds):
+            shift = round_ % max(1, len(systems))
+            done: dict[int, Outcome] = {}
+            for index in [*range(shift, len(systems)), *range(shift)]:
+                kind, what = systems[index]
+                print(f"round {round_ + 1}: {kind} {what if kind == 'memfleet' else ''}...",
+                      file=sys.stderr, flush=True)
+                if kind == "memfleet":  # a Redis db of its own: 1, 2, ...
+                    db = 1 + round_ * len(systems) + index
+                    done[index] = await run_memfleet(turns, servers, stub, work, what, db % 16,
+                                                     round_)
+                else:
+                    done[index] = await run_mem0(kind, what, turns, servers, stub, work, round_)
+            rounds.append([done[i] for i in range(len(systems))])  # the table's order
+    return rounds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -327,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="one memfleet run per value (none: skip memfleet)")
     parser.add_argument("--venvs", type=Path,
                         help="keep the mem0 virtualenvs here and reuse them (default: temporary)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="every system once a round, the order rotated (the machine is noisy)")
     parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT)
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args(argv)
@@ -339,26 +377,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name}: virtualenv ...", file=sys.stderr, flush=True)
             venvs[name] = mem0_venv(venv_root / name,
                                     "mem0ai" if version == "latest" else f"mem0ai=={version}")
-        outcomes = asyncio.run(_run(args, venvs, work))
+        rounds = asyncio.run(_run(args, venvs, work))
     turns = args.users * args.turns
     print(f"{args.users} users x {args.turns} turns x 10 facts per turn; one zero-latency stub,"
           f" one PostgreSQL (pgvector), {os.cpu_count()} CPUs; {time.monotonic() - started:.0f} s"
           " in all (with the virtualenvs)\n")
-    print(table(outcomes, turns))
+    print(table(rounds, turns))
     print()
-    print(details(outcomes))
+    print(details(rounds))
     if args.json is not None:
-        args.json.write_text(json.dumps([{
+        args.json.write_text(json.dumps([[{
             "system": o.system, "durations_ms": o.durations_ms, "total_s": o.total_s,
             "calls": dict(o.calls), "cities": o.cities, "active": o.active, "load": o.load,
-            "failed": o.failed} for o in outcomes], indent=1))
-    if plot_comparison([(o.system, o.durations_ms, o.calls, o.cities) for o in outcomes],
-                       turns, args.plot):
+            "failed": o.failed} for o in outcomes] for outcomes in rounds], indent=1))
+    pooled = [(name, [d for o in runs for d in o.durations_ms],
+               sum((o.calls for o in runs), Counter[str]()), [c for o in runs for c in o.cities])
+              for name, runs in by_system(rounds).items()]
+    if plot_comparison(pooled, turns * len(rounds), args.plot):
         print(f"\nplot: {args.plot}")
     else:
         print("\nmatplotlib is not importable: no plot")
-    return 1 if any(o.failed for o in outcomes) else 0
-
+    return 1 if any(o.failed for outcomes in rounds for o in outcomes) else 0
 
 if __name__ == "__main__":
     sys.exit(main())
