@@ -75,10 +75,16 @@ async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     assert job.links[0].context.trace_id == producer.context.trace_id
 
     children = [s for s in spans if s.parent and s.parent.span_id == job.context.span_id]
-    assert [s.name for s in sorted(children, key=lambda s: s.start_time)] == [
-        f"memfleet.{stage}" for stage in STAGES
-    ]
+    in_line = [s.name for s in sorted(children, key=lambda s: s.start_time)
+               if s.name != "memfleet.summary"]
+    assert in_line == [f"memfleet.{stage}" for stage in STAGES if stage != "summary"]
     by_name = {s.name: s for s in spans}
+    # The summary is asked beside extraction and consolidation, within the job,
+    # after the cursor and done before the commit that stores it.
+    summary = by_name["memfleet.summary"]
+    assert summary in children
+    assert by_name["memfleet.cursor"].end_time <= summary.start_time
+    assert summary.end_time <= by_name["memfleet.persist"].start_time
     extract = by_name["memfleet.extract"]
     llm = [s for s in spans if s.parent and s.parent.span_id == extract.context.span_id]
     assert llm[0].attributes["gen_ai.operation.name"] == "chat"
