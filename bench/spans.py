@@ -35,6 +35,9 @@ class JobTiming:
     stages: dict[str, float]  # stage -> ms (a stage opened twice is summed)
     provider: dict[str, float]  # stage the provider calls ran in -> ms
     other: dict[str, float]  # any other span, "<stage>: <name>" inside a stage -> ms
+    # The time at least one provider call was running: calls made side by side
+    # (the summary beside extraction) count once.
+    provider_wall_ms: float = 0.0
 
     @property
     def job_ms(self) -> float:
@@ -46,8 +49,8 @@ class JobTiming:
 
     @property
     def outside_llm_ms(self) -> float:
-        """The job's CONSUMER span less its provider calls."""
-        return self.job_ms - self.provider_ms
+        """The job's CONSUMER span less the time a provider call was running."""
+        return self.job_ms - (self.provider_wall_ms or self.provider_ms)
 
     def stage_less_provider(self, stage: str) -> float | None:
         if stage not in self.stages:
@@ -81,6 +84,7 @@ def _timing(job: ReadableSpan, spans: Sequence[ReadableSpan]) -> JobTiming:
     stages: dict[str, float] = defaultdict(float)
     provider: dict[str, float] = defaultdict(float)
     other: dict[str, float] = defaultdict(float)
+    calls: list[tuple[int, int]] = []
     for span in spans:
         if span.name.startswith(STAGE_PREFIX):
             stages[span.name[len(STAGE_PREFIX):]] += _ms(span)
@@ -92,9 +96,23 @@ def _timing(job: ReadableSpan, spans: Sequence[ReadableSpan]) -> JobTiming:
             other[span.name if stage is None else f"{stage}: {span.name}"] += _ms(span)
         elif not any(_is_provider_call(a) for a in above):  # nested calls count once
             provider[stage or str((span.attributes or {})[GEN_AI_OPERATION])] += _ms(span)
+            calls.append((span.start_time or 0, span.end_time or 0))
     job_id = str((job.attributes or {})[JOB_ID])
     return JobTiming(job_id, job.start_time or 0, job.end_time or 0, dict(stages),
-                     dict(provider), dict(other))
+                     dict(provider), dict(other), _union_ms(calls))
+
+
+def _union_ms(intervals: list[tuple[int, int]]) -> float:
+    """How long at least one of the intervals (ns) was open, in ms."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total / 1e6
 
 
 class JobSpans(SpanExporter):
