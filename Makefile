@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench bench-mem0 chaos autoscale lint clean prometheus-tools
+.PHONY: venv test demo bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools
 
 venv: $(STAMP)
 
@@ -33,6 +33,14 @@ bench: $(STAMP)
 	$(PY) -m bench.api_latency --requests 2000
 	$(PY) -m bench.tokens
 	$(PY) -m bench.real_path
+	$(PY) -m bench.model_latency
+
+# The rows of the bench that take minutes (docs/bench.md): one worker at max_jobs 50, the
+# neighbour query up to 1,000,000 facts, Redis bytes per idle session over 10,000.
+bench-scale: $(STAMP)
+	$(PY) -m bench.max_jobs
+	$(PY) -m bench.neighbors_scale
+	$(PY) -m bench.redis_idle
 
 # mem0 1.0.9 and the newest mem0 beside memfleet on one stub and one PostgreSQL (docs/bench.md):
 # its own target, in neither `make bench` nor `make test`, as it pip-installs mem0 from PyPI
