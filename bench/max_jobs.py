@@ -88,6 +88,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds every core of the machine spent busy so far (/proc/stat)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -139,11 +146,14 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
                        path=CHAT_PATH)
         print(f"{len(job_ids)} jobs queued; one worker process drains them ...", file=sys.stderr)
         load_before = os.getloadavg()
+        busy_before, driver_before = _machine_busy_s(), time.process_time()
         proc = _spawn(_worker_env(servers, stub, args.max_jobs), servers.root / "worker.log",
                       args.profile)
         span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
                                              timeout_s=60 + 2 * len(job_ids))
         load_after = os.getloadavg()
+        busy_s = _machine_busy_s() - busy_before
+        driver_s = time.process_time() - driver_before  # the stub's answers, mostly
     finally:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)  # a graceful stop also writes the profile
@@ -163,6 +173,11 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         f" {load_after[0]:.2f}; the worker used {cpu_s:.1f} s of CPU,"
         f" {1000 * cpu_s / len(job_ids):.1f} ms per job: one process (one event loop) can"
         f" complete at most {len(job_ids) / cpu_s:.1f} jobs/s with a core to itself",
+        f"- from the worker's start to the last commit ({span_s:.1f} s of jobs), the machine's"
+        f" {os.cpu_count()} CPUs were busy {busy_s:.1f} s: the worker {cpu_s:.1f} s (its"
+        f" start included), this process (the stub's answers, the driver's polls)"
+        f" {driver_s:.1f} s, everything else (PostgreSQL, Redis, other users of the machine)"
+        f" {busy_s - cpu_s - driver_s:.1f} s",
         "",
         "| row | goal | measured | result |",
         "| --- | ---: | ---: | ---: |",
