@@ -59,8 +59,8 @@ def plot_comparison(rows: Sequence[Row], turns: int, path: Path) -> bool:
         ax.text(v, y, f" {v:.3g}", va="center", fontsize=8)
     ax.set_xlabel('"city" facts active per user\n(1 is right)')
 
-    fig.suptitle(f"mem0 and memfleet on one zero-latency OpenAI-compatible stub, {turns} turns "
-                 "(10 facts each, every round pooled); this machine's times", fontsize=10)
+    fig.suptitle(f"mem0 and memfleet on one zero-latency OpenAI-compatible stub: {turns} turns "
+                 "in all, the rounds pooled (10 facts a turn); this machine's times", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
