@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -55,6 +56,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-jobs", type=int, default=50)
     parser.add_argument("--latency-ms", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--burst", action="store_true",
+                        help="run `memfleet worker --burst`: a freed slot takes the next job"
+                        " when a job ends, not at the next poll (poll_delay 0.5 s)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="run the worker under cProfile, statistics written to this file")
     return parser.parse_args(argv)
@@ -75,11 +79,13 @@ def _worker_env(servers: Servers, stub: StubServer, max_jobs: int) -> dict[str, 
     return env
 
 
-def _spawn(env: dict[str, str], log: Path, profile: Path | None) -> subprocess.Popen[bytes]:
+def _spawn(env: dict[str, str], log: Path, profile: Path | None,
+           burst: bool) -> subprocess.Popen[bytes]:
     run = ([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "worker.cli"]
            if profile else [sys.executable, "-m", "worker.cli"])
-    return subprocess.Popen([*run, "worker", "--log-level", "WARNING"],  # noqa: S603
-                            env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(  # noqa: S603
+        [*run, "worker", "--log-level", "WARNING", *(["--burst"] if burst else [])],
+        env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
 def _cpu_s(pid: int) -> float:
@@ -96,17 +102,22 @@ def _machine_busy_s() -> float:
 
 
 def _peak_rss_mb(pid: int) -> float:
+    """VmHWM; nothing once the process has exited (a zombie has no memory lines)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
-    return float("nan")
+    return 0.0
 
 
 async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Popen[bytes],
                  timeout_s: float) -> tuple[float, float, float]:
     """Until every job has its memory_run row: (seconds, peak RSS MB, worker CPU s)."""
     deadline = time.monotonic() + timeout_s
+    rss = cpu = 0.0
     while True:
+        # Read before each check: a --burst worker exits after its last job.
+        with contextlib.suppress(OSError, IndexError):
+            rss, cpu = max(rss, _peak_rss_mb(proc.pid)), _cpu_s(proc.pid)
         done = await db.fetchval("SELECT count(*) FROM memory_run WHERE job_id = ANY($1)",
                                  job_ids)
         if done >= len(job_ids):
@@ -116,7 +127,8 @@ async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Po
         if time.monotonic() > deadline:
             raise TimeoutError(f"{done}/{len(job_ids)} jobs after {timeout_s:g} s")
         await asyncio.sleep(0.2)
-    rss, cpu = _peak_rss_mb(proc.pid), _cpu_s(proc.pid)
+    with contextlib.suppress(OSError, IndexError):
+        rss, cpu = max(rss, _peak_rss_mb(proc.pid)), _cpu_s(proc.pid)
     span = await db.fetchval(
         "SELECT extract(epoch FROM max(finished_at) - min(started_at)) FROM memory_run"
         " WHERE job_id = ANY($1)", job_ids)
@@ -148,7 +160,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         load_before = os.getloadavg()
         busy_before, driver_before = _machine_busy_s(), time.process_time()
         proc = _spawn(_worker_env(servers, stub, args.max_jobs), servers.root / "worker.log",
-                      args.profile)
+                      args.profile, args.burst)
         span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
                                              timeout_s=60 + 2 * len(job_ids))
         load_after = os.getloadavg()
@@ -168,6 +180,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         f" facts; one `memfleet worker` process, MEMFLEET_MAX_JOBS={args.max_jobs},"
         f" MEMFLEET_DB_POOL_MAX={args.max_jobs + 1}; chat calls answered in"
         f" {args.latency_ms} ms, embeddings at once; embed_dim {jobs.EMBED_DIM}"
+        + ("; `memfleet worker --burst`" if args.burst else "")
         + ("; the worker under cProfile (slower)" if args.profile else ""),
         f"- load average (1 min) before / after the drain: {load_before[0]:.2f} /"
         f" {load_after[0]:.2f}; the worker used {cpu_s:.1f} s of CPU,"
