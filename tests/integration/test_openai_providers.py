@@ -500,6 +500,59 @@ async def test_factory_builds_openai_embeddings(stub: StubServer) -> None:
     assert stub.recorded()[0]["authorization"] == "Bearer ek"
 
 
+def _client_of(provider: Any) -> Any:
+    return provider._client
+
+
+async def test_providers_of_one_endpoint_share_one_client(stub: StubServer) -> None:
+    # One pool of connections for all of a job's calls: after an idle pause (httpx drops
+    # a connection idle for 5 s) a job reopens one connection, not one per provider.
+    providers = build_providers(_settings(
+        llm_provider="openai", llm_base_url=stub.v1, embed_provider="openai", embed_dim=DIM,
+    ))
+    clients = {id(_client_of(p)) for p in (providers.extractor, providers.consolidator,
+                                           providers.summarizer, providers.embedder)}
+    client = _client_of(providers.embedder)
+    try:
+        assert len(clients) == 1
+        assert (await providers.extractor.extract(EXTRACTION)).value.facts
+        assert len((await providers.embedder.embed(["x"])).value[0]) == DIM
+        await providers.summarizer.aclose()  # one provider letting go closes nothing
+        assert not client.is_closed()
+        await providers.summarizer.aclose()  # nor does it twice
+        assert len((await providers.embedder.embed(["y"])).value[0]) == DIM
+    finally:
+        await providers.aclose()
+    assert client.is_closed()
+
+
+async def test_each_provider_keeps_its_own_timeout_on_a_shared_client(stub: StubServer) -> None:
+    providers = build_providers(_settings(
+        llm_provider="openai", llm_base_url=stub.v1, llm_timeout_s=30, embed_provider="openai",
+        embed_dim=DIM, embed_timeout_s=0.3, llm_max_attempts=1,
+    ))
+    try:
+        stub.add_fault("timeout", sleep_s=3, path=EMBED_PATH)
+        with pytest.raises(ProviderUnavailable, match="timeout"):
+            await asyncio.wait_for(providers.embedder.embed(["x"]), 2)
+        stub.add_fault("latency_ms", latency_ms=500, path=CHAT_PATH)
+        assert (await providers.extractor.extract(EXTRACTION)).value.facts
+    finally:
+        await providers.aclose()
+
+
+def test_factory_providers_of_two_endpoints_have_two_clients(stub: StubServer) -> None:
+    providers = build_providers(_settings(
+        llm_provider="openai", llm_base_url=stub.v1, embed_provider="openai", embed_dim=DIM,
+        embed_base_url=stub.url + "/other/v1",
+    ))
+    try:
+        assert _client_of(providers.extractor) is not _client_of(providers.embedder)
+        assert _client_of(providers.extractor) is _client_of(providers.consolidator)
+    finally:
+        asyncio.run(providers.aclose())
+
+
 def test_factory_fails_loudly_without_an_endpoint() -> None:
     with pytest.raises(ConfigurationError, match="MEMFLEET_LLM_BASE_URL"):
         endpoint(None, None, "MEMFLEET_LLM")

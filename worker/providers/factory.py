@@ -20,6 +20,7 @@ from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
 from worker.providers.hashing import HashingEmbedder
+from worker.providers.http_client import Clients
 from worker.providers.openai_chat import (
     ChatOptions,
     OpenAIConsolidator,
@@ -182,6 +183,10 @@ def build_embedder(
     return _embedder_factory(settings, None, _Budgets(settings, redis, metrics))(model, dim)
 
 
+def _endpoint_of(options: ChatOptions | EmbedOptions) -> tuple[str, str, float]:
+    return options.base_url, options.api_key, options.timeout_s
+
+
 def build_providers(
     settings: Settings, *, on_failure: FailureHook | None = None, redis: Any = None,
     metrics: Metrics | None = None,
@@ -211,16 +216,17 @@ def build_providers(
     extractor: Extractor
     consolidator: Consolidator
     summarizer: Summarizer
+    # One client per endpoint: the calls of a job share its pooled connections.
+    clients = Clients()
     if chat is None:
         extractor, consolidator, summarizer = (
             RulesExtractor(), RulesConsolidator(), RulesSummarizer()
         )
     else:
-        extractor = OpenAIExtractor(chat[0])
-        consolidator = OpenAIConsolidator(chat[1])
-        summarizer = OpenAISummarizer(chat[2])
-    embedder: Embedder = (
-        HashingEmbedder(settings.embed_dim) if embed is None else OpenAIEmbedder(embed)
-    )
+        extractor = OpenAIExtractor(chat[0], client=clients.of(*_endpoint_of(chat[0])))
+        consolidator = OpenAIConsolidator(chat[1], client=clients.of(*_endpoint_of(chat[1])))
+        summarizer = OpenAISummarizer(chat[2], client=clients.of(*_endpoint_of(chat[2])))
+    embedder: Embedder = HashingEmbedder(settings.embed_dim) if embed is None else (
+        OpenAIEmbedder(embed, client=clients.of(*_endpoint_of(embed))))
     return Providers(extractor, consolidator, summarizer, embedder,
                      _embedder_factory(settings, on_failure, budgets))

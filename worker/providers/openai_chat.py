@@ -19,12 +19,12 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-import openai
 from pydantic import BaseModel, Field, ValidationError
 
 from worker.budget import estimate_tokens
 from worker.errors import ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
+from worker.providers.http_client import SharedClient, new_client
 from worker.providers.llm_json import describe_errors, json_schema_format, parse_answer
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
@@ -153,27 +153,28 @@ def content_of(response: Completion) -> str | None:
 
 
 class _OpenAIChat:
-    """One client per provider instance, closed by ``aclose``."""
+    """A client of its own, or one shared with the endpoint's other providers; ``aclose``
+    lets go of it (a shared one closes with its last provider)."""
 
     provider_name = "openai"
 
-    def __init__(self, options: ChatOptions, *, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, options: ChatOptions, *, sleep: Sleep = asyncio.sleep,
+                 client: SharedClient | None = None) -> None:
         self._options = options
         self._sleep = sleep
-        # The library's own retries are off: ``retry`` does them, bounded and logged.
-        self._client = openai.AsyncOpenAI(
-            base_url=options.base_url,
-            api_key=options.api_key,
-            max_retries=0,
-            timeout=options.timeout_s,
-        )
+        self._shared = client or SharedClient(
+            new_client(options.base_url, options.api_key, options.timeout_s))
+        self._client = self._shared.take()
+        self._closed = False
 
     @property
     def model(self) -> str:
         return self._options.model
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if not self._closed:
+            self._closed = True
+            await self._shared.release()
 
     async def _create(self, messages: list[dict[str, str]], fmt: dict[str, Any]) -> Completion:
         body: dict[str, Any] = {"model": self._options.model, "messages": messages,
@@ -184,7 +185,8 @@ class _OpenAIChat:
         # The client's documented raw request: its HTTP, errors and timeouts, without
         # its walk of the body against the typed parameters, which the body (plain
         # dicts of the documented shapes) does not need.
-        raw = await self._client.post("/chat/completions", body=body, cast_to=bytes)
+        raw = await self._client.post("/chat/completions", body=body, cast_to=bytes,
+                                      options={"timeout": self._options.timeout_s})
         return parse_completion(raw)
 
     async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:

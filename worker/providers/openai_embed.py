@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import openai
 from pydantic import BaseModel, ValidationError
 
 from worker.budget import estimate_tokens
 from worker.errors import ConfigurationError, ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
+from worker.providers.http_client import SharedClient, new_client
 from worker.providers.llm_json import describe_errors
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.vectors import Vector, empty
@@ -123,23 +123,22 @@ def used_tokens(body: EmbeddingsBody) -> int | None:
 
 
 class OpenAIEmbedder:
-    """The ``Embedder`` over HTTP; one client per instance, closed by ``aclose``."""
+    """The ``Embedder`` over HTTP; its client as the chat providers' (http_client)."""
 
     provider_name = "openai"
 
-    def __init__(self, options: EmbedOptions, *, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, options: EmbedOptions, *, sleep: Sleep = asyncio.sleep,
+                 client: SharedClient | None = None) -> None:
         if options.dim < 1:
             raise ConfigurationError(f"the embedding dimension must be positive, got {options.dim}")
         self._options = options
         self._sleep = sleep
         send = options.send_dimensions
         self._send_dimensions = accepts_dimensions(options.model) if send is None else send
-        self._client = openai.AsyncOpenAI(
-            base_url=options.base_url,
-            api_key=options.api_key,
-            max_retries=0,  # ``retry`` does it
-            timeout=options.timeout_s,
-        )
+        self._shared = client or SharedClient(
+            new_client(options.base_url, options.api_key, options.timeout_s))
+        self._client = self._shared.take()
+        self._closed = False
 
     @property
     def model(self) -> str:
@@ -150,7 +149,9 @@ class OpenAIEmbedder:
         return self._options.dim
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if not self._closed:
+            self._closed = True
+            await self._shared.release()
 
     async def _create(self, texts: list[str]) -> EmbeddingsBody:
         body: dict[str, Any] = {"input": texts, "model": self._options.model,
@@ -158,7 +159,8 @@ class OpenAIEmbedder:
         if self._send_dimensions:
             body["dimensions"] = self._options.dim
         # The client's documented raw request (as for chat): its HTTP, errors and timeouts.
-        return parse_embeddings(await self._client.post("/embeddings", body=body, cast_to=bytes))
+        return parse_embeddings(await self._client.post(
+            "/embeddings", body=body, cast_to=bytes, options={"timeout": self._options.timeout_s}))
 
     async def embed(self, texts: list[str]) -> Answer[Vector]:
         if not texts:  # the API rejects an empty input list
