@@ -45,7 +45,7 @@ from bench.real_stub import STATS_PATH
 from bench.servers import Servers, throwaway_servers
 from bench.spans import JobSpans
 from bench.stats import dist_cells, mean, ms, pct, table
-from worker.app import new_event_loop
+from worker.app import build_worker, new_event_loop
 from worker.config import Settings
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
@@ -63,6 +63,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--users", type=int, default=20, help="seeded users (200 facts each)")
     parser.add_argument("--jobs", type=int, default=200, help="measured one-at-a-time jobs")
     parser.add_argument("--warmup", type=int, default=20, help="uncounted jobs before timing")
+    parser.add_argument("--idle-jobs", type=int, default=3,
+                        help="jobs after a pause, to count the connections they reopen")
+    parser.add_argument("--idle-gap", type=float, default=6.0,
+                        help="the pause before each of those (s); httpx keeps an idle"
+                        " connection 5 s")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", type=Path, default=None,
                         help="also cProfile the measured jobs; the stats go to this file")
@@ -120,9 +125,11 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
                  stub_pid: int) -> list[str]:
     began = time.perf_counter()
     count = args.warmup + args.jobs
-    if count > args.users * workload.MAX_JOBS_PER_USER:
-        raise SystemExit(f"{count} jobs need more than {args.users} users")
-    plans = list(workload.sessions(args.seed, args.users, count))
+    total = count + 1 + args.idle_jobs  # one more: the idle phase's worker starting
+    if total > args.users * workload.MAX_JOBS_PER_USER:
+        raise SystemExit(f"{total} jobs need more than {args.users} users")
+    every = list(workload.sessions(args.seed, args.users, total))
+    plans, idle_plans = every[:count], every[count:]
     settings = Settings(
         database_url=servers.database_url, redis_url=servers.redis_url,
         home_dir=servers.root / "home", llm_provider="openai", embed_provider="openai",
@@ -139,7 +146,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         print(f"seeding {args.users} users x {workload.SEEDED_FACTS} facts through the stub ...",
               file=sys.stderr)
         await jobs.seed(bench.redis, settings, bench.telemetry, seed=args.seed,
-                        users=args.users, plans=plans)
+                        users=args.users, plans=every)
         seeded = await jobs.settle(servers.database_url)
         spans.jobs.clear()
         _http("DELETE", stub_url + STATS_PATH)
@@ -155,6 +162,8 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         stub_cpu += _cpu_s(stub_pid)
         stub = _http("GET", stub_url + STATS_PATH)
         await phases.attach_audit(servers.database_url, phase.samples)
+        print(f"{args.idle_jobs} jobs, each after {args.idle_gap:g} s idle ...", file=sys.stderr)
+        reopened = await _after_pauses(bench, idle_plans, args.idle_gap, stub_url)
     finally:
         await bench.redis.aclose()
         bench.telemetry.shutdown()
@@ -172,7 +181,34 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         f"probed: {', '.join(wrapped)}",
         f"bench wall time: {time.perf_counter() - began:.0f} s",
     ]
-    return render(setup, phase, probe, stub, stub_cpu, count)
+    lines = render(setup, phase, probe, stub, stub_cpu, count)
+    lines += [f"After a pause of {args.idle_gap:g} s before each of {args.idle_jobs} more jobs"
+              f" (one at a time, a new worker started by one uncounted job), the stub saw"
+              f" {reopened} connections opened for them"
+              f" ({reopened / max(1, args.idle_jobs):.1f} per job).", ""]
+    return lines
+
+
+async def _after_pauses(bench: phases.Bench, plans: Sequence[workload.SessionPlan],
+                        gap_s: float, stub_url: str) -> int:
+    """Jobs one at a time, each handed over after ``gap_s`` idle: the connections opened."""
+    finished = jobs.Finished()
+    worker = build_worker(bench.settings, telemetry=bench.telemetry, poll_delay=0.05,
+                          handle_signals=False, after_job_end=finished)
+    main = asyncio.create_task(worker.main())
+    try:
+        # One job first: the worker's clients connect at their first call.
+        warm = await jobs.hand_over(bench.redis, bench.settings, plans[0])
+        await finished.wait(warm.job_id, main)
+        _http("DELETE", stub_url + STATS_PATH)
+        for plan in plans[1:]:
+            await asyncio.sleep(gap_s)
+            handed = await jobs.hand_over(bench.redis, bench.settings, plan)
+            await finished.wait(handed.job_id, main)
+        await jobs.stop(worker, main)
+    finally:
+        await jobs.close(worker, main)
+    return int(_http("GET", stub_url + STATS_PATH)["connections"])
 
 
 def render(setup: list[str], phase: phases.PhaseResult, probe: Probe, stub: dict[str, Any],
@@ -191,8 +227,10 @@ def render(setup: list[str], phase: phases.PhaseResult, probe: Probe, stub: dict
         ["job span p50 (one at a time)", f"<= {TARGET_JOB_P50_MS:g} ms",
          f"{ms(p50)} ms (p95 {ms(pct(job, 95))} ms)",
          "PASS" if p50 <= TARGET_JOB_P50_MS else "FAIL"],
-        ["connections the stub saw for the measured jobs", "1 (one client per endpoint, kept)",
-         str(stub["connections"]), "PASS" if stub["connections"] <= 1 else "FAIL"],
+        # One client per endpoint, its connections kept; the summary's call beside the
+        # others needs a second connection when they overlap.
+        ["connections the stub saw for the measured jobs", "<= 2", str(stub["connections"]),
+         "PASS" if stub["connections"] <= 2 else "FAIL"],
     ]
     stage_rows = [[f"{stage} (span, provider calls included)",
                    *dist_cells([t.stages[stage] for t in timings if stage in t.stages])]
