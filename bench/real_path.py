@@ -115,6 +115,11 @@ def stub_process(dim: int) -> Iterator[tuple[str, int]]:
             proc.wait()
 
 
+def _load() -> str:
+    """The 1-minute load average, from /proc (Linux)."""
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
 def _cpu_s(pid: int) -> float:
     """A process's user + system CPU time, from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -123,7 +128,7 @@ def _cpu_s(pid: int) -> float:
 
 async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
                  stub_pid: int) -> list[str]:
-    began = time.perf_counter()
+    began, load_at_start = time.perf_counter(), _load()
     count = args.warmup + args.jobs
     total = count + 1 + args.idle_jobs  # one more: the idle phase's worker starting
     if total > args.users * workload.MAX_JOBS_PER_USER:
@@ -179,7 +184,8 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         f" {len(phase.samples)} measured jobs one at a time after {args.warmup} uncounted,"
         " each with a slice of 10 candidates; tracing on (the bench's span exporter)",
         f"probed: {', '.join(wrapped)}",
-        f"bench wall time: {time.perf_counter() - began:.0f} s",
+        f"bench wall time: {time.perf_counter() - began:.0f} s; load average at the start and"
+        f" at the end: {load_at_start} / {_load()} (other processes share the machine)",
     ]
     lines = render(setup, phase, probe, stub, stub_cpu, count)
     lines += [f"After a pause of {args.idle_gap:g} s before each of {args.idle_jobs} more jobs"
