@@ -172,6 +172,10 @@ async def _run(
             span.set_attributes({"memfleet.outcome": "deferred",
                                  "memfleet.deferred.reason": reason})
             return {"outcome": "deferred", "reason": reason}
+        if claimed.payload is None and claimed.finished:
+            # A commit finished every list and the release dropped the snapshot: a
+            # re-run of that job (ARQ is at-least-once), or one more queued for it.
+            return await _nothing_new(deps, base, span)
         snapshots, unreadable = read_lists(claimed, deps.limits, session)
         for error in unreadable:
             await _record(deps, base, "invalid", error)
@@ -340,6 +344,16 @@ def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
 def _describe(exc: BaseException) -> str:
     # Our own errors never carry user content; others are named by type only.
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, MemfleetError) else type(exc).__name__
+
+
+async def _nothing_new(deps: Deps, base: RunRecord, span: trace.Span) -> dict[str, Any]:
+    """The audit row of a run that found every list of its session finished."""
+    try:
+        await deps.store.record_run(replace(base, outcome="empty"))
+    except StoreError as exc:
+        log.warning("audit row not written", outcome="empty", error=str(exc)[:200])
+    span.set_attribute("memfleet.outcome", "empty")
+    return {"outcome": "empty", "added": 0, "updated": 0, "deleted": 0}
 
 
 async def _record(deps: Deps, base: RunRecord, outcome: str, error: str) -> dict[str, Any]:

@@ -7,9 +7,10 @@ A session is the pair (user_id, session_id) (worker.session_ref): ``<session>``
 below is ``SessionRef.key``, ``{<user>}:<session id>``.
 
 - ``memfleet:handover:<session>`` holds the session's LATEST message list
-  (the chat server always sends the whole list), and
-  ``memfleet:handover-meta:<session>`` its hand-over number and whether a
-  commit finished it;
+  (the chat server always sends the whole list) until a commit finishes it
+  with no older list left, and ``memfleet:handover-meta:<session>`` its
+  hand-over number, whether a commit finished it and, once the finished list
+  is dropped, its digest (worker/stages/lua/release.lua);
 - ``memfleet:sessions:{<user>}`` lists the user's session ids, so an erase
   finds every hand-over of the user without scanning Redis;
 - ``memfleet:backlog:<session>`` holds older lists that a later one does not

@@ -11,6 +11,9 @@
 -- (the chat server summarised, edited or replaced its history). A full
 -- backlog refuses the hand-over (-1): nothing is dropped without a word.
 -- Hand-over numbers come from the server clock and never go backwards.
+-- A finished latest list may be gone, the SHA-1 of its messages in the meta's
+-- h instead (worker/stages/lua/release.lua): all a new list asks of it then is
+-- whether it is the same list again.
 --
 -- A job a worker has picked (ARQ's in-progress key) is not waiting: if that
 -- worker died before claiming the session, coalescing into its job would
@@ -45,12 +48,16 @@ end
 local kept = 0
 local seq = '0'
 if ARGV[1] ~= '' then
-  local meta = redis.call('HMGET', KEYS[5], 'q', 'd')
+  local meta = redis.call('HMGET', KEYS[5], 'q', 'd', 'h')
   local last = tonumber(meta[1] or '0')
   local finished = meta[2] and meta[2] == meta[1]
   local same = false
   local old = redis.call('GET', KEYS[1])
-  if old then
+  if not old and finished and meta[3] then
+    -- The release dropped the finished list and kept its digest.
+    local now = messages_of(ARGV[1])
+    same = now ~= nil and redis.sha1hex(now) == meta[3]
+  elseif old then
     local before, now = messages_of(old), messages_of(ARGV[1])
     local extends = before ~= nil and now ~= nil
       and (before == '' or string.sub(now, 1, string.len(before)) == before)
@@ -66,6 +73,7 @@ if ARGV[1] ~= '' then
   seq = string.format('%.0f',
     math.max(tonumber(time[1]) * 1000000 + tonumber(time[2]), last + 1))
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('HDEL', KEYS[5], 'h')  -- stands for a dropped list only
   -- The same list again (a retried hand-over) stays finished.
   redis.call('HSET', KEYS[5], 'q', seq, 'd', (same and finished) and seq or '0')
   if not (same and finished) then

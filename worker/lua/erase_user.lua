@@ -6,13 +6,17 @@
 -- fence PostgreSQL keeps against commits of such hand-overs.
 -- KEYS: the user's session set. ARGV: the user's hash tag ({user}), then the
 -- key prefixes: latest list, meta, backlog, queued marker.
--- Returns {the clock in microseconds, the session ids, hand-overs deleted}.
+-- Returns {the clock in microseconds, the session ids, hand-overs deleted}: the
+-- sessions with a list or its meta (an idle session's finished list is dropped,
+-- its meta stays: worker/stages/lua/release.lua).
 local sessions = redis.call('SMEMBERS', KEYS[1])
 local deleted = 0
 for _, sid in ipairs(sessions) do
   local suffix = ARGV[1] .. ':' .. sid
-  deleted = deleted + redis.call('DEL', ARGV[2] .. suffix)
-  redis.call('DEL', ARGV[3] .. suffix, ARGV[4] .. suffix, ARGV[5] .. suffix)
+  if redis.call('DEL', ARGV[2] .. suffix, ARGV[3] .. suffix) > 0 then
+    deleted = deleted + 1
+  end
+  redis.call('DEL', ARGV[4] .. suffix, ARGV[5] .. suffix)
 end
 redis.call('DEL', KEYS[1])
 local time = redis.call('TIME')

@@ -135,7 +135,8 @@ class SessionLock:
             await _RELEASE(self.redis,
                            [self.key, claimed_key(self.queue_name),
                             queue.backlog_key(self.session), queue.meta_key(self.session),
-                            queue.waiting_key(self.queue_name), queue.events_key(self.queue_name)],
+                            queue.waiting_key(self.queue_name), queue.events_key(self.queue_name),
+                            queue.handover_key(self.session)],
                            [self.token, self.session.key, done_through, latest_done,
                             int(gave_up), *note.args()])
 
@@ -157,6 +158,8 @@ class Claimed:
     breaker_failures: int = 0  # model failures in a row before this job (worker.breaker)
     seq: int = 0  # the latest list's hand-over number
     backlog: tuple[bytes, ...] = ()  # older lists, oldest first, as "<number>:<payload>"
+    # No payload because a commit finished every list and the release dropped it.
+    finished: bool = False
 
     def lists(self) -> list[RawList]:
         """The backlog's lists, oldest first, then the latest one."""
@@ -180,7 +183,7 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     """At job start: clear the queued marker if it is this job's, read the latest
     hand-over and, when there is one, take ``lock``: one round trip."""
     breaker = BreakerKeys.of(lock.queue_name)
-    raw, locked, open_ms, failures, seq, backlog = await _CLAIM(
+    reply = await _CLAIM(
         redis,
         [queue.queued_key(lock.session), queue.handover_key(lock.session), lock.key,
          claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
@@ -188,10 +191,12 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
          queue.backlog_key(lock.session), queue.waiting_key(lock.queue_name)],
         [job_id, lock.token, lock.ttl_ms, lock.session.key, _now_ms(), HANDOFF_GRACE_MS],
     )
+    raw, locked, open_ms, failures, seq, backlog = reply[:6]
     if locked:
         lock.held()
     return Claimed(None if raw is None else _bytes(raw), bool(locked), int(open_ms),
-                   int(failures), int(seq), tuple(_bytes(entry) for entry in backlog))
+                   int(failures), int(seq), tuple(_bytes(entry) for entry in backlog),
+                   finished=len(reply) > 6 and bool(reply[6]))
 
 
 async def take(redis: Any, lock: SessionLock, job_id: str, clock: StageClock) -> Claimed:

@@ -20,8 +20,8 @@
 -- ARGV: job id, lock token, lock ttl ms, session id, now ms, hand-off grace ms.
 -- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
 -- breaker (0: closed), failures in a row, the payload's hand-over number, and,
--- with the lock, the backlog's older lists}. No payload, no lock: there is
--- nothing to work on.
+-- with the lock, the backlog's older lists; without a payload, 1 when every
+-- list is finished}. No payload, no lock: there is nothing to work on.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
 end
@@ -29,7 +29,17 @@ local payload = redis.call('GET', KEYS[2])
 if not payload then
   redis.call('ZREM', KEYS[8], ARGV[4])
   redis.call('ZREM', KEYS[11], ARGV[4])
-  return {payload, 0, 0, 0, '0', {}}
+  -- No payload because a commit finished every list (the release dropped the
+  -- latest, its digest left in the meta's h) is not an erased or expired
+  -- session. The release drops it only with no older list left, and a
+  -- hand-over stores a new one before anything is added to the backlog: a
+  -- list found there now was finished before the latest one.
+  local meta = redis.call('HMGET', KEYS[9], 'q', 'd', 'h')
+  if meta[3] and meta[1] and meta[1] == meta[2] then
+    redis.call('DEL', KEYS[10])
+    return {payload, 0, 0, 0, '0', {}, 1}
+  end
+  return {payload, 0, 0, 0, '0', {}, 0}
 end
 local now = tonumber(ARGV[5])
 local open = redis.call('PTTL', KEYS[5])

@@ -12,11 +12,28 @@
 -- else the latest list. And it publishes the commit on the events stream, with
 -- no personal data: the session's keyed stand-in, the hand-over number the
 -- commit finished, the older lists still waiting, the outcome and its counts.
--- KEYS: lock, claimed set, backlog, hand-over meta, waiting set, events stream.
+-- A latest list finished with no older list left is the whole session done: its
+-- message snapshot is dropped, and the meta keeps the SHA-1 of its messages (h)
+-- in its place, for the one thing the next hand-over would have compared it
+-- for: the same list again (a retried hand-over) stays finished
+-- (worker/lua/enqueue.lua). Nothing else needs a finished list: a later list
+-- that does not extend it is not kept either way, and the cursor in
+-- PostgreSQL, not the snapshot, says where the next list's new messages begin.
+-- KEYS: lock, claimed set, backlog, hand-over meta, waiting set, events stream,
+-- payload.
 -- ARGV: token, session id, drop older lists numbered up to this (0: none), the
 -- latest list's number when the run finished it (0: it did not), 1 when the
 -- job gave the session up, the session's stand-in, outcome, added, updated,
 -- deleted, the stream's approximate length cap.
+
+-- The inside of a payload's "messages" array, as worker/lua/enqueue.lua reads it.
+local function messages_of(payload)
+  local first = string.find(payload, '"messages":[', 1, true)
+  local last = first and string.find(payload, '],"handed_over_at":', first, true)
+  if not last then return nil end
+  return string.sub(payload, first + 12, last - 1)
+end
+
 local through = tonumber(ARGV[3])
 local latest_done = ARGV[4]
 while through > 0 do
@@ -29,6 +46,12 @@ local meta = redis.call('HMGET', KEYS[4], 'q', 'n')
 if latest_done ~= '0' and meta[1] == latest_done then
   redis.call('HSET', KEYS[4], 'd', latest_done)
   redis.call('ZREM', KEYS[5], ARGV[2])
+  local payload = redis.call('LLEN', KEYS[3]) == 0 and redis.call('GET', KEYS[7])
+  local messages = payload and messages_of(payload)
+  if messages then
+    redis.call('HSET', KEYS[4], 'h', redis.sha1hex(messages))
+    redis.call('DEL', KEYS[7])
+  end
 elseif ARGV[5] == '1' then
   redis.call('ZREM', KEYS[5], ARGV[2])
 elseif settled then
