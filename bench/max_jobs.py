@@ -58,13 +58,16 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--burst", action="store_true",
                         help="run `memfleet worker --burst`: a freed slot takes the next job"
-                        " when a job ends, not at the next poll (poll_delay 0.5 s)")
+                        " when a job ends, not at the next poll (MEMFLEET_POLL_DELAY_S)")
+    parser.add_argument("--poll-delay", type=float, default=None,
+                        help="MEMFLEET_POLL_DELAY_S for the worker (default: the setting's)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="run the worker under cProfile, statistics written to this file")
     return parser.parse_args(argv)
 
 
-def _worker_env(servers: Servers, stub: StubServer, max_jobs: int) -> dict[str, str]:
+def _worker_env(servers: Servers, stub: StubServer, max_jobs: int,
+                poll_delay: float | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
     env.update({
         "MEMFLEET_DATABASE_URL": servers.database_url, "MEMFLEET_REDIS_URL": servers.redis_url,
@@ -76,6 +79,8 @@ def _worker_env(servers: Servers, stub: StubServer, max_jobs: int) -> dict[str, 
         # One connection per job in flight, and one for the worker's own passes.
         "MEMFLEET_DB_POOL_MAX": str(max_jobs + 1),
     })
+    if poll_delay is not None:
+        env["MEMFLEET_POLL_DELAY_S"] = str(poll_delay)
     return env
 
 
@@ -159,8 +164,8 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         print(f"{len(job_ids)} jobs queued; one worker process drains them ...", file=sys.stderr)
         load_before = os.getloadavg()
         busy_before, driver_before = _machine_busy_s(), time.process_time()
-        proc = _spawn(_worker_env(servers, stub, args.max_jobs), servers.root / "worker.log",
-                      args.profile, args.burst)
+        env = _worker_env(servers, stub, args.max_jobs, args.poll_delay)
+        proc = _spawn(env, servers.root / "worker.log", args.profile, args.burst)
         span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
                                              timeout_s=60 + 2 * len(job_ids))
         load_after = os.getloadavg()

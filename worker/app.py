@@ -170,7 +170,7 @@ def worker_options(
         # On SIGTERM stop taking jobs and let running ones finish (k8s grace period).
         "job_completion_wait": int(settings.job_timeout_s),
         "burst": burst,
-        "poll_delay": 0 if burst else 0.5,
+        "poll_delay": 0 if burst else settings.poll_delay_s,
         "handle_signals": not burst,
     }
 

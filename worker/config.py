@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     # Every worker supersedes facts whose expires_at has come this often
     # (worker.expiry); reads skip them meanwhile. 0: this worker never does.
     expiry_interval_s: float = Field(default=60.0, ge=0)
+    # How often a worker looks for jobs while it has a free slot: a slot freed by a
+    # finished job waits for the next look (ARQ does not wake its loop for it), so
+    # a busy worker loses up to this much per job. Idle, each look is one ZRANGEBYSCORE.
+    poll_delay_s: float = Field(default=0.1, gt=0, le=5)
 
     # Hand-over limits (bad input is refused at the door with a clear error).
     max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
