@@ -37,6 +37,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
 from bench import jobs, workload
+from bench.proc import cpu_s, machine_busy_s, peak_rss_mb
 from bench.servers import Servers, throwaway_servers
 from worker.app import new_event_loop
 from worker.config import Settings
@@ -93,27 +94,6 @@ def _spawn(env: dict[str, str], log: Path, profile: Path | None,
         env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
-def _cpu_s(pid: int) -> float:
-    """User and system CPU seconds of the process so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds every core of the machine spent busy so far (/proc/stat)."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_rss_mb(pid: int) -> float:
-    """VmHWM; nothing once the process has exited (a zombie has no memory lines)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Popen[bytes],
                  timeout_s: float) -> tuple[float, float, float]:
     """Until every job has its memory_run row: (seconds, peak RSS MB, worker CPU s)."""
@@ -122,7 +102,7 @@ async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Po
     while True:
         # Read before each check: a --burst worker exits after its last job.
         with contextlib.suppress(OSError, IndexError):
-            rss, cpu = max(rss, _peak_rss_mb(proc.pid)), _cpu_s(proc.pid)
+            rss, cpu = max(rss, peak_rss_mb(proc.pid)), cpu_s(proc.pid)
         done = await db.fetchval("SELECT count(*) FROM memory_run WHERE job_id = ANY($1)",
                                  job_ids)
         if done >= len(job_ids):
@@ -133,7 +113,7 @@ async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Po
             raise TimeoutError(f"{done}/{len(job_ids)} jobs after {timeout_s:g} s")
         await asyncio.sleep(0.2)
     with contextlib.suppress(OSError, IndexError):
-        rss, cpu = max(rss, _peak_rss_mb(proc.pid)), _cpu_s(proc.pid)
+        rss, cpu = max(rss, peak_rss_mb(proc.pid)), cpu_s(proc.pid)
     span = await db.fetchval(
         "SELECT extract(epoch FROM max(finished_at) - min(started_at)) FROM memory_run"
         " WHERE job_id = ANY($1)", job_ids)
@@ -163,13 +143,13 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
                        path=CHAT_PATH)
         print(f"{len(job_ids)} jobs queued; one worker process drains them ...", file=sys.stderr)
         load_before = os.getloadavg()
-        busy_before, driver_before = _machine_busy_s(), time.process_time()
+        busy_before, driver_before = machine_busy_s(), time.process_time()
         env = _worker_env(servers, stub, args.max_jobs, args.poll_delay)
         proc = _spawn(env, servers.root / "worker.log", args.profile, args.burst)
         span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
                                              timeout_s=60 + 2 * len(job_ids))
         load_after = os.getloadavg()
-        busy_s = _machine_busy_s() - busy_before
+        busy_s = machine_busy_s() - busy_before
         driver_s = time.process_time() - driver_before  # the stub's answers, mostly
     finally:
         if proc is not None and proc.poll() is None:

@@ -40,6 +40,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from bench import jobs, phases, workload
+from bench.proc import cpu_s, load_1min
 from bench.real_probe import PIECES, Probe
 from bench.real_stub import STATS_PATH
 from bench.servers import Servers, throwaway_servers
@@ -115,20 +116,9 @@ def stub_process(dim: int) -> Iterator[tuple[str, int]]:
             proc.wait()
 
 
-def _load() -> str:
-    """The 1-minute load average, from /proc (Linux)."""
-    return Path("/proc/loadavg").read_text().split()[0]
-
-
-def _cpu_s(pid: int) -> float:
-    """A process's user + system CPU time, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
                  stub_pid: int) -> list[str]:
-    began, load_at_start = time.perf_counter(), _load()
+    began, load_at_start = time.perf_counter(), load_1min()
     count = args.warmup + args.jobs
     total = count + 1 + args.idle_jobs  # one more: the idle phase's worker starting
     if total > args.users * workload.MAX_JOBS_PER_USER:
@@ -155,7 +145,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         seeded = await jobs.settle(servers.database_url)
         spans.jobs.clear()
         _http("DELETE", stub_url + STATS_PATH)
-        stub_cpu = -_cpu_s(stub_pid)
+        stub_cpu = -cpu_s(stub_pid)
         print(f"{count} jobs one at a time ...", file=sys.stderr)
         with probe.installed() as wrapped:
             if profiler is not None:
@@ -164,7 +154,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
                                                poll_delay_s=0.05, warmup=args.warmup)
             if profiler is not None:
                 profiler.disable()
-        stub_cpu += _cpu_s(stub_pid)
+        stub_cpu += cpu_s(stub_pid)
         stub = _http("GET", stub_url + STATS_PATH)
         await phases.attach_audit(servers.database_url, phase.samples)
         print(f"{args.idle_jobs} jobs, each after {args.idle_gap:g} s idle ...", file=sys.stderr)
@@ -185,7 +175,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         " each with a slice of 10 candidates; tracing on (the bench's span exporter)",
         f"probed: {', '.join(wrapped)}",
         f"bench wall time: {time.perf_counter() - began:.0f} s; load average at the start and"
-        f" at the end: {load_at_start} / {_load()} (other processes share the machine)",
+        f" at the end: {load_at_start} / {load_1min()} (other processes share the machine)",
     ]
     lines = render(setup, phase, probe, stub, stub_cpu, count)
     lines += [f"After a pause of {args.idle_gap:g} s before each of {args.idle_jobs} more jobs"
