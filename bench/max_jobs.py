@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -39,6 +40,7 @@ from api_stub.llm_stub import CHAT_PATH, StubServer
 from bench import jobs, workload
 from bench.proc import cpu_s, machine_busy_s, peak_rss_mb
 from bench.servers import Servers, throwaway_servers
+from bench.stats import pct
 from worker.app import new_event_loop
 from worker.config import Settings
 from worker.store.migrate import migrate
@@ -120,6 +122,39 @@ async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Po
     return float(span), rss, cpu
 
 
+async def _steady_rate(db: asyncpg.Connection, job_ids: list[str]) -> float:
+    """Commits per second between the 10th and the 90th percentile commit: the rate with
+    every slot in use, without the drain's first and last rounds (slots filling up from a
+    cold start, then emptying as the queue runs out)."""
+    finished = sorted(await db.fetchval(
+        "SELECT array_agg(extract(epoch FROM finished_at)::float8) FROM memory_run"
+        " WHERE job_id = ANY($1)", job_ids))
+    first, last = len(finished) // 10, len(finished) * 9 // 10
+    return (last - first) / (finished[last] - finished[first])
+
+
+async def _job_times(db: asyncpg.Connection, job_ids: list[str], slots: int,
+                     span_s: float) -> str:
+    """Each job's time from its start to its commit and its stages' (timings_ms), and
+    the share of the slots' time (slots x span) spent inside jobs."""
+    rows = await db.fetch(
+        "SELECT extract(epoch FROM finished_at - started_at) * 1000 AS took, timings_ms,"
+        " consolidation_attempts AS attempts"
+        " FROM memory_run WHERE job_id = ANY($1)", job_ids)
+    took = [float(row["took"]) for row in rows]
+    stages: dict[str, list[float]] = {}
+    for row in rows:
+        for name, value in json.loads(row["timings_ms"]).items():
+            stages.setdefault(name, []).append(float(value))
+    parts = ", ".join(f"{name} {pct(values, 50):.0f}/{pct(values, 95):.0f}"
+                      for name, values in stages.items())
+    again = sum(1 for row in rows if row["attempts"] > 1)
+    return (f"- a job took {pct(took, 50):.0f} ms p50, {pct(took, 95):.0f} ms p95 from its start"
+            f" to its commit; its stages' p50/p95 (ms): {parts}; {again} of {len(rows)} jobs"
+            " consolidated again (their user's facts changed under them); the slots were"
+            f" inside a job {sum(took) / (slots * span_s * 1000):.0%} of the time")
+
+
 async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -> list[str]:
     plans = list(workload.sessions(args.seed, args.users, args.jobs))
     settings = Settings(
@@ -148,6 +183,8 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         proc = _spawn(env, servers.root / "worker.log", args.profile, args.burst)
         span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
                                              timeout_s=60 + 2 * len(job_ids))
+        job_times = await _job_times(db, job_ids, args.max_jobs, span_s)
+        steady = await _steady_rate(db, job_ids)
         load_after = os.getloadavg()
         busy_s = machine_busy_s() - busy_before
         driver_s = time.process_time() - driver_before  # the stub's answers, mostly
@@ -176,12 +213,16 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         f" start included), this process (the stub's answers, the driver's polls)"
         f" {driver_s:.1f} s, everything else (PostgreSQL, Redis, other users of the machine)"
         f" {busy_s - cpu_s - driver_s:.1f} s",
+        job_times,
         "",
         "| row | goal | measured | result |",
         "| --- | ---: | ---: | ---: |",
-        f"| jobs/s, one worker at max_jobs {args.max_jobs} | >= {GOAL_SHARE:.0%} of ideal"
-        f" {ideal:.1f} ({args.max_jobs} / {CHAT_CALLS_IN_LINE} x {args.latency_ms} ms)"
-        f" | {rate:.1f} ({rate / ideal:.0%})"
+        f"| jobs/s, one worker at max_jobs {args.max_jobs}, all slots busy (10th to 90th"
+        f" percentile commit) | >= {GOAL_SHARE:.0%} of ideal {ideal:.1f} ({args.max_jobs} /"
+        f" {CHAT_CALLS_IN_LINE} x {args.latency_ms} ms) | {steady:.1f} ({steady / ideal:.0%})"
+        f" | {'PASS' if steady >= GOAL_SHARE * ideal else 'FAIL'} |",
+        f"| jobs/s, the whole drain (first start to last commit) | >= {GOAL_SHARE:.0%} of"
+        f" ideal {ideal:.1f} | {rate:.1f} ({rate / ideal:.0%})"
         f" | {'PASS' if rate >= GOAL_SHARE * ideal else 'FAIL'} |",
         f"| worker peak RSS (VmHWM) | < {GOAL_RSS_MB:g} MB | {rss_mb:.0f} MB"
         f" | {'PASS' if rss_mb < GOAL_RSS_MB else 'FAIL'} |",

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker import expiry, fleet, queue, serialization
-from worker.burst import Worker
+from worker.arq_worker import Worker
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.job import Deps, persist_session_memory
