@@ -1,13 +1,15 @@
-"""Fixtures of the integration tests that talk to the memory API over real HTTP."""
+"""Fixtures of the integration tests: the memory API over real HTTP, the OpenAI-compatible stub."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
+from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, running_api
+from tests.conftest import TEST_EMBED_DIM
 from worker.config import Settings
 
 
@@ -19,3 +21,11 @@ async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
         httpx.AsyncClient(base_url=base_url, timeout=30) as client,
     ):
         yield client
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[StubServer]:
+    """The OpenAI-compatible stub, one a test module (tests/openai_stub.py points settings
+    at it); a module with a stub of its own defines its own ``stub``."""
+    with StubServer(dim=TEST_EMBED_DIM) as server:
+        yield server

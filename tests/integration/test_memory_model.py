@@ -5,9 +5,7 @@ scopes per agent, back-dated validity, expiring plans, pinned and trusted facts.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import pytest
@@ -16,39 +14,17 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import bot_msg, drain, user_msg
+from tests.openai_stub import openai_settings, wire_requests
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import Erasure
 
-CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[StubServer]:
-    with StubServer(dim=TEST_EMBED_DIM) as server:
-        yield server
-
 
 @pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
-    stub.reset()
-    return settings.model_copy(update={
-        "llm_provider": "openai", "llm_base_url": stub.v1, "llm_api_key": None,
-        "embed_provider": "openai", "embed_base_url": stub.v1, "embed_api_key": None,
-        "llm_timeout_s": 2.0,
-    })
-
-
-def consolidation_requests(stub: StubServer) -> list[dict[str, Any]]:
-    out = []
-    for record in stub.recorded():
-        if record["path"] == CHAT:
-            document = json.loads(record["body"]["messages"][1]["content"])
-            if document["task"] == "memory_consolidation":
-                out.append(document)
-    return out
+    return openai_settings(settings, stub, llm_timeout_s=2.0)
 
 
 async def say(settings: Settings, redis: Redis, user: str, session: str, *texts: str,
@@ -87,7 +63,7 @@ async def test_two_agents_share_the_profile_and_keep_their_own_relationship(
     assert scopes["Lives in Lisbon"] == ("profile", None)
     assert scopes["Wants this assistant to call them Sunny"] == ("relationship", "luna")
     # Orion's candidate was never shown Luna's fact, so it could not supersede it.
-    for request in consolidation_requests(stub):
+    for request in wire_requests(stub, "memory_consolidation"):
         for candidate in request["candidates"]:
             shown = {n["text"] for n in candidate["neighbors"]}
             if "Captain" in candidate["text"]:
@@ -106,8 +82,7 @@ async def test_without_an_agent_every_fact_is_a_profile_fact(
     llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
 ) -> None:
     await say(llm, redis, "noa", "s1", "You can call me Sunny.")
-    extraction = [json.loads(r["body"]["messages"][1]["content"]) for r in stub.recorded()
-                  if r["path"] == CHAT]
+    extraction = wire_requests(stub)
     assert all("agent" not in doc for doc in extraction), "no agent key without an agent"
     assert {(r["scope"], r["agent_id"]) for r in await rows(db, "noa")} <= {("profile", None)}
 
@@ -153,7 +128,7 @@ async def test_a_stay_this_week_expires_by_itself_and_leaves_the_neighbours(
                      " valid_to = NULL WHERE id = $1", stay["id"])
     stub.reset()
     await say(llm, redis, "eve", "s2", "I'm in Paris this week.")
-    for request in consolidation_requests(stub):
+    for request in wire_requests(stub, "memory_consolidation"):
         for candidate in request["candidates"]:
             assert candidate["neighbors"] == []
     assert len(await rows(db, "eve")) == 2
@@ -177,8 +152,8 @@ async def test_a_pinned_fact_survives_a_contradicting_conversation(
     await say(llm, redis, "ida", "s2", "I moved to Lisbon.", "I no longer use Vim.")
 
     assert active(await rows(db, "ida")) == [("Lives in Paris", None)]
-    shown = [n for request in consolidation_requests(stub) for c in request["candidates"]
-             for n in c["neighbors"]]
+    shown = [n for request in wire_requests(stub, "memory_consolidation")
+             for c in request["candidates"] for n in c["neighbors"]]
     assert any(n.get("pinned") is True for n in shown), "the model is told what is pinned"
     assert all("pinned" not in n for n in shown if "Vim" in n["text"])
     held = await db.fetch("SELECT * FROM memory_held_proposal WHERE user_id = 'ida'")

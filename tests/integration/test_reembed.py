@@ -20,7 +20,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,11 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from api_stub.llm_stub import EMBED_PATH, StubServer
+from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.fleet_scenario import wait_for_workers
 from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
+from tests.openai_stub import openai_settings, wire_requests
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ConfigurationError, MemfleetError
@@ -44,32 +44,13 @@ from worker.store.pool import create_pool
 
 OLD, NEW = "text-embedding-3-small", "text-embedding-3-large"
 NEW_DIM = 128
-CHAT = "/v1/chat/completions"
 LINE = re.compile(r"(\d+) users moved, (\d+) facts re-embedded, (\d+) embedding calls")
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[StubServer]:
-    with StubServer(dim=TEST_EMBED_DIM) as server:
-        yield server
 
 
 @pytest.fixture
 def openai(settings: Settings, stub: StubServer) -> Settings:
-    stub.reset()
-    return settings.model_copy(update={
-        "llm_provider": "openai", "llm_base_url": stub.v1, "llm_api_key": None,
-        "embed_provider": "openai", "embed_base_url": stub.v1, "embed_api_key": None,
-        "embed_model": OLD, "extract_model": "stub-extract",
-        "consolidate_model": "stub-consolidate", "llm_timeout_s": 5.0,
-    })
-
-
-def consolidations(stub: StubServer) -> list[dict[str, Any]]:
-    """The consolidation requests the stub received, as documents of the wire format."""
-    documents = [json.loads(r["body"]["messages"][1]["content"])
-                 for r in stub.recorded() if r["path"] == CHAT]
-    return [d for d in documents if d["task"] == "memory_consolidation"]
+    return openai_settings(settings, stub, embed_model=OLD, extract_model="stub-extract",
+                           consolidate_model="stub-consolidate", llm_timeout_s=5.0)
 
 
 def _literal(vector: list[float]) -> str:
@@ -286,7 +267,7 @@ async def test_workers_keep_committing_during_a_move_and_never_mix_models(
     # Every consolidation was shown the fact it changes: the neighbours came from the
     # model the user's facts were on, whichever that was at the time.
     shown: dict[str, list[list[str]]] = {}
-    for document in consolidations(stub):
+    for document in wire_requests(stub, "memory_consolidation"):
         for candidate in document["candidates"]:
             shown.setdefault(candidate["text"], []).append(
                 [n["text"] for n in candidate["neighbors"]])
@@ -330,7 +311,7 @@ async def test_the_extraction_model_changes_with_its_setting_alone(
         await schedule_memory_persistence(redis, "s1", "u1", [user_msg(said)],
                                           queue_name=configured.queue_name)
         assert (await drain(configured))["failed"] == 0
-    models = [r["body"]["model"] for r in stub.recorded() if r["path"] == CHAT
+    models = [r["body"]["model"] for r in stub.recorded() if r["path"] == CHAT_PATH
               and json.loads(r["body"]["messages"][1]["content"])["task"] == "fact_extraction"]
     assert models == ["stub-extract-a", "stub-extract-b"]
     assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE user_id = 'u1'"
