@@ -1,7 +1,8 @@
 """The chat stand-in: what a chat server's turn looks like with memfleet done right.
 
 1. store the user's message in the session's list,
-2. read memory into the prompt (the read path) and answer (canned here),
+2. read memory into the prompt (the read path) and answer (canned here, after
+   ``MEMFLEET_CHAT_ANSWER_MS`` as a model's answer would take),
    in the session ``session_id`` of the token's user (each user numbers their
    own sessions),
 3. hand the whole list over with ``schedule_memory_persistence``, after the
@@ -13,6 +14,7 @@ X-Memory-Handover-Ms says how long step 3 took, the latency memory adds to a tur
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Annotated
@@ -73,6 +75,8 @@ async def chat_turn(
         log.warning("chat: memory read failed; answering without it")
         facts = []
     # A real chat server would put format_block(facts) in the prompt and call its model here.
+    if deps.settings.chat_answer_ms:
+        await asyncio.sleep(deps.settings.chat_answer_ms / 1000)
     answer = CANNED_ANSWER
     try:
         messages = await deps.chat.append_turn(user_id, session_id, body.content, answer)

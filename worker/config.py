@@ -63,6 +63,9 @@ class Settings(BaseSettings):
 
     # The API's chat stand-in keeps a session's messages this long after its last turn.
     chat_ttl_s: int = Field(default=30 * 86_400, gt=0)
+    # How long the stand-in takes to answer, as a chat model would (benches, demos): the
+    # turns waiting for their answer are the turns in flight of a real chat server.
+    chat_answer_ms: int = Field(default=0, ge=0, le=60_000)
 
     # Consent: whether a user who never chose (memfleet consent) is remembered.
     memory_default: bool = True

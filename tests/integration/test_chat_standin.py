@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import asyncpg
 import httpx
 from redis.asyncio import Redis
 
 from api_stub.chat_log import ChatLog, session_key
-from tests.api_server import bearer
+from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain
 from worker.config import Settings
 
@@ -80,3 +81,19 @@ async def test_a_turn_with_an_agent_keeps_its_relationship_facts_with_that_agent
     assert (await turn("2", "hello", "orion")).json()["known_facts"] == 1
     bad = await turn("3", "hello", "bad\nagent")
     assert bad.status_code == 422 and "bad" not in bad.text
+
+
+async def test_a_stand_in_with_an_answer_time_answers_after_it_and_still_hands_over(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    slow = api_settings(settings).model_copy(update={"chat_answer_ms": 300})
+    async with running_api(slow) as base_url, httpx.AsyncClient(base_url=base_url) as api:
+        started = time.monotonic()
+        reply = await chat(api, "ada", "1", "I live in Lisbon.")
+        took = time.monotonic() - started
+    assert reply.is_success and reply.json()["handover"] == "scheduled"
+    assert took >= 0.3, took
+    # The hand-over is timed apart from the answer: it stays a few milliseconds.
+    assert float(reply.headers["X-Memory-Handover-Ms"]) < 300
+    await drain(settings)
+    assert await active_texts(db, "ada") == ["Lives in Lisbon"]
