@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dim", type=int, default=1536)
     args = parser.parse_args(argv)
     uvicorn.run(FastStub(args.dim), host="127.0.0.1", port=args.port, log_level="warning",
-                access_log=False, lifespan="off", loop="uvloop", http="h11")
+                access_log=False, lifespan="off", loop="uvloop", http="httptools")
 
 
 if __name__ == "__main__":
