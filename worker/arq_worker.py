@@ -11,6 +11,10 @@ worker throughput, and are changed here:
   worker's own running jobs again, and ARQ checks each in Redis (a WATCH, an
   EXISTS and a ZSCORE) before skipping it. Here the ids of jobs this worker is
   running are skipped without a round trip.
+- ARQ takes a job in four round trips (WATCH, EXISTS, ZSCORE, then MULTI/PSETEX/
+  EXEC); a busy worker's event loop makes each of them wait. Here one script
+  (``worker/lua/start_job.lua``) does the same checks and the same write,
+  atomically, in one.
 
 In burst mode (``memfleet worker --burst``, the tests' drain; ``poll_delay=0``)
 ARQ polls again at once until the queue is empty, a busy loop of Redis commands
@@ -20,9 +24,10 @@ iteration that started no job waits: until one of this worker's jobs ends, or
 the earliest queued job is due, at most ``BURST_MAX_WAIT_S`` and at least
 ``BURST_MIN_WAIT_S``. The burst still ends as soon as the queue is empty.
 
-``_poll_iteration``, ``start_jobs``, ``_jobs_started``, ``tasks`` and
-``job_counter`` are ARQ internals (arq 0.28); this module and worker.queue are
-the only ones that touch them.
+``_poll_iteration``, ``start_jobs``, ``run_job``, ``_jobs_started``,
+``_release_sem_dec_counter_on_complete``, ``sem``, ``tasks``, ``job_counter``
+and ``in_progress_timeout_s`` are ARQ internals (arq 0.28, pinned); this module
+and worker.queue are the only ones that touch them.
 """
 
 from __future__ import annotations
@@ -30,10 +35,16 @@ from __future__ import annotations
 import asyncio
 import time
 
+from arq.constants import in_progress_key_prefix
+from arq.utils import timestamp_ms
 from arq.worker import Worker as ArqWorker
+
+from worker.redis_scripts import LuaScript
 
 BURST_MIN_WAIT_S = 0.05
 BURST_MAX_WAIT_S = 0.5
+
+_START_JOB = LuaScript("worker.lua", "start_job.lua")
 
 
 class Worker(ArqWorker):
@@ -55,9 +66,27 @@ class Worker(ArqWorker):
                 return
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """ARQ's start_jobs (arq 0.28), skipping this worker's running jobs, with the
+        job taken in one script."""
         running = {job_id for job_id, task in self.tasks.items() if not task.done()}
-        await super().start_jobs([job_id for job_id in job_ids
-                                  if job_id.decode() not in running])
+        for job_id in (raw.decode() for raw in job_ids):
+            if job_id in running:
+                continue
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            score = await _START_JOB(
+                self.pool, [in_progress_key_prefix + job_id, self.queue_name],
+                [job_id, timestamp_ms(), int(self.in_progress_timeout_s * 1000)])
+            if score is None:
+                self.job_counter -= 1
+                self.sem.release()
+                continue
+            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
 
     async def _slot_freed(self, timeout_s: float) -> bool:
         """Wait until one of this worker's jobs ends; False if none did in time."""

@@ -1,6 +1,7 @@
 """The worker's own ARQ loop (worker.arq_worker) on real Redis: a slot freed by a
-finished job takes the next queued job at once, not at the next poll, and the
-jobs a worker is running are not checked again in Redis on every poll."""
+finished job takes the next queued job at once, not at the next poll; a job is
+taken in one round trip; and the jobs a worker is running are not checked again
+in Redis on every poll."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ async def commands(redis: Redis, name: str) -> int:
     return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
 
 
-async def test_running_jobs_are_not_checked_again_on_every_poll(
+async def test_a_job_is_taken_in_one_round_trip_and_running_jobs_are_not_checked_again(
     redis_url: str, redis: Redis,
 ) -> None:
     queue = "recheck-queue"
@@ -76,10 +77,15 @@ async def test_running_jobs_are_not_checked_again_on_every_poll(
     for n in range(20):  # of different lengths, so slots free one at a time
         await pool.enqueue_job("sleeper", 0.1 + 0.05 * (n % 5), _queue_name=queue)
     await pool.aclose()
-    watches = await commands(redis, "watch")
+    before = {name: await commands(redis, name) for name in ("watch", "evalsha", "eval")}
     # Twenty jobs through ten slots, polled every 50 ms: ARQ alone WATCHes the running
-    # jobs again at every poll with a slot free (62 WATCHes where this was written);
-    # here only the job it is about to start.
+    # jobs again at every poll with a slot free (62 WATCHes for these 20 jobs where
+    # this was written), and takes each job in four round trips; here each job is
+    # taken by one script call, and no running job is looked at again.
     worker = new_worker(redis_url, queue, max_jobs=10, poll_delay_s=0.05)
     await run_until_done(worker, 20, timeout_s=30)
-    assert await commands(redis, "watch") - watches == 20
+    after = {name: await commands(redis, name) for name in before}
+    assert after["watch"] == before["watch"]
+    assert after["evalsha"] - before["evalsha"] == 20
+    assert after["eval"] - before["eval"] <= 1  # the script's first call on a new server
+    assert worker.jobs_complete == 20 and worker.jobs_failed == 0
