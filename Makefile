@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) -m bench.model_latency
 	$(PY) -m bench.max_jobs
 	$(PY) -m bench.redis_idle
+	$(PY) -m bench.mem0_compare
 
 # The row of the bench that takes minutes (docs/bench.md): the neighbour query as the
 # fact table grows to 1,000,000 facts (about 4 GB of disk in the temp dir).
@@ -43,8 +44,8 @@ bench-scale: $(STAMP)
 	$(PY) -m bench.neighbors_scale
 
 # mem0 1.0.9 and the newest mem0 beside memfleet on one stub and one PostgreSQL (docs/bench.md):
-# its own target, in neither `make bench` nor `make test`, as it pip-installs mem0 from PyPI
-# into throwaway virtualenvs (about a minute of installs, a minute of run).
+# the last step of `make bench`, and alone here; never in `make test`, as it pip-installs mem0
+# from PyPI into throwaway virtualenvs (about a minute of installs, two of runs).
 bench-mem0: $(STAMP)
 	$(PY) -m bench.mem0_compare
 

@@ -8,14 +8,13 @@ import contextlib
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from bench.mem0_compare.plot import plot_comparison
+from bench.mem0_compare.report import OLD_MEM0, Outcome, by_system, details, goals, table
 from bench.servers import Servers, throwaway_servers
 from bench.workload import session_plan, user_id
 from worker.client import schedule_memory_persistence
@@ -33,25 +33,10 @@ from worker.store.migrate import migrate
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "driver.py"
 DEFAULT_PLOT = ROOT / "docs" / "mem0_compare.png"
-OLD_MEM0 = "1.0.9"
 EMBED_DIM = 1536
 CITY_KEY = "lives in"  # parse_fact's slot of "Lives in <city>"
 QUEUE = "memfleet:queue"
 RUN_TIMEOUT_S = 3600.0
-
-
-@dataclass(slots=True)
-class Outcome:
-    system: str
-    durations_ms: list[float]
-    total_s: float
-    calls: Counter[str]
-    cities: list[int]  # active city facts, per user
-    active: list[int]  # active facts, per user
-    load: tuple[float, float]  # 1-minute load average before and after
-    note: str = ""
-    failed: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,79 +236,6 @@ async def run_memfleet(turns: list[Turn], servers: Servers, stub: StubServer, wo
 # ---------------------------------------------------------------- report
 
 
-def _span(values: Sequence[int]) -> str:
-    lo, hi = min(values, default=0), max(values, default=0)
-    return str(lo) if lo == hi else f"{lo}-{hi}"
-
-
-def _p50(o: Outcome) -> float:
-    return statistics.median(o.durations_ms) if o.durations_ms else float("nan")
-
-
-def by_system(rounds: Sequence[Sequence[Outcome]]) -> dict[str, list[Outcome]]:
-    out: dict[str, list[Outcome]] = {}
-    for outcomes in rounds:
-        for o in outcomes:
-            out.setdefault(o.system, []).append(o)
-    return out
-
-
-def _ratios(runs: Sequence[Outcome], refs: Sequence[Outcome]) -> tuple[float, float]:
-    """(p50, whole run) of ``runs`` over ``refs``: the median of the ratios within a round."""
-    pairs = list(zip(runs, refs, strict=True))
-    return (statistics.median(_p50(o) / _p50(ref) for o, ref in pairs),
-            statistics.median(o.total_s / ref.total_s for o, ref in pairs))
-
-
-def table(rounds: Sequence[Sequence[Outcome]], turns: int) -> str:
-    """Medians over the rounds; a ratio is the median of the ratios within each round.
-
-    Two ratios per mem0 row: against memfleet one job at a time (p50, and the whole
-    run), the latency of one turn beside mem0's one ``add``; and against memfleet's
-    worker at the next max_jobs measured (its default, 10), over the whole run: what
-    one process of each gets through."""
-    systems = by_system(rounds)
-    references = [name for name in systems if name.startswith("memfleet")]
-    lines = [
-        "| system | time per turn p50 | total (per turn) | model calls per turn "
-        "| \"city\" facts active per user | memfleet one at a time faster, p50 (total) "
-        "| memfleet's worker faster, total |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
-    ]
-    for name, runs in systems.items():
-        p50 = statistics.median(_p50(o) for o in runs)
-        total = statistics.median(o.total_s for o in runs)
-        chat = sum(o.calls.get("chat", 0) for o in runs) / turns / len(runs)
-        emb = sum(o.calls.get("embeddings", 0) for o in runs) / turns / len(runs)
-        latency = throughput = ""
-        if references and not name.startswith("memfleet"):
-            p50_ratio, total_ratio = _ratios(runs, systems[references[0]])
-            latency = f"{p50_ratio:.1f}x ({total_ratio:.1f}x)"
-            if len(references) > 1:
-                throughput = f"{_ratios(runs, systems[references[1]])[1]:.1f}x"
-        cities = [c for o in runs for c in o.cities]
-        lines.append(
-            f"| {name} | {p50:.1f} ms | {total:.1f} s ({total * 1000 / turns:.1f} ms)"
-            f" | {chat:.3g} chat, {emb:.3g} embeddings | {_span(cities)} | {latency}"
-            f" | {throughput} |")
-    return "\n".join(lines)
-
-
-def details(rounds: Sequence[Sequence[Outcome]]) -> str:
-    out = []
-    for n, outcomes in enumerate(rounds):
-        out.append(f"round {n + 1}:")
-        for o in outcomes:
-            extra = f"; {o.note}" if o.note else ""
-            failed = f"; {o.failed} turns failed" if o.failed else ""
-            out.append(f"- {o.system}: p50 {_p50(o):.1f} ms, total {o.total_s:.1f} s;"
-                       f" load average {o.load[0]:.2f} before, {o.load[1]:.2f} after;"
-                       f" active facts per user {_span(o.active)}{failed}{extra}")
-            out.extend(f"    {line}" for e in o.errors[:2]
-                       for line in e.strip().splitlines()[-3:])
-    return "\n".join(out)
-
-
 # ---------------------------------------------------------------- main
 
 
@@ -397,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f" one PostgreSQL (pgvector), {os.cpu_count()} CPUs; {time.monotonic() - started:.0f} s"
           " in all (with the virtualenvs)\n")
     print(table(rounds, turns))
+    print()
+    print(goals(rounds))
     print()
     print(details(rounds))
     if args.json is not None:

@@ -402,7 +402,8 @@ async def test_embeddings_from_a_server_that_ignores_base64_are_read(
 ) -> None:
     # The stub runs in this process: this makes it answer lists of floats whatever is asked,
     # as servers without base64 support do.
-    monkeypatch.setattr(llm_stub, "_encode", lambda vector, encoding: vector)
+    monkeypatch.setattr(llm_stub, "_encoded",
+                        lambda texts, dim, encoding: [hash_embed(t, dim) for t in texts])
     answer = await make(OpenAIEmbedder).embed(["Lives in Lyon", "Likes green tea"])
     expected = np.asarray([hash_embed(t, DIM) for t in ["Lives in Lyon", "Likes green tea"]])
     np.testing.assert_allclose(answer.value, expected, rtol=0, atol=1e-7)
@@ -423,7 +424,8 @@ def test_the_stub_serves_base64_float32(stub: StubServer) -> None:
 async def test_an_embeddings_answer_that_is_not_a_list_is_invalid(
     stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(llm_stub, "_encode", lambda vector, encoding: {"values": vector})
+    monkeypatch.setattr(llm_stub, "_encoded", lambda texts, dim, encoding: [
+        {"values": hash_embed(t, dim)} for t in texts])
     with pytest.raises(ProviderAnswerInvalid, match="not an embeddings list"):
         await make(OpenAIEmbedder).embed(["a"])
 
