@@ -10,13 +10,20 @@ timeout with every request, so chat and embeddings may share a client.
 
 from __future__ import annotations
 
+import httpx2
 import openai
+
+from worker.providers.aiohttp_transport import AiohttpTransport
 
 
 def new_client(base_url: str, api_key: str, timeout_s: float) -> openai.AsyncOpenAI:
-    # The library's own retries are off: worker.providers.retry does them, bounded and logged.
+    # On aiohttp (worker.providers.aiohttp_transport): httpx2's own pool costs a busy
+    # worker CPU on every request. The library's own retries are off:
+    # worker.providers.retry does them, bounded and logged.
+    http = httpx2.AsyncClient(transport=AiohttpTransport(), timeout=timeout_s,
+                              follow_redirects=True)
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                              timeout=timeout_s)
+                              timeout=timeout_s, http_client=http)
 
 
 class SharedClient:
