@@ -144,3 +144,34 @@ async def test_a_compressed_answer_is_decoded_once() -> None:
             assert response.json() == {"ok": True}
     finally:
         await client.aclose()
+
+
+async def test_the_proxy_of_the_environment_is_used_and_no_proxy_is_honoured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append((await reader.readuntil(b"\r\n")).strip())
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                     b"content-length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    async with serving(proxy) as proxy_url, serving(gzipped) as direct_url:
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        monkeypatch.delenv("http_proxy", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        client = httpx2.AsyncClient(transport=AiohttpTransport(), timeout=5)
+        try:
+            # Through the proxy: a host not in NO_PROXY (it never resolves: the proxy answers).
+            response = await client.post("http://model.invalid/v1/embeddings", content=b"{}")
+            assert response.json() == {}
+            assert seen == [b"POST http://model.invalid/v1/embeddings HTTP/1.1"]
+            # Not through it: 127.0.0.1 is in NO_PROXY.
+            assert (await client.post(direct_url, content=b"{}")).json() == {"ok": True}
+            assert len(seen) == 1
+        finally:
+            await client.aclose()
