@@ -3,9 +3,9 @@
 The openai client sends through httpx2. Its connection pool (httpcore2) looks at
 every pooled connection, asking the socket of each idle one whether the server
 closed it, on every request and every response closed (upstream
-encode/httpcore#928): with tens of model calls in flight, that was a quarter of
-a worker's CPU (docs/bench.md). aiohttp's connector takes an idle connection
-from a queue per host instead.
+encode/httpcore#928): with tens of model calls in flight, a large share of a
+worker's CPU (docs/bench.md). aiohttp's connector takes an idle connection from
+a queue per host instead.
 
 openai ships an aiohttp transport too (``DefaultAioHttpClient``), but it reports
 a refused connection or a server that hung up as a timeout. This one maps
@@ -16,7 +16,7 @@ Timeouts are httpx's, per request: ``connect`` for opening a connection,
 ``read`` for each wait on the server. Proxies come from the environment
 (HTTPS_PROXY, HTTP_PROXY, NO_PROXY), as with httpx, read once per transport and
 host: aiohttp's own ``trust_env`` reads them and the netrc file again on every
-request, which cost a busy worker about a tenth of its throughput (docs/bench.md).
+request, which a busy worker felt in its throughput (docs/bench.md).
 """
 
 from __future__ import annotations
