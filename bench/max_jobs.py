@@ -64,6 +64,10 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
                         " when a job ends, not at the next poll (MEMFLEET_POLL_DELAY_S)")
     parser.add_argument("--poll-delay", type=float, default=None,
                         help="MEMFLEET_POLL_DELAY_S for the worker (default: the setting's)")
+    parser.add_argument("--arq-times", action="store_true",
+                        help="keep ARQ's job results (MEMFLEET_KEEP_RESULT_S) and report the"
+                        " time around each job's run: ARQ's start to the run's start, the"
+                        " commit's start to ARQ's finish, and the slots' share inside ARQ's run")
     parser.add_argument("--profile", type=Path, default=None,
                         help="run the worker under cProfile, statistics written to this file")
     return parser.parse_args(argv)
@@ -120,6 +124,26 @@ async def _drain(db: asyncpg.Connection, job_ids: list[str], proc: subprocess.Po
         "SELECT extract(epoch FROM max(finished_at) - min(started_at)) FROM memory_run"
         " WHERE job_id = ANY($1)", job_ids)
     return float(span), rss, cpu
+
+
+async def _arq_times(db: asyncpg.Connection, redis: Redis, job_ids: list[str], slots: int,
+                     span_s: float) -> str:
+    """From ARQ's kept results (start and finish, ms) and the memory_run rows."""
+    raw = await redis.mget([f"arq:result:{job_id}" for job_id in job_ids])
+    arq = {job_id: json.loads(value) for job_id, value in zip(job_ids, raw, strict=True)
+           if value is not None}
+    rows = await db.fetch(
+        "SELECT job_id, extract(epoch FROM started_at) * 1000 AS started,"
+        " extract(epoch FROM finished_at) * 1000 AS finished FROM memory_run"
+        " WHERE job_id = ANY($1)", list(arq))
+    before = [float(r["started"]) - arq[r["job_id"]]["st"] for r in rows]
+    after = [arq[r["job_id"]]["ft"] - float(r["finished"]) for r in rows]
+    inside = sum(a["ft"] - a["st"] for a in arq.values()) / (slots * span_s * 1000)
+    return (f"- around each run (ARQ's kept results, {len(arq)} jobs): ARQ's start to the"
+            f" run's start p50 {pct(before, 50):.1f} / p95 {pct(before, 95):.1f} ms; the"
+            f" commit's start to ARQ's finish p50 {pct(after, 50):.1f} / p95"
+            f" {pct(after, 95):.1f} ms; the slots were inside ARQ's run of a job"
+            f" {inside:.0%} of the time")
 
 
 async def _steady_rate(db: asyncpg.Connection, job_ids: list[str]) -> float:
@@ -180,11 +204,15 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         load_before = os.getloadavg()
         busy_before, driver_before = machine_busy_s(), time.process_time()
         env = _worker_env(servers, stub, args.max_jobs, args.poll_delay)
+        if args.arq_times:
+            env["MEMFLEET_KEEP_RESULT_S"] = "3600"
         proc = _spawn(env, servers.root / "worker.log", args.profile, args.burst)
         span_s, rss_mb, cpu_s = await _drain(db, job_ids, proc,
                                              timeout_s=60 + 2 * len(job_ids))
         job_times = await _job_times(db, job_ids, args.max_jobs, span_s)
         steady = await _steady_rate(db, job_ids)
+        arq_times = (await _arq_times(db, redis, job_ids, args.max_jobs, span_s)
+                     if args.arq_times else None)
         load_after = os.getloadavg()
         busy_s = machine_busy_s() - busy_before
         driver_s = time.process_time() - driver_before  # the stub's answers, mostly
@@ -214,6 +242,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         f" {driver_s:.1f} s, everything else (PostgreSQL, Redis, other users of the machine)"
         f" {busy_s - cpu_s - driver_s:.1f} s",
         job_times,
+        *([arq_times] if arq_times else []),
         "",
         "| row | goal | measured | result |",
         "| --- | ---: | ---: | ---: |",
