@@ -89,3 +89,34 @@ async def test_a_job_is_taken_in_one_round_trip_and_running_jobs_are_not_checked
     assert after["evalsha"] - before["evalsha"] == 20
     assert after["eval"] - before["eval"] <= 1  # the script's first call on a new server
     assert worker.jobs_complete == 20 and worker.jobs_failed == 0
+
+
+async def test_a_worker_takes_the_jobs_queued_behind_another_workers_running_ones(
+    redis_url: str, redis: Redis,
+) -> None:
+    queue = "fleet-queue"
+    pool = await create_pool(redis_settings(redis_url, 1), default_queue_name=queue)
+    for _ in range(4):  # at the head of the queue, running on worker A for 2 s
+        await pool.enqueue_job("sleeper", 2.0, _queue_name=queue)
+    first = new_worker(redis_url, queue, max_jobs=4, poll_delay_s=0.05)
+    running = asyncio.create_task(first.main())
+    try:
+        for _ in range(1000):
+            if first.job_counter == 4:
+                break
+            await asyncio.sleep(0.01)
+        assert first.job_counter == 4, "worker A took the four long jobs"
+        for _ in range(12):  # behind them
+            await pool.enqueue_job("sleeper", 0.05, _queue_name=queue)
+        watches = await commands(redis, "watch")
+        second = new_worker(redis_url, queue, max_jobs=4, poll_delay_s=0.05)
+        took = await run_until_done(second, 12, timeout_s=30)
+        # B took all twelve while A's four still ran, and WATCHed none of them.
+        assert took < 2.0 and first.jobs_complete == 0, took
+        assert await commands(redis, "watch") == watches
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await first.close()
+        await pool.aclose()
