@@ -77,39 +77,22 @@ async def half_a_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     writer.close()
 
 
-@pytest.fixture
-async def hanging_up() -> AsyncIterator[str]:
-    async with serving(hang_up) as url:
-        yield url
-
-
-@pytest.fixture
-async def truncating() -> AsyncIterator[str]:
-    async with serving(half_a_body) as url:
-        yield url
-
-
 def embedder(url: str) -> OpenAIEmbedder:
     return OpenAIEmbedder(EmbedOptions(base_url=url + "/v1", api_key="k", model="m", dim=4,
                                        retry=RetryPolicy(max_attempts=1)))
 
 
-async def test_a_server_that_hangs_up_is_a_connection_failure(hanging_up: str) -> None:
-    provider = embedder(hanging_up)
-    try:
-        with pytest.raises(ProviderUnavailable, match="connection"):
-            await provider.embed(["a"])
-    finally:
-        await provider.aclose()
-
-
-async def test_a_body_cut_short_is_a_connection_failure(truncating: str) -> None:
-    provider = embedder(truncating)
-    try:
-        with pytest.raises(ProviderUnavailable, match="connection"):
-            await provider.embed(["a"])
-    finally:
-        await provider.aclose()
+@pytest.mark.parametrize("server", [hang_up, half_a_body], ids=["hung-up", "cut-short"])
+async def test_a_server_that_hangs_up_or_cuts_the_body_short_is_a_connection_failure(
+    server: Handler,
+) -> None:
+    async with serving(server) as url:
+        provider = embedder(url)
+        try:
+            with pytest.raises(ProviderUnavailable, match="connection"):
+                await provider.embed(["a"])
+        finally:
+            await provider.aclose()
 
 
 async def test_the_errors_name_what_happened() -> None:
