@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
 from arq import create_pool
 from arq.worker import func
 from redis.asyncio import Redis
 
 from worker.app import redis_settings
 from worker.arq_worker import Worker
+from worker.embedded import EmbeddedRedis
 
 JOB_S = 0.3
 POLL_DELAY_S = 5.0  # far longer than a job: a slot that waited for the poll would show
@@ -24,6 +27,24 @@ POLL_DELAY_S = 5.0  # far longer than a job: a slot that waited for the poll wou
 async def sleeper(ctx: dict[str, Any], seconds: float) -> float:
     await asyncio.sleep(seconds)
     return seconds
+
+
+@pytest.fixture(scope="module")
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """This module's own server: its command counts are the workers' of each test
+    alone, whatever another test's leftover client does on the shared one."""
+    server = EmbeddedRedis(tmp_path_factory.mktemp("refill-redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis_url(private_redis: EmbeddedRedis) -> AsyncIterator[str]:
+    client = Redis.from_url(private_redis.url)
+    await client.flushall()
+    await client.aclose()
+    yield private_redis.url
 
 
 def new_worker(redis_url: str, queue: str, max_jobs: int, poll_delay_s: float) -> Worker:
