@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,21 +30,13 @@ async def sleeper(ctx: dict[str, Any], seconds: float) -> float:
 
 
 @pytest.fixture(scope="module")
-def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    """This module's own server: its command counts are the workers' of each test
-    alone, whatever another test's leftover client does on the shared one."""
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """This module's own server (in place of the session's): its command counts are
+    this module's workers' alone, whatever another test's leftover client does."""
     server = EmbeddedRedis(tmp_path_factory.mktemp("refill-redis"))
     server.start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-async def redis_url(private_redis: EmbeddedRedis) -> AsyncIterator[str]:
-    client = Redis.from_url(private_redis.url)
-    await client.flushall()
-    await client.aclose()
-    yield private_redis.url
 
 
 def new_worker(redis_url: str, queue: str, max_jobs: int, poll_delay_s: float) -> Worker:
