@@ -68,9 +68,12 @@ class Worker(ArqWorker):
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """ARQ's start_jobs (arq 0.28), skipping this worker's running jobs, with the
         job taken in one script."""
-        running = {job_id for job_id, task in self.tasks.items() if not task.done()}
+        # Every job this worker holds a task for: running, or finished since the
+        # queue was read (it has left the queue), or deferred by a retry (not due
+        # yet); the poll's end drops the finished tasks.
+        held = set(self.tasks)
         for job_id in (raw.decode() for raw in job_ids):
-            if job_id in running:
+            if job_id in held:
                 continue
             await self.sem.acquire()
             if self.job_counter >= self.max_jobs:
