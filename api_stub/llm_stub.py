@@ -88,7 +88,9 @@ class StubState:
         self._lock = threading.Lock()
         self._defaults = (dim, reject_json_schema)
         self.dim, self.reject_json_schema = dim, reject_json_schema
-        # Bounded, so a long-running CLI stub does not grow without end.
+        # Bounded, so a long-running CLI stub does not grow without end. Bodies are
+        # kept as received and parsed when read: parsed, a full log is objects that
+        # every full garbage collection of the process walks, pausing the answers.
         self.requests: deque[dict[str, Any]] = deque(maxlen=10_000)
         self.faults: list[Fault] = []
         self.served = 0
@@ -99,21 +101,22 @@ class StubState:
             self.faults.clear()
             self.dim, self.reject_json_schema = self._defaults
 
-    def record(self, path: str, body: Any, authorization: str | None) -> int:
+    def record(self, path: str, raw_body: bytes, authorization: str | None) -> int:
         with self._lock:
             self.served += 1
             self.requests.append({
-                "path": path, "body": body, "authorization": authorization,
+                "path": path, "body": raw_body, "authorization": authorization,
                 "at": time.monotonic(),
             })
             return self.served
 
     def recorded(self, clear: bool = False) -> list[dict[str, Any]]:
+        """Every request kept, its body parsed (None: not a JSON object)."""
         with self._lock:
             seen = list(self.requests)
             if clear:
                 self.requests.clear()
-            return seen
+        return [{**entry, "body": json_object(entry["body"])} for entry in seen]
 
     def queue(self, faults: list[Fault] | None) -> list[dict[str, Any]]:
         """Append ``faults`` (None: clear them all); the faults still queued."""
@@ -188,12 +191,17 @@ async def _status_fault(fault: Fault | None) -> Response | None:
     return None
 
 
-async def _json_body(request: Request) -> dict[str, Any] | None:
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` parsed, if it is a JSON object."""
     try:
-        body = await request.json()
+        body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return body if isinstance(body, dict) else None
+
+
+async def _json_body(request: Request) -> dict[str, Any] | None:
+    return json_object(await request.body())
 
 
 def _state(request: Request) -> StubState:
@@ -203,8 +211,9 @@ def _state(request: Request) -> StubState:
 
 async def chat_completions(request: Request) -> Response:
     state = _state(request)
-    body = await _json_body(request)
-    number = state.record(CHAT_PATH, body, request.headers.get("authorization"))
+    raw_body = await request.body()
+    number = state.record(CHAT_PATH, raw_body, request.headers.get("authorization"))
+    body = json_object(raw_body)
     if body is None:
         return _error(400, "the body is not a JSON object")
     payload = _wire_payload(body)
@@ -239,8 +248,9 @@ def _encoded(texts: list[str], dim: int, encoding: str) -> list[list[float]] | l
 
 async def embeddings(request: Request) -> Response:
     state = _state(request)
-    body = await _json_body(request)
-    state.record(EMBED_PATH, body, request.headers.get("authorization"))
+    raw_body = await request.body()
+    state.record(EMBED_PATH, raw_body, request.headers.get("authorization"))
+    body = json_object(raw_body)
     if body is None:
         return _error(400, "the body is not a JSON object")
     fault = state.take_fault(EMBED_PATH, None)

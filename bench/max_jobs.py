@@ -41,7 +41,7 @@ from bench import jobs, workload
 from bench.proc import cpu_s, machine_busy_s, peak_rss_mb
 from bench.servers import Servers, throwaway_servers
 from bench.stats import pct
-from worker.app import new_event_loop
+from worker.app import new_event_loop, quiet_garbage_collector
 from worker.config import Settings
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
@@ -200,6 +200,9 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub: StubServer) -
         job_ids = [(await jobs.hand_over(redis, settings, plan)).job_id for plan in plans]
         stub.add_fault("latency_ms", latency_ms=args.latency_ms, count=1_000_000_000,
                        path=CHAT_PATH)
+        # The stub answers from this process: keep the collector off what seeding
+        # built, or a full collection pauses every answer in flight.
+        quiet_garbage_collector()
         print(f"{len(job_ids)} jobs queued; one worker process drains them ...", file=sys.stderr)
         load_before = os.getloadavg()
         busy_before, driver_before = machine_busy_s(), time.process_time()

@@ -1,0 +1,62 @@
+"""The OpenAI stub's request log: bodies kept as received, parsed when read."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+from starlette.testclient import TestClient
+
+from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubState, create_app
+from worker.providers.llm_json import json_schema_format
+from worker.wire import ConsolidationAnswer
+
+
+def _chat_body(number: int) -> bytes:
+    """A body shaped as the worker's consolidation requests: nested JSON schema included."""
+    return json.dumps({
+        "model": "m",
+        "messages": [{"role": "system", "content": "decide"},
+                     {"role": "user", "content": f"message {number}"}],
+        "response_format": json_schema_format("consolidation", ConsolidationAnswer),
+    }).encode()
+
+
+def test_recorded_bodies_are_parsed_when_read() -> None:
+    state = StubState()
+    assert state.record(CHAT_PATH, _chat_body(1), "Bearer k") == 1
+    assert state.record(EMBED_PATH, b"not json", None) == 2
+    assert state.record(EMBED_PATH, b"[1, 2]", None) == 3  # JSON, but not an object
+
+    chat, garbled, listed = state.recorded()
+
+    assert chat["path"] == CHAT_PATH and chat["authorization"] == "Bearer k"
+    assert chat["body"]["messages"][1]["content"] == "message 1"
+    assert garbled["body"] is None and listed["body"] is None
+
+
+def test_recorded_with_clear_empties_the_log() -> None:
+    state = StubState()
+    state.record(CHAT_PATH, _chat_body(1), None)
+    assert len(state.recorded(clear=True)) == 1
+    assert state.recorded() == []
+
+
+def test_the_log_adds_few_objects_for_the_garbage_collector_to_walk() -> None:
+    """Parsed bodies in a full log are hundreds of thousands of objects that every full
+    collection of the stub's process walks, pausing the answers in flight (a bench's
+    stub shares its process with the bench's driver)."""
+    state = StubState()
+    bodies = [_chat_body(n) for n in range(300)]
+    with TestClient(create_app(state)) as client:
+        client.post(CHAT_PATH, content=bodies[0])  # the client's and the app's first-use objects
+        gc.collect()
+        before = len(gc.get_objects())
+        for body in bodies[1:]:
+            client.post(CHAT_PATH, content=body)  # 400: not a wire request; recorded all the same
+        gc.collect()
+        grown = len(gc.get_objects()) - before
+
+    assert len(state.recorded()) == len(bodies)
+    # The entry's dict per request; each parsed body would add over a dozen more.
+    assert grown <= 3 * len(bodies)
