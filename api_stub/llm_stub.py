@@ -11,9 +11,9 @@ Test hooks, over HTTP:
   POST|GET|DELETE /_stub/faults  queue faults; POST takes one object or a list:
       {"mode": "429", "count": 2, "retry_after": 1, "path": "/v1/chat/completions"}
       mode: an HTTP status ("429", "500", "401", ...), "timeout" (sleep ``sleep_s``,
-      default 10, before answering), "latency_ms" (``latency_ms`` delay),
-      "truncated", "schema_break", "unknown_ids", "prose", "hostile" (chat; see
-      api_stub/llm_answers.py), "wrong_count",
+      default 10, before answering), "latency_ms" (answered ``latency_ms`` after
+      the request arrived), "truncated", "schema_break", "unknown_ids", "prose",
+      "hostile" (chat; see api_stub/llm_answers.py), "wrong_count",
       "wrong_dim" (embeddings). Optional: "path", "task", "retry_after" (header
       value), "retry_after_ms". Each fault applies to the next ``count`` matching
       requests (default 1), first queued first.
@@ -27,7 +27,6 @@ with ``StubServer`` (a uvicorn thread on a free port of 127.0.0.1).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import json
 import math
@@ -36,7 +35,7 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import uvicorn
@@ -46,39 +45,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api_stub.llm_answers import CONTENT_MODES, answer_for, faulty_content
+from api_stub.llm_answers import answer_for, faulty_content
+from api_stub.llm_faults import Fault, answered_after_latency, error_response, status_fault
 from api_stub.llm_mem0 import mem0_answer
 from worker.providers.hashing import hash_embed, hash_embed_matrix
 
 CHAT_PATH = "/v1/chat/completions"
 EMBED_PATH = "/v1/embeddings"
-OTHER_MODES = frozenset({"timeout", "latency_ms", "wrong_count", "wrong_dim"})
 
 
 def count_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
-
-
-@dataclass
-class Fault:
-    mode: str
-    count: int = 1
-    path: str | None = None
-    task: str | None = None
-    retry_after: str | float | None = None  # the header value, seconds or an HTTP-date
-    retry_after_ms: int | None = None
-    sleep_s: float = 10.0
-    latency_ms: int = 0
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Fault:
-        mode = str(raw.get("mode", ""))
-        if not (mode in CONTENT_MODES | OTHER_MODES or (mode.isdigit() and len(mode) == 3)):
-            raise ValueError(f"unknown fault mode {mode!r}")
-        fault = cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
-        if fault.count < 1:
-            raise ValueError("count must be at least 1")
-        return fault
 
 
 class StubState:
@@ -146,12 +123,6 @@ class StubState:
             return None
 
 
-def _error(status: int, message: str, param: str | None = None, **headers: str) -> Response:
-    body = {"error": {"message": message, "type": "invalid_request_error" if status < 500
-                      else "server_error", "param": param, "code": None}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
 def _wire_payload(body: dict[str, Any]) -> dict[str, Any] | None:
     """The JSON document of the last user message, if there is one."""
     users = [m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
@@ -176,21 +147,6 @@ def _completion(number: int, model: str, content: str, prompt_tokens: int) -> di
     }
 
 
-async def _status_fault(fault: Fault | None) -> Response | None:
-    """Delays happen here; an HTTP-status fault becomes the response."""
-    if fault is None:
-        return None
-    if fault.mode == "timeout":
-        await asyncio.sleep(fault.sleep_s)
-    elif fault.mode == "latency_ms":
-        await asyncio.sleep(fault.latency_ms / 1000)
-    elif fault.mode.isdigit():
-        hints = {"retry-after": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
-        headers = {name: str(value) for name, value in hints.items() if value is not None}
-        return _error(int(fault.mode), f"stub fault {fault.mode}", **headers)
-    return None
-
-
 def json_object(raw: bytes) -> dict[str, Any] | None:
     """``raw`` parsed, if it is a JSON object."""
     try:
@@ -209,28 +165,30 @@ def _state(request: Request) -> StubState:
     return state
 
 
+@answered_after_latency
 async def chat_completions(request: Request) -> Response:
     state = _state(request)
     raw_body = await request.body()
     number = state.record(CHAT_PATH, raw_body, request.headers.get("authorization"))
     body = json_object(raw_body)
     if body is None:
-        return _error(400, "the body is not a JSON object")
+        return error_response(400, "the body is not a JSON object")
     payload = _wire_payload(body)
     fault = state.take_fault(CHAT_PATH, payload.get("task") if payload else None)
-    failed = await _status_fault(fault)
+    failed = await status_fault(request, fault)
     if failed is not None:
         return failed
     response_format = body.get("response_format") or {}
     if state.reject_json_schema and response_format.get("type") == "json_schema":
-        return _error(400, "response_format json_schema is not supported", "response_format")
+        return error_response(400, "response_format json_schema is not supported",
+                              "response_format")
     mem0 = mem0_answer(body) if payload is None else None  # mem0's own prompts (llm_mem0)
     if payload is None and mem0 is None:
-        return _error(400, "the user message is not a JSON document", "messages")
+        return error_response(400, "the user message is not a JSON document", "messages")
     try:
         answer = mem0 if mem0 is not None else answer_for(payload or {})
     except (ValueError, ValidationError):  # ValidationError is a ValueError; said for clarity
-        return _error(400, "the user message is not a known wire request", "messages")
+        return error_response(400, "the user message is not a known wire request", "messages")
     mode = fault.mode if fault is not None else ""
     content = faulty_content(mode, payload or {}, answer)
     prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
@@ -246,21 +204,22 @@ def _encoded(texts: list[str], dim: int, encoding: str) -> list[list[float]] | l
     return [hash_embed(text, dim) for text in texts]
 
 
+@answered_after_latency
 async def embeddings(request: Request) -> Response:
     state = _state(request)
     raw_body = await request.body()
     state.record(EMBED_PATH, raw_body, request.headers.get("authorization"))
     body = json_object(raw_body)
     if body is None:
-        return _error(400, "the body is not a JSON object")
+        return error_response(400, "the body is not a JSON object")
     fault = state.take_fault(EMBED_PATH, None)
-    failed = await _status_fault(fault)
+    failed = await status_fault(request, fault)
     if failed is not None:
         return failed
     raw = body.get("input")
     texts = [raw] if isinstance(raw, str) else raw
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        return _error(400, "input must be a string or a non-empty list of strings", "input")
+        return error_response(400, "input must be a string or a non-empty list of strings", "input")
     dim = int(body.get("dimensions") or state.dim)
     if fault is not None and fault.mode == "wrong_dim":
         dim -= 1
@@ -290,7 +249,7 @@ async def stub_control(request: Request) -> Response:
         raw = await request.json()
         faults = [Fault.parse(item) for item in (raw if isinstance(raw, list) else [raw])]
     except (ValueError, TypeError, AttributeError) as exc:
-        return _error(400, f"bad fault: {exc}")
+        return error_response(400, f"bad fault: {exc}")
     return JSONResponse({"faults": state.queue(faults)})
 
 

@@ -1,12 +1,17 @@
-"""The OpenAI stub's request log: bodies kept as received, parsed when read."""
+"""The OpenAI stub: its request log, and a latency fault's timing."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
+import time
 
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.testclient import TestClient
 
+from api_stub.llm_faults import answered_after_latency
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubState, create_app
 from worker.providers.llm_json import json_schema_format
 from worker.wire import ConsolidationAnswer
@@ -60,3 +65,36 @@ def test_the_log_adds_few_objects_for_the_garbage_collector_to_walk() -> None:
     assert len(state.recorded()) == len(bodies)
     # The entry's dict per request; each parsed body would add over a dozen more.
     assert grown <= 3 * len(bodies)
+
+
+def _timed(work_s: float, latency_ms: int | None) -> float:
+    """Seconds from the request to the response of a handler working ``work_s``."""
+    @answered_after_latency
+    async def handler(request: Request) -> Response:
+        if latency_ms is not None:
+            request.state.latency_ms = latency_ms  # as a "latency_ms" fault notes it
+        await asyncio.sleep(work_s)
+        return PlainTextResponse("ok")
+
+    async def one() -> float:
+        began = time.monotonic()
+        await handler(Request({"type": "http", "method": "POST", "headers": []}))
+        return time.monotonic() - began
+
+    return asyncio.run(one())
+
+
+def test_a_latency_counts_from_the_request_not_from_the_answer() -> None:
+    """A model answering in 300 ms answers in 300 ms, however long the stub took to
+    build the answer: its own work does not add to the delay."""
+    took = _timed(work_s=0.15, latency_ms=300)
+    assert 0.3 <= took < 0.3 + 0.1  # not 0.45: the work is inside the delay
+
+
+def test_work_longer_than_the_latency_is_not_delayed_further() -> None:
+    took = _timed(work_s=0.2, latency_ms=50)
+    assert 0.2 <= took < 0.2 + 0.1
+
+
+def test_without_a_latency_fault_the_answer_is_not_held() -> None:
+    assert _timed(work_s=0.0, latency_ms=None) < 0.05
