@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.errors import HandoverBacklogFull
-from worker.redis_scripts import LuaScript
+from worker.redis_scripts import PAYLOAD_MESSAGES, LuaScript
 from worker.session_ref import SessionRef, user_tag
 
 JOB_FUNCTION = "persist_session_memory"
@@ -67,7 +67,7 @@ PAYLOAD_TTL_MS = 7 * 86_400_000
 PENDING_GRACE_MS = 10_000
 JOB_EXPIRES_MS = 86_400_000
 
-_ENQUEUE = LuaScript("worker.lua", "enqueue.lua")
+_ENQUEUE = LuaScript("worker.lua", "enqueue.lua", after=[PAYLOAD_MESSAGES])
 _ERASE_USER = LuaScript("worker.lua", "erase_user.lua")
 
 

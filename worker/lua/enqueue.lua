@@ -36,14 +36,7 @@
 -- payload; 1 when the previous list went to the backlog, else 0; the
 -- hand-over's number ('0' without a payload)}.
 
--- The inside of a payload's "messages" array. Quotes inside strings are
--- escaped in JSON, so neither marker can come from an id or a message.
-local function messages_of(payload)
-  local first = string.find(payload, '"messages":[', 1, true)
-  local last = first and string.find(payload, '],"handed_over_at":', first, true)
-  if not last then return nil end
-  return string.sub(payload, first + 12, last - 1)
-end
+-- messages_of: worker/lua/payload_messages.lua, loaded before this script.
 
 local kept = 0
 local seq = '0'

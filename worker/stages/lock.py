@@ -32,7 +32,7 @@ from worker import queue
 from worker.breaker import BreakerKeys
 from worker.errors import LockLost
 from worker.events import CommitNote
-from worker.redis_scripts import LuaScript
+from worker.redis_scripts import PAYLOAD_MESSAGES, LuaScript
 from worker.session_ref import SessionRef
 from worker.telemetry import StageClock
 
@@ -47,7 +47,7 @@ HANDOFF_GRACE_MS = 5_000
 
 _CLAIM = LuaScript("worker.stages.lua", "claim.lua")
 _EXTEND = LuaScript("worker.stages.lua", "extend.lua")
-_RELEASE = LuaScript("worker.stages.lua", "release.lua")
+_RELEASE = LuaScript("worker.stages.lua", "release.lua", after=[PAYLOAD_MESSAGES])
 _RECOVER = LuaScript("worker.stages.lua", "recover.lua")
 
 

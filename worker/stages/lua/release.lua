@@ -26,13 +26,7 @@
 -- job gave the session up, the session's stand-in, outcome, added, updated,
 -- deleted, the stream's approximate length cap.
 
--- The inside of a payload's "messages" array, as worker/lua/enqueue.lua reads it.
-local function messages_of(payload)
-  local first = string.find(payload, '"messages":[', 1, true)
-  local last = first and string.find(payload, '],"handed_over_at":', first, true)
-  if not last then return nil end
-  return string.sub(payload, first + 12, last - 1)
-end
+-- messages_of: worker/lua/payload_messages.lua, loaded before this script.
 
 local through = tonumber(ARGV[3])
 local latest_done = ARGV[4]
