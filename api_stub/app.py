@@ -26,6 +26,7 @@ from api_stub.guards import AccessLog, SizeLimits
 from worker.config import Settings
 from worker.contract import Limits
 from worker.errors import ConfigurationError
+from worker.gc_tuning import quiet_garbage_collector
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
@@ -41,8 +42,12 @@ DESCRIPTION = (
 OPENAPI_PATH = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The app; fails at once (ConfigurationError) on settings it cannot run with."""
+def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
+    """The app; fails at once (ConfigurationError) on settings it cannot run with.
+
+    ``tune_gc``: a server process of its own (``api_stub.serve``) quiets the garbage
+    collector once the lifespan has built its clients (worker.gc_tuning).
+    """
     auth = AuthConfig.from_settings(settings)
 
     @asynccontextmanager
@@ -66,6 +71,8 @@ def create_app(settings: Settings) -> FastAPI:
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),
             )
+            if tune_gc:
+                quiet_garbage_collector()
             yield
         finally:
             if providers is not None:

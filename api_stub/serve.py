@@ -49,7 +49,7 @@ def app_from_env() -> FastAPI:
     from worker.telemetry import configure_logging
 
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "INFO"))  # the access log's lines
-    return create_app(_settings())
+    return create_app(_settings(), tune_gc=True)
 
 
 def _settings() -> Settings:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from typing import Any
 
 import structlog
@@ -19,6 +18,7 @@ from worker import expiry, fleet, queue, serialization
 from worker.arq_worker import Worker
 from worker.config import Settings
 from worker.errors import ConfigurationError
+from worker.gc_tuning import quiet_garbage_collector
 from worker.job import Deps, persist_session_memory
 from worker.metrics import MetricsServer
 from worker.payload import Limits
@@ -32,7 +32,6 @@ from worker.telemetry import Telemetry, hide_job_arguments, setup_telemetry
 log = structlog.get_logger("memfleet.app")
 
 
-
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """The worker's event loop: uvloop's where it is installed, asyncio's otherwise.
 
@@ -44,25 +43,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # no wheel for this platform: asyncio's own loop works the same
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
-
-
-# Allocations between young collections (CPython's default is 700). A job
-# allocates tens of thousands of short-lived objects; fewer young collections
-# cost less in all and take p95/p99 down (interleaved A/B in docs/bench.md).
-YOUNG_GC_THRESHOLD = 10_000
-
-
-def quiet_garbage_collector() -> None:
-    """Keep the collector off what start-up built, and collect the young less often.
-
-    Imports, pools and clients live as long as the process; without ``freeze``
-    every full collection walks them all again. Collected first so no garbage
-    is frozen.
-    """
-    gc.collect()
-    gc.freeze()
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(YOUNG_GC_THRESHOLD, older, oldest)
 
 
 REDIS_BACKOFF_CAP_S = 3.0

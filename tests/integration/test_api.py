@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from typing import Any
@@ -21,6 +22,7 @@ from tests.helpers import drain
 from worker import queue
 from worker.config import Settings
 from worker.errors import ConfigurationError
+from worker.gc_tuning import YOUNG_GC_THRESHOLD
 from worker.providers.hashing import HashingEmbedder
 from worker.read import known_facts_block
 from worker.session_ref import SessionRef
@@ -294,3 +296,26 @@ def test_the_app_refuses_to_start_without_a_secret(settings: Settings) -> None:
         create_app(settings)
     with pytest.raises(ConfigurationError, match="at least 32 bytes"):
         create_app(settings.model_copy(update={"jwt_secret": SecretStr("short")}))
+
+
+@pytest.mark.parametrize("tune_gc", [True, False])
+async def test_a_server_process_quiets_its_garbage_collector_once_started(
+    settings: Settings, tune_gc: bool
+) -> None:
+    """api_stub.serve's processes (tune_gc) freeze what start-up built, so a full
+    collection does not pause hand-overs; an app sharing a process (tests) does not."""
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    app = create_app(api_settings(settings), tune_gc=tune_gc)
+    try:
+        async with app.router.lifespan_context(app):
+            frozen = gc.get_freeze_count()
+            young = gc.get_threshold()[0]
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+    if tune_gc:
+        assert frozen > 0 and young == YOUNG_GC_THRESHOLD
+    else:
+        assert frozen == 0 and young == threshold[0]

@@ -1,4 +1,5 @@
-"""The worker process's runtime: its event loop, and the garbage collector after start-up."""
+"""A server process's runtime: the worker's event loop, and the garbage collector after
+start-up."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from worker.app import YOUNG_GC_THRESHOLD, new_event_loop, quiet_garbage_collector
+from worker.app import new_event_loop
+from worker.gc_tuning import YOUNG_GC_THRESHOLD, quiet_garbage_collector
 
 
 @pytest.fixture
