@@ -59,6 +59,11 @@ async def run_until_done(worker: Worker, jobs: int, timeout_s: float) -> float:
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+        # ARQ's close() cancels every job task not done, and one cancelled in its
+        # bookkeeping (after jobs_complete counted it) fails close()'s gather: let the
+        # last ones end first.
+        if worker.tasks:
+            await asyncio.wait(list(worker.tasks.values()), timeout=10)
         await worker.close()
 
 
