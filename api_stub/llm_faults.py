@@ -81,5 +81,3 @@ def answered_after_latency(handler: Handler) -> Handler:
             await asyncio.sleep(max(0.0, arrived + latency_ms / 1000 - time.monotonic()))
         return response
     return answer
-
-
