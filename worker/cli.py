@@ -55,7 +55,7 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from worker.preflight import check_servers
     from worker.telemetry import configure_logging, setup_telemetry
 
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, http_requests=settings.log_http_requests)
     settings = resolve(settings)
     asyncio.run(check_servers(settings))
     telemetry = setup_telemetry(settings)
@@ -76,7 +76,7 @@ def _cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
     from worker.preflight import check_redis
     from worker.telemetry import configure_logging
 
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, http_requests=settings.log_http_requests)
     settings = resolve(settings, database=False)
     asyncio.run(check_redis(settings))
     with contextlib.suppress(KeyboardInterrupt):
@@ -89,20 +89,22 @@ def _cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     from worker.config import secret
     from worker.preflight import check_redis
     from worker.telemetry import configure_logging
-    from worker.webhook import WebhookTarget, deliver_forever
+    from worker.webhook import deliver_forever, webhook_target
 
     url = args.url or settings.webhook_url
     if not url:
         raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
-    configure_logging(args.log_level)
+    # Checked before any server is started: a URL or a secret that cannot work fails now.
+    target = webhook_target(url, secret(settings.webhook_secret),
+                            unsigned=args.unsigned or settings.webhook_unsigned)
+    configure_logging(args.log_level, http_requests=settings.log_http_requests)
     settings = resolve(settings, database=False)
     asyncio.run(check_redis(settings))
 
     async def go() -> None:
         redis = Redis.from_url(settings.redis_url or "")
         try:
-            await deliver_forever(redis, queue.events_key(settings.queue_name),
-                                  WebhookTarget(url, secret(settings.webhook_secret)),
+            await deliver_forever(redis, queue.events_key(settings.queue_name), target,
                                   consumer=args.consumer, start="0" if args.from_start else "$")
         finally:
             await redis.aclose()
@@ -165,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     webhook.add_argument("--consumer", help="this sender's stable name (default: the host)")
     webhook.add_argument("--from-start", action="store_true",
                          help="a new sender starts from the oldest event kept, not from now")
+    webhook.add_argument("--unsigned", action="store_true",
+                         help="send deliveries unsigned (default: MEMFLEET_WEBHOOK_SECRET "
+                              "is required; MEMFLEET_WEBHOOK_UNSIGNED=true does the same)")
     webhook.add_argument("--log-level", default="INFO")
     enqueue = sub.add_parser("enqueue", help="hand a session over, as a chat server would")
     enqueue.add_argument("--session", required=True)

@@ -57,9 +57,14 @@ class Settings(BaseSettings):
     # later, with fresh tries, for as long as the outage lasts.
     outage_wait_s: float = Field(default=300.0, gt=0)
 
-    # `memfleet webhook`: where the commit events go, and the key of their signature.
+    # `memfleet webhook`: where the commit events go, and the key of their signature
+    # (required, at least 16 characters, unless unsigned deliveries are chosen).
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
+    webhook_unsigned: bool = False  # deliveries without a signature (`--unsigned`)
+    # The HTTP clients' own request lines (httpx, openai, aiohttp) in the logs, their
+    # URLs redacted all the same; off, since they add nothing memfleet does not log.
+    log_http_requests: bool = False
 
     # The API's chat stand-in keeps a session's messages this long after its last turn.
     chat_ttl_s: int = Field(default=30 * 86_400, gt=0)

@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from prometheus_client import CollectorRegistry, generate_latest
 
 from worker.config import Settings
+from worker.log_redaction import RedactUrls, redact_event
 from worker.metrics import Metrics
 from worker.telemetry_ids import hashed_id, id_key
 
@@ -72,15 +73,27 @@ def hide_job_arguments() -> None:
         arq_log.addFilter(JobArgumentsHidden())
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """JSON logs on stderr; called once by the entry point."""
+# Their request lines hold whole URLs (and credentials in them): quiet unless asked for
+# (MEMFLEET_LOG_HTTP_REQUESTS), and redacted even then.
+HTTP_CLIENT_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "aiohttp")
+
+
+def configure_logging(level: str = "INFO", *, http_requests: bool = False) -> None:
+    """JSON logs on stderr, URLs redacted (worker.log_redaction); called once by the
+    entry point. ``http_requests``: the HTTP clients' own request lines too."""
     logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactUrls) for f in handler.filters):
+            handler.addFilter(RedactUrls())
+    for name in HTTP_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if http_requests else logging.WARNING)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            redact_event,
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),

@@ -11,8 +11,13 @@ dead. Receivers deduplicate by the ``X-Memfleet-Event-Id`` header.
   away; the same event is tried again with backoff, for as long as it takes,
   so events keep their order. Any other answer (a 4xx): the receiver refuses
   the event; it is acknowledged, logged by id and counted, never tried forever.
-- With MEMFLEET_WEBHOOK_SECRET set, ``X-Memfleet-Signature: sha256=<hex>`` is
-  the HMAC-SHA-256 of the body under that secret.
+- Every POST is signed over its time and its body (worker.webhook_signature:
+  ``X-Memfleet-Signature: t=<unix>,v1=<hex>``; receivers check it with
+  ``verify``, within a 5-minute tolerance). A secret (MEMFLEET_WEBHOOK_SECRET)
+  is required unless unsigned deliveries are chosen (``--unsigned``,
+  MEMFLEET_WEBHOOK_UNSIGNED); a URL that cannot be posted to is refused at
+  start, never tried forever.
+- Log lines name the receiver by its redacted URL (worker.log_redaction).
 - The body holds the event's fields only: a session stand-in, a hand-over
   number, counts and a time; never an id or text.
 """
@@ -20,8 +25,6 @@ dead. Receivers deduplicate by the ``X-Memfleet-Event-Id`` header.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import socket
 from dataclasses import asdict, dataclass
@@ -31,7 +34,10 @@ import httpx
 import structlog
 from redis.exceptions import ResponseError
 
+from worker.errors import ConfigurationError
 from worker.events import CommitEvent
+from worker.log_redaction import redact_url
+from worker.webhook_signature import HEADER, MIN_SECRET_CHARS, sign
 
 log = structlog.get_logger("memfleet.webhook")
 
@@ -52,12 +58,33 @@ class WebhookTarget:
     timeout_s: float = 10.0
 
 
+def webhook_target(url: str, secret: str | None, *, unsigned: bool) -> WebhookTarget:
+    """The receiver, checked before anything is sent: an http(s) URL with a host, and a
+    secret unless unsigned deliveries were chosen. ConfigurationError otherwise (its
+    message never quotes the URL or the secret)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigurationError("the webhook URL (--url or MEMFLEET_WEBHOOK_URL) must be "
+                                 "an http:// or https:// URL with a host")
+    if unsigned and secret:
+        raise ConfigurationError("MEMFLEET_WEBHOOK_SECRET is set and unsigned deliveries "
+                                 "were asked for (--unsigned or MEMFLEET_WEBHOOK_UNSIGNED): "
+                                 "choose one")
+    if not unsigned and not secret:
+        raise ConfigurationError("memfleet webhook signs its deliveries: set "
+                                 "MEMFLEET_WEBHOOK_SECRET, or choose unsigned deliveries "
+                                 "with --unsigned (MEMFLEET_WEBHOOK_UNSIGNED=true)")
+    if secret and len(secret) < MIN_SECRET_CHARS:
+        raise ConfigurationError(f"MEMFLEET_WEBHOOK_SECRET must be at least "
+                                 f"{MIN_SECRET_CHARS} characters")
+    return WebhookTarget(url, secret or None)
+
+
 def body_of(event: CommitEvent) -> bytes:
     return json.dumps(asdict(event), separators=(",", ":")).encode()
-
-
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def receiver_away(status: int) -> bool:
@@ -68,10 +95,10 @@ async def post(http: httpx.AsyncClient, target: WebhookTarget, event: CommitEven
     """POST one event until the receiver takes or refuses it; True when taken."""
     body = body_of(event)
     headers = {"content-type": "application/json", "x-memfleet-event-id": event.id}
-    if target.secret:
-        headers["x-memfleet-signature"] = signature(target.secret, body)
     delay = BACKOFF_BASE_S
     while True:
+        if target.secret:  # signed at each try: a retry's timestamp is its own
+            headers[HEADER] = sign(target.secret, body)
         try:
             response = await http.post(target.url, content=body, headers=headers,
                                        timeout=target.timeout_s)
@@ -125,6 +152,8 @@ async def deliver_forever(redis: Any, events_key: str, target: WebhookTarget, *,
     """Deliver events until cancelled; ``start``: where a new group begins ("0": all kept)."""
     consumer = consumer or socket.gethostname()
     await ensure_group(redis, events_key, start)
+    log.info("delivering commit events", receiver=redact_url(target.url),
+             signed=target.secret is not None, consumer=consumer)
     async with httpx.AsyncClient() as http:
         while True:
             for event in await next_events(redis, events_key, consumer):

@@ -60,7 +60,7 @@ def test_a_settings_error_names_the_variable_and_no_value(command: list[str]) ->
     ["-m", "worker.cli", "consent", "show", "--user", "u"],
     ["-m", "worker.cli", "export", "--user", "u"],
     ["-m", "worker.cli", "exporter"],
-    ["-m", "worker.cli", "webhook", "--url", "http://127.0.0.1:9/hook"],
+    ["-m", "worker.cli", "webhook", "--url", "http://127.0.0.1:9/hook", "--unsigned"],
     ["-m", "api_stub.serve", "--port", "0"],
 ])
 def test_servers_that_refuse_connections_are_one_line_and_exit_2(command: list[str]) -> None:

@@ -29,6 +29,8 @@ from collections.abc import AsyncIterator, Iterator
 import aiohttp
 import httpx2
 
+from worker.log_redaction import redact_urls_in
+
 MAX_CONNECTIONS = 1000  # the openai client's own default
 KEEPALIVE_S = 5.0  # httpx's default keep-alive expiry
 CHUNK_BYTES = 64 * 1024
@@ -52,7 +54,8 @@ def _translated(request: httpx2.Request) -> Iterator[None]:
         yield
     except tuple(cause for cause, _ in _ERRORS) as exc:
         error = next(error for cause, error in _ERRORS if isinstance(exc, cause))
-        raise error(f"{type(exc).__name__}: {exc}", request=request) from exc
+        # aiohttp's message can quote the whole URL (ClientResponseError does).
+        raise error(redact_urls_in(f"{type(exc).__name__}: {exc}"), request=request) from exc
 
 
 class _Body(httpx2.AsyncByteStream):
