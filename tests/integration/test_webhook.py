@@ -1,5 +1,6 @@
 """`memfleet webhook` delivers every commit event to a receiver, at least once: through
-a receiver that is down for a while, and through a sender SIGKILLed mid-delivery."""
+a receiver that is down for a while, and through a sender SIGKILLed mid-delivery (the
+restarted sender posts the event again); every delivery signed over its time and body."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,29 +27,46 @@ from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
 from worker.webhook import GROUP
+from worker.webhook_signature import TOLERANCE_S, SignatureInvalid, verify
 
 SECRET = "webhook-test-secret"  # noqa: S105 - a throwaway key for this test's receiver
 
 
-class Receiver:
-    """A webhook receiver on loopback: answers ``statuses`` in turn (then 200), records
-    every request, and holds requests while ``hold`` is set."""
+@dataclass
+class Post:
+    """One POST as the receiver saw it; ``status`` None: held, never answered."""
 
-    def __init__(self, statuses: list[int]) -> None:
+    headers: dict[str, str]
+    body: bytes
+    status: int | None
+
+
+class Receiver:
+    """A webhook receiver on loopback: answers ``statuses`` in turn (then 200) and records
+    every request as it arrives. With ``hold_first`` the first request is never answered:
+    its connection stays open until the sender dies (or the receiver closes)."""
+
+    def __init__(self, statuses: list[int], *, hold_first: bool = False) -> None:
         self.statuses = statuses
-        self.requests: list[tuple[dict[str, str], bytes, int]] = []
-        self.hold = threading.Event()
-        self.release = threading.Event()
+        self.requests: list[Post] = []
+        self.hold_first = hold_first
+        self.closing = threading.Event()
+        self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
-                if receiver.hold.is_set():
-                    receiver.release.wait(30)
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()},
-                                          body, status))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with receiver._lock:
+                    held = receiver.hold_first and not receiver.requests
+                    status = None if held else (receiver.statuses.pop(0)
+                                                if receiver.statuses else 200)
+                    receiver.requests.append(Post(headers, body, status))
+                if status is None:
+                    receiver.closing.wait(60)
+                    self.close_connection = True
+                    return  # no answer at all
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -61,11 +80,13 @@ class Receiver:
 
     def delivered(self) -> dict[str, bytes]:
         """Event id -> body, for requests answered 2xx."""
-        return {h["x-memfleet-event-id"]: b for h, b, s in self.requests if s < 300}
+        return {p.headers["x-memfleet-event-id"]: p.body for p in list(self.requests)
+                if p.status is not None and p.status < 300}
 
     def close(self) -> None:
-        self.release.set()
+        self.closing.set()
         self.server.shutdown()
+        self.server.server_close()
 
 
 @pytest.fixture
@@ -118,13 +139,23 @@ async def test_every_commit_reaches_the_receiver_signed_through_its_outage(
     sender = start_sender(settings, receiver.url, tmp_path)
     try:
         await wait_until(lambda: len(receiver.delivered()) == 2, 30)
-        assert [s for _, _, s in receiver.requests][:2] == [500, 503], "tried again, not lost"
+        assert [p.status for p in receiver.requests][:2] == [500, 503], "tried again, not lost"
         entries = await redis.xrange(queue.events_key(settings.queue_name))
         assert set(receiver.delivered()) == {e.decode() for e, _ in entries}
-        for headers, body, _status in receiver.requests:
-            expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-            assert headers["x-memfleet-signature"] == expected
+        for post in receiver.requests:
+            body = post.body
+            # The wire format, by hand: t=<unix>,v1=hex(HMAC-SHA-256(secret, "<t>." + body)).
+            stamp, mac = post.headers["x-memfleet-signature"].split(",")
+            t = stamp.removeprefix("t=")
+            assert abs(time.time() - int(t)) < 300
+            assert mac == "v1=" + hmac.new(SECRET.encode(), f"{t}.".encode() + body,
+                                           hashlib.sha256).hexdigest()
+            assert verify(SECRET, post.headers["x-memfleet-signature"], body) == int(t)
+            with pytest.raises(SignatureInvalid):  # a replay after the tolerance window
+                verify(SECRET, post.headers["x-memfleet-signature"], body,
+                       now=int(t) + TOLERANCE_S + 1)
             event = json.loads(body)
+            assert event["id"] == post.headers["x-memfleet-event-id"], "the id is signed"
             assert event["outcome"] == "committed" and event["added"] == 1
             for said in (b"u1", b"u2", b"chat1", b"Zig"):
                 assert said not in body
@@ -133,35 +164,40 @@ async def test_every_commit_reaches_the_receiver_signed_through_its_outage(
         stop_process(sender)
 
 
-async def test_a_sender_killed_mid_delivery_delivers_after_its_restart(
+async def test_a_sender_killed_mid_delivery_posts_again_after_its_restart(
     settings: Settings, redis: Redis, tmp_path: Path,
 ) -> None:
-    receiver = Receiver([])
+    """The first sender's POST is never answered: only a POST by the restarted sender
+    (the same consumer, reading its pending entries on start) can deliver the event."""
+    receiver = Receiver([], hold_first=True)
     try:
-        receiver.hold.set()  # the first POST hangs in the receiver
         await schedule_memory_persistence(redis, "chat1", "u1", [user_msg("I use Zig.")],
                                           queue_name=settings.queue_name)
         await drain(settings)
+        (entry_id,) = [e.decode() for e, _ in
+                       await redis.xrange(queue.events_key(settings.queue_name))]
         sender = start_sender(settings, receiver.url, tmp_path)
         try:
-            async def read_not_acknowledged() -> bool:
-                return await pending(redis, settings) == 1
-
-            deadline = time.monotonic() + 15
-            while not await read_not_acknowledged():  # read, and waiting on its POST
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
+            # Read, posted, and waiting on an answer that never comes.
+            await wait_until(lambda: len(receiver.requests) == 1, 30)
+            assert await pending(redis, settings) == 1
             sender.kill()  # SIGKILL: read, posted, never acknowledged
             sender.wait()
         finally:
             stop_process(sender)
-        receiver.hold.clear()
-        receiver.release.set()
+        first = receiver.requests[0]
+        assert first.status is None and not receiver.delivered()
+        assert await pending(redis, settings) == 1, "still pending after the kill"
         sender = start_sender(settings, receiver.url, tmp_path)
         try:
-            await wait_until(lambda: len(receiver.delivered()) == 1, 30)
+            await wait_until(lambda: entry_id in receiver.delivered(), 30)
             await all_acknowledged(redis, settings)
         finally:
             stop_process(sender)
+        assert [(p.headers["x-memfleet-event-id"], p.status) for p in receiver.requests] == [
+            (entry_id, None), (entry_id, 200)], "posted again by the restarted sender, once"
+        second = receiver.requests[1]
+        assert second.body == first.body
+        verify(SECRET, second.headers["x-memfleet-signature"], second.body)
     finally:
         receiver.close()
