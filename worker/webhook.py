@@ -66,7 +66,8 @@ def webhook_target(url: str, secret: str | None, *, unsigned: bool) -> WebhookTa
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
         parsed = None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+    if (parsed is None or parsed.scheme not in ("http", "https") or not parsed.host
+            or not 0 < (parsed.port or 80) < 65536):
         raise ConfigurationError("the webhook URL (--url or MEMFLEET_WEBHOOK_URL) must be "
                                  "an http:// or https:// URL with a host")
     if unsigned and secret:
