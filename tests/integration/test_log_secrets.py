@@ -48,18 +48,22 @@ async def wait_for(check: Any, timeout_s: float) -> None:
         await asyncio.sleep(0.1)
 
 
-def start_sender(settings: Settings, url: str, log_path: Path) -> subprocess.Popen[bytes]:
+def start_sender(settings: Settings, url: str, log_path: Path,
+                 http_requests: bool) -> subprocess.Popen[bytes]:
     """`memfleet webhook` at its default log level, stdout and stderr into ``log_path``."""
     with log_path.open("wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "worker.cli", "webhook", "--url", url, "--from-start"],
-            env=worker_env(settings, webhook_secret=WEBHOOK_SECRET),
+            env=worker_env(settings, webhook_secret=WEBHOOK_SECRET,
+                           log_http_requests=str(http_requests).lower()),
             stdout=log, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.parametrize("http_requests", [False, True])
 async def test_the_webhook_sender_logs_no_credential_of_its_url(
-    settings: Settings, redis: Redis, tmp_path: Path,
+    settings: Settings, redis: Redis, tmp_path: Path, http_requests: bool,
 ) -> None:
+    """By default httpx's request lines are off; asked for, they come redacted."""
     receiver = Receiver([500, 400])  # one retry, one refusal: the sender's warning lines
     try:
         for user in ("u1", "u2"):
@@ -69,7 +73,7 @@ async def test_the_webhook_sender_logs_no_credential_of_its_url(
         port = receiver.server.server_address[1]
         url = f"http://alice:{PASSWORD}@127.0.0.1:{port}/hook/{PATH_TOKEN}?token={QUERY_TOKEN}"
         log_path = tmp_path / "webhook.log"
-        sender = start_sender(settings, url, log_path)
+        sender = start_sender(settings, url, log_path, http_requests)
         events = queue.events_key(settings.queue_name)
 
         async def all_answered() -> bool:
@@ -86,6 +90,9 @@ async def test_the_webhook_sender_logs_no_credential_of_its_url(
         # It did log the receiver, the retry and the refusal, each URL redacted.
         assert f'"receiver": "http://***@127.0.0.1:{port}/hook/***?token=***"' in output
         assert "receiver away" in output and "refused by the receiver" in output
+        request_line = f"HTTP Request: POST http://***@127.0.0.1:{port}/hook/***?token=***"
+        assert output.count(request_line) == (3 if http_requests else 0), output
+        assert ("HTTP Request" in output) == http_requests
         assert_no_secret(output)
     finally:
         receiver.close()
