@@ -155,6 +155,8 @@ async def deliver_forever(redis: Any, events_key: str, target: WebhookTarget, *,
     await ensure_group(redis, events_key, start)
     log.info("delivering commit events", receiver=redact_url(target.url),
              signed=target.secret is not None, consumer=consumer)
+    if target.secret is None:
+        log.warning("deliveries are unsigned (chosen): receivers cannot tell them from forgeries")
     async with httpx.AsyncClient() as http:
         while True:
             for event in await next_events(redis, events_key, consumer):
