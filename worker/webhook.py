@@ -5,7 +5,8 @@ event as JSON and acknowledges it once the receiver answered 2xx. Delivery is
 at least once: a sender killed after a POST and before its acknowledgement
 sends that event again when it restarts (it reads its own pending entries
 first), and another sender of the group claims the entries of one that stays
-dead. Receivers deduplicate by the ``X-Memfleet-Event-Id`` header.
+dead. Receivers deduplicate by the body's ``id`` (signed; the
+``X-Memfleet-Event-Id`` header repeats it, unsigned).
 
 - 2xx: delivered. 408, 429, 5xx, a timeout or no connection: the receiver is
   away; the same event is tried again with backoff, for as long as it takes,

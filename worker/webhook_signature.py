@@ -6,7 +6,9 @@ by the raw body. The body holds the event's id, so the id is signed too. ``t``
 is the time of that POST (a retried delivery is signed again), and a receiver
 accepts it only within ``TOLERANCE_S`` of its own clock: a captured delivery
 cannot be replayed after that, and within it the receiver's deduplication by
-event id (which at-least-once delivery requires anyway) makes a replay a no-op.
+the body's event id (which at-least-once delivery requires anyway) makes a replay
+a no-op. Not by the ``X-Memfleet-Event-Id`` header: it is not signed, and a
+replay could change it.
 
 A receiver in Python calls ``verify(secret, headers["x-memfleet-signature"],
 raw_body)`` before parsing the body; elsewhere, do the same four steps: split
