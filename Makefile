@@ -25,7 +25,7 @@ LOCK_FLAGS ?=
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet 'pip-tools==7.6.2'
-	PIP_COMPILE=$(LOCK_VENV)/bin/pip-compile LOCK_FLAGS='$(LOCK_FLAGS)' requirements/compile
+	LOCK_COMPILER=$(LOCK_VENV)/bin/pip-compile LOCK_FLAGS='$(LOCK_FLAGS)' requirements/compile
 
 # Random passwords for the compose stack, into deploy/compose/.env (git ignores it).
 compose-secrets:
