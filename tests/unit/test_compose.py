@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = ROOT / "deploy" / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
 OBSERVABILITY_FILE = ROOT / "deploy" / "observability" / "docker-compose.yml"
-COMPOSE_FILES = [COMPOSE_FILE, COMPOSE_DIR / "observability.override.yml", OBSERVABILITY_FILE]
+OVERRIDE_FILE = COMPOSE_DIR / "observability.override.yml"
+COMPOSE_FILES = [COMPOSE_FILE, OVERRIDE_FILE, OBSERVABILITY_FILE]
 SCHEMA = ROOT / "tests" / "fixtures" / "compose_schema" / "compose-spec.json"
 GEN_SECRETS = COMPOSE_DIR / "gen-secrets"
-SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MEMFLEET_JWT_SECRET")
+SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MEMFLEET_JWT_SECRET", "GRAFANA_ADMIN_PASSWORD")
 # What gen-secrets writes; the values only need to be there.
 SECRET_ENV = {name: "0123456789abcdef" * 4 for name in SECRETS}
 LOOPBACK = {"127.0.0.1", "::1", "[::1]"}
@@ -249,7 +250,7 @@ def test_no_password_is_written_in_a_compose_file(path: Path) -> None:
 
 
 def test_the_stack_sets_every_secret_it_generates() -> None:
-    values = dict(_secret_values(COMPOSE_FILE))
+    values = dict(_secret_values(COMPOSE_FILE) + _secret_values(OVERRIDE_FILE))
     required = {m["name"] for v in values.values() if v and (m := REQUIRED.match(v))}
     assert required == set(SECRETS)
     assert "redis: --requirepass" in values
@@ -260,7 +261,8 @@ def test_the_stack_sets_every_secret_it_generates() -> None:
 def test_the_stack_refuses_to_start_without_each_secret(missing: str) -> None:
     env = {k: v for k, v in SECRET_ENV.items() if k != missing}
     with pytest.raises(MissingVariable, match=f"{missing}: run deploy/compose/gen-secrets"):
-        _resolved(COMPOSE_FILE, env)
+        for path in (COMPOSE_FILE, OVERRIDE_FILE):  # the stack; the override is included
+            _resolved(path, env)
 
 
 def test_gen_secrets_writes_each_secret_once_and_keeps_them(tmp_path: Path) -> None:
