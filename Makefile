@@ -4,15 +4,32 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools
+.PHONY: venv test demo bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every package comes from the lock files, each file checked against its hash
+# (requirements/README.md): pip and setuptools first, then the dev set, then memfleet
+# itself, editable, built by the locked setuptools without fetching anything else.
+$(STAMP): pyproject.toml requirements/build.txt requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/build.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Regenerate the lock files from pyproject.toml (pip-tools in a throwaway venv; PyPI).
+# Pins already in the files are kept; `make lock LOCK_FLAGS=--upgrade` takes the newest.
+LOCK_VENV ?= .lock-venv
+LOCK_FLAGS ?=
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet 'pip-tools==7.6.2'
+	LOCK_COMPILER=$(LOCK_VENV)/bin/pip-compile LOCK_FLAGS='$(LOCK_FLAGS)' requirements/compile
+
+# Random passwords for the compose stack, into deploy/compose/.env (git ignores it).
+compose-secrets:
+	deploy/compose/gen-secrets
 
 test: $(STAMP) lint prometheus-tools
 	$(PY) -m pytest -q
@@ -68,4 +85,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) .memfleet .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .memfleet .pytest_cache .mypy_cache .ruff_cache $(LOCK_VENV)

@@ -1,18 +1,26 @@
 # The memory API and the LLM stub for deploy/compose: memfleet's wheel with the
 # `api` extra (FastAPI, uvicorn, PyJWT). Built from the repository root by compose.
-FROM python:3.11-slim AS build
+FROM python:3.11.14-slim@sha256:c8271b1f627d0068857dce5b53e14a9558603b527e46f1f901722f935b786a39 AS build
 WORKDIR /src
+# pip and setuptools from the lock (hash-checked), then the wheel built with them:
+# no build dependency is fetched unpinned.
+COPY requirements/build.txt ./requirements/
+RUN pip install --no-cache-dir --require-hashes -r requirements/build.txt
 COPY pyproject.toml ./
 COPY worker ./worker
 COPY api_stub ./api_stub
 COPY schema ./schema
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
 
-FROM python:3.11-slim
+FROM python:3.11.14-slim@sha256:c8271b1f627d0068857dce5b53e14a9558603b527e46f1f901722f935b786a39
+# Dependencies (runtime and the api extra) from the lock, hash-checked; the wheel
+# alone without them (--no-deps).
+COPY requirements/build.txt requirements/api.txt /tmp/requirements/
 COPY --from=build /wheels /wheels
-RUN whl="$(ls /wheels/*.whl)" \
-    && pip install --no-cache-dir "${whl}[api]" \
-    && rm -rf /wheels \
+RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements/build.txt \
+    && pip install --no-cache-dir --require-hashes -r /tmp/requirements/api.txt \
+    && pip install --no-cache-dir --no-deps /wheels/*.whl \
+    && rm -rf /wheels /tmp/requirements \
     && useradd --system --no-create-home memfleet
 USER memfleet
 CMD ["python", "-m", "api_stub.serve", "--host", "0.0.0.0", "--port", "8088"]

