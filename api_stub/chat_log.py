@@ -45,6 +45,19 @@ return n
 """
 
 
+# KEYS: the session's list. ARGV: the turn's user msg and answer msg, as appended.
+# Takes back the last occurrence of each (a turn whose hand-over was refused).
+_TAKE_BACK_TURN = """
+redis.call('LREM', KEYS[1], -1, ARGV[2])
+return redis.call('LREM', KEYS[1], -1, ARGV[1])
+"""
+
+
+def _item(role: str, content: str) -> str:
+    # Non-ASCII as UTF-8, not escaped: an astral character escaped is 12 bytes.
+    return json.dumps({"role": role, "content": content}, ensure_ascii=False)
+
+
 def session_key(user_id: str, session_id: str) -> str:
     return SESSION_PREFIX + SessionRef(user_id, session_id).key
 
@@ -55,6 +68,7 @@ class ChatLog:
     def __init__(self, redis: Any, *, max_messages: int, ttl_s: int) -> None:
         self._append = redis.register_script(_APPEND_TURN)
         self._erase = redis.register_script(_ERASE_USER)
+        self._take_back = redis.register_script(_TAKE_BACK_TURN)
         self._max_messages, self._ttl_ms = max_messages, ttl_s * 1000
 
     async def append_turn(
@@ -63,11 +77,17 @@ class ChatLog:
         """The session's list after this turn (its newest ``max_messages``)."""
         raw = await self._append(
             keys=[session_key(user_id, session_id), USER_SESSIONS_PREFIX + user_tag(user_id)],
-            args=[json.dumps({"role": "user", "content": content}),
-                  json.dumps({"role": "assistant", "content": answer}), session_id,
+            args=[_item("user", content), _item("assistant", answer), session_id,
                   self._max_messages, self._ttl_ms],
         )
         return [json.loads(item) for item in raw]
+
+    async def take_back_turn(self, user_id: str, session_id: str, content: str,
+                             answer: str) -> None:
+        """Remove a turn ``append_turn`` stored (its hand-over was refused: the
+        turn is refused as a whole and the client sends it again)."""
+        await self._take_back(keys=[session_key(user_id, session_id)],
+                              args=[_item("user", content), _item("assistant", answer)])
 
     async def erase_user(self, user_id: str) -> int:
         """Delete the user's sessions; how many went."""
