@@ -98,7 +98,9 @@ async def chat_turn(
         await asyncio.sleep(deps.settings.chat_answer_ms / 1000)
     answer = CANNED_ANSWER
     try:
-        messages = await deps.chat.append_turn(user_id, session_id, body.content, answer)
+        # Kept no longer than a hand-over sends: the log is bounded in bytes too.
+        messages = await deps.chat.append_turn(user_id, session_id, body.content, answer,
+                                               max_bytes=deps.limits.max_handover_bytes)
     except RedisError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             detail="the conversation store is unavailable") from exc

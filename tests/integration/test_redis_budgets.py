@@ -14,7 +14,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from api_stub.chat_log import session_key
+from api_stub.chat_log import ChatLog, session_key
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain, user_msg
 from worker import queue
@@ -223,3 +223,18 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
         assert len(await redis.lrange(session_key("eve", "1"), 0, -1)) == 2
         await drain(settings)
         assert (await chat("2", "I live in Oslo.")).status_code == 200
+
+
+async def test_the_chat_stand_in_log_keeps_no_more_bytes_than_a_hand_over_sends(
+    redis: Redis
+) -> None:
+    log = ChatLog(redis, max_messages=1000, ttl_s=60)
+    for turn in range(20):
+        messages = await log.append_turn("eve", "1", f"{turn} " + "\u00e9" * 1000, "ok",
+                                         max_bytes=10_000)
+    stored = await redis.lrange(session_key("eve", "1"), 0, -1)
+    assert 8_000 < sum(len(item) for item in stored) <= 10_000
+    assert messages[-2]["content"].startswith("19 ") and len(messages) == len(stored)
+    # A single turn over the bound is still kept whole: the hand-over decides about it.
+    messages = await log.append_turn("eve", "1", "x" * 12_000, "ok", max_bytes=10_000)
+    assert [m["content"][:1] for m in messages] == ["x", "o"]
