@@ -117,13 +117,21 @@ async def test_a_client_of_another_language_is_held_to_the_hand_over_limit(
 ) -> None:
     # The script checks it itself: a client that skips the Python checks is refused too.
     limits = Limits(max_handover_bytes=10_000)
-    payload = (b'{"v":1,"session_id":"s1","user_id":"eve","messages":[{"role":"user",'
-               b'"content":"' + b"y" * 10_000 + b'"}],"handed_over_at":"2026-01-01T00:00:00Z"}')
-    with pytest.raises(HandoverTooLarge, match=f"is {len(payload)} bytes, over the limit of"):
-        await queue.enqueue(redis, EVE, payload=payload, queue_name=settings.queue_name,
+
+    def payload(content: bytes) -> bytes:
+        return (b'{"v":1,"session_id":"s1","user_id":"eve","messages":[{"role":"user",'
+                b'"content":"' + content + b'"}],"handed_over_at":"2026-01-01T00:00:00Z"}')
+
+    await queue.enqueue(redis, EVE, payload=payload(b"I live in Oslo."),
+                        queue_name=settings.queue_name, limits=limits)
+    before = await held(redis, EVE)
+    jobs = await redis.zcard(settings.queue_name)
+    large = payload(b"y" * 10_000)
+    with pytest.raises(HandoverTooLarge, match=f"is {len(large)} bytes, over the limit of"):
+        await queue.enqueue(redis, EVE, payload=large, queue_name=settings.queue_name,
                             limits=limits)
-    assert await held(redis, EVE) == (None, [])
-    assert await redis.zcard(settings.queue_name) == 0, "no job for a refused hand-over"
+    assert await held(redis, EVE) == before
+    assert await redis.zcard(settings.queue_name) == jobs, "no job for a refused hand-over"
 
 
 async def test_a_full_session_budget_refuses_and_loses_nothing_held(
