@@ -47,6 +47,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from worker import serialization
 from worker.contract import Limits
 from worker.errors import (
     HandoverBacklogFull,
@@ -91,7 +92,7 @@ def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
     job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [],
                            "k": {"user_id": session.user_id, "session_id": session.session_id},
                            "et": enqueue_ms}
-    return json.dumps(job, ensure_ascii=False, separators=(",", ":")).encode()
+    return serialization.serialize(job)
 
 
 def pending_key(queue_name: str) -> str:
