@@ -115,12 +115,13 @@ async def chat_turn(
             telemetry_id_key=id_key.get_secret_value() if id_key else None,
             agent_id=body.agent_id,
         )
-    except (HandoverBacklogFull, UserSessionsFull, HandoverTooLarge):
-        # A full budget: the turn is refused whole (api_stub.errors answers 429 or 413).
+    except (HandoverBacklogFull, UserSessionsFull):
+        # A full budget: the turn is refused whole (api_stub.errors answers 429).
         await deps.chat.take_back_turn(user_id, session_id, body.content, answer)
         raise
     except InvalidHandover:
-        # The list broke a limit (say, too many messages); logged without content.
+        # The list broke a limit: not this turn's message (checked above), so an older
+        # one (say, kept from before a lower limit); the turn goes on. No content logged.
         outcome = "refused"
         log.warning("chat: memory hand-over refused")
     except HandoverUnavailable:

@@ -9,6 +9,8 @@ nothing held (the full backlog's semantics, test_handover_backlog.py).
 
 from __future__ import annotations
 
+import json
+
 import asyncpg
 import httpx
 import pytest
@@ -235,6 +237,12 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
         assert len(await redis.lrange(session_key("eve", "1"), 0, -1)) == 2
         await drain(settings)
         assert (await chat("2", "I live in Oslo.")).status_code == 200
+        # A message kept from before a lower limit refuses the hand-over, not the turn.
+        await drain(settings)
+        old = json.dumps({"role": "user", "content": "\U0001f511" * 17_000})
+        await redis.rpush(session_key("eve", "3"), old)
+        turn = await chat("3", "hello")
+        assert turn.status_code == 200 and turn.json()["handover"] == "refused"
 
 
 async def test_the_chat_stand_in_log_keeps_no_more_bytes_than_a_hand_over_sends(
