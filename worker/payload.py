@@ -80,9 +80,24 @@ def recent_window(raw: object, limits: Limits) -> object:
     """The most recent ``max_messages`` of a longer list, for the hand-over: a long
     session is handed over as its latest window, where the cursor finds its place
     (a window that no longer extends an unfinished earlier list keeps that list in
-    the session's backlog, worker.queue). Anything else is returned as it is."""
-    if isinstance(raw, list | tuple) and len(raw) > limits.max_messages:
-        return raw[len(raw) - limits.max_messages:]
+    the session's backlog, worker.queue). Of those, only the newest whose content
+    could fit ``max_handover_bytes`` are kept (characters are at most bytes, so
+    fit_handover would drop the others): an older message is neither validated nor
+    sent. Anything else is returned as it is."""
+    if not isinstance(raw, list | tuple):
+        return raw
+    if len(raw) > limits.max_messages:
+        raw = raw[len(raw) - limits.max_messages:]
+    chars = 0
+    for index in range(len(raw) - 1, -1, -1):
+        item = raw[index]
+        content = item.content if isinstance(item, Message) else (
+            item.get("content") if isinstance(item, dict) else None)
+        chars += len(content) if isinstance(content, str) else 0
+        if chars > limits.max_handover_bytes:
+            # No window that holds this message fits; the newest alone is kept, to be
+            # refused with its own error.
+            return raw[index + 1:] if index < len(raw) - 1 else raw[index:]
     return raw
 
 

@@ -14,6 +14,7 @@ from worker.payload import (
     encode_handover,
     fit_handover,
     parse_messages,
+    recent_window,
 )
 
 LIMITS = Limits(max_message_chars=100, max_messages=5, max_id_chars=10)
@@ -129,3 +130,15 @@ def test_byte_budgets_that_cannot_work_together_are_refused_at_boot() -> None:
         Settings(max_message_bytes=100_000, max_handover_bytes=100_000)
     with pytest.raises(ValueError, match="MAX_SESSION_BYTES must be at least"):
         Settings(max_session_bytes=1_000)
+
+
+def test_messages_no_window_can_hold_are_neither_checked_nor_sent() -> None:
+    limits = Limits(max_message_bytes=100, max_handover_bytes=1_000)
+    ancient = {"role": "user", "content": "\U0001f600" * 990}  # over the message limit
+    recent = [{"role": "user", "content": f"m{n}"} for n in range(10)]
+    window = recent_window([ancient, *recent], limits)
+    assert window == recent, "990 characters and the rest cannot fit 1,000 bytes"
+    assert len(parse_messages(window, limits)) == 10
+    # A list whose newest message alone is too large is refused for it, by its size.
+    with pytest.raises(HandoverTooLarge, match="message 5: content is 3960 bytes"):
+        parse_messages(recent_window([*recent, ancient], limits), limits)
