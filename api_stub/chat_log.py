@@ -5,7 +5,8 @@ has their own namespace of session ids, so an id in use by another user is
 neither visible nor taken (no probing, no squatting). Keys carry the user's
 hash tag (worker.session_ref), so one user's keys share a Redis Cluster slot:
 
-- ``chat:session:{<user>}:<session>``: the messages, the newest ``max_messages``;
+- ``chat:session:{<user>}:<session>``: the messages, the newest ``max_messages``
+  (and, when a byte bound is given, the newest that fit it);
 - ``chat:sessions:{<user>}``: the user's session ids, for an erase.
 
 Both expire ``ttl_s`` after the user's last turn. The memory API's erase uses
@@ -23,14 +24,30 @@ SESSION_PREFIX = "chat:session:"
 USER_SESSIONS_PREFIX = "chat:sessions:"
 
 # KEYS: the session's list, the user's session set. ARGV: user msg, answer msg,
-# session id, most messages kept, ttl ms. One round trip, atomic.
+# session id, most messages kept, ttl ms, most bytes kept (0: no byte bound).
+# One round trip, atomic. The byte bound keeps the newest messages whose JSON
+# fits it (never fewer than this turn's two): no more than a hand-over sends.
 _APPEND_TURN = """
 redis.call('RPUSH', KEYS[1], ARGV[1], ARGV[2])
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return redis.call('LRANGE', KEYS[1], 0, -1)
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+local max_bytes = tonumber(ARGV[6])
+if max_bytes > 0 then
+  local total, keep = 0, 0
+  for i = #items, 1, -1 do
+    total = total + string.len(items[i])
+    if total > max_bytes and keep >= 2 then break end
+    keep = keep + 1
+  end
+  if keep < #items then
+    redis.call('LTRIM', KEYS[1], -keep, -1)
+    items = redis.call('LRANGE', KEYS[1], 0, -1)
+  end
+end
+return items
 """
 
 # KEYS: the user's session set. ARGV: the prefix of the user's session lists
@@ -45,6 +62,19 @@ return n
 """
 
 
+# KEYS: the session's list. ARGV: the turn's user msg and answer msg, as appended.
+# Takes back the last occurrence of each (a turn whose hand-over was refused).
+_TAKE_BACK_TURN = """
+redis.call('LREM', KEYS[1], -1, ARGV[2])
+return redis.call('LREM', KEYS[1], -1, ARGV[1])
+"""
+
+
+def _item(role: str, content: str) -> str:
+    # Non-ASCII as UTF-8, not escaped: an astral character escaped is 12 bytes.
+    return json.dumps({"role": role, "content": content}, ensure_ascii=False)
+
+
 def session_key(user_id: str, session_id: str) -> str:
     return SESSION_PREFIX + SessionRef(user_id, session_id).key
 
@@ -55,19 +85,28 @@ class ChatLog:
     def __init__(self, redis: Any, *, max_messages: int, ttl_s: int) -> None:
         self._append = redis.register_script(_APPEND_TURN)
         self._erase = redis.register_script(_ERASE_USER)
+        self._take_back = redis.register_script(_TAKE_BACK_TURN)
         self._max_messages, self._ttl_ms = max_messages, ttl_s * 1000
 
     async def append_turn(
-        self, user_id: str, session_id: str, content: str, answer: str
+        self, user_id: str, session_id: str, content: str, answer: str, *,
+        max_bytes: int = 0,
     ) -> list[dict[str, str]]:
-        """The session's list after this turn (its newest ``max_messages``)."""
+        """The session's list after this turn (its newest ``max_messages``, and of
+        them the newest whose JSON fits ``max_bytes`` when it is not 0)."""
         raw = await self._append(
             keys=[session_key(user_id, session_id), USER_SESSIONS_PREFIX + user_tag(user_id)],
-            args=[json.dumps({"role": "user", "content": content}),
-                  json.dumps({"role": "assistant", "content": answer}), session_id,
-                  self._max_messages, self._ttl_ms],
+            args=[_item("user", content), _item("assistant", answer), session_id,
+                  self._max_messages, self._ttl_ms, max_bytes],
         )
         return [json.loads(item) for item in raw]
+
+    async def take_back_turn(self, user_id: str, session_id: str, content: str,
+                             answer: str) -> None:
+        """Remove a turn ``append_turn`` stored (its hand-over was refused: the
+        turn is refused as a whole and the client sends it again)."""
+        await self._take_back(keys=[session_key(user_id, session_id)],
+                              args=[_item("user", content), _item("assistant", answer)])
 
     async def erase_user(self, user_id: str) -> int:
         """Delete the user's sessions; how many went."""

@@ -7,7 +7,16 @@
    own sessions),
 3. hand the whole list over with ``schedule_memory_persistence``, after the
    answer exists and without waiting for any memory work,
-4. return the answer. A Redis outage or a refused hand-over never fails the turn.
+4. return the answer. A Redis outage or a list the hand-over refuses as invalid
+   never fails the turn.
+
+The byte budgets (worker.contract) are the exceptions, each answered before or
+instead of storing the turn, so a retry does not store it twice: a message over
+MEMFLEET_MAX_MESSAGE_BYTES is 413 before anything is done; a hand-over refused
+because the session's or the user's budget is full (older lists no worker has
+finished yet: SessionBytesFull, HandoverBacklogFull, UserSessionsFull) takes the
+turn back and is 429 with Retry-After (api_stub.errors): the user is sending
+faster than memory is processed.
 
 X-Memory-Handover-Ms says how long step 3 took, the latency memory adds to a turn.
 """
@@ -29,7 +38,14 @@ from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, error_responses
 from api_stub.fields import MAX_ID_CHARS, valid_id
 from worker.client import schedule_memory_persistence
-from worker.errors import HandoverUnavailable, InvalidHandover, StoreError
+from worker.errors import (
+    HandoverBacklogFull,
+    HandoverTooLarge,
+    HandoverUnavailable,
+    InvalidHandover,
+    StoreError,
+    UserSessionsFull,
+)
 from worker.read import known_facts
 
 log = logging.getLogger("memfleet.api.chat")
@@ -49,7 +65,7 @@ SessionId = Annotated[
     response_model=ChatReply,
     responses={
         **AUTH_RESPONSES,
-        **error_responses(400, 503),
+        **error_responses(400, 429, 503),
         200: {"headers": {HANDOVER_HEADER: {
             "description": "Milliseconds the memory hand-over added to this turn.",
             "schema": {"type": "string"},
@@ -65,6 +81,9 @@ async def chat_turn(
     user_id: TokenSubject,
 ) -> ChatReply:
     deps: ApiDeps = request.app.state.deps
+    size = len(body.content.encode("utf-8"))  # CleanText: valid UTF-8
+    if size > deps.limits.max_message_bytes:
+        raise HandoverTooLarge("the message", size, deps.limits.max_message_bytes)
     try:
         facts = await known_facts(deps.memory, deps.providers.embedder, user_id,
                                   query=body.content, top_k=deps.settings.read_top_k,
@@ -79,7 +98,9 @@ async def chat_turn(
         await asyncio.sleep(deps.settings.chat_answer_ms / 1000)
     answer = CANNED_ANSWER
     try:
-        messages = await deps.chat.append_turn(user_id, session_id, body.content, answer)
+        # Kept no longer than a hand-over sends: the log is bounded in bytes too.
+        messages = await deps.chat.append_turn(user_id, session_id, body.content, answer,
+                                               max_bytes=deps.limits.max_handover_bytes)
     except RedisError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             detail="the conversation store is unavailable") from exc
@@ -94,8 +115,13 @@ async def chat_turn(
             telemetry_id_key=id_key.get_secret_value() if id_key else None,
             agent_id=body.agent_id,
         )
+    except (HandoverBacklogFull, UserSessionsFull):
+        # A full budget: the turn is refused whole (api_stub.errors answers 429).
+        await deps.chat.take_back_turn(user_id, session_id, body.content, answer)
+        raise
     except InvalidHandover:
-        # The list broke a limit (say, too many messages); logged without content.
+        # The list broke a limit: not this turn's message (checked above), so an older
+        # one (say, kept from before a lower limit); the turn goes on. No content logged.
         outcome = "refused"
         log.warning("chat: memory hand-over refused")
     except HandoverUnavailable:

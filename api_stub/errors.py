@@ -12,7 +12,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from redis.exceptions import RedisError
 
-from worker.errors import ProviderError, StoreConflict, StoreError
+from worker.errors import (
+    HandoverBacklogFull,
+    HandoverTooLarge,
+    ProviderError,
+    StoreConflict,
+    StoreError,
+    UserSessionsFull,
+)
 
 log = logging.getLogger("memfleet.api")
 
@@ -27,7 +34,10 @@ _DESCRIPTIONS = {
     403: "The token's subject is not the user in the path.",
     404: "No such fact (or session) for this user.",
     409: "The fact is no longer active.",
-    413: "The body or the query string is over its limit (nothing of it is echoed).",
+    413: "The body, the query string or a chat message is over its limit (nothing of it"
+         " is echoed).",
+    429: "The session's or the user's memory budget in Redis is full of lists no worker"
+         " has finished yet; the turn was not kept: send it again after Retry-After.",
     503: "PostgreSQL, Redis or the embeddings provider is unavailable; retry later.",
 }
 
@@ -75,6 +85,22 @@ async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
     return _unavailable("Redis")
 
 
+# Seconds a refused turn waits: about what a worker takes to finish a session's lists.
+HANDOVER_RETRY_AFTER_S = 5
+
+
+async def _handover_too_large(request: Request, exc: Exception) -> JSONResponse:
+    # The message names the limit and the size, never the text.
+    log.warning("chat: hand-over too large")
+    return JSONResponse({"detail": str(exc)}, status_code=413)
+
+
+async def _handover_budget_full(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("chat: hand-over refused, budget full: %s", type(exc).__name__)
+    return JSONResponse({"detail": str(exc)}, status_code=429,
+                        headers={"Retry-After": str(HANDOVER_RETRY_AFTER_S)})
+
+
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -102,3 +128,6 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StoreConflict, _store_conflict)
     app.add_exception_handler(ProviderError, _provider_error)
     app.add_exception_handler(RedisError, _redis_error)
+    app.add_exception_handler(HandoverTooLarge, _handover_too_large)
+    app.add_exception_handler(HandoverBacklogFull, _handover_budget_full)
+    app.add_exception_handler(UserSessionsFull, _handover_budget_full)

@@ -6,12 +6,18 @@ Light on purpose: it imports no stage, provider or database code.
 
 ``redis`` is the chat server's own ``redis.asyncio.Redis`` (an ``arq.ArqRedis``
 works too). The job is written with memfleet's JSON serializer whatever the
-client's settings. A session longer than ``limits.max_messages`` is handed over
-as its most recent window (worker.payload.recent_window). Bad input raises
-InvalidHandover; a Redis outage raises
+client's settings. A session longer than ``limits.max_messages`` or than
+``limits.max_handover_bytes`` (its payload, UTF-8 JSON) is handed over as its
+most recent window that fits (worker.payload.recent_window, fit_handover). Bad
+input raises InvalidHandover (HandoverTooLarge for a message over
+``limits.max_message_bytes``); a Redis outage raises
 HandoverUnavailable within ``timeout_s`` and never hangs the chat turn;
 HandoverBacklogFull (a HandoverUnavailable) says the session already holds too
-many older lists no worker has finished (worker.queue): hand it over later.
+many older lists no worker has finished (worker.queue), SessionBytesFull (one)
+too many bytes of them, UserSessionsFull that the user has
+``limits.max_user_sessions`` sessions with such lists: hand it over later, when
+workers have finished them. A refused hand-over stores nothing and keeps every
+list already held.
 
 The result's ``handover_id`` names the hand-over: ``wait_for_memory`` waits until
 a commit has covered it (read-your-writes), ``memory_status`` says where the
@@ -36,12 +42,17 @@ from opentelemetry import propagate, trace
 from redis.exceptions import RedisError
 
 from worker import events, queue
-from worker.errors import HandoverBacklogFull, HandoverUnavailable
+from worker.errors import (
+    HandoverBacklogFull,
+    HandoverTooLarge,
+    HandoverUnavailable,
+    UserSessionsFull,
+)
 from worker.payload import (
     Handover,
     Limits,
     check_id,
-    encode_handover,
+    fit_handover,
     parse_messages,
     recent_window,
 )
@@ -83,14 +94,22 @@ async def schedule_memory_persistence(
     ) as span:
         carrier: dict[str, str] = {}
         propagate.inject(carrier)  # the job links its CONSUMER span to this one
-        handover = handover.model_copy(update={"trace": carrier})
+        try:
+            handover, payload = fit_handover(handover.model_copy(update={"trace": carrier}),
+                                             limits)
+        except HandoverTooLarge as exc:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
+            raise
+        span.set_attribute("memfleet.handover.bytes", len(payload))
+        span.set_attribute("memfleet.messages", len(handover.messages))
+        span.set_attribute("memfleet.handover.windowed", len(messages) > len(handover.messages))
         try:
             enqueued = await asyncio.wait_for(
-                queue.enqueue(redis, session, payload=encode_handover(handover),
-                              queue_name=queue_name),
+                queue.enqueue(redis, session, payload=payload, queue_name=queue_name,
+                              limits=limits),
                 timeout_s,
             )
-        except HandoverBacklogFull as exc:
+        except (HandoverBacklogFull, UserSessionsFull, HandoverTooLarge) as exc:
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
             raise
         except (RedisError, OSError, TimeoutError) as exc:

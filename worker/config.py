@@ -12,7 +12,16 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_MESSAGES
+from worker.contract import (
+    DEFAULT_MAX_HANDOVER_BYTES,
+    DEFAULT_MAX_ID_CHARS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    DEFAULT_MAX_MESSAGES,
+    DEFAULT_MAX_SESSION_BYTES,
+    DEFAULT_MAX_USER_SESSIONS,
+    byte_limits_fault,
+)
 
 
 class Settings(BaseSettings):
@@ -93,6 +102,23 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     max_messages: int = Field(default=DEFAULT_MAX_MESSAGES, ge=1)
     max_id_chars: int = Field(default=DEFAULT_MAX_ID_CHARS, ge=1)
+    # Byte budgets (UTF-8; worker.contract says why each default): a message; a
+    # hand-over's payload (a longer list goes as its newest window that fits); a
+    # session's lists in Redis, latest and older together; and how many sessions
+    # of one user may hold unfinished lists in Redis at once. The last two are kept
+    # by Redis itself (worker/lua/enqueue.lua): a full budget refuses the hand-over.
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1)
+    max_handover_bytes: int = Field(default=DEFAULT_MAX_HANDOVER_BYTES, ge=1)
+    max_session_bytes: int = Field(default=DEFAULT_MAX_SESSION_BYTES, ge=1)
+    max_user_sessions: int = Field(default=DEFAULT_MAX_USER_SESSIONS, ge=1)
+
+    @model_validator(mode="after")
+    def _check_byte_budgets(self) -> Settings:
+        fault = byte_limits_fault(self.max_message_bytes, self.max_handover_bytes,
+                                  self.max_session_bytes)
+        if fault is not None:
+            raise ValueError(fault)
+        return self
 
     # Telemetry. Nothing is exported unless asked; /metrics only with a port.
     otel_exporter: Literal["none", "console", "otlp"] = "none"

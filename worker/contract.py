@@ -62,10 +62,26 @@ MAX_IMPORTANCE = 10
 DEFAULT_MAX_MESSAGE_CHARS = 32_000
 DEFAULT_MAX_MESSAGES = 20_000
 DEFAULT_MAX_ID_CHARS = 256
+# Byte budgets (UTF-8), since characters do not bound memory: a message of
+# 32,000 astral characters is 128,000 bytes. A message: 64 KiB holds any
+# message of the character limit in Latin, Greek or Cyrillic script, about
+# 21,800 CJK characters or 16,384 emoji. A hand-over: the payload as Redis
+# stores it (the JSON worker.payload.encode_handover writes); a longer list is
+# handed over as its most recent window that fits. A session: its latest list
+# and its backlog of older lists together, as Redis holds them.
+DEFAULT_MAX_MESSAGE_BYTES = 65_536
+DEFAULT_MAX_HANDOVER_BYTES = 1_048_576
+DEFAULT_MAX_SESSION_BYTES = 4_194_304
+# Sessions of one user holding a message list in Redis at once (a list or an
+# older list no commit has finished); a finished, idle session does not count.
+DEFAULT_MAX_USER_SESSIONS = 16
+# What a hand-over's JSON needs beyond its messages (ids, time, trace): the
+# hand-over budget must leave this much room beside one message of the limit.
+HANDOVER_ENVELOPE_BYTES = 8_192
 
 
 class LimitSettings(Protocol):
-    """Anything that carries the three limits (worker.config.Settings does)."""
+    """Anything that carries the limits (worker.config.Settings does)."""
 
     @property
     def max_message_chars(self) -> int: ...
@@ -76,18 +92,48 @@ class LimitSettings(Protocol):
     @property
     def max_id_chars(self) -> int: ...
 
+    @property
+    def max_message_bytes(self) -> int: ...
+
+    @property
+    def max_handover_bytes(self) -> int: ...
+
+    @property
+    def max_session_bytes(self) -> int: ...
+
+    @property
+    def max_user_sessions(self) -> int: ...
+
+
+def byte_limits_fault(message_bytes: int, handover_bytes: int, session_bytes: int) -> str | None:
+    """Why the three byte budgets cannot work together, or None: one message of
+    the limit must fit a hand-over, and a hand-over of the limit a session."""
+    if handover_bytes < message_bytes + HANDOVER_ENVELOPE_BYTES:
+        return (f"MEMFLEET_MAX_HANDOVER_BYTES must be at least MEMFLEET_MAX_MESSAGE_BYTES"
+                f" + {HANDOVER_ENVELOPE_BYTES}")
+    if session_bytes < handover_bytes:
+        return "MEMFLEET_MAX_SESSION_BYTES must be at least MEMFLEET_MAX_HANDOVER_BYTES"
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What a hand-over may hold: checked at the door and again by the worker."""
+    """What a hand-over may hold: checked at the door and again by the worker; the
+    session and user budgets are kept by Redis itself (worker/lua/enqueue.lua)."""
 
     max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
     max_messages: int = DEFAULT_MAX_MESSAGES
     max_id_chars: int = DEFAULT_MAX_ID_CHARS
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_handover_bytes: int = DEFAULT_MAX_HANDOVER_BYTES
+    max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES
+    max_user_sessions: int = DEFAULT_MAX_USER_SESSIONS
 
     @classmethod
     def from_settings(cls, settings: LimitSettings) -> Limits:
-        return cls(settings.max_message_chars, settings.max_messages, settings.max_id_chars)
+        return cls(settings.max_message_chars, settings.max_messages, settings.max_id_chars,
+                   settings.max_message_bytes, settings.max_handover_bytes,
+                   settings.max_session_bytes, settings.max_user_sessions)
 
 
 # ---------------------------------------------------------------- text

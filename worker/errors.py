@@ -2,8 +2,11 @@
 
     MemfleetError
     ├── InvalidHandover        the caller's session/user/messages break the contract
+    │   └── HandoverTooLarge       a message or the hand-over is over its byte limit
     ├── HandoverUnavailable    Redis could not take the hand-over (outage, timeout)   transient
-    │   └── HandoverBacklogFull    the session's older lists wait unprocessed         transient
+    │   ├── HandoverBacklogFull    the session's older lists wait unprocessed         transient
+    │   │   └── SessionBytesFull       ... and fill the session's byte budget         transient
+    │   └── UserSessionsFull       the user's sessions with unfinished lists: at cap  transient
     ├── InvalidJob             a job or its payload in Redis cannot be read
     ├── LockLost               the session lock expired or was taken while the job ran
     ├── StoreError             PostgreSQL failed (connection, query)                    transient
@@ -47,6 +50,16 @@ class InvalidHandover(MemfleetError, ValueError):
     """The hand-over's session id, user id or messages break the contract."""
 
 
+class HandoverTooLarge(InvalidHandover):
+    """A message, or the hand-over as a whole, is over its byte budget (UTF-8,
+    worker.contract). The message names the limit and the size, never the text.
+    Not transient: the same hand-over is refused again."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(f"{what} is {size} bytes, over the limit of {limit}")
+        self.size, self.limit = size, limit
+
+
 class HandoverUnavailable(MemfleetError):
     """Redis did not take the hand-over in time; the chat turn goes on without it."""
 
@@ -57,6 +70,31 @@ class HandoverBacklogFull(HandoverUnavailable):
     """The session already holds the most older message lists that no job has
     finished (workers down while the history was replaced again and again).
     The new list is not stored: hand the session over again later."""
+
+
+class SessionBytesFull(HandoverBacklogFull):
+    """Taking the new list would put the session's lists in Redis (latest and
+    older together) over MEMFLEET_MAX_SESSION_BYTES. Older lists wait for a job to
+    finish them; nothing held is replaced or dropped, and once a job finishes
+    them the same hand-over is taken: transient, like a full backlog."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the session would hold {size} bytes of message lists no job has"
+                         f" finished, over the limit of {limit}")
+        self.size, self.limit = size, limit
+
+
+class UserSessionsFull(HandoverUnavailable):
+    """The user already has MEMFLEET_MAX_USER_SESSIONS other sessions holding a
+    message list in Redis that no job has finished. A session counts from its
+    first unfinished hand-over until a commit finishes its lists (an idle session
+    keeps only its meta and does not count). Transient: jobs finishing those
+    sessions make room, with nobody acting."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the user has {limit} sessions with message lists no job has"
+                         f" finished, the limit")
+        self.limit = limit
 
 
 class InvalidJob(MemfleetError):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from worker.contract import Limits as Limits  # re-exported: callers size hand-overs with it
 from worker.contract import id_fault, text_fault
-from worker.errors import InvalidHandover, InvalidJob
+from worker.errors import HandoverTooLarge, InvalidHandover, InvalidJob
 
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -80,9 +80,24 @@ def recent_window(raw: object, limits: Limits) -> object:
     """The most recent ``max_messages`` of a longer list, for the hand-over: a long
     session is handed over as its latest window, where the cursor finds its place
     (a window that no longer extends an unfinished earlier list keeps that list in
-    the session's backlog, worker.queue). Anything else is returned as it is."""
-    if isinstance(raw, list | tuple) and len(raw) > limits.max_messages:
-        return raw[len(raw) - limits.max_messages:]
+    the session's backlog, worker.queue). Of those, only the newest whose content
+    could fit ``max_handover_bytes`` are kept (characters are at most bytes, so
+    fit_handover would drop the others): an older message is neither validated nor
+    sent. Anything else is returned as it is."""
+    if not isinstance(raw, list | tuple):
+        return raw
+    if len(raw) > limits.max_messages:
+        raw = raw[len(raw) - limits.max_messages:]
+    chars = 0
+    for index in range(len(raw) - 1, -1, -1):
+        item = raw[index]
+        content = item.content if isinstance(item, Message) else (
+            item.get("content") if isinstance(item, dict) else None)
+        chars += len(content) if isinstance(content, str) else 0
+        if chars > limits.max_handover_bytes:
+            # No window that holds this message fits; the newest alone is kept, to be
+            # refused with its own error.
+            return raw[index + 1:] if index < len(raw) - 1 else raw[index:]
     return raw
 
 
@@ -117,6 +132,9 @@ def parse_messages(raw: object, limits: Limits) -> tuple[Message, ...]:
                 f" over the limit of {limits.max_message_chars}"
             )
         _check_text(message.content, f"message {index} content")
+        size = len(message.content.encode("utf-8"))  # valid UTF-8: _check_text said so
+        if size > limits.max_message_bytes:
+            raise HandoverTooLarge(f"message {index}: content", size, limits.max_message_bytes)
         messages.append(message)
     return tuple(messages)
 
@@ -126,6 +144,34 @@ def encode_handover(handover: Handover) -> bytes:
     lists by their ``"messages":[...]`` text (worker/lua/enqueue.lua)."""
     exclude = {"agent_id"} if handover.agent_id is None else None
     return handover.model_dump_json(exclude=exclude).encode()
+
+
+def fit_handover(handover: Handover, limits: Limits) -> tuple[Handover, bytes]:
+    """The hand-over and its payload, cut to its most recent messages whose payload
+    fits ``max_handover_bytes`` (a long session goes as its newest window, as with
+    ``max_messages``: recent_window). HandoverTooLarge when not even the newest
+    message fits beside the ids and the trace."""
+    payload = encode_handover(handover)
+    limit = limits.max_handover_bytes
+    if len(payload) <= limit:
+        return handover, payload
+    # The envelope, then each message's JSON and its comma, newest first: the
+    # payload's exact size, as pydantic writes it (checked again below).
+    room = limit - len(encode_handover(handover.model_copy(update={"messages": ()}))) + 1
+    keep = 0
+    for message in reversed(handover.messages):
+        room -= len(message.model_dump_json().encode()) + 1
+        if room < 0:
+            break
+        keep += 1
+    while keep > 0:
+        window = handover.model_copy(update={"messages": handover.messages[-keep:]})
+        payload = encode_handover(window)
+        if len(payload) <= limit:
+            return window, payload
+        keep -= 1
+    newest = handover.model_copy(update={"messages": handover.messages[-1:]})
+    raise HandoverTooLarge("the hand-over", len(encode_handover(newest)), limit)
 
 
 def decode_handover(raw: bytes | str | None, limits: Limits) -> Handover:

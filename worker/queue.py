@@ -18,7 +18,15 @@ below is ``SessionRef.key``, ``{<user>}:<session id>``.
   finished them), oldest first, each as ``<number>:<payload>``; jobs process
   them before the latest list, and drop them once done when they release the
   session lock (worker.stages.lock);
-- ``memfleet:queued:<session>`` names the job that is queued and not started.
+- ``memfleet:queued:<session>`` names the job that is queued and not started;
+- ``memfleet:active:{<user>}`` lists the user's session ids that hold a list no
+  commit has finished, for the cap on such sessions per user (the release
+  takes a session out when it finishes its last list).
+
+Byte budgets (worker.contract.Limits) are kept by the hand-over script itself:
+a payload over ``max_handover_bytes``, a session whose lists (latest and older)
+would pass ``max_session_bytes``, and a user's session over
+``max_user_sessions`` are refused before anything is written.
 
 A hand-over sets the payload and enqueues a job only when none is waiting (a
 job a worker has already picked does not count: that worker may be dead). A
@@ -39,7 +47,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from worker.errors import HandoverBacklogFull
+from worker import serialization
+from worker.contract import Limits
+from worker.errors import (
+    HandoverBacklogFull,
+    HandoverTooLarge,
+    SessionBytesFull,
+    UserSessionsFull,
+)
 from worker.redis_scripts import PAYLOAD_MESSAGES, LuaScript
 from worker.session_ref import SessionRef, user_tag
 
@@ -50,6 +65,7 @@ QUEUED_PREFIX = "memfleet:queued:"
 META_PREFIX = "memfleet:handover-meta:"
 BACKLOG_PREFIX = "memfleet:backlog:"
 USER_SESSIONS_PREFIX = "memfleet:sessions:"
+USER_ACTIVE_PREFIX = "memfleet:active:"  # + {user}: sessions holding an unfinished list
 # Older lists a session may hold unprocessed; one more refuses the hand-over.
 BACKLOG_LIMIT = 32
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
@@ -76,7 +92,7 @@ def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
     job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [],
                            "k": {"user_id": session.user_id, "session_id": session.session_id},
                            "et": enqueue_ms}
-    return json.dumps(job, separators=(",", ":")).encode()
+    return serialization.serialize(job)
 
 
 def pending_key(queue_name: str) -> str:
@@ -111,6 +127,15 @@ def user_sessions_key(user_id: str) -> str:
     return USER_SESSIONS_PREFIX + user_tag(user_id)
 
 
+def user_active_key(user_id: str) -> str:
+    return USER_ACTIVE_PREFIX + user_tag(user_id)
+
+
+def user_keys(user_id: str) -> tuple[str, ...]:
+    """The keys of the user as a whole (beside each session's session_keys)."""
+    return (user_sessions_key(user_id), user_active_key(user_id))
+
+
 def session_keys(session: SessionRef) -> tuple[str, ...]:
     """Every key that holds the session's hand-over (for an erase)."""
     return (handover_key(session), meta_key(session), backlog_key(session),
@@ -139,28 +164,44 @@ async def enqueue(
     payload: bytes | None,
     queue_name: str = DEFAULT_QUEUE,
     defer_ms: int = 0,
+    limits: Limits | None = None,
 ) -> Enqueued:
     """Store ``payload`` (when given: worker.payload.encode_handover's JSON) and make
     sure one job for the session is queued.
 
-    Raises HandoverBacklogFull when the session already holds BACKLOG_LIMIT older
-    lists that no job has finished: the new list is not stored.
+    Refuses the payload, storing nothing of it and keeping every list already held,
+    with HandoverBacklogFull when the session already holds BACKLOG_LIMIT older
+    lists that no job has finished, SessionBytesFull (one) when its lists would
+    pass ``limits.max_session_bytes``, UserSessionsFull when the user already has
+    ``limits.max_user_sessions`` other sessions with unfinished lists, and
+    HandoverTooLarge when the payload is over ``limits.max_handover_bytes``.
     """
+    limits = limits or Limits()
     now = int(time.time() * 1000)
     job_id = f"memfleet-{uuid.uuid4().hex}"
+    tag = user_tag(session.user_id) + ":"
     result = await _ENQUEUE(
         redis,
         [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
          meta_key(session), backlog_key(session), user_sessions_key(session.user_id),
-         waiting_key(queue_name)],
+         waiting_key(queue_name), user_active_key(session.user_id)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session, now),
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
-         session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id],
+         session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id,
+         limits.max_handover_bytes, limits.max_session_bytes, limits.max_user_sessions,
+         META_PREFIX + tag, BACKLOG_PREFIX + tag],
     )
     if result == -1:
         raise HandoverBacklogFull(
             f"the session holds {BACKLOG_LIMIT} older message lists no job has finished yet"
         )
+    if isinstance(result[0], int):  # a refusal: {code, figure}
+        code, figure = result[0], int(result[1])
+        if code == -2:
+            raise SessionBytesFull(figure, limits.max_session_bytes)
+        if code == -3:
+            raise UserSessionsFull(limits.max_user_sessions)
+        raise HandoverTooLarge("the hand-over", figure, limits.max_handover_bytes)
     job, kept, seq = result
     return Enqueued(_decode(job), bool(kept), int(seq))
 

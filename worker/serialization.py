@@ -21,7 +21,13 @@ def _default(value: Any) -> Any:
 
 
 def serialize(value: Any) -> bytes:
-    return json.dumps(value, default=_default, separators=(",", ":")).encode()
+    # Non-ASCII as UTF-8: an escaped astral character is 12 bytes, UTF-8 is 4. A lone
+    # surrogate has no UTF-8 form: then escaped, as JSON allows.
+    try:
+        return json.dumps(value, default=_default, ensure_ascii=False,
+                          separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, default=_default, separators=(",", ":")).encode()
 
 
 def deserialize(raw: bytes) -> Any:

@@ -4,14 +4,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from worker.errors import InvalidHandover, InvalidJob
+from worker.config import Settings
+from worker.errors import HandoverTooLarge, InvalidHandover, InvalidJob
 from worker.payload import (
     Handover,
     Limits,
     check_id,
     decode_handover,
     encode_handover,
+    fit_handover,
     parse_messages,
+    recent_window,
 )
 
 LIMITS = Limits(max_message_chars=100, max_messages=5, max_id_chars=10)
@@ -88,3 +91,54 @@ def test_an_agent_id_follows_the_id_rule() -> None:
     bad = encode_handover(_handover("x" * 11))  # over LIMITS.max_id_chars
     with pytest.raises(InvalidJob, match="agent_id"):
         decode_handover(bad, LIMITS)
+
+
+def _handover_of(contents: list[str]) -> Handover:
+    return Handover(session_id="s", user_id="u",
+                    messages=parse_messages([{"role": "user", "content": c} for c in contents],
+                                            Limits()),
+                    handed_over_at=datetime(2026, 1, 1, tzinfo=UTC), trace={"traceparent": "x"})
+
+
+def test_a_message_over_the_byte_limit_is_refused_by_its_utf8_size() -> None:
+    limits = Limits(max_message_bytes=40)
+    assert parse_messages([{"role": "user", "content": "\U0001f600" * 10}], limits)  # 40 B
+    with pytest.raises(HandoverTooLarge) as caught:
+        parse_messages([{"role": "user", "content": "\U0001f600" * 11}], limits)  # 11 chars
+    assert str(caught.value) == "message 0: content is 44 bytes, over the limit of 40"
+
+
+@pytest.mark.parametrize("limit", [300, 301, 350, 420, 10_000])
+def test_a_hand_over_is_cut_to_its_newest_messages_that_fit(limit: int) -> None:
+    handover = _handover_of([f"m{n} \u00e9\u00e9\u00e9" for n in range(20)])
+    window, payload = fit_handover(handover, Limits(max_handover_bytes=limit))
+    assert payload == encode_handover(window) and len(payload) <= limit
+    assert window.messages == handover.messages[-len(window.messages):], "the newest, in order"
+    if len(window.messages) < len(handover.messages):
+        one_more = handover.model_copy(
+            update={"messages": handover.messages[-len(window.messages) - 1:]})
+        assert len(encode_handover(one_more)) > limit, "as many as fit"
+
+
+def test_a_hand_over_whose_newest_message_cannot_fit_is_refused() -> None:
+    with pytest.raises(HandoverTooLarge, match=r"the hand-over is 2\d\d bytes, over the limit"):
+        fit_handover(_handover_of(["x" * 100, "y" * 120]), Limits(max_handover_bytes=200))
+
+
+def test_byte_budgets_that_cannot_work_together_are_refused_at_boot() -> None:
+    with pytest.raises(ValueError, match="MAX_HANDOVER_BYTES must be at least"):
+        Settings(max_message_bytes=100_000, max_handover_bytes=100_000)
+    with pytest.raises(ValueError, match="MAX_SESSION_BYTES must be at least"):
+        Settings(max_session_bytes=1_000)
+
+
+def test_messages_no_window_can_hold_are_neither_checked_nor_sent() -> None:
+    limits = Limits(max_message_bytes=100, max_handover_bytes=1_000)
+    ancient = {"role": "user", "content": "\U0001f600" * 990}  # over the message limit
+    recent = [{"role": "user", "content": f"m{n}"} for n in range(10)]
+    window = recent_window([ancient, *recent], limits)
+    assert window == recent, "990 characters and the rest cannot fit 1,000 bytes"
+    assert len(parse_messages(window, limits)) == 10
+    # A list whose newest message alone is too large is refused for it, by its size.
+    with pytest.raises(HandoverTooLarge, match="message 5: content is 3960 bytes"):
+        parse_messages(recent_window([*recent, ancient], limits), limits)

@@ -10,6 +10,7 @@ from worker.errors import (
     ConsolidationContention,
     CursorFenced,
     HandoverBacklogFull,
+    HandoverTooLarge,
     HandoverUnavailable,
     InvalidHandover,
     InvalidJob,
@@ -20,9 +21,11 @@ from worker.errors import (
     ProviderAnswerInvalid,
     ProviderError,
     ProviderUnavailable,
+    SessionBytesFull,
     StoreError,
     StoreUnavailable,
     UserErased,
+    UserSessionsFull,
     UserVersionConflict,
 )
 from worker.job import Next, after_error
@@ -30,10 +33,11 @@ from worker.job import Next, after_error
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
              InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
              LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut("off"),
-             UserErased("erased")]
+             UserErased("erased"), HandoverTooLarge("a message", 70_000, 65_536)]
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
              ConsolidationContention("busy user"), UserVersionConflict("u1"),
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
+             SessionBytesFull(5_000_000, 4_194_304), UserSessionsFull(16),
              StoreUnavailable("connection refused"),
              # The job defers its session before asking the policy (worker.job); were
              # the policy asked, it would retry it like any transient error.

@@ -27,24 +27,53 @@
 -- meta's n keeps the first hand-over since a job last claimed the session
 -- (worker/stages/lua/release.lua rescores from it). A queued job with no
 -- payload (a re-drive) lists a session that still has an unfinished list.
+-- Byte budgets, kept here so that every client (any language) is held to
+-- them: a payload longer than the hand-over limit is refused ({-4, its
+-- bytes}); so is one that would put the session's lists over the session
+-- limit ({-2, the bytes it would hold}): the latest list plus the backlog's
+-- entries, counted in string bytes (the payload is UTF-8 JSON). The backlog's
+-- bytes are kept in the meta's k (worker/stages/lua/release.lua takes off
+-- what it drops), read only while the backlog holds something, so a backlog
+-- dropped elsewhere leaves no stale count.
+-- A user may have at most the user limit of sessions holding an unfinished
+-- list at once (the user's active set: its latest list unfinished, meta q ~=
+-- d, or an older list in its backlog). A hand-over that would add one more is
+-- refused ({-3, the limit}). The release takes a session out of the set when
+-- it finishes its last list; at the limit, members that no longer hold an
+-- unfinished list (expired, erased) are pruned first.
+-- Every refusal comes before any write: nothing held is replaced or lost.
 -- KEYS: payload, queued marker, queue, pending set, meta, backlog, the user's
--- session set, waiting set.
+-- session set, waiting set, the user's active set.
 -- ARGV: payload or "", payload ttl ms, job id, job bytes, score, job expiry
 -- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session key
--- ({user}:session), pending deadline ms, backlog limit, session id.
+-- ({user}:session), pending deadline ms, backlog limit, session id,
+-- hand-over bytes limit, session bytes limit, user sessions limit, the
+-- user's key prefix of a session's meta and of its backlog (through the
+-- hash tag and ':').
 -- Returns {the new job's id, or false when a waiting job will read the
 -- payload; 1 when the previous list went to the backlog, else 0; the
--- hand-over's number ('0' without a payload)}.
+-- hand-over's number ('0' without a payload)}, or -1 when the backlog holds
+-- the most lists, or {-2|-3|-4, figure} as above.
 
 -- messages_of: worker/lua/payload_messages.lua, loaded before this script.
+
+-- Whether a session still holds a list no commit has finished.
+local function unfinished(meta_key, backlog_key)
+  if redis.call('EXISTS', backlog_key) == 1 then return true end
+  local qd = redis.call('HMGET', meta_key, 'q', 'd')
+  return qd[1] ~= false and qd[1] ~= qd[2]
+end
 
 local kept = 0
 local seq = '0'
 if ARGV[1] ~= '' then
-  local meta = redis.call('HMGET', KEYS[5], 'q', 'd', 'h')
+  local size = string.len(ARGV[1])
+  if size > tonumber(ARGV[13]) then return {-4, size} end
+  local meta = redis.call('HMGET', KEYS[5], 'q', 'd', 'h', 'k')
   local last = tonumber(meta[1] or '0')
   local finished = meta[2] and meta[2] == meta[1]
   local same = false
+  local entry = nil
   local old = redis.call('GET', KEYS[1])
   if not old and finished and meta[3] then
     -- The release dropped the finished list and kept its digest.
@@ -56,11 +85,34 @@ if ARGV[1] ~= '' then
       and (before == '' or string.sub(now, 1, string.len(before)) == before)
     same = extends and string.len(now) == string.len(before)
     if not extends and not finished then
-      if redis.call('LLEN', KEYS[6]) >= tonumber(ARGV[11]) then return -1 end
-      redis.call('RPUSH', KEYS[6], string.format('%.0f', last) .. ':' .. old)
-      redis.call('PEXPIRE', KEYS[6], ARGV[2])
-      kept = 1
+      entry = string.format('%.0f', last) .. ':' .. old
     end
+  end
+  local older = redis.call('LLEN', KEYS[6])
+  local older_bytes = older > 0 and tonumber(meta[4] or '0') or 0
+  if entry then
+    if older >= tonumber(ARGV[11]) then return -1 end
+    older_bytes = older_bytes + string.len(entry)
+  end
+  if older_bytes + size > tonumber(ARGV[14]) then return {-2, older_bytes + size} end
+  if not (same and finished) and redis.call('SISMEMBER', KEYS[9], ARGV[12]) == 0 then
+    local limit = tonumber(ARGV[15])
+    if redis.call('SCARD', KEYS[9]) >= limit then
+      for _, sid in ipairs(redis.call('SMEMBERS', KEYS[9])) do
+        if not unfinished(ARGV[16] .. sid, ARGV[17] .. sid) then
+          redis.call('SREM', KEYS[9], sid)
+        end
+      end
+      if redis.call('SCARD', KEYS[9]) >= limit then return {-3, limit} end
+    end
+    redis.call('SADD', KEYS[9], ARGV[12])
+  end
+  if redis.call('EXISTS', KEYS[9]) == 1 then redis.call('PEXPIRE', KEYS[9], ARGV[2]) end
+  if entry then
+    redis.call('RPUSH', KEYS[6], entry)
+    redis.call('PEXPIRE', KEYS[6], ARGV[2])
+    redis.call('HSET', KEYS[5], 'k', older_bytes)
+    kept = 1
   end
   local time = redis.call('TIME')
   seq = string.format('%.0f',

@@ -136,9 +136,10 @@ class SessionLock:
                            [self.key, claimed_key(self.queue_name),
                             queue.backlog_key(self.session), queue.meta_key(self.session),
                             queue.waiting_key(self.queue_name), queue.events_key(self.queue_name),
-                            queue.handover_key(self.session)],
+                            queue.handover_key(self.session),
+                            queue.user_active_key(self.session.user_id)],
                            [self.token, self.session.key, done_through, latest_done,
-                            int(gave_up), *note.args()])
+                            int(gave_up), *note.args(), self.session.session_id])
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,21 +19,33 @@
 -- (worker/lua/enqueue.lua). Nothing else needs a finished list: a later list
 -- that does not extend it is not kept either way, and the cursor in
 -- PostgreSQL, not the snapshot, says where the next list's new messages begin.
+-- The byte and session budgets (worker/lua/enqueue.lua) get back what is
+-- dropped: the meta's k (the backlog's bytes) loses each dropped entry's
+-- length and goes with the last one, and a session left with no unfinished
+-- list leaves the user's active set.
 -- KEYS: lock, claimed set, backlog, hand-over meta, waiting set, events stream,
--- payload.
--- ARGV: token, session id, drop older lists numbered up to this (0: none), the
--- latest list's number when the run finished it (0: it did not), 1 when the
--- job gave the session up, the session's stand-in, outcome, added, updated,
--- deleted, the stream's approximate length cap.
+-- payload, the user's active set.
+-- ARGV: token, session key ({user}:session), drop older lists numbered up to
+-- this (0: none), the latest list's number when the run finished it (0: it
+-- did not), 1 when the job gave the session up, the session's stand-in,
+-- outcome, added, updated, deleted, the stream's approximate length cap, the
+-- session id.
 
 -- messages_of: worker/lua/payload_messages.lua, loaded before this script.
 
 local through = tonumber(ARGV[3])
 local latest_done = ARGV[4]
+local dropped = 0
 while through > 0 do
   local head = redis.call('LINDEX', KEYS[3], 0)
   if not head or tonumber(string.match(head, '^(%d+):') or '0') > through then break end
   redis.call('LPOP', KEYS[3])
+  dropped = dropped + string.len(head)
+end
+if redis.call('LLEN', KEYS[3]) == 0 then
+  redis.call('HDEL', KEYS[4], 'k')
+elseif dropped > 0 and redis.call('HEXISTS', KEYS[4], 'k') == 1 then
+  redis.call('HINCRBY', KEYS[4], 'k', -dropped)
 end
 local settled = through > 0 or latest_done ~= '0'
 local meta = redis.call('HMGET', KEYS[4], 'q', 'n')
@@ -55,6 +67,10 @@ elseif settled then
     redis.call('ZADD', KEYS[5], 'XX', string.format('%.0f', math.floor(tonumber(oldest) / 1000)),
                ARGV[2])
   end
+end
+if settled and redis.call('EXISTS', KEYS[3]) == 0 then
+  local qd = redis.call('HMGET', KEYS[4], 'q', 'd')
+  if qd[1] == qd[2] then redis.call('SREM', KEYS[8], ARGV[12]) end
 end
 if settled then
   local time = redis.call('TIME')
