@@ -17,7 +17,9 @@
     ├── ModelBudgetBusy        the fleet's model budget had no slot within the wait      transient
     ├── ProviderError          an LLM or embeddings call was refused (HTTP 400 and the like)
     │   ├── ProviderUnavailable    rate limit, 5xx, timeout, connection                  transient
-    │   └── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
+    │   ├── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
+    │   │   └── OfflineAnswerInvalid   the offline provider's own answer broke the wire
+    │   └── ProviderWorkOverBudget the provider's CPU work on a slice overran its budget
     └── ConfigurationError     settings that cannot work (missing key, unknown model)
 
 ``transient`` is the retry policy: the job runs again later (cursor untouched)
@@ -139,6 +141,20 @@ class ProviderAnswerInvalid(ProviderError):
     """
 
     transient = True
+
+
+class OfflineAnswerInvalid(ProviderAnswerInvalid):
+    """The offline (rules) provider's answer broke the wire format. Not transient:
+    the provider is deterministic, so another try gives the same answer; the job
+    skips the slice at once, on the record (worker.job)."""
+
+    transient = False
+
+
+class ProviderWorkOverBudget(ProviderError):
+    """The provider's CPU work on user text (the offline rules provider's patterns)
+    went over MEMFLEET_PROVIDER_CPU_BUDGET_S for one call. Another try would cost
+    as much: the job skips the slice at once, on the record (worker.job)."""
 
 
 class ConfigurationError(MemfleetError):

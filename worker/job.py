@@ -15,7 +15,9 @@ busy lock, recorded with an audit row in ``memory_run``:
   server being away is nobody's error: the session gets a fresh job after
   ``outage_wait_s``, as often as it takes, instead of failing;
 - skipped, on the last try, when the model kept breaking the answer schema
-  for this slice: the cursor moves past it with no fact written;
+  for this slice: the cursor moves past it with no fact written; at once when
+  the offline provider's answer broke the wire or its CPU work on the slice's
+  text went over MEMFLEET_PROVIDER_CPU_BUDGET_S (both would only repeat);
 - error: anything memfleet did not expect; recorded, counted, and raised to ARQ.
 """
 
@@ -39,8 +41,10 @@ from worker.errors import (
     LockLost,
     MemfleetError,
     ModelBudgetBusy,
+    OfflineAnswerInvalid,
     ProviderAnswerInvalid,
     ProviderUnavailable,
+    ProviderWorkOverBudget,
     StoreError,
 )
 from worker.events import CommitNote
@@ -85,6 +89,10 @@ class Next(StrEnum):
 
 def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
     """The retry policy, decided by the error tree: only transient errors are tried again."""
+    if isinstance(exc, (OfflineAnswerInvalid, ProviderWorkOverBudget)):
+        # Deterministic work on this slice's text: another try would end the same way,
+        # and failing would block the session's later turns. Skipped, on the record.
+        return Next.SKIP
     if not exc.transient:
         return Next.FAIL
     if job_try < max_tries:

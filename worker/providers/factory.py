@@ -219,8 +219,9 @@ def build_providers(
     # One client per endpoint: the calls of a job share its pooled connections.
     clients = Clients()
     if chat is None:
+        budget_s = settings.provider_cpu_budget_s
         extractor, consolidator, summarizer = (
-            RulesExtractor(), RulesConsolidator(), RulesSummarizer()
+            RulesExtractor(budget_s), RulesConsolidator(budget_s), RulesSummarizer(budget_s)
         )
     else:
         extractor = OpenAIExtractor(chat[0], client=clients.of(*_endpoint_of(chat[0])))
