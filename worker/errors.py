@@ -20,7 +20,8 @@
     │   ├── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
     │   │   └── OfflineAnswerInvalid   the offline provider's own answer broke the wire
     │   └── ProviderWorkOverBudget the provider's CPU work on a slice overran its budget
-    └── ConfigurationError     settings that cannot work (missing key, unknown model)
+    ├── ConfigurationError     settings that cannot work (missing key, unknown model)
+    └── UnexpectedJobError     what the job hands ARQ for an error memfleet did not expect
 
 ``transient`` is the retry policy: the job runs again later (cursor untouched)
 only for an error that can heal by itself. Everything else ends the run at
@@ -159,3 +160,9 @@ class ProviderWorkOverBudget(ProviderError):
 
 class ConfigurationError(MemfleetError):
     """Settings that cannot work: an operator must act before a retry can succeed."""
+
+
+class UnexpectedJobError(MemfleetError):
+    """Stands in, for ARQ, for an exception memfleet did not expect in a job: ARQ
+    logs what a job raises with its message and traceback, and a foreign message
+    can quote user content. It names the type and place of the original only."""

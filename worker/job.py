@@ -24,6 +24,8 @@ busy lock, recorded with an audit row in ``memory_run``:
 from __future__ import annotations
 
 import asyncio
+import os
+import traceback
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -46,6 +48,7 @@ from worker.errors import (
     ProviderUnavailable,
     ProviderWorkOverBudget,
     StoreError,
+    UnexpectedJobError,
 )
 from worker.events import CommitNote
 from worker.payload import Limits, Snapshot, decode_handover
@@ -125,10 +128,16 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
         outcome = "cancelled"
         raise
-    except Exception as exc:
-        # By type only: a traceback's message could quote user content.
-        log.error("job ended in an unexpected error", error=type(exc).__name__)
-        raise
+    except MemfleetError:
+        raise  # our own message: no user content
+    except Exception as exc:  # noqa: BLE001 - re-raised as a stand-in without the message
+        # By type and place only: the message, and any exception chained to it, can
+        # quote user content (a pydantic error cites its input). ARQ logs what the
+        # job raises with its message and traceback, so it gets a stand-in instead.
+        where = _innermost_frame(exc)
+        log.error("job ended in an unexpected error", error=type(exc).__name__, where=where)
+        raise UnexpectedJobError(
+            f"{type(exc).__name__} at {where} (its message is withheld)") from None
     finally:
         metrics.running.discard(job_id)
         metrics.jobs.add(1, {"outcome": outcome})
@@ -347,6 +356,15 @@ def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
     producer = trace.get_current_span(propagate.extract(carrier)).get_span_context()
     if producer.is_valid:
         span.add_link(producer, {"messaging.operation.type": "send"})
+
+
+def _innermost_frame(exc: BaseException) -> str:
+    """Where an exception was raised, as ``file:line in function``: code, never data."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "(no traceback)"
+    last = frames[-1]
+    return f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
 
 
 def _describe(exc: BaseException) -> str:

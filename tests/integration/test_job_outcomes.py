@@ -18,6 +18,7 @@ from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs
 from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.errors import UnexpectedJobError
 from worker.providers.factory import build_providers
 from worker.telemetry import setup_telemetry
 
@@ -63,7 +64,7 @@ class ExplodingExtractor:
     provider_name, model = "memfleet.test", "test-double"
 
     async def extract(self, request: Any) -> Any:
-        raise RuntimeError("a bug nobody planned for")
+        raise RuntimeError("a bug nobody planned for, quoting I use Zig")
 
 
 async def test_an_unexpected_error_is_recorded_counted_and_raised(
@@ -73,8 +74,11 @@ async def test_an_unexpected_error_is_recorded_counted_and_raised(
                                       queue_name=settings.queue_name)
     broken = replace(build_providers(settings), extractor=ExplodingExtractor())
     async with job_deps(settings, redis, broken) as deps:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(UnexpectedJobError) as raised:
             await run_job(deps, "s1", "j1")
+        # ARQ logs what the job raises: the type and place, never the message or its chain.
+        assert str(raised.value).startswith("RuntimeError at ")
+        assert "Zig" not in str(raised.value) and raised.value.__suppress_context__
         metrics = deps.telemetry.render_metrics().decode()
     assert 'memfleet_jobs_total{outcome="error"} 1.0' in metrics
     (run,) = await runs(db, "s1")
