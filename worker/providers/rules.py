@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 MODEL = "rules-v1"
 # CPU seconds one call may spend (Settings.provider_cpu_budget_s when built by the factory).
-DEFAULT_CPU_BUDGET_S = 2.0
+DEFAULT_CPU_BUDGET_S = 10.0
 RULES_PROVIDER = "memfleet.rules"  # gen_ai.provider.name in spans
 SUMMARY_CHARS = 1000
 SNIPPET_CHARS = 160
