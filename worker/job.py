@@ -128,14 +128,15 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
         outcome = "cancelled"
         raise
-    except MemfleetError:
-        raise  # our own message: no user content
-    except Exception as exc:  # noqa: BLE001 - re-raised as a stand-in without the message
+    except Exception as exc:
         # By type and place only: the message, and any exception chained to it, can
         # quote user content (a pydantic error cites its input). ARQ logs what the
-        # job raises with its message and traceback, so it gets a stand-in instead.
+        # job raises with its message and traceback, so a foreign error is handed
+        # over as a stand-in; memfleet's own messages carry no user content.
         where = _innermost_frame(exc)
         log.error("job ended in an unexpected error", error=type(exc).__name__, where=where)
+        if isinstance(exc, MemfleetError):
+            raise
         raise UnexpectedJobError(
             f"{type(exc).__name__} at {where} (its message is withheld)") from None
     finally:

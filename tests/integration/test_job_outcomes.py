@@ -86,6 +86,27 @@ async def test_an_unexpected_error_is_recorded_counted_and_raised(
     assert await db.fetchval("SELECT count(*) FROM session_cursor") == 0, "nothing was lost"
 
 
+async def test_a_slice_over_the_cpu_budget_is_skipped_on_the_record_and_the_session_goes_on(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    tight = settings.model_copy(update={"provider_cpu_budget_s": 1e-9})
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name)
+    counts = await drain(tight)
+    assert counts["retried"] == 0, "deterministic work is not tried again"
+    (run,) = await runs(db, "s1")
+    assert run["outcome"] == "skipped"
+    assert run["error"].startswith("ProviderWorkOverBudget: "), run["error"]
+    assert await active_texts(db, "u1") == []
+    # Skipped past, not stuck: the next turn of the session is processed normally.
+    await schedule_memory_persistence(redis, "s1", "u1",
+                                      [user_msg("I use Zig."), user_msg("I live in Oslo.")],
+                                      queue_name=settings.queue_name)
+    await drain(settings)
+    assert [r["outcome"] for r in await runs(db, "s1")] == ["skipped", "committed"]
+    assert await active_texts(db, "u1") == ["Lives in Oslo"]
+
+
 async def test_a_worker_in_a_shared_process_leaves_the_garbage_collector_alone(
     settings: Settings, redis: Redis
 ) -> None:
