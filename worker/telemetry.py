@@ -147,7 +147,8 @@ def record_error(span: trace.Span, exc: BaseException) -> None:
     kind = type(exc)
     frames = traceback.format_list(traceback.extract_tb(exc.__traceback__))
     attributes: dict[str, Any] = {
-        "exception.type": f"{kind.__module__}.{kind.__qualname__}",
+        "exception.type": (kind.__qualname__ if kind.__module__ == "builtins"
+                           else f"{kind.__module__}.{kind.__qualname__}"),
         "exception.stacktrace": "".join(frames),
         "exception.escaped": "True",
     }
