@@ -11,11 +11,13 @@ the hand-over's per-message limit (32,000 characters) or, for model answers,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
 from worker.providers.llm_json import parse_answer
-from worker.providers.rules import extract_facts
+from worker.providers.rules import RulesExtractor, extract_facts
 from worker.wire import ExtractionAnswer, ExtractionRequest, WireMessage
 
 LIMIT = 32_000
@@ -51,12 +53,40 @@ def cpu_ms(call: Callable[[], object]) -> tuple[float, str]:
     return (time.process_time() - started) * 1000, outcome
 
 
+async def loop_stall_ms(request: ExtractionRequest) -> float:
+    """The longest the event loop went unserved while the rules provider extracted."""
+    longest, started, done = 0.0, asyncio.Event(), asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        started.set()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+
+    ticking = asyncio.create_task(ticker())
+    await started.wait()
+    with contextlib.suppress(Exception):  # only the stall is measured here
+        await RulesExtractor().extract(request)
+    done.set()
+    await ticking
+    return longest * 1000
+
+
 def main() -> None:
     for name, text in MESSAGES.items():
         request = ExtractionRequest(observed_at="2026-11-22 (Sunday)", summary=None, context=(),
                                     messages=(WireMessage(role="user", content=text),))
         ms, outcome = cpu_ms(lambda r=request: extract_facts(r))  # type: ignore[misc]
         print(f"extract_facts  {name:40} {len(text):>6} chars {ms:10.1f} ms CPU  {outcome}")
+    for name in ("whitespace run 'I use' + spaces + 'x'", "ordinary sentences"):
+        request = ExtractionRequest(observed_at="2026-11-22 (Sunday)", summary=None, context=(),
+                                    messages=(WireMessage(role="user", content=MESSAGES[name]),))
+        stall = asyncio.run(loop_stall_ms(request))
+        print(f"loop stall     {name:40} {len(MESSAGES[name]):>6} chars {stall:10.1f} ms wall"
+              "  (longest the event loop went unserved during RulesExtractor.extract)")
     for name, text in ANSWERS.items():
         ms, outcome = cpu_ms(lambda t=text: parse_answer(t, ExtractionAnswer))  # type: ignore[misc]
         print(f"parse_answer   {name:40} {len(text):>6} chars {ms:10.1f} ms CPU  {outcome}")
