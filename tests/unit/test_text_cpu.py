@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from datetime import date
@@ -302,3 +303,32 @@ def test_the_event_loop_keeps_turning_while_the_rules_work() -> None:
 
     longest = asyncio.run(scenario())
     assert longest < 1.0, f"the loop stood still for {longest:.2f} s"
+
+
+def test_a_workers_rules_providers_run_on_their_own_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Not the loop's default executor: it also resolves host names for new
+    # connections, which must not queue behind pattern matching.
+    from worker.config import Settings
+    from worker.providers.factory import build_providers
+
+    seen: list[str] = []
+    real = rules.extract_facts
+
+    def recording(request: ExtractionRequest, checkpoint: Callable[[], None]) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(request, checkpoint)
+
+    monkeypatch.setattr(rules, "extract_facts", recording)
+    providers = build_providers(Settings(provider_cpu_budget_s=3.0))
+
+    async def scenario() -> None:
+        try:
+            answer = await providers.extractor.extract(_extraction("I live in Oslo."))
+            assert [f.text for f in answer.value.facts] == ["Lives in Oslo"]
+        finally:
+            await providers.aclose()
+
+    asyncio.run(scenario())
+    assert len(seen) == 1 and seen[0].startswith("memfleet-cpu"), seen

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from worker.errors import OfflineAnswerInvalid
 from worker.providers.base import Answer, Usage
-from worker.providers.cpu_budget import Checkpoint, no_deadline, run_in_thread
+from worker.providers.cpu_budget import Checkpoint, CpuThreads, no_deadline, run_in_thread
 from worker.providers.llm_json import describe_errors
 from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
@@ -264,7 +264,8 @@ def summarize(request: SummaryRequest, checkpoint: Checkpoint = no_deadline) -> 
 # ---------------------------------------------------------------- providers
 
 
-def _answered(work: Callable[[Checkpoint], T], budget_s: float) -> Callable[[], Awaitable[T]]:
+def _answered(work: Callable[[Checkpoint], T], budget_s: float,
+              threads: CpuThreads | None = None) -> Callable[[], Awaitable[T]]:
     """``work`` off the event loop within the CPU budget; an answer that breaks the
     wire (a bug of these rules, since they are deterministic) becomes memfleet's
     own error, named by location and kind: pydantic's message would quote the user."""
@@ -276,30 +277,39 @@ def _answered(work: Callable[[Checkpoint], T], budget_s: float) -> Callable[[], 
             raise OfflineAnswerInvalid(
                 f"the rules provider's answer breaks the wire: {describe_errors(exc)}") from None
 
-    return lambda: run_in_thread(checked, budget_s)
+    return lambda: run_in_thread(checked, budget_s, threads)
 
 
 class _Rules:
     provider_name = RULES_PROVIDER
     model = MODEL
 
-    def __init__(self, cpu_budget_s: float = DEFAULT_CPU_BUDGET_S) -> None:
-        self._budget_s = cpu_budget_s
+    def __init__(self, cpu_budget_s: float = DEFAULT_CPU_BUDGET_S,
+                 threads: CpuThreads | None = None) -> None:
+        """``threads``: shared by the three providers of a worker (factory); without
+        them, the loop's default executor."""
+        self._budget_s, self._threads = cpu_budget_s, threads
+
+    async def aclose(self) -> None:
+        if self._threads is not None:
+            self._threads.close()
 
 
 class RulesExtractor(_Rules):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
-        work = _answered(lambda check: extract_facts(request, check), self._budget_s)
+        work = _answered(lambda check: extract_facts(request, check), self._budget_s,
+                         self._threads)
         return Answer(await work(), Usage(0, 0), MODEL)
 
 
 class RulesConsolidator(_Rules):
     async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
-        work = _answered(lambda check: decide(request, check), self._budget_s)
+        work = _answered(lambda check: decide(request, check), self._budget_s, self._threads)
         return Answer(await work(), Usage(0, 0), MODEL)
 
 
 class RulesSummarizer(_Rules):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
-        work = _answered(lambda check: summarize(request, check), self._budget_s)
+        work = _answered(lambda check: summarize(request, check), self._budget_s,
+                         self._threads)
         return Answer(await work(), Usage(0, 0), MODEL)
