@@ -332,3 +332,11 @@ def test_a_workers_rules_providers_run_on_their_own_threads(
 
     asyncio.run(scenario())
     assert len(seen) == 1 and seen[0].startswith("memfleet-cpu"), seen
+
+
+def test_a_completion_body_above_its_cap_is_refused_unread() -> None:
+    from worker.providers.openai_chat import MAX_COMPLETION_BYTES
+
+    body = json.dumps({"choices": [{"message": {"content": "x" * MAX_COMPLETION_BYTES}}]})
+    with pytest.raises(ProviderAnswerInvalid, match="bytes, above"):
+        parse_completion(body.encode())
