@@ -18,7 +18,8 @@ busy lock, recorded with an audit row in ``memory_run``:
   for this slice: the cursor moves past it with no fact written; at once when
   the offline provider's answer broke the wire or its CPU work on the slice's
   text went over MEMFLEET_PROVIDER_CPU_BUDGET_S (both would only repeat);
-- error: anything memfleet did not expect; recorded, counted, and raised to ARQ.
+- error: anything memfleet did not expect; recorded, counted, and raised to ARQ
+  as UnexpectedJobError (type and place, never the message: ARQ logs it).
 """
 
 from __future__ import annotations

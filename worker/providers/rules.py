@@ -5,7 +5,8 @@ is what demos, tests and air-gapped trials need. It understands only the plain
 first-person phrasings in ``rules_patterns``; production uses a model.
 
 Each provider class is a thin async wrapper around a pure function of the
-request, so the behaviour can be tested without an event loop.
+request, so the behaviour can be tested without an event loop; the wrapper runs
+it in a thread within a CPU budget (worker.providers.cpu_budget).
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ SUMMARY_CHARS = 1000
 SNIPPET_CHARS = 160
 _LINE_SLACK = 200  # at most this much is given up to start the tail on a whole line
 
-# Clauses longer than this are cut (at a word) before any pattern sees them: a
-# fact's value is at most MAX_VALUE_CHARS anyway, and every pattern's work then
-# stays bounded per clause, whatever the message (worker.providers.cpu_budget).
+# Clauses longer than this are cut before any pattern sees them: a fact's value
+# is at most MAX_VALUE_CHARS anyway, and every pattern's work then stays bounded
+# per clause, whatever the message (worker.providers.cpu_budget).
 MAX_CLAUSE_CHARS = 400
 # Patterns run on normalised text (``normalised``): single spaces, lines without
 # blanks around them. So no pattern needs ``\s+``, whose runs are what made
