@@ -13,7 +13,10 @@ from typing import Any
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
-CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose", "hostile"})
+CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose", "hostile",
+                           "quoting_break", "oversized"})
+# "oversized" answers are this long: above what the worker reads (llm_json.MAX_ANSWER_CHARS).
+OVERSIZED_CHARS = 300_000
 # A plausible row id of some other user: consolidation must never apply it.
 FOREIGN_ID = 918_273_645
 
@@ -83,6 +86,15 @@ def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -
         return json.dumps(_unknown_ids(payload))
     if mode == "hostile" and payload.get("task") == "memory_consolidation":
         return json.dumps(_hostile(payload))
+    if mode == "quoting_break":
+        # A schema break made of the request's own text: in values and in a key.
+        quoted = json.dumps(payload)
+        return json.dumps({"facts": [{"text": quoted, "category": quoted, "importance": quoted,
+                                      quoted[:200]: True}], quoted[:300]: quoted})
+    if mode == "oversized":
+        quoted = json.dumps(payload)
+        padding = quoted * (OVERSIZED_CHARS // max(1, len(quoted)) + 1)
+        return "<think>" + padding + "</think>" + content
     if mode == "prose":
         return (
             "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"

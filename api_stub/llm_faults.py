@@ -37,6 +37,9 @@ class Fault:
     retry_after_ms: int | None = None
     sleep_s: float = 10.0
     latency_ms: int = 0
+    # An HTTP-status fault whose error message quotes the request body, as real
+    # endpoints' validation errors do (the worker must not pass it on).
+    echo: bool = False
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Fault:
@@ -61,7 +64,10 @@ async def status_fault(request: Request, fault: Fault | None) -> Response | None
     elif fault.mode.isdigit():
         hints = {"retry-after": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
         headers = {name: str(value) for name, value in hints.items() if value is not None}
-        return error_response(int(fault.mode), f"stub fault {fault.mode}", **headers)
+        message = f"stub fault {fault.mode}"
+        if fault.echo:
+            message += ": " + (await request.body()).decode(errors="replace")
+        return error_response(int(fault.mode), message, **headers)
     return None
 
 

@@ -13,9 +13,10 @@ Test hooks, over HTTP:
       mode: an HTTP status ("429", "500", "401", ...), "timeout" (sleep ``sleep_s``,
       default 10, before answering), "latency_ms" (answered ``latency_ms`` after
       the request arrived), "truncated", "schema_break", "unknown_ids", "prose",
-      "hostile" (chat; see api_stub/llm_answers.py), "wrong_count",
-      "wrong_dim" (embeddings). Optional: "path", "task", "retry_after" (header
-      value), "retry_after_ms". Each fault applies to the next ``count`` matching
+      "hostile", "quoting_break", "oversized" (chat; see api_stub/llm_answers.py),
+      "wrong_count", "wrong_dim" (embeddings). Optional: "path", "task",
+      "retry_after" (header value), "retry_after_ms", "echo" (an HTTP-status fault's
+      message quotes the request body). Each fault applies to the next ``count`` matching
       requests (default 1), first queued first.
   POST /_stub/config  {"reject_json_schema": true, "dim": 256}
   POST /_stub/reset   forget requests and faults, restore the config

@@ -81,6 +81,14 @@ class Settings(BaseSettings):
     # turns waiting for their answer are the turns in flight of a real chat server.
     chat_answer_ms: int = Field(default=0, ge=0, le=60_000)
 
+    # --- CPU work on user text (worker.providers.cpu_budget): CPU seconds one call
+    # of the offline rules provider may spend on a slice, in a thread off the
+    # event loop. Over it, the slice is skipped on the record (outcome skipped).
+    # The costliest slice the default limits allow (60 messages of 32,000
+    # characters of short first-person statements) took 3.7 s on a dev machine.
+    provider_cpu_budget_s: float = Field(default=10.0, gt=0, le=600)
+    # --- end of CPU work on user text.
+
     # Consent: whether a user who never chose (memfleet consent) is remembered.
     memory_default: bool = True
 

@@ -20,8 +20,11 @@
     ├── ModelBudgetBusy        the fleet's model budget had no slot within the wait      transient
     ├── ProviderError          an LLM or embeddings call was refused (HTTP 400 and the like)
     │   ├── ProviderUnavailable    rate limit, 5xx, timeout, connection                  transient
-    │   └── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
-    └── ConfigurationError     settings that cannot work (missing key, unknown model)
+    │   ├── ProviderAnswerInvalid  the answer broke the schema or named unknown ids      transient
+    │   │   └── OfflineAnswerInvalid   the offline provider's own answer broke the wire
+    │   └── ProviderWorkOverBudget the provider's CPU work on a slice overran its budget
+    ├── ConfigurationError     settings that cannot work (missing key, unknown model)
+    └── UnexpectedJobError     what the job hands ARQ for an error memfleet did not expect
 
 ``transient`` is the retry policy: the job runs again later (cursor untouched)
 only for an error that can heal by itself. Everything else ends the run at
@@ -179,5 +182,25 @@ class ProviderAnswerInvalid(ProviderError):
     transient = True
 
 
+class OfflineAnswerInvalid(ProviderAnswerInvalid):
+    """The offline (rules) provider's answer broke the wire format. Not transient:
+    the provider is deterministic, so another try gives the same answer; the job
+    skips the slice at once, on the record (worker.job)."""
+
+    transient = False
+
+
+class ProviderWorkOverBudget(ProviderError):
+    """The provider's CPU work on user text (the offline rules provider's patterns)
+    went over MEMFLEET_PROVIDER_CPU_BUDGET_S for one call. Another try would cost
+    as much: the job skips the slice at once, on the record (worker.job)."""
+
+
 class ConfigurationError(MemfleetError):
     """Settings that cannot work: an operator must act before a retry can succeed."""
+
+
+class UnexpectedJobError(MemfleetError):
+    """Stands in, for ARQ, for an exception memfleet did not expect in a job: ARQ
+    logs what a job raises with its message and traceback, and a foreign message
+    can quote user content. It names the type and place of the original only."""

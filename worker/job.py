@@ -15,13 +15,18 @@ busy lock, recorded with an audit row in ``memory_run``:
   server being away is nobody's error: the session gets a fresh job after
   ``outage_wait_s``, as often as it takes, instead of failing;
 - skipped, on the last try, when the model kept breaking the answer schema
-  for this slice: the cursor moves past it with no fact written;
-- error: anything memfleet did not expect; recorded, counted, and raised to ARQ.
+  for this slice: the cursor moves past it with no fact written; at once when
+  the offline provider's answer broke the wire or its CPU work on the slice's
+  text went over MEMFLEET_PROVIDER_CPU_BUDGET_S (both would only repeat);
+- error: anything memfleet did not expect; recorded, counted, and raised to ARQ
+  as UnexpectedJobError (type and place, never the message: ARQ logs it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import traceback
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -39,9 +44,12 @@ from worker.errors import (
     LockLost,
     MemfleetError,
     ModelBudgetBusy,
+    OfflineAnswerInvalid,
     ProviderAnswerInvalid,
     ProviderUnavailable,
+    ProviderWorkOverBudget,
     StoreError,
+    UnexpectedJobError,
 )
 from worker.events import CommitNote
 from worker.payload import Limits, Snapshot, decode_handover
@@ -85,6 +93,10 @@ class Next(StrEnum):
 
 def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
     """The retry policy, decided by the error tree: only transient errors are tried again."""
+    if isinstance(exc, (OfflineAnswerInvalid, ProviderWorkOverBudget)):
+        # Deterministic work on this slice's text: another try would end the same way,
+        # and failing would block the session's later turns. Skipped, on the record.
+        return Next.SKIP
     if not exc.transient:
         return Next.FAIL
     if job_try < max_tries:
@@ -118,9 +130,16 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         outcome = "cancelled"
         raise
     except Exception as exc:
-        # By type only: a traceback's message could quote user content.
-        log.error("job ended in an unexpected error", error=type(exc).__name__)
-        raise
+        # By type and place only: the message, and any exception chained to it, can
+        # quote user content (a pydantic error cites its input). ARQ logs what the
+        # job raises with its message and traceback, so a foreign error is handed
+        # over as a stand-in; memfleet's own messages carry no user content.
+        where = _innermost_frame(exc)
+        log.error("job ended in an unexpected error", error=type(exc).__name__, where=where)
+        if isinstance(exc, MemfleetError):
+            raise
+        raise UnexpectedJobError(
+            f"{type(exc).__name__} at {where} (its message is withheld)") from None
     finally:
         metrics.running.discard(job_id)
         metrics.jobs.add(1, {"outcome": outcome})
@@ -339,6 +358,15 @@ def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
     producer = trace.get_current_span(propagate.extract(carrier)).get_span_context()
     if producer.is_valid:
         span.add_link(producer, {"messaging.operation.type": "send"})
+
+
+def _innermost_frame(exc: BaseException) -> str:
+    """Where an exception was raised, as ``file:line in function``: code, never data."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "(no traceback)"
+    last = frames[-1]
+    return f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -34,6 +35,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from prometheus_client import CollectorRegistry, generate_latest
 
 from worker.config import Settings
+from worker.errors import MemfleetError
 from worker.log_redaction import RedactUrls, redact_event
 from worker.metrics import Metrics
 from worker.telemetry_ids import hashed_id, id_key
@@ -134,10 +136,44 @@ class StageClock:
 # frames fewer each, and a job opens about a dozen of them.
 
 
+# Spans are started with these, so the SDK never records an exception itself: its
+# event carries str(exc) and a traceback, which quote user text when the error
+# came from a library (a pydantic or database error cites the input).
+_NO_SDK_RECORDING: dict[str, Any] = {"record_exception": False,
+                                     "set_status_on_exception": False}
+
+
+def exception_text(exc: BaseException) -> str:
+    """An exception as spans and logs may show it: memfleet's own errors with their
+    message (ours, never user text), any other by type only."""
+    if isinstance(exc, MemfleetError):
+        return f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__
+
+
+def record_error(span: trace.Span, exc: BaseException) -> None:
+    """The ``exception`` event and ERROR status of an escaping exception, without
+    anything of it that can hold user text: the type, our own message, and the
+    frames it passed (file, line, function; no exception message, no chain)."""
+    if not span.is_recording():
+        return
+    kind = type(exc)
+    frames = traceback.format_list(traceback.extract_tb(exc.__traceback__))
+    attributes: dict[str, Any] = {
+        "exception.type": (kind.__qualname__ if kind.__module__ == "builtins"
+                           else f"{kind.__module__}.{kind.__qualname__}"),
+        "exception.stacktrace": "".join(frames),
+        "exception.escaped": "True",
+    }
+    if isinstance(exc, MemfleetError):
+        attributes["exception.message"] = str(exc)
+    span.add_event("exception", attributes)
+    span.set_status(trace.Status(trace.StatusCode.ERROR, exception_text(exc)))
+
+
 class _CurrentSpan:
-    """A started span made current until exit; the SDK span's own exit then
-    records an escaping exception, marks the span as an error and ends it,
-    as ``start_as_current_span`` does."""
+    """A started span made current until exit; an escaping exception is recorded
+    sanitised (``record_error``) and marks the span as an error, then it ends."""
 
     __slots__ = ("_span", "_token")
 
@@ -148,7 +184,9 @@ class _CurrentSpan:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         otel_context.detach(self._token)
-        self._span.__exit__(exc_type, exc, tb)
+        if exc is not None:
+            record_error(self._span, exc)
+        self._span.end()
 
 
 class _Scoped(_CurrentSpan):
@@ -162,7 +200,7 @@ class _Scoped(_CurrentSpan):
 
     def __enter__(self) -> trace.Span:
         self._enter(self._tracer.start_span(self._name, kind=self._kind,
-                                            attributes=self._attributes))
+                                            attributes=self._attributes, **_NO_SDK_RECORDING))
         return self._span
 
 
@@ -175,7 +213,8 @@ class _Stage(_CurrentSpan):
     def __enter__(self) -> trace.Span:
         self._started = time.perf_counter()
         self._enter(self._clock.tracer.start_span(f"memfleet.{self._name}",
-                                                   attributes=self._attributes or None))
+                                                   attributes=self._attributes or None,
+                                                   **_NO_SDK_RECORDING))
         return self._span
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -202,6 +241,7 @@ class _ProviderCall(_CurrentSpan):
             attributes={"gen_ai.operation.name": self._operation,
                         "gen_ai.provider.name": self._provider,
                         "gen_ai.request.model": self._model},
+            **_NO_SDK_RECORDING,
         ))
         return self.done
 

@@ -21,6 +21,7 @@ from worker.contract import MAX_IMPORTANCE, MIN_IMPORTANCE, Basis, Scope
 from worker.contract import Category as Category
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
+MAX_FACT_CHARS = 1000  # an extracted fact's text; providers must answer within it
 
 
 class _Frozen(BaseModel):
@@ -56,7 +57,7 @@ class ExtractedFact(_Frozen):
     endpoint that leaves them out gets their defaults (a stated profile fact,
     valid from when it was said, not expiring)."""
 
-    text: str = Field(min_length=1, max_length=1000)
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS)
     category: Category
     importance: int = Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
     scope: Scope = "profile"

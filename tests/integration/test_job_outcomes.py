@@ -18,6 +18,7 @@ from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs
 from worker import queue
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.errors import UnexpectedJobError
 from worker.providers.factory import build_providers
 from worker.telemetry import setup_telemetry
 
@@ -63,7 +64,7 @@ class ExplodingExtractor:
     provider_name, model = "memfleet.test", "test-double"
 
     async def extract(self, request: Any) -> Any:
-        raise RuntimeError("a bug nobody planned for")
+        raise RuntimeError("a bug nobody planned for, quoting I use Zig")
 
 
 async def test_an_unexpected_error_is_recorded_counted_and_raised(
@@ -73,13 +74,37 @@ async def test_an_unexpected_error_is_recorded_counted_and_raised(
                                       queue_name=settings.queue_name)
     broken = replace(build_providers(settings), extractor=ExplodingExtractor())
     async with job_deps(settings, redis, broken) as deps:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(UnexpectedJobError) as raised:
             await run_job(deps, "s1", "j1")
+        # ARQ logs what the job raises: the type and place, never the message or its chain.
+        assert str(raised.value).startswith("RuntimeError at ")
+        assert "Zig" not in str(raised.value) and raised.value.__suppress_context__
         metrics = deps.telemetry.render_metrics().decode()
     assert 'memfleet_jobs_total{outcome="error"} 1.0' in metrics
     (run,) = await runs(db, "s1")
     assert (run["outcome"], run["error"]) == ("error", "RuntimeError")
     assert await db.fetchval("SELECT count(*) FROM session_cursor") == 0, "nothing was lost"
+
+
+async def test_a_slice_over_the_cpu_budget_is_skipped_on_the_record_and_the_session_goes_on(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    tight = settings.model_copy(update={"provider_cpu_budget_s": 1e-9})
+    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                      queue_name=settings.queue_name)
+    counts = await drain(tight)
+    assert counts["retried"] == 0, "deterministic work is not tried again"
+    (run,) = await runs(db, "s1")
+    assert run["outcome"] == "skipped"
+    assert run["error"].startswith("ProviderWorkOverBudget: "), run["error"]
+    assert await active_texts(db, "u1") == []
+    # Skipped past, not stuck: the next turn of the session is processed normally.
+    await schedule_memory_persistence(redis, "s1", "u1",
+                                      [user_msg("I use Zig."), user_msg("I live in Oslo.")],
+                                      queue_name=settings.queue_name)
+    await drain(settings)
+    assert [r["outcome"] for r in await runs(db, "s1")] == ["skipped", "committed"]
+    assert await active_texts(db, "u1") == ["Lives in Oslo"]
 
 
 async def test_a_worker_in_a_shared_process_leaves_the_garbage_collector_alone(

@@ -179,10 +179,12 @@ def test_schema_breaks_name_the_place_but_never_the_text() -> None:
     assert caught.value.__cause__ is None  # the pydantic error would quote the input
 
 
-def test_extra_keys_break_the_schema() -> None:
-    content = json.dumps({"facts": [], "reasoning": PRIVATE})
-    with pytest.raises(ProviderAnswerInvalid, match="reasoning"):
+def test_extra_keys_break_the_schema_and_are_not_named() -> None:
+    # A key is the model's text as much as a value is: it may quote the user.
+    content = json.dumps({"facts": [], "reasoning": 1, PRIVATE: 2})
+    with pytest.raises(ProviderAnswerInvalid, match=r"\(unknown key\): extra_forbidden") as caught:
         parse_answer(content, ExtractionAnswer)
+    assert "passport" not in str(caught.value) and "reasoning" not in str(caught.value)
 
 
 def test_strip_reasoning_keeps_the_rest() -> None:

@@ -18,12 +18,15 @@ from worker.errors import (
     MemfleetError,
     MemoryOptedOut,
     ModelBudgetBusy,
+    OfflineAnswerInvalid,
     ProviderAnswerInvalid,
     ProviderError,
     ProviderUnavailable,
+    ProviderWorkOverBudget,
     SessionBytesFull,
     StoreError,
     StoreUnavailable,
+    UnexpectedJobError,
     UserErased,
     UserSessionsFull,
     UserVersionConflict,
@@ -33,7 +36,11 @@ from worker.job import Next, after_error
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
              InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
              LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut("off"),
-             UserErased("erased"), HandoverTooLarge("a message", 70_000, 65_536)]
+             UserErased("erased"), HandoverTooLarge("a message", 70_000, 65_536),
+             UnexpectedJobError("RuntimeError at x.py:1")]
+# Deterministic work on the slice's own text: another try would end the same way.
+SKIPPED_AT_ONCE = [OfflineAnswerInvalid("the rules' answer breaks the wire"),
+                   ProviderWorkOverBudget("over 2 s of CPU")]
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
              ConsolidationContention("busy user"), UserVersionConflict("u1"),
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
@@ -64,6 +71,12 @@ def test_a_transient_error_is_retried_until_the_last_try(error: MemfleetError) -
         assert last is Next.FAIL
 
 
+@pytest.mark.parametrize("error", SKIPPED_AT_ONCE, ids=lambda e: type(e).__name__)
+def test_deterministic_provider_work_skips_the_slice_at_once(error: MemfleetError) -> None:
+    assert not error.transient
+    assert after_error(error, job_try=1, max_tries=8) is Next.SKIP
+
+
 def test_every_memfleet_error_class_states_its_policy() -> None:
     def subclasses(cls: type[MemfleetError]) -> set[type[MemfleetError]]:
         found = set(cls.__subclasses__())
@@ -71,5 +84,5 @@ def test_every_memfleet_error_class_states_its_policy() -> None:
             found |= subclasses(sub)
         return found
 
-    covered = {type(e) for e in PERMANENT + TRANSIENT}
+    covered = {type(e) for e in PERMANENT + TRANSIENT + SKIPPED_AT_ONCE}
     assert subclasses(MemfleetError) - {CursorFenced.__base__} <= covered | {MemfleetError}

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from worker.config import Settings
+from worker.errors import ProviderAnswerInvalid
 from worker.telemetry import StageClock, setup_telemetry
 
 
@@ -107,3 +108,35 @@ def test_a_failing_stage_is_an_error_span_and_still_timed() -> None:
     assert spans["chat m"].parent.span_id == spans["memfleet.consolidate"].context.span_id
     assert spans["memfleet.consolidate"].parent.span_id == spans["job"].context.span_id
     assert "consolidate" in clock.timings_ms
+
+
+def test_a_span_records_a_foreign_exception_by_type_and_ours_with_its_message() -> None:
+    # The SDK would record str(exc) and a traceback with chained causes: a pydantic or
+    # database error quotes the user's text there.
+    marker = "Qz-user-text-7731"
+    exporter = InMemorySpanExporter()
+    telemetry = setup_telemetry(Settings(otel_exporter="none", metrics_port=None),
+                                span_exporter=exporter)
+    clock = StageClock(telemetry.tracer, telemetry.metrics)
+    try:
+        with pytest.raises(ValueError), clock.stage("extract"):
+            try:
+                raise KeyError(marker)
+            except KeyError as cause:
+                raise ValueError(f"cannot read {marker}") from cause
+        with pytest.raises(ProviderAnswerInvalid), clock.span(
+                "job", trace.SpanKind.CONSUMER, {}):
+            raise ProviderAnswerInvalid("the answer was empty")
+    finally:
+        telemetry.shutdown()
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    foreign, ours = spans["memfleet.extract"], spans["job"]
+    assert marker not in foreign.to_json()
+    (event,) = foreign.events
+    assert event.attributes["exception.type"] == "ValueError"
+    assert "test_telemetry.py" in event.attributes["exception.stacktrace"]
+    assert "exception.message" not in event.attributes
+    assert foreign.status.description == "ValueError"
+    assert ours.events[0].attributes["exception.message"] == "the answer was empty"
+    assert ours.events[0].attributes["exception.type"] == "worker.errors.ProviderAnswerInvalid"
+    assert ours.status.description == "ProviderAnswerInvalid: the answer was empty"

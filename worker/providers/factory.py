@@ -19,6 +19,7 @@ from worker.budget import BudgetKeys, BudgetLimits, ModelBudget, RedisBudget
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
+from worker.providers.cpu_budget import CpuThreads
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.http_client import Clients
 from worker.providers.openai_chat import (
@@ -219,8 +220,10 @@ def build_providers(
     # One client per endpoint: the calls of a job share its pooled connections.
     clients = Clients()
     if chat is None:
+        budget_s, threads = settings.provider_cpu_budget_s, CpuThreads()
         extractor, consolidator, summarizer = (
-            RulesExtractor(), RulesConsolidator(), RulesSummarizer()
+            RulesExtractor(budget_s, threads), RulesConsolidator(budget_s, threads),
+            RulesSummarizer(budget_s, threads),
         )
     else:
         extractor = OpenAIExtractor(chat[0], client=clients.of(*_endpoint_of(chat[0])))

@@ -29,10 +29,18 @@ _DROPPED_KEYWORDS = frozenset({
     "title", "default", "minLength", "maxLength", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "pattern", "format",
 })
-_REASONING = re.compile(
-    r"<(think|thinking|reasoning)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL
-)
+# A reasoning block's opening tag (attributes bounded), and what ends a closing one.
+_REASONING_OPEN = re.compile(r"<(think|thinking|reasoning)\b[^>]{0,200}>", re.IGNORECASE)
+_CLOSE_TAIL = re.compile(r"\s*>")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _MAX_ERRORS_SHOWN = 3
+# Longer answers are refused before any parsing: every step below is linear, and
+# this bounds the constant. Far above a real answer (20 facts of 1,000 characters
+# and a long reasoning block); it bounds what a broken or hostile endpoint costs.
+MAX_ANSWER_CHARS = 262_144
+# JSON objects tried from this many "{" at most: each failed try costs up to the
+# text's length (the decoder's error locates its line), so the number is capped.
+MAX_JSON_STARTS = 64
 
 
 # ---------------------------------------------------------------- schemas
@@ -119,13 +127,51 @@ def json_schema_format(name: str, model: type[BaseModel]) -> dict[str, Any]:
 # ---------------------------------------------------------------- parsing
 
 
+def _close_of(lowered: str, name: str, start: int) -> tuple[int, int] | None:
+    """Where the first ``</name>`` at or after ``start`` begins and ends, if any."""
+    tag = "</" + name
+    at = lowered.find(tag, start)
+    while at != -1:
+        tail = _CLOSE_TAIL.match(lowered, at + len(tag))
+        if tail is not None:
+            return at, tail.end()
+        at = lowered.find(tag, at + len(tag))
+    return None
+
+
 def strip_reasoning(text: str) -> str:
-    """Drop closed ``<think>`` (and ``<thinking>``/``<reasoning>``) blocks."""
-    return _REASONING.sub("", text)
+    """Drop closed ``<think>`` (and ``<thinking>``/``<reasoning>``) blocks.
+
+    Each block ends at the first closing tag of its name, as a lazy pattern
+    would have it, but found in linear time: the closing tag last found for a
+    name is remembered, so many openings never rescan the text after them.
+    """
+    lowered = text.translate(_ASCII_LOWER)  # same length: positions carry over
+    kept: list[str] = []
+    kept_from = pos = 0
+    # Per name: where its last search started, and what it found (None: no close after).
+    closes: dict[str, tuple[int, tuple[int, int] | None]] = {}
+    while (opening := _REASONING_OPEN.search(text, pos)) is not None:
+        name, after = opening[1].lower(), opening.end()
+        known = closes.get(name)
+        if known is not None and known[0] <= after and (
+                known[1] is None or after <= known[1][0]):
+            close = known[1]
+        else:
+            close = _close_of(lowered, name, after)
+            closes[name] = (after, close)
+        if close is None:
+            pos = opening.start() + 1  # never closed: not a block, and the text goes on
+            continue
+        kept.append(text[kept_from : opening.start()])
+        kept_from = pos = close[1]
+    kept.append(text[kept_from:])
+    return "".join(kept)
 
 
 def json_candidates(text: str) -> Iterator[Any]:
-    """Every outermost JSON object in ``text``, left to right.
+    """Every outermost JSON object in ``text``, left to right, from the first
+    MAX_JSON_STARTS opening braces.
 
     Scanning with ``raw_decode`` from each ``{`` handles braces inside strings;
     after a hit the scan resumes past it, so an inner object is offered on its
@@ -133,10 +179,12 @@ def json_candidates(text: str) -> Iterator[Any]:
     """
     decoder = json.JSONDecoder()
     index = text.find("{")
-    while index != -1:
+    for _ in range(MAX_JSON_STARTS):
+        if index == -1:
+            return
         try:
             value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             index = text.find("{", index + 1)
             continue
         yield value
@@ -144,10 +192,14 @@ def json_candidates(text: str) -> Iterator[Any]:
 
 
 def describe_errors(exc: ValidationError) -> str:
-    # Locations and error kinds only: ``str(exc)`` would quote the input.
+    # Locations and error kinds only: ``str(exc)`` would quote the input. A key the
+    # schema does not know is the answer's text too, so it is not named.
     parts = []
     for error in exc.errors(include_url=False, include_input=False)[:_MAX_ERRORS_SHOWN]:
-        where = ".".join(str(p) for p in error["loc"]) or "(root)"
+        loc = list(error["loc"])
+        if error["type"] == "extra_forbidden" and loc:
+            loc[-1] = "(unknown key)"
+        where = ".".join(str(p) for p in loc) or "(root)"
         parts.append(f"{where}: {error['type']}")
     more = exc.error_count() - len(parts)
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
@@ -169,6 +221,9 @@ def parse_answer(content: str | None, model: type[M]) -> M:
     """
     if content is None or not content.strip():
         raise ProviderAnswerInvalid("the answer was empty")
+    if len(content) > MAX_ANSWER_CHARS:
+        raise ProviderAnswerInvalid(
+            f"the answer is {len(content)} characters long, above the {MAX_ANSWER_CHARS} read")
     try:
         return model.model_validate_json(content)
     except ValidationError as exc:
@@ -177,7 +232,7 @@ def parse_answer(content: str | None, model: type[M]) -> M:
     cleaned = strip_reasoning(content).strip()
     try:
         whole = json.loads(cleaned)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         candidates: list[Any] = list(json_candidates(cleaned))
     else:
         candidates = [_wrap_bare_list(whole, model)]

@@ -25,7 +25,12 @@ from worker.budget import estimate_tokens
 from worker.errors import ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
 from worker.providers.http_client import SharedClient, new_client
-from worker.providers.llm_json import describe_errors, json_schema_format, parse_answer
+from worker.providers.llm_json import (
+    MAX_ANSWER_CHARS,
+    describe_errors,
+    json_schema_format,
+    parse_answer,
+)
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.wire import (
@@ -44,6 +49,9 @@ _WHAT = "the LLM endpoint"
 # What the fleet budget counts for an answer before the server reports its usage:
 # room for a long answer, corrected after the call (worker.budget).
 ANSWER_ALLOWANCE_TOKENS = 1024
+# A completion body above this is refused unread: room for an answer of
+# llm_json.MAX_ANSWER_CHARS even with every character JSON-escaped.
+MAX_COMPLETION_BYTES = 16 * MAX_ANSWER_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,9 @@ class Completion(BaseModel):
 
 def parse_completion(body: bytes) -> Completion:
     """The answer's body; ProviderAnswerInvalid when it is not a chat completion."""
+    if len(body) > MAX_COMPLETION_BYTES:
+        raise ProviderAnswerInvalid(
+            f"the answer's body is {len(body)} bytes, above the {MAX_COMPLETION_BYTES} read")
     try:
         return Completion.model_validate_json(body)
     except ValidationError as exc:

@@ -5,16 +5,23 @@ is what demos, tests and air-gapped trials need. It understands only the plain
 first-person phrasings in ``rules_patterns``; production uses a model.
 
 Each provider class is a thin async wrapper around a pure function of the
-request, so the behaviour can be tested without an event loop.
+request, so the behaviour can be tested without an event loop; the wrapper runs
+it in a thread within a CPU budget (worker.providers.cpu_budget).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, date, datetime
+from typing import TypeVar
 
+from pydantic import ValidationError
+
+from worker.errors import OfflineAnswerInvalid
 from worker.providers.base import Answer, Usage
+from worker.providers.cpu_budget import Checkpoint, CpuThreads, no_deadline, run_in_thread
+from worker.providers.llm_json import describe_errors
 from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
 from worker.wire import (
@@ -31,36 +38,60 @@ from worker.wire import (
     WireMessage,
 )
 
+T = TypeVar("T")
+
 MODEL = "rules-v1"
+# CPU seconds one call may spend (Settings.provider_cpu_budget_s when built by the factory).
+DEFAULT_CPU_BUDGET_S = 10.0
 RULES_PROVIDER = "memfleet.rules"  # gen_ai.provider.name in spans
 SUMMARY_CHARS = 1000
 SNIPPET_CHARS = 160
 _LINE_SLACK = 200  # at most this much is given up to start the tail on a whole line
 
+# Clauses longer than this are cut before any pattern sees them: a fact's value
+# is at most MAX_VALUE_CHARS anyway, and every pattern's work then stays bounded
+# per clause, whatever the message (worker.providers.cpu_budget).
+MAX_CLAUSE_CHARS = 400
+# Patterns run on normalised text (``normalised``): single spaces, lines without
+# blanks around them. So no pattern needs ``\s+``, whose runs are what made
+# them quadratic on long whitespace.
 # A sentence ends at . ! ? ; followed by a space, or at a line break, so that
 # "Python 3.11" and "Node.js" stay whole.
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?;]) |\n")
 # Within a sentence a value stops at a comma (not "1,000"), or at "and" / "but".
-_CLAUSE_END = re.compile(r",(?!\d)|;|\s+(?:and|but)\s+", re.IGNORECASE)
+_CLAUSE_END = re.compile(r",(?!\d)|;| (?:and|but) ", re.IGNORECASE)
 # Conditionals and questions without a question mark state nothing about the user.
 _NOT_A_STATEMENT = re.compile(
-    r"^(?:(?:and|but|so|or)\s+)?(?:if|unless|whether|should|would|could|can|do|does|"
+    r"^(?:(?:and|but|so|or) )?(?:if|unless|whether|should|would|could|can|do|does|"
     r"did|will|shall|what|why|how|where|who|which|is|are|am)\b",
     re.IGNORECASE,
 )
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
 # ---------------------------------------------------------------- extraction
 
 
+def normalised(text: str) -> str:
+    """Curly quotes straightened, each line's whitespace runs made one space, blank
+    lines dropped: linear, and what every pattern below expects."""
+    lines = (" ".join(line.split()) for line in text.translate(_QUOTES).split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def capped(clause: str, limit: int = MAX_CLAUSE_CHARS) -> str:
+    """The clause's first ``limit`` characters (a value is cut to MAX_VALUE_CHARS
+    at a word later, so the cut here never shows in a fact)."""
+    return clause[:limit]
+
+
 def _clauses(text: str) -> Iterator[str]:
-    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u02bc", "'")
-    for sentence in _SENTENCE_END.split(text):
+    for sentence in _SENTENCE_END.split(normalised(text)):
         sentence = sentence.strip()
         if not sentence or sentence.endswith("?"):
             continue
         for clause in _CLAUSE_END.split(sentence.rstrip(".!;")):
-            clause = clause.strip()
+            clause = capped(clause.strip())
             if clause and not _NOT_A_STATEMENT.match(clause):
                 yield clause
 
@@ -95,8 +126,12 @@ def _day_of(observed_at: str) -> date:
         return datetime.now(UTC).date()
 
 
-def extract_facts(request: ExtractionRequest) -> ExtractionAnswer:
-    """Facts the user stated about themselves in the new messages (context is ignored)."""
+def extract_facts(request: ExtractionRequest,
+                  checkpoint: Checkpoint = no_deadline) -> ExtractionAnswer:
+    """Facts the user stated about themselves in the new messages (context is ignored).
+
+    ``checkpoint`` is called before each clause: the CPU budget's deadline.
+    """
     facts: list[ExtractedFact] = []
     seen: set[str] = set()
     today = _day_of(request.observed_at)
@@ -104,6 +139,7 @@ def extract_facts(request: ExtractionRequest) -> ExtractionAnswer:
         if message.role.casefold() != "user":
             continue
         for clause in _clauses(message.content):
+            checkpoint()
             fact = _facts_in(clause, today, request.agent is not None)
             if fact is not None and norm(fact.text) not in seen:
                 seen.add(norm(fact.text))
@@ -184,9 +220,14 @@ def _decide_one(candidate: Candidate) -> Decision:
     return Decision(candidate=number, event="ADD", text=add_text)
 
 
-def decide(request: ConsolidationRequest) -> ConsolidationAnswer:
+def decide(request: ConsolidationRequest,
+           checkpoint: Checkpoint = no_deadline) -> ConsolidationAnswer:
     """One decision per candidate, judged only against that candidate's own neighbours."""
-    return ConsolidationAnswer(decisions=tuple(_decide_one(c) for c in request.candidates))
+    decisions = []
+    for candidate in request.candidates:
+        checkpoint()
+        decisions.append(_decide_one(candidate))
+    return ConsolidationAnswer(decisions=tuple(decisions))
 
 
 # ---------------------------------------------------------------- summaries
@@ -211,39 +252,65 @@ def _tail(text: str, limit: int) -> str:
     return "\u2026" + tail
 
 
-def summarize(request: SummaryRequest) -> SummaryAnswer:
+def summarize(request: SummaryRequest, checkpoint: Checkpoint = no_deadline) -> SummaryAnswer:
     """The previous summary plus one line per new user message, newest kept."""
     parts = [request.previous_summary.strip()] if request.previous_summary else []
-    parts += [
-        "- " + _snippet(m)
-        for m in request.messages
-        if m.role.casefold() == "user" and m.content.strip()
-    ]
+    for message in request.messages:
+        if message.role.casefold() == "user" and message.content.strip():
+            checkpoint()
+            parts.append("- " + _snippet(message))
     return SummaryAnswer(summary=_tail("\n".join(p for p in parts if p), SUMMARY_CHARS))
 
 
 # ---------------------------------------------------------------- providers
 
 
-class RulesExtractor:
+def _answered(work: Callable[[Checkpoint], T], budget_s: float,
+              threads: CpuThreads | None = None) -> Callable[[], Awaitable[T]]:
+    """``work`` off the event loop within the CPU budget; an answer that breaks the
+    wire (a bug of these rules, since they are deterministic) becomes memfleet's
+    own error, named by location and kind: pydantic's message would quote the user."""
+
+    def checked(checkpoint: Checkpoint) -> T:
+        try:
+            return work(checkpoint)
+        except ValidationError as exc:
+            raise OfflineAnswerInvalid(
+                f"the rules provider's answer breaks the wire: {describe_errors(exc)}") from None
+
+    return lambda: run_in_thread(checked, budget_s, threads)
+
+
+class _Rules:
     provider_name = RULES_PROVIDER
     model = MODEL
 
+    def __init__(self, cpu_budget_s: float = DEFAULT_CPU_BUDGET_S,
+                 threads: CpuThreads | None = None) -> None:
+        """``threads``: shared by the three providers of a worker (factory); without
+        them, the loop's default executor."""
+        self._budget_s, self._threads = cpu_budget_s, threads
+
+    async def aclose(self) -> None:
+        if self._threads is not None:
+            self._threads.close()
+
+
+class RulesExtractor(_Rules):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
-        return Answer(extract_facts(request), Usage(0, 0), MODEL)
+        work = _answered(lambda check: extract_facts(request, check), self._budget_s,
+                         self._threads)
+        return Answer(await work(), Usage(0, 0), MODEL)
 
 
-class RulesConsolidator:
-    provider_name = RULES_PROVIDER
-    model = MODEL
-
+class RulesConsolidator(_Rules):
     async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
-        return Answer(decide(request), Usage(0, 0), MODEL)
+        work = _answered(lambda check: decide(request, check), self._budget_s, self._threads)
+        return Answer(await work(), Usage(0, 0), MODEL)
 
 
-class RulesSummarizer:
-    provider_name = RULES_PROVIDER
-    model = MODEL
-
+class RulesSummarizer(_Rules):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
-        return Answer(summarize(request), Usage(0, 0), MODEL)
+        work = _answered(lambda check: summarize(request, check), self._budget_s,
+                         self._threads)
+        return Answer(await work(), Usage(0, 0), MODEL)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from worker.wire import Category
+from worker.wire import MAX_FACT_CHARS, Category
 
 RELATIONS = (
     "wife", "husband", "partner", "girlfriend", "boyfriend", "son", "daughter",
@@ -32,9 +32,12 @@ _TRAILING_FILLER = re.compile(
     r"recently|lately|at\s+the\s+moment|right\s+now|for\s+now|instead|though|actually|"
     r"really|a\s+lot|very\s+much|so\s+much|lol|haha|yesterday|today|"
     r"(?:last|this)\s+(?:week|month|year)|a\s+while\s+ago|"
-    r"(?:a\s+few|\d+|some)\s+(?:days|weeks|months|years)\s+ago)$",
+    r"(?:a\s+few|\d{1,4}|some)\s+(?:days|weeks|months|years)\s+ago)$",
     _FLAGS,
 )
+# The longest filler above, with its space, fits in this many final characters: the
+# filler is looked for there only, so trimming many of them stays linear.
+_FILLER_WINDOW = 24
 _WRAPPING = " \t\"'`()[]{}<>.,;:!?-"
 # A bare pronoun says nothing on its own: "I like it" is not a fact worth keeping.
 _PRONOUNS = frozenset(
@@ -66,11 +69,8 @@ def _truncate(value: str, limit: int = MAX_VALUE_CHARS) -> str:
 def clean_value(raw: str) -> str | None:
     """The user's value with fillers trimmed, or None when nothing meaningful is left."""
     value = " ".join(raw.split()).strip(_WRAPPING)
-    while True:
-        trimmed = _TRAILING_FILLER.sub("", value).strip(_WRAPPING)
-        if trimmed == value:
-            break
-        value = trimmed
+    while (filler := _TRAILING_FILLER.search(value, max(0, len(value) - _FILLER_WINDOW))):
+        value = value[: filler.start()].strip(_WRAPPING)
     value = _truncate(value)
     if not re.search(r"\w", value) or value.casefold() in _PRONOUNS:
         return None
@@ -127,7 +127,8 @@ class Rule:
             fields[group] = value
         if "old" in fields and fields["old"].casefold() == fields["new"].casefold():
             return None
-        return self.template.format(**fields)
+        # Bounded by its parts already; the wire's limit is kept whatever the template.
+        return _truncate(self.template.format(**fields), MAX_FACT_CHARS)
 
 
 _ADV = (
@@ -185,7 +186,9 @@ RULES: tuple[Rule, ...] = (
           "{rel}'s name is {v}", "relationship", 7, "name"),
     _rule(rf"\bmy\s+(?P<rel>{_REL})\s+is" + _V, "{rel}'s name is {v}", "relationship", 7,
           "capital"),
-    _rule(r"\bmy\s+(?P<thing>[^\W\d_][\w'-]*(?:\s+[^\W\d_][\w'-]*){0,3}?)\s+is" + _V,
+    # Words of a thing are bounded: "my <a 30,000-letter word> is" names no thing.
+    _rule(r"\bmy\s+(?P<thing>[^\W\d_][\w'-]{0,39}(?:\s+[^\W\d_][\w'-]{0,39}){0,3}?)\s+is"
+          + _V,
           "{thing} is {v}", "fact", 5),
 )
 
