@@ -32,12 +32,14 @@ from worker.errors import (
     UserVersionConflict,
 )
 from worker.job import Next, after_error
+from worker.webhook_signature import SignatureInvalid
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
              InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
              LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut("off"),
              UserErased("erased"), HandoverTooLarge("a message", 70_000, 65_536),
-             UnexpectedJobError("RuntimeError at x.py:1")]
+             UnexpectedJobError("RuntimeError at x.py:1"),
+             SignatureInvalid("a receiver's check; never raised in a job")]
 # Deterministic work on the slice's own text: another try would end the same way.
 SKIPPED_AT_ONCE = [OfflineAnswerInvalid("the rules' answer breaks the wire"),
                    ProviderWorkOverBudget("over 2 s of CPU")]

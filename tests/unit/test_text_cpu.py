@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker import contract, read
+from worker import contract, log_redaction, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.providers import hashing, llm_json, rules, rules_patterns, rules_time
 from worker.providers.openai_chat import parse_completion
@@ -59,6 +59,7 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/providers/llm_json.py", "worker/providers/rules.py",
     "worker/providers/rules_patterns.py", "worker/providers/rules_time.py",
     "worker/stages/extract.py", "worker/store/imports.py", "worker/store/memory.py",
+    "worker/log_redaction.py",  # every log line, whatever an exception quoted
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log
     "worker/embedded/postgres.py", "worker/embedded/redis.py", "worker/store/queries.py",
@@ -169,6 +170,8 @@ def _every_parse(text: str) -> None:
     read.words_query(text)
     imports.normalised(text)
     {w.lower() for w in re.findall(r"\w+", text)}  # worker.store.memory's word match
+    log_redaction.redact_urls_in(text)
+    log_redaction.redact_urls_in("see http://u:p@h/" + text)
 
 
 def _cpu_s(call: Callable[[], None]) -> float:
