@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -201,6 +202,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 "the openai provider needs an endpoint or a key: set " + " and ".join(missing)
             )
+        # user:password@ in a model URL would sit in every log line and span that names
+        # the endpoint, and aiohttp refuses it beside the key's Authorization header.
+        for name, url in (("LLM", self.llm_base_url), ("EMBED", self.embed_base_url)):
+            if url and "@" in urlsplit(url).netloc:
+                raise ValueError(f"MEMFLEET_{name}_BASE_URL must not carry credentials "
+                                 f"(user:password@): set MEMFLEET_{name}_API_KEY instead")
         return self
 
 

@@ -137,17 +137,18 @@ async def test_a_worker_calling_the_model_logs_no_credential_of_its_url(
     assert_no_secret(done.stdout + done.stderr)
 
 
-async def test_a_worker_whose_model_url_holds_a_password_logs_none_of_it(
+async def test_a_worker_whose_model_url_holds_a_password_refuses_to_boot_without_quoting_it(
     settings: Settings, redis: Redis, tokened_stub: StubServer,
 ) -> None:
-    """user:password@ in the base URL: aiohttp refuses it beside the API key's
-    Authorization header (a ValueError that fails the job); its failure lines and
-    traceback hold no part of the URL's credentials either."""
+    """user:password@ in the base URL (aiohttp would refuse it beside the API key's
+    Authorization header, failing every job): the worker refuses to start, in one
+    line naming the variable and no part of the URL."""
     await schedule_memory_persistence(redis, "chat1", "u1", [user_msg("I use Zig.")],
                                       queue_name=settings.queue_name)
     base = tokened_stub.url.replace("http://", f"http://alice:{PASSWORD}@")
     done = await asyncio.to_thread(run_worker, settings,
                                    f"{base}/tenant/{PATH_TOKEN}/v1?token={QUERY_TOKEN}")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "persist_session_memory" in done.stderr  # the job ran, and its end was logged
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "MEMFLEET_LLM_BASE_URL must not carry credentials" in done.stderr
+    assert tokened_stub.state.recorded() == []  # no call was made
     assert_no_secret(done.stdout + done.stderr)
