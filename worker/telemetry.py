@@ -89,6 +89,9 @@ def configure_logging(level: str = "INFO", *, http_requests: bool = False) -> No
             handler.addFilter(RedactUrls())
     for name in HTTP_CLIENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if http_requests else logging.WARNING)
+    if http_requests:
+        # openai logs each request's options, the messages included, at DEBUG: user text.
+        logging.getLogger("openai").setLevel(logging.INFO)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -7,6 +7,7 @@ OTEL_METRICS_EXEMPLAR_FILTER variable still decides when it is set.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -140,3 +141,23 @@ def test_a_span_records_a_foreign_exception_by_type_and_ours_with_its_message() 
     assert ours.events[0].attributes["exception.message"] == "the answer was empty"
     assert ours.events[0].attributes["exception.type"] == "worker.errors.ProviderAnswerInvalid"
     assert ours.status.description == "ProviderAnswerInvalid: the answer was empty"
+
+
+def test_openai_request_bodies_stay_out_of_the_log_even_with_http_requests_on() -> None:
+    """openai logs each request's options (the user's messages) at DEBUG."""
+    from worker.telemetry import HTTP_CLIENT_LOGGERS, configure_logging
+
+    loggers = [logging.getLogger(name) for name in HTTP_CLIENT_LOGGERS]
+    saved = [logger.level for logger in loggers]
+    root_level = logging.getLogger().level
+    try:
+        configure_logging("DEBUG", http_requests=True)
+        logging.getLogger().setLevel(logging.DEBUG)  # basicConfig leaves pytest's root as is
+        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)  # request lines on
+        assert not logging.getLogger("openai").isEnabledFor(logging.DEBUG)
+        configure_logging("DEBUG")
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    finally:
+        for logger, level in zip(loggers, saved, strict=True):
+            logger.setLevel(level)
+        logging.getLogger().setLevel(root_level)
