@@ -131,7 +131,10 @@ class Settings(BaseSettings):
     # HS256 key the chat server signs users' tokens with; the API refuses to start without it.
     jwt_secret: SecretStr | None = None
     jwt_audience: str | None = None  # set: tokens must carry this `aud`
+    jwt_issuer: str | None = None  # set: tokens must carry this `iss`
     jwt_max_lifetime_s: float = Field(default=86_400, gt=0)  # longer-lived tokens: 401
+    # Clock skew forgiven between the token's signer and the API (exp, iat, nbf).
+    jwt_leeway_s: float = Field(default=30.0, ge=0, le=300)
     # Larger requests get 413 before the app reads them (api_stub.guards).
     api_max_body_bytes: int = Field(default=1_048_576, gt=0)
     api_max_query_bytes: int = Field(default=8_192, gt=0)
