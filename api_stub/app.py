@@ -40,6 +40,7 @@ DESCRIPTION = (
     "Every endpoint takes an HS256 bearer token whose `sub` is the user."
 )
 OPENAPI_PATH = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+OPENAPI_URL = "/openapi.json"  # served only with MEMFLEET_API_DOCS
 
 
 def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
@@ -81,7 +82,11 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 await redis.aclose()
             await pool.close()
 
-    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan)
+    # No Swagger UI or ReDoc: FastAPI's pages load their scripts from a CDN. The
+    # document itself only when asked (MEMFLEET_API_DOCS); docs/openapi.json has it.
+    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
+                  openapi_url=OPENAPI_URL if settings.api_docs else None)
     app.state.auth = auth
     install_handlers(app)
     # Added last, run first: the access log sees every request, a 413 included.

@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(default=1_048_576, gt=0)
     api_max_query_bytes: int = Field(default=8_192, gt=0)
     read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
+    # Serve the OpenAPI document at /openapi.json. Off by default (it maps the API for
+    # anyone who can reach it); never /docs or /redoc, whose pages load from a CDN.
+    api_docs: bool = False
 
     @model_validator(mode="before")
     @classmethod
