@@ -22,7 +22,9 @@ from api_stub.auth import AuthConfig
 from api_stub.chat_log import ChatLog
 from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
+from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
+from api_stub.write_rate import FactWriteRate
 from worker.config import Settings
 from worker.contract import Limits
 from worker.errors import ConfigurationError
@@ -71,6 +73,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),
+                exports=ExportGate(redis, pool, settings),
+                writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
+                                     burst=settings.api_fact_write_burst),
             )
             if tune_gc:
                 quiet_garbage_collector()

@@ -142,6 +142,20 @@ class Settings(BaseSettings):
     # Serve the OpenAPI document at /openapi.json. Off by default (it maps the API for
     # anyone who can reach it); never /docs or /redoc, whose pages load from a CDN.
     api_docs: bool = False
+    # Exports (api_stub.exports): each snapshot is read whole into a spool (memory, then
+    # an unlinked temporary file) and its pooled connection given back before a byte is
+    # sent, so a client that does not read holds no connection and no transaction.
+    api_exports_per_user: int = Field(default=2, ge=1)  # at once, fleet-wide; more: 429
+    api_exports_max: int = Field(default=8, ge=1)  # at once per API process; more: 503
+    api_export_acquire_timeout_s: float = Field(default=5.0, gt=0)  # wait for a connection
+    api_export_read_timeout_s: float = Field(default=120.0, gt=0)  # snapshot into the spool
+    # A response (an export or any other) the client takes nothing of for this long is
+    # cut: its connection is aborted.
+    api_send_timeout_s: float = Field(default=30.0, gt=0)
+    # Manual fact writes (add, remove, pin, unpin, consent) per user, fleet-wide through
+    # Redis: this many a minute on average, up to the burst at once; more: 429. 0: none.
+    api_fact_writes_per_minute: int = Field(default=60, ge=0)
+    api_fact_write_burst: int = Field(default=20, ge=1)
 
     @model_validator(mode="before")
     @classmethod
