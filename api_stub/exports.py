@@ -80,10 +80,6 @@ class ExportGate:
         self._readers = asyncio.Semaphore(max(1, settings.db_pool_max // 2))
         self._in_flight = 0
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     async def open(self, user_id: str) -> SpooledExport:
         """The user's export, ready to send; HTTPException 429 or 503 when it cannot be."""
         lease, key = secrets.token_hex(8), exports_key(user_id)

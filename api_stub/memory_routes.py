@@ -17,7 +17,7 @@ from pydantic import AfterValidator
 from api_stub.auth import AuthedUser
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses
-from api_stub.exports import SpooledExport
+from api_stub.exports import SpooledExport, exports_key
 from api_stub.fields import MAX_ID_CHARS, clean_text, valid_id
 from api_stub.memory_models import (
     MAX_FACT_ID,
@@ -39,7 +39,7 @@ from api_stub.memory_models import (
     SearchResults,
     utc,
 )
-from api_stub.write_rate import WritingUser
+from api_stub.write_rate import WritingUser, fact_writes_key
 from worker import privacy
 from worker.contract import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
@@ -102,6 +102,11 @@ def _one_time(valid_at: datetime | None, known_at: datetime | None) -> None:
 def _deps(request: Request) -> ApiDeps:
     deps: ApiDeps = request.app.state.deps
     return deps
+
+
+async def _forget_limits(deps: ApiDeps, user_id: str) -> None:
+    # The user's rate and export keys name the user: an erase leaves neither behind.
+    await deps.redis.delete(fact_writes_key(user_id), exports_key(user_id))
 
 
 @router.get(
@@ -278,6 +283,7 @@ async def erase_user_route(request: Request, user_id: AuthedUser) -> Erased:
     # The conversation first: with it gone no later turn can hand it over again.
     sessions = await deps.chat.erase_user(user_id)
     deleted = await privacy.erase_user(deps.redis, deps.memory, user_id)
+    await _forget_limits(deps, user_id)
     return Erased(user_id=user_id, deleted={**deleted, "chat_sessions": sessions})
 
 
@@ -309,6 +315,7 @@ async def set_consent_route(
                                        enabled=body.enabled, forget=body.forget)
     if deleted is not None and sessions is not None:
         deleted = {**deleted, "chat_sessions": sessions}
+        await _forget_limits(deps, user_id)
     return ConsentChanged(enabled=body.enabled, chosen=True, deleted=deleted)
 
 

@@ -4,6 +4,7 @@ with Retry-After past the burst; reads, erasure and other users are not touched.
 from __future__ import annotations
 
 import httpx
+from redis.asyncio import Redis
 
 from tests.api_server import api_settings, bearer, running_api
 from worker.config import Settings
@@ -12,7 +13,7 @@ BURST = 5
 
 
 async def test_fact_writes_past_the_burst_are_429_across_api_processes(
-    settings: Settings,
+    settings: Settings, redis: Redis
 ) -> None:
     limited = api_settings(settings).model_copy(update={
         "api_fact_writes_per_minute": 6, "api_fact_write_burst": BURST})
@@ -47,8 +48,10 @@ async def test_fact_writes_past_the_burst_are_429_across_api_processes(
         assert facts.status_code == 200 and facts.json()["count"] == 2
         assert (await b.post("/users/bob/facts", json={"text": "Likes tea"},
                              headers=bearer("bob"))).status_code == 201
+        assert await redis.keys("memfleet:api-fact-writes:*ada*")
         erased = await a.delete("/users/ada", headers=bearer("ada"))
         assert erased.status_code == 200, erased.text
+        assert not await redis.keys("memfleet:api-*ada*"), "the erase leaves no key of ada"
 
 
 async def test_no_limit_when_the_rate_is_zero(settings: Settings) -> None:
