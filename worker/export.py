@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -49,6 +49,19 @@ def _json(value: Any) -> str:
     return json.dumps(value, default=_iso, ensure_ascii=False, separators=(",", ":"))
 
 
+@asynccontextmanager
+async def _connection(pool: Any, timeout_s: float | None) -> AsyncIterator[Any]:
+    try:
+        conn = await pool.acquire(timeout=timeout_s)
+    except TimeoutError:  # asyncpg's own; an OSError, which translated() would blur
+        raise StoreUnavailable(
+            f"exporting a user: no database connection within {timeout_s:g} s") from None
+    try:
+        yield conn
+    finally:
+        await pool.release(conn)
+
+
 async def export_user(
     pool: Any, user_id: str, *, memory_default: bool, acquire_timeout_s: float | None = None
 ) -> AsyncGenerator[str, None]:
@@ -58,7 +71,7 @@ async def export_user(
     it takes); TimeoutError beyond it.
     """
     sql = queries.load("export")
-    async with translated("exporting a user"), pool.acquire(timeout=acquire_timeout_s) as conn, \
+    async with translated("exporting a user"), _connection(pool, acquire_timeout_s) as conn, \
             conn.transaction(isolation="repeatable_read", readonly=True):
         consent = await conn.fetchrow(sql["consent"], user_id)
         chosen = consent is not None
@@ -96,9 +109,8 @@ async def spool_export(
     ``read_timeout_s`` (the connection is given back either way).
     """
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115 - returned
-    deadline = asyncio.timeout(read_timeout_s)
     try:
-        async with deadline, aclosing(export_user(
+        async with asyncio.timeout(read_timeout_s), aclosing(export_user(
                 pool, user_id, memory_default=memory_default,
                 acquire_timeout_s=acquire_timeout_s)) as chunks:
             async for chunk in chunks:
@@ -106,13 +118,8 @@ async def spool_export(
         spool.seek(0)
     except TimeoutError:
         spool.close()
-        if deadline.expired():
-            raise StoreError(
-                f"exporting a user: the snapshot took longer than {read_timeout_s:g} s"
-            ) from None
-        raise StoreUnavailable(
-            f"exporting a user: no database connection within {acquire_timeout_s:g} s"
-        ) from None
+        raise StoreError(
+            f"exporting a user: the snapshot took longer than {read_timeout_s:g} s") from None
     except BaseException:
         spool.close()
         raise

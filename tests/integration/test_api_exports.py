@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import select
 import socket
@@ -21,6 +22,9 @@ import pytest
 from tests.api_server import SECRET, bearer, token
 from tests.helpers import worker_env
 from worker.config import Settings
+from worker.errors import StoreUnavailable
+from worker.export import spool_export
+from worker.store.pool import create_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 UNREAD = 12
@@ -216,3 +220,38 @@ async def test_a_stalled_download_is_cut_and_gives_its_slot_back(
                     while chunk := sock.recv(1 << 20):
                         received += len(chunk)
                 assert received < HEAVY_FACTS * HEAVY_CHARS, "cut, not delivered whole"
+
+
+async def test_the_process_bound_answers_503_past_it(
+    settings: Settings, db: asyncpg.Connection, tmp_path: Path
+) -> None:
+    await heavy_user(db, settings, "mallory")
+    async with api_process(settings, tmp_path / "api.log", api_exports_per_user="12",
+                           api_exports_max="1") as base:
+        with unread_downloads(base, "mallory", 3) as socks:
+            heads = sorted(await answered_heads(socks, HEAD_WAIT_S))
+            assert heads == [b"HTTP/1.1 200 OK"] + [b"HTTP/1.1 503 Service Unavailable"] * 2
+            refused = [s.recv(1024, socket.MSG_PEEK).lower() for s in socks]
+            assert all(b"retry-after:" in r for r in refused if b" 503 " in r)
+
+
+async def test_a_spool_waits_for_a_connection_only_so_long(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    """No connection within the acquire timeout: StoreUnavailable (a 503), not a hang."""
+    await heavy_user(db, settings, "mallory")
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+    try:
+        spool = await spool_export(pool, "mallory", memory_default=True,
+                                   acquire_timeout_s=5, read_timeout_s=60)
+        with spool:
+            export = json.loads(spool.read())
+        assert len(export["facts"]) == HEAVY_FACTS
+        async with pool.acquire():  # the pool's only connection, held
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="no database connection"):
+                await spool_export(pool, "mallory", memory_default=True,
+                                   acquire_timeout_s=1, read_timeout_s=60)
+            assert time.monotonic() - started < ANSWER_BOUND_S
+    finally:
+        await pool.close()
