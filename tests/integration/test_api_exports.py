@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -127,14 +128,15 @@ async def timed(client: httpx.AsyncClient, path: str, user: str) -> tuple[int | 
     return outcome, time.monotonic() - started
 
 
-async def heavy_user(db: asyncpg.Connection, settings: Settings, user: str) -> None:
+async def heavy_user(db: asyncpg.Connection, settings: Settings, user: str,
+                     facts: int = HEAVY_FACTS) -> None:
     await db.execute(
         "INSERT INTO memory_fact (user_id, text, category, importance, embedding,"
         " embedding_model, observed_at)"
         " SELECT $1, n || ' ' || repeat('x', $3), 'fact', 5,"
         " array_fill(0.1::real, ARRAY[$2::int])::halfvec, 'test', now()"
         " FROM generate_series(1, $4::int) AS n",
-        user, settings.embed_dim, HEAVY_CHARS, HEAVY_FACTS)
+        user, settings.embed_dim, HEAVY_CHARS, facts)
 
 
 async def open_transactions(db: asyncpg.Connection) -> int:
@@ -235,18 +237,29 @@ async def test_the_process_bound_answers_503_past_it(
             assert all(b"retry-after:" in r for r in refused if b" 503 " in r)
 
 
-async def test_a_spool_waits_for_a_connection_only_so_long(
+async def test_a_spool_holds_bounded_memory_and_waits_for_a_connection_only_so_long(
     settings: Settings, db: asyncpg.Connection
 ) -> None:
-    """No connection within the acquire timeout: StoreUnavailable (a 503), not a hang."""
-    await heavy_user(db, settings, "mallory")
+    """Memory stays bounded whatever the user's size (a 21 MiB export here); no
+    connection within the acquire timeout is StoreUnavailable (a 503), not a hang."""
+    await heavy_user(db, settings, "mallory", facts=3 * HEAVY_FACTS)
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
     try:
-        spool = await spool_export(pool, "mallory", memory_default=True,
-                                   acquire_timeout_s=5, read_timeout_s=60)
+        tracemalloc.start()
+        try:
+            spool = await spool_export(pool, "mallory", memory_default=True,
+                                       acquire_timeout_s=5, read_timeout_s=60)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
         with spool:
+            size = spool.seek(0, 2)
+            spool.seek(0)
             export = json.loads(spool.read())
-        assert len(export["facts"]) == HEAVY_FACTS
+        assert len(export["facts"]) == 3 * HEAVY_FACTS
+        print(f"\nspooled {size / 2**20:.1f} MiB with a peak of {peak / 2**20:.1f} MiB in memory")
+        # The spool keeps 1 MiB in memory and the rest on disk; the rows come 500 at a time.
+        assert size > 20 * 2**20 and peak < 6 * 2**20, (size, peak)
         async with pool.acquire():  # the pool's only connection, held
             started = time.monotonic()
             with pytest.raises(StoreUnavailable, match="no database connection"):
