@@ -22,7 +22,9 @@ from api_stub.auth import AuthConfig
 from api_stub.chat_log import ChatLog
 from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
+from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
+from api_stub.write_rate import FactWriteRate
 from worker.config import Settings
 from worker.contract import Limits
 from worker.errors import ConfigurationError
@@ -40,6 +42,7 @@ DESCRIPTION = (
     "Every endpoint takes an HS256 bearer token whose `sub` is the user."
 )
 OPENAPI_PATH = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+OPENAPI_URL = "/openapi.json"  # served only with MEMFLEET_API_DOCS
 
 
 def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
@@ -70,6 +73,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),
+                exports=ExportGate(redis, pool, settings),
+                writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
+                                     burst=settings.api_fact_write_burst),
             )
             if tune_gc:
                 quiet_garbage_collector()
@@ -81,7 +87,11 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 await redis.aclose()
             await pool.close()
 
-    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan)
+    # No Swagger UI or ReDoc: FastAPI's pages load their scripts from a CDN. The
+    # document itself only when asked (MEMFLEET_API_DOCS); docs/openapi.json has it.
+    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
+                  openapi_url=OPENAPI_URL if settings.api_docs else None)
     app.state.auth = auth
     install_handlers(app)
     # Added last, run first: the access log sees every request, a 413 included.

@@ -2,16 +2,22 @@
 
 The chat server signs a short-lived token for its logged-in user with
 MEMFLEET_JWT_SECRET; every memory endpoint checks it and that its subject is
-the user in the path. 401: no token, or one that does not verify (bad
-signature, expired, no exp or sub, wrong audience). 403: a valid token of
-another user. Neither says anything about the other user's facts.
+the user in the path (docs/api.md says how to mint one). 401: no token, or one
+that does not verify: bad signature or algorithm, a required claim missing or
+of the wrong type (``exp``, ``iat``, ``sub``; ``aud`` and ``iss`` when
+configured), expired or not yet valid beyond MEMFLEET_JWT_LEEWAY_S, living
+longer than MEMFLEET_JWT_MAX_LIFETIME_S. The reason goes back in the
+challenge's ``error_description`` and the JSON detail: fixed words, never the
+token nor a claim's value. 403: a valid token of another user. Neither says
+anything about the other user's facts.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import jwt
 from fastapi import Depends, HTTPException, Path, Request, status
@@ -23,11 +29,23 @@ from worker.config import Settings
 from worker.contract import id_fault
 from worker.errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from jwt.types import Options
+
 ALGORITHM = "HS256"
 # RFC 7518 section 3.2: an HS256 key is at least as long as the hash (32 bytes).
 MIN_SECRET_BYTES = 32
+DEFAULT_LEEWAY_S = 30.0
 
 _bearer = HTTPBearer(auto_error=False, description="HS256 JWT; `sub` is the user id.")
+
+# PyJWT checks the signature and the header only (its own claim checks are off:
+# it takes "123" for a number and lets a string `exp` through to arithmetic).
+_SIGNATURE_ONLY: Options = {
+    "verify_signature": True, "verify_exp": False, "verify_nbf": False, "verify_iat": False,
+    "verify_aud": False, "verify_iss": False, "verify_sub": False, "verify_jti": False,
+    "require": [],
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +54,8 @@ class AuthConfig:
     audience: str | None = None
     # Tokens living longer (exp - iat) are refused: a leaked token must expire.
     max_lifetime_s: float = 86_400
+    issuer: str | None = None
+    leeway_s: float = DEFAULT_LEEWAY_S
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AuthConfig:
@@ -46,11 +66,13 @@ class AuthConfig:
             raise ConfigurationError(
                 f"MEMFLEET_JWT_SECRET must be at least {MIN_SECRET_BYTES} bytes"
             )
-        return cls(secret, settings.jwt_audience, settings.jwt_max_lifetime_s)
+        return cls(secret, settings.jwt_audience, settings.jwt_max_lifetime_s,
+                   issuer=settings.jwt_issuer, leeway_s=settings.jwt_leeway_s)
 
 
 class InvalidToken(Exception):
-    """The token does not verify; the reason is for logs, never for the response."""
+    """The token does not verify. The message is the reason in fixed words (safe to send
+    back and to log): never the token, never a claim's value."""
 
 
 def issue_token(
@@ -61,36 +83,103 @@ def issue_token(
     claims: dict[str, object] = {"sub": user_id, "iat": issued, "exp": issued + int(ttl_s)}
     if config.audience is not None:
         claims["aud"] = config.audience
+    if config.issuer is not None:
+        claims["iss"] = config.issuer
     return jwt.encode(claims, config.secret, algorithm=ALGORITHM)
 
 
-def verify_token(config: AuthConfig, token: str) -> str:
-    """The token's subject; InvalidToken when it does not verify."""
+def _signed_claims(config: AuthConfig, token: str) -> dict[str, Any]:
     try:
-        claims = jwt.decode(
-            token,
-            config.secret,
+        claims: dict[str, Any] = jwt.decode(
+            token, config.secret,
             algorithms=[ALGORITHM],  # never taken from the token: no "none", no key confusion
-            audience=config.audience,
-            options={"require": ["exp", "iat", "sub"]},
+            options=_SIGNATURE_ONLY,
         )
-    except jwt.PyJWTError as exc:
-        raise InvalidToken(type(exc).__name__) from exc
-    if not isinstance(claims["iat"], int | float) or \
-            claims["exp"] - claims["iat"] > config.max_lifetime_s:
-        raise InvalidToken("lifetime over the maximum")
+    except jwt.InvalidSignatureError:
+        raise InvalidToken("the signature does not verify") from None
+    except jwt.InvalidAlgorithmError:
+        raise InvalidToken(f"the algorithm is not {ALGORITHM}") from None
+    except jwt.PyJWTError:
+        raise InvalidToken("the token is not a well-formed JWT") from None
+    return claims
+
+
+def _numeric_date(claims: dict[str, Any], name: str) -> float:
+    """A NumericDate claim (RFC 7519: a JSON number of seconds); a string, a boolean,
+    an infinity or NaN is no date."""
+    value = claims.get(name)
+    if value is None:
+        raise InvalidToken(f"the {name} claim is missing")
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value):
+        raise InvalidToken(f"the {name} claim is not a number of seconds")
+    return float(value)
+
+
+def _check_audience(config: AuthConfig, claims: dict[str, Any]) -> None:
+    aud = claims.get("aud")
+    if config.audience is None:
+        if aud is not None:  # a token meant for some other service
+            raise InvalidToken("the token names an audience and none is expected")
+        return
+    if aud is None:
+        raise InvalidToken("the aud claim is missing")
+    audiences = [aud] if isinstance(aud, str) else aud
+    if not isinstance(audiences, list) or not all(isinstance(a, str) for a in audiences):
+        raise InvalidToken("the aud claim is not a string or a list of strings")
+    if config.audience not in audiences:
+        raise InvalidToken("the token is for another audience")
+
+
+def _check_issuer(config: AuthConfig, claims: dict[str, Any]) -> None:
+    if config.issuer is None:
+        return
+    iss = claims.get("iss")
+    if iss is None:
+        raise InvalidToken("the iss claim is missing")
+    if not isinstance(iss, str):
+        raise InvalidToken("the iss claim is not a string")
+    if iss != config.issuer:
+        raise InvalidToken("the token is from another issuer")
+
+
+def verify_token(config: AuthConfig, token: str, *, now: float | None = None) -> str:
+    """The token's subject; InvalidToken (with its reason) when it does not verify."""
+    claims = _signed_claims(config, token)
+    expires = _numeric_date(claims, "exp")
+    issued = _numeric_date(claims, "iat")
+    not_before = _numeric_date(claims, "nbf") if "nbf" in claims else None
     subject = claims.get("sub")
+    if subject is None:
+        raise InvalidToken("the sub claim is missing")
     if not isinstance(subject, str) or id_fault(subject, MAX_ID_CHARS) is not None:
-        raise InvalidToken("subject is no valid user id")
+        raise InvalidToken("the sub claim is no valid user id")
+    _check_audience(config, claims)
+    _check_issuer(config, claims)
+    at = time.time() if now is None else now
+    if expires <= at - config.leeway_s:
+        raise InvalidToken("the token has expired")
+    if issued > at + config.leeway_s:
+        raise InvalidToken("the token is issued in the future")
+    if not_before is not None and not_before > at + config.leeway_s:
+        raise InvalidToken("the token is not valid yet")
+    if expires - issued > config.max_lifetime_s:
+        raise InvalidToken("the token lives longer than the maximum lifetime")
     return subject
 
 
-def _unauthorized(error: str | None) -> HTTPException:
-    challenge = "Bearer" if error is None else f'Bearer error="{error}"'
+def _unauthorized(reason: str | None) -> HTTPException:
+    # RFC 6750 section 3: error_description is printable ASCII without quotes or
+    # backslashes, which the fixed reasons of InvalidToken are.
+    if reason is None:
+        return HTTPException(status.HTTP_401_UNAUTHORIZED,
+                             detail="a valid bearer token is required",
+                             headers={"WWW-Authenticate": "Bearer"})
     return HTTPException(
         status.HTTP_401_UNAUTHORIZED,
-        detail="a valid bearer token is required",
-        headers={"WWW-Authenticate": challenge},
+        detail=f"a valid bearer token is required: {reason}",
+        headers={"WWW-Authenticate":
+                 f'Bearer error="invalid_token", error_description="{reason}"'},
     )
 
 
@@ -104,8 +193,8 @@ async def token_subject(
     config: AuthConfig = request.app.state.auth
     try:
         return verify_token(config, credentials.credentials)
-    except InvalidToken:
-        raise _unauthorized("invalid_token") from None
+    except InvalidToken as exc:
+        raise _unauthorized(str(exc)) from None
 
 
 async def path_user(

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from api_stub.chat_log import ChatLog
+from api_stub.exports import ExportGate
+from api_stub.write_rate import FactWriteRate
 from worker.config import Settings
 from worker.contract import Limits
 from worker.providers.base import Providers
@@ -21,3 +23,5 @@ class ApiDeps:
     providers: Providers
     limits: Limits
     chat: ChatLog
+    exports: ExportGate
+    writes: FactWriteRate

@@ -7,18 +7,17 @@ below is scoped by that user id, so another user's fact id is a plain 404.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 
 from api_stub.auth import AuthedUser
 from api_stub.deps import ApiDeps
-from api_stub.errors import AUTH_RESPONSES, error_responses
+from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses
+from api_stub.exports import SpooledExport, exports_key
 from api_stub.fields import MAX_ID_CHARS, clean_text, valid_id
 from api_stub.memory_models import (
     MAX_FACT_ID,
@@ -40,9 +39,9 @@ from api_stub.memory_models import (
     SearchResults,
     utc,
 )
+from api_stub.write_rate import WritingUser, fact_writes_key
 from worker import privacy
 from worker.contract import CATEGORY_ORDER, MemoryScope, confidence_for
-from worker.export import export_user
 from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
 from worker.store.types import FactRecord, FactTerms, NewFact
 
@@ -79,6 +78,14 @@ KnownAt = Annotated[
     Query(description="What memfleet believed then (without a zone: UTC)."),
     AfterValidator(lambda v: None if v is None else utc(v)),
 ]
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.",
+                                 "schema": {"type": "integer"}}}
+# 429: the user's manual writes over their rate (api_stub.write_rate).
+WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    429: {"model": ErrorBody, "headers": _RETRY_AFTER,
+          "description": "Too many manual writes of this user; retry after Retry-After."},
+}
 _NOT_FOUND = "no such fact"
 _NOT_ACTIVE = "the fact is no longer active"
 
@@ -95,6 +102,11 @@ def _one_time(valid_at: datetime | None, known_at: datetime | None) -> None:
 def _deps(request: Request) -> ApiDeps:
     deps: ApiDeps = request.app.state.deps
     return deps
+
+
+async def _forget_limits(deps: ApiDeps, user_id: str) -> None:
+    # The user's rate and export keys name the user: an erase leaves neither behind.
+    await deps.redis.delete(fact_writes_key(user_id), exports_key(user_id))
 
 
 @router.get(
@@ -125,10 +137,10 @@ async def list_facts(
     "/facts",
     response_model=Fact,
     status_code=status.HTTP_201_CREATED,
-    responses={**AUTH_RESPONSES, **error_responses(400, 503)},
+    responses={**WRITE_RESPONSES, **error_responses(400, 503)},
     summary="Add a fact by hand (source_kind manual, stated, fully trusted)",
 )
-async def add_fact(request: Request, user_id: AuthedUser, body: NewFactBody) -> Fact:
+async def add_fact(request: Request, user_id: WritingUser, body: NewFactBody) -> Fact:
     deps = _deps(request)
     embedder = await query_embedder(deps.memory, deps.providers.embedder, user_id,
                                     deps.providers.embedder_for)
@@ -147,10 +159,10 @@ async def add_fact(request: Request, user_id: AuthedUser, body: NewFactBody) -> 
 @router.delete(
     "/facts/{fact_id}",
     response_model=Fact,
-    responses={**AUTH_RESPONSES, **error_responses(404, 409, 503)},
+    responses={**WRITE_RESPONSES, **error_responses(404, 409, 503)},
     summary="Remove a fact: it is superseded, nothing is deleted",
 )
-async def remove_fact(request: Request, user_id: AuthedUser, fact_id: FactId) -> Fact:
+async def remove_fact(request: Request, user_id: WritingUser, fact_id: FactId) -> Fact:
     memory = _deps(request).memory
     removed = await memory.remove_fact(user_id, fact_id)
     if removed is not None:
@@ -173,20 +185,20 @@ async def _pin(request: Request, user_id: str, fact_id: int, pinned: bool) -> Fa
 @router.put(
     "/facts/{fact_id}/pin",
     response_model=Fact,
-    responses={**AUTH_RESPONSES, **error_responses(404, 409, 503)},
+    responses={**WRITE_RESPONSES, **error_responses(404, 409, 503)},
     summary="Pin a fact: consolidation keeps its changes to it for the user to review",
 )
-async def pin_fact(request: Request, user_id: AuthedUser, fact_id: FactId) -> Fact:
+async def pin_fact(request: Request, user_id: WritingUser, fact_id: FactId) -> Fact:
     return await _pin(request, user_id, fact_id, True)
 
 
 @router.delete(
     "/facts/{fact_id}/pin",
     response_model=Fact,
-    responses={**AUTH_RESPONSES, **error_responses(404, 409, 503)},
+    responses={**WRITE_RESPONSES, **error_responses(404, 409, 503)},
     summary="Unpin a fact",
 )
-async def unpin_fact(request: Request, user_id: AuthedUser, fact_id: FactId) -> Fact:
+async def unpin_fact(request: Request, user_id: WritingUser, fact_id: FactId) -> Fact:
     return await _pin(request, user_id, fact_id, False)
 
 
@@ -271,6 +283,7 @@ async def erase_user_route(request: Request, user_id: AuthedUser) -> Erased:
     # The conversation first: with it gone no later turn can hand it over again.
     sessions = await deps.chat.erase_user(user_id)
     deleted = await privacy.erase_user(deps.redis, deps.memory, user_id)
+    await _forget_limits(deps, user_id)
     return Erased(user_id=user_id, deleted={**deleted, "chat_sessions": sessions})
 
 
@@ -290,11 +303,11 @@ async def consent_route(request: Request, user_id: AuthedUser) -> Consent:
 @router.put(
     "/consent",
     response_model=ConsentChanged,
-    responses={**AUTH_RESPONSES, **error_responses(400, 503)},
+    responses={**WRITE_RESPONSES, **error_responses(400, 503)},
     summary="Turn memory on or off; off with forget also erases everything held",
 )
 async def set_consent_route(
-    request: Request, user_id: AuthedUser, body: ConsentBody
+    request: Request, user_id: WritingUser, body: ConsentBody
 ) -> ConsentChanged:
     deps = _deps(request)
     sessions = await deps.chat.erase_user(user_id) if body.forget else None
@@ -302,27 +315,25 @@ async def set_consent_route(
                                        enabled=body.enabled, forget=body.forget)
     if deleted is not None and sessions is not None:
         deleted = {**deleted, "chat_sessions": sessions}
+        await _forget_limits(deps, user_id)
     return ConsentChanged(enabled=body.enabled, chosen=True, deleted=deleted)
 
 
 @router.get(
     "/export",
     response_model=None,
-    response_class=StreamingResponse,
+    response_class=SpooledExport,
+    status_code=status.HTTP_200_OK,
     responses={200: {"model": Export, "description": "Everything held about the user, "
-                     "streamed as one JSON object."},
-               **AUTH_RESPONSES, **error_responses(503)},
+                     "as one JSON object."},
+               **AUTH_RESPONSES,
+               429: {"model": ErrorBody, "headers": _RETRY_AFTER,
+                     "description": "The user's exports at once are at their bound "
+                                    "(MEMFLEET_API_EXPORTS_PER_USER); retry after Retry-After."},
+               **error_responses(503)},
     summary="Everything memfleet holds about the user (right of access)",
 )
-async def export_route(request: Request, user_id: AuthedUser) -> StreamingResponse:
-    deps = _deps(request)
-    chunks = export_user(deps.pool, user_id, memory_default=deps.settings.memory_default)
-    # The first chunk is read here, so an unreachable database is a 503, not a cut stream.
-    first = await anext(chunks)
-
-    async def body() -> AsyncIterator[str]:
-        yield first
-        async for chunk in chunks:
-            yield chunk
-
-    return StreamingResponse(body(), media_type="application/json")
+async def export_route(request: Request, user_id: AuthedUser) -> SpooledExport:
+    # The snapshot is read whole before the answer starts (api_stub.exports): an
+    # unreachable database is a 503, and a client that does not read holds no connection.
+    return await _deps(request).exports.open(user_id)

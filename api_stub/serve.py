@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import socket
+import struct
 import sys
 from pathlib import Path
 
@@ -30,13 +31,47 @@ class NoDelayHttpProtocol(HttpToolsProtocol):
     TCP, so asyncio does not set TCP_NODELAY on accepted connections; uvicorn
     writes a response's head and body separately, and the body then waits for
     the client's delayed ACK (Nagle's algorithm), which dwarfs the turn itself.
+
+    It also aborts a connection whose client takes nothing of its response for
+    ``send_timeout_s`` (MEMFLEET_API_SEND_TIMEOUT_S, set by app_from_env in each
+    server process): writing stays paused (the buffers are full) that long. A
+    plain close would keep the buffers for a reader that never comes.
     """
+
+    send_timeout_s: float = 30.0
+    _stalled: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stalled is None:
+            self._stalled = self.loop.call_later(self.send_timeout_s, self._reset)
+
+    def resume_writing(self) -> None:
+        self._stop_watch()
+        super().resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_watch()
+        super().connection_lost(exc)
+
+    def _reset(self) -> None:
+        # Linger 0: the kernel drops what it still holds for the peer and answers with
+        # a reset; a plain close keeps the data queued for a reader that never comes.
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+    def _stop_watch(self) -> None:
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
 
 
 # The --log-level for app_from_env, which uvicorn calls in each server process.
@@ -49,7 +84,9 @@ def app_from_env() -> FastAPI:
     from worker.telemetry import configure_logging
 
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "INFO"))  # the access log's lines
-    return create_app(_settings(), tune_gc=True)
+    settings = _settings()
+    NoDelayHttpProtocol.send_timeout_s = settings.api_send_timeout_s
+    return create_app(settings, tune_gc=True)
 
 
 def _settings() -> Settings:
@@ -93,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                     port=args.port, log_level=args.log_level, workers=args.workers,
                     # api_stub.guards.AccessLog logs requests without their ids or query.
                     access_log=False,
-                    http=NoDelayHttpProtocol)
+                    # By name: under ``python -m`` this module is __main__, and the class
+                    # app_from_env configures is the one of the module uvicorn imports.
+                    http="api_stub.serve:NoDelayHttpProtocol")
     except ValidationError as exc:
         print(f"api_stub: {settings_error(exc)}", file=sys.stderr)
         return 2

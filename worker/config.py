@@ -171,11 +171,31 @@ class Settings(BaseSettings):
     # HS256 key the chat server signs users' tokens with; the API refuses to start without it.
     jwt_secret: SecretStr | None = None
     jwt_audience: str | None = None  # set: tokens must carry this `aud`
+    jwt_issuer: str | None = None  # set: tokens must carry this `iss`
     jwt_max_lifetime_s: float = Field(default=86_400, gt=0)  # longer-lived tokens: 401
+    # Clock skew forgiven between the token's signer and the API (exp, iat, nbf).
+    jwt_leeway_s: float = Field(default=30.0, ge=0, le=300)
     # Larger requests get 413 before the app reads them (api_stub.guards).
     api_max_body_bytes: int = Field(default=1_048_576, gt=0)
     api_max_query_bytes: int = Field(default=8_192, gt=0)
     read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
+    # Serve the OpenAPI document at /openapi.json. Off by default (it maps the API for
+    # anyone who can reach it); never /docs or /redoc, whose pages load from a CDN.
+    api_docs: bool = False
+    # Exports (api_stub.exports): each snapshot is read whole into a spool (memory, then
+    # an unlinked temporary file) and its pooled connection given back before a byte is
+    # sent, so a client that does not read holds no connection and no transaction.
+    api_exports_per_user: int = Field(default=2, ge=1)  # at once, fleet-wide; more: 429
+    api_exports_max: int = Field(default=8, ge=1)  # at once per API process; more: 503
+    api_export_acquire_timeout_s: float = Field(default=5.0, gt=0)  # wait for a connection
+    api_export_read_timeout_s: float = Field(default=120.0, gt=0)  # snapshot into the spool
+    # A response (an export or any other) the client takes nothing of for this long is
+    # cut: its connection is aborted.
+    api_send_timeout_s: float = Field(default=30.0, gt=0)
+    # Manual fact writes (add, remove, pin, unpin, consent) per user, fleet-wide through
+    # Redis: this many a minute on average, up to the burst at once; more: 429. 0: none.
+    api_fact_writes_per_minute: int = Field(default=60, ge=0)
+    api_fact_write_burst: int = Field(default=20, ge=1)
 
     @model_validator(mode="before")
     @classmethod

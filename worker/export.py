@@ -10,20 +10,33 @@ Streamed: rows come from server-side cursors inside one read-only REPEATABLE
 READ transaction (one consistent snapshot) and leave in chunks of about
 CHUNK_CHARS, so memory stays bounded whatever the user's size. Run errors
 are memfleet's own messages, which never quote user content.
+
+``spool_export`` is the form for a network client: the snapshot is read whole
+into a spool (memory up to SPOOL_MEMORY_BYTES, then a temporary file unlinked
+from the start, so nothing is left behind even by a crash), within a time
+budget, and the pooled connection goes back before the first byte is sent. A
+client that reads slowly, or never, then holds a file, never a connection or
+a transaction (an open snapshot would also hold back VACUUM for its length).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
+from worker.errors import StoreError, StoreUnavailable
 from worker.store import queries
 from worker.store.postgres import translated
 
 CHUNK_CHARS = 64 * 1024
 ROWS_PER_FETCH = 500
+# A spool keeps this much in memory; a larger export goes on to disk (TMPDIR).
+SPOOL_MEMORY_BYTES = 1_048_576
 
 
 def _iso(value: Any) -> str:
@@ -36,10 +49,29 @@ def _json(value: Any) -> str:
     return json.dumps(value, default=_iso, ensure_ascii=False, separators=(",", ":"))
 
 
-async def export_user(pool: Any, user_id: str, *, memory_default: bool) -> AsyncIterator[str]:
-    """The user's export, in chunks of JSON text that join into one object."""
+@asynccontextmanager
+async def _connection(pool: Any, timeout_s: float | None) -> AsyncIterator[Any]:
+    try:
+        conn = await pool.acquire(timeout=timeout_s)
+    except TimeoutError:  # asyncpg's own; an OSError, which translated() would blur
+        raise StoreUnavailable(
+            f"exporting a user: no database connection within {timeout_s:g} s") from None
+    try:
+        yield conn
+    finally:
+        await pool.release(conn)
+
+
+async def export_user(
+    pool: Any, user_id: str, *, memory_default: bool, acquire_timeout_s: float | None = None
+) -> AsyncGenerator[str, None]:
+    """The user's export, in chunks of JSON text that join into one object.
+
+    ``acquire_timeout_s``: how long to wait for a pooled connection (None: as long as
+    it takes); TimeoutError beyond it.
+    """
     sql = queries.load("export")
-    async with translated("exporting a user"), pool.acquire() as conn, \
+    async with translated("exporting a user"), _connection(pool, acquire_timeout_s) as conn, \
             conn.transaction(isolation="repeatable_read", readonly=True):
         consent = await conn.fetchrow(sql["consent"], user_id)
         chosen = consent is not None
@@ -64,3 +96,31 @@ async def export_user(pool: Any, user_id: str, *, memory_default: bool) -> Async
             buffer.append("]")
         buffer.append("}")
         yield "".join(buffer)
+
+
+async def spool_export(
+    pool: Any, user_id: str, *, memory_default: bool, acquire_timeout_s: float,
+    read_timeout_s: float,
+) -> IO[bytes]:
+    """The user's export as UTF-8 JSON in a spool, rewound, its connection given back.
+
+    The caller closes the spool. StoreUnavailable when no connection comes within
+    ``acquire_timeout_s``; StoreError when the snapshot takes longer than
+    ``read_timeout_s`` (the connection is given back either way).
+    """
+    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115 - returned
+    try:
+        async with asyncio.timeout(read_timeout_s), aclosing(export_user(
+                pool, user_id, memory_default=memory_default,
+                acquire_timeout_s=acquire_timeout_s)) as chunks:
+            async for chunk in chunks:
+                spool.write(chunk.encode())
+        spool.seek(0)
+    except TimeoutError:
+        spool.close()
+        raise StoreError(
+            f"exporting a user: the snapshot took longer than {read_timeout_s:g} s") from None
+    except BaseException:
+        spool.close()
+        raise
+    return spool

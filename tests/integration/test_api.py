@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from api_stub.app import OPENAPI_PATH, create_app, openapi_json
 from api_stub.chat_log import session_key
 from api_stub.chat_routes import HANDOVER_HEADER
-from tests.api_server import SECRET, api_settings, bearer, token
+from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
 from worker import queue
 from worker.config import Settings
@@ -281,14 +281,21 @@ async def test_read_path_library_block(
     assert over_http.json()["block"] == block
 
 
-async def test_the_openapi_document_is_served_and_committed(
+async def test_the_api_docs_are_off_by_default_and_never_load_from_a_cdn(
     api: httpx.AsyncClient, settings: Settings
 ) -> None:
-    served = (await api.get("/openapi.json")).json()
-    assert served == create_app(api_settings(settings)).openapi()
+    for path in ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert (await api.get(path)).status_code == 404, path
     assert OPENAPI_PATH.read_text("utf-8") == openapi_json(), (
         "docs/openapi.json is stale: python -m api_stub.serve --write-openapi docs/openapi.json"
     )
+    enabled = api_settings(settings).model_copy(update={"api_docs": True})
+    async with running_api(enabled) as base_url, \
+            httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        served = (await client.get("/openapi.json")).json()
+        assert served == create_app(enabled).openapi() == json.loads(openapi_json())
+        for path in ("/docs", "/redoc"):  # FastAPI's pages fetch their scripts from a CDN
+            assert (await client.get(path)).status_code == 404, path
 
 
 def test_the_app_refuses_to_start_without_a_secret(settings: Settings) -> None:

@@ -4,6 +4,7 @@ carry no id or query; ids follow the hand-over's one rule; tokens expire."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
@@ -99,3 +100,22 @@ async def test_the_access_log_names_the_route_never_its_ids_or_query(
     lines = [r.getMessage() for r in caplog.records if r.name == "memfleet.api.access"]
     assert any("/users/{user_id}/search" in line for line in lines), lines
     assert not any("ada-7q" in line or "secret" in line for line in lines)
+
+
+async def test_a_malformed_claim_is_a_401_with_its_reason_and_a_signer_ahead_is_forgiven(
+    api: httpx.AsyncClient
+) -> None:
+    now = int(time.time())
+    string_exp = jwt.encode({"sub": "ada", "iat": now, "exp": str(now + 600)}, SECRET,
+                            algorithm="HS256")
+    resp = await api.get("/users/ada/facts",
+                         headers={"Authorization": f"Bearer {string_exp}"})
+    assert resp.status_code == 401, resp.text  # it was a 500 with a traceback
+    challenge = resp.headers["www-authenticate"]
+    assert 'error="invalid_token"' in challenge
+    assert 'error_description="the exp claim is not a number of seconds"' in challenge
+    assert string_exp not in resp.text and string_exp not in challenge
+    # A chat server whose clock runs a few seconds ahead: within the leeway.
+    ahead = issue_token(AuthConfig(SECRET), "ada", now=time.time() + 5)
+    resp = await api.get("/users/ada/facts", headers={"Authorization": f"Bearer {ahead}"})
+    assert resp.status_code == 200, resp.text

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import time
 import warnings
 
@@ -30,7 +34,7 @@ def test_audience_is_checked_when_configured() -> None:
 
 
 @pytest.mark.parametrize("token", [
-    issue_token(CONFIG, "ada", ttl_s=-5),  # expired
+    issue_token(CONFIG, "ada", ttl_s=-60),  # expired, beyond the leeway
     issue_token(AuthConfig("another-secret-that-is-long-enough!!"), "ada"),  # forged
     jwt.encode({"sub": "ada"}, SECRET, algorithm="HS256"),  # no exp
     jwt.encode({"exp": int(time.time()) + 60}, SECRET, algorithm="HS256"),  # no sub
@@ -65,4 +69,84 @@ def test_settings_without_a_usable_secret_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="32 bytes"):
         AuthConfig.from_settings(Settings(jwt_secret="short"))  # noqa: S106
     config = AuthConfig.from_settings(Settings(jwt_secret=SECRET, jwt_audience="a"))
-    assert config == AuthConfig(SECRET, "a")
+    assert (config.secret, config.audience, config.issuer) == (SECRET, "a", None)
+
+
+def _signed(claims: dict[str, object], secret: str = SECRET) -> str:
+    """Signed as is: PyJWT's encoder refuses some of the bad claims a signer may send."""
+    def part(value: object) -> bytes:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=")
+
+    signing_input = part({"alg": "HS256", "typ": "JWT"}) + b"." + part(claims)
+    signature = hmac.new(secret.encode(), signing_input, hashlib.sha256).digest()
+    return (signing_input + b"." + base64.urlsafe_b64encode(signature).rstrip(b"=")).decode()
+
+
+NOW = 1_900_000_000
+
+
+@pytest.mark.parametrize(("claims", "reason"), [
+    ({"sub": "ada", "iat": NOW, "exp": str(NOW + 600)}, "the exp claim is not a number"),
+    ({"sub": "ada", "iat": str(NOW), "exp": NOW + 600}, "the iat claim is not a number"),
+    ({"sub": "ada", "iat": NOW, "exp": True}, "the exp claim is not a number"),
+    ({"sub": "ada", "iat": NOW, "exp": [NOW + 600]}, "the exp claim is not a number"),
+    ({"sub": "ada", "iat": NOW, "exp": float("inf")}, "the exp claim is not a number"),
+    ({"sub": "ada", "iat": NOW, "exp": NOW + 600, "nbf": "now"},
+     "the nbf claim is not a number"),
+    ({"sub": "ada", "iat": NOW}, "the exp claim is missing"),
+    ({"sub": "ada", "exp": NOW + 600}, "the iat claim is missing"),
+    ({"iat": NOW, "exp": NOW + 600}, "the sub claim is missing"),
+    ({"sub": ["ada"], "iat": NOW, "exp": NOW + 600}, "the sub claim is no valid user id"),
+    ({"sub": "ada", "iat": NOW, "exp": NOW + 600, "aud": "elsewhere"},
+     "the token names an audience and none is expected"),
+])
+def test_a_malformed_claim_is_refused_with_its_reason(
+    claims: dict[str, object], reason: str
+) -> None:
+    """A validly signed token with a claim of the wrong type is InvalidToken (a 401),
+    never a TypeError (a 500): a string exp used to reach arithmetic."""
+    with pytest.raises(InvalidToken, match=reason) as caught:
+        verify_token(CONFIG, _signed(claims), now=NOW)
+    assert "ada" not in str(caught.value) and str(NOW) not in str(caught.value)
+
+
+def test_the_clock_leeway_forgives_a_signer_a_little_ahead_or_behind() -> None:
+    config = AuthConfig(SECRET, leeway_s=30)
+    ahead = issue_token(config, "ada", ttl_s=600, now=NOW + 1)  # the chat server 1 s ahead
+    assert verify_token(config, ahead, now=NOW) == "ada"
+    just_expired = issue_token(config, "ada", ttl_s=60, now=NOW - 80)  # 20 s ago
+    assert verify_token(config, just_expired, now=NOW) == "ada"
+    with pytest.raises(InvalidToken, match="expired"):
+        verify_token(config, issue_token(config, "ada", ttl_s=60, now=NOW - 100), now=NOW)
+    with pytest.raises(InvalidToken, match="issued in the future"):
+        verify_token(config, issue_token(config, "ada", now=NOW + 31), now=NOW)
+    not_yet = _signed({"sub": "ada", "iat": NOW, "exp": NOW + 600, "nbf": NOW + 60})
+    with pytest.raises(InvalidToken, match="not valid yet"):
+        verify_token(config, not_yet, now=NOW)
+    strict = AuthConfig(SECRET, leeway_s=0)
+    with pytest.raises(InvalidToken, match="issued in the future"):
+        verify_token(strict, ahead, now=NOW)
+
+
+def test_issuer_and_audience_are_required_when_configured() -> None:
+    config = AuthConfig(SECRET, audience="memfleet", issuer="chat.example")
+    assert verify_token(config, issue_token(config, "ada", now=NOW), now=NOW) == "ada"
+    base = {"sub": "ada", "iat": NOW, "exp": NOW + 600}
+    for claims, reason in [
+        ({**base, "aud": "memfleet"}, "the iss claim is missing"),
+        ({**base, "iss": "chat.example"}, "the aud claim is missing"),
+        ({**base, "aud": "memfleet", "iss": "evil.example"}, "another issuer"),
+        ({**base, "aud": "memfleet", "iss": 7}, "the iss claim is not a string"),
+        ({**base, "aud": 7, "iss": "chat.example"}, "the aud claim is not a string"),
+        ({**base, "aud": ["other"], "iss": "chat.example"}, "another audience"),
+    ]:
+        with pytest.raises(InvalidToken, match=reason):
+            verify_token(config, _signed(claims), now=NOW)
+    listed = _signed({**base, "aud": ["other", "memfleet"], "iss": "chat.example"})
+    assert verify_token(config, listed, now=NOW) == "ada"
+
+
+def test_settings_carry_issuer_and_leeway() -> None:
+    config = AuthConfig.from_settings(Settings(jwt_secret=SECRET, jwt_issuer="chat",
+                                               jwt_leeway_s=5))
+    assert (config.issuer, config.leeway_s) == ("chat", 5)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from api_stub.app import OPENAPI_PATH, openapi_document, openapi_json
+from pydantic import SecretStr
+
+from api_stub.app import OPENAPI_PATH, create_app, openapi_document, openapi_json
+from worker.config import Settings
 
 
 def test_the_committed_openapi_document_is_the_generated_one() -> None:
@@ -25,3 +28,13 @@ def test_the_document_has_the_memory_model_routes_and_fields() -> None:
     assert {"scope", "agent_id", "valid_from", "valid_to", "expires_at", "pinned", "basis",
             "confidence", "superseded_reason", "embedding_model", "embedding_dim"} <= set(fact)
     assert json.loads(openapi_json()) == document
+
+
+def test_no_docs_page_and_the_document_only_when_enabled() -> None:
+    settings = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
+                        redis_url="redis://unused")
+    paths = {getattr(r, "path", None) for r in create_app(settings).routes}
+    assert not paths & {"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"}
+    enabled = create_app(settings.model_copy(update={"api_docs": True}))
+    paths = {getattr(r, "path", None) for r in enabled.routes}
+    assert "/openapi.json" in paths and not paths & {"/docs", "/redoc"}
