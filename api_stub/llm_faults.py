@@ -37,6 +37,7 @@ class Fault:
     retry_after_ms: int | None = None
     sleep_s: float = 10.0
     latency_ms: int = 0
+    targets: list[int] | None = None  # "aimed_ids": the ids the decisions aim at
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Fault:

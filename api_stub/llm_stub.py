@@ -12,8 +12,9 @@ Test hooks, over HTTP:
       {"mode": "429", "count": 2, "retry_after": 1, "path": "/v1/chat/completions"}
       mode: an HTTP status ("429", "500", "401", ...), "timeout" (sleep ``sleep_s``,
       default 10, before answering), "latency_ms" (answered ``latency_ms`` after
-      the request arrived), "truncated", "schema_break", "unknown_ids", "prose",
-      "hostile" (chat; see api_stub/llm_answers.py), "wrong_count",
+      the request arrived), "truncated", "schema_break", "unknown_ids",
+      "aimed_ids" (with "targets": [ids]), "prose", "hostile" (chat; see
+      api_stub/llm_answers.py), "wrong_count",
       "wrong_dim" (embeddings). Optional: "path", "task", "retry_after" (header
       value), "retry_after_ms". Each fault applies to the next ``count`` matching
       requests (default 1), first queued first.
@@ -190,7 +191,8 @@ async def chat_completions(request: Request) -> Response:
     except (ValueError, ValidationError):  # ValidationError is a ValueError; said for clarity
         return error_response(400, "the user message is not a known wire request", "messages")
     mode = fault.mode if fault is not None else ""
-    content = faulty_content(mode, payload or {}, answer)
+    content = faulty_content(mode, payload or {}, answer,
+                             fault.targets if fault is not None else None)
     prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
     return JSONResponse(_completion(number, str(body.get("model", "stub")), content, prompt))
 
