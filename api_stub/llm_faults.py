@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from api_stub.llm_answers import CONTENT_MODES
 
-OTHER_MODES = frozenset({"timeout", "latency_ms", "wrong_count", "wrong_dim"})
+OTHER_MODES = frozenset({"timeout", "hold", "latency_ms", "wrong_count", "wrong_dim"})
 
 
 def error_response(status: int, message: str, param: str | None = None, **headers: str) -> Response:
@@ -57,6 +57,9 @@ async def status_fault(request: Request, fault: Fault | None) -> Response | None
         return None
     if fault.mode == "timeout":
         await asyncio.sleep(fault.sleep_s)
+    elif fault.mode == "hold":
+        # A threading.Event: tests release it from their own thread (POST /_stub/release).
+        await asyncio.to_thread(request.app.state.stub.released.wait, fault.sleep_s)
     elif fault.mode == "latency_ms":
         request.state.latency_ms = fault.latency_ms
     elif fault.mode.isdigit():
