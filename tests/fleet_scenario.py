@@ -89,6 +89,7 @@ def expected_active(s: int) -> set[str]:
 
 @dataclass
 class HandOvers:
+    planned: int = 0  # hand-overs the chat servers made (re-hand-overs included)
     taken: int = 0  # hand-overs Redis took
     refused: int = 0  # refused by Redis (down) and handed over again
     kept_older: int = 0  # the previous list was kept in the backlog, unfinished
@@ -111,6 +112,7 @@ async def hand_over_turn_by_turn(
             if rng.random() < 0.3:  # a concurrent re-hand-over of the same list
                 calls.append((s, upto))
         rng.shuffle(calls)
+        counts.planned += len(calls)
         pending = calls
         while pending:
             results = await asyncio.gather(*(
