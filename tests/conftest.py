@@ -9,6 +9,8 @@ stay fast and never see each other's data.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -24,6 +26,26 @@ from worker.store.migrate import migrate
 
 TEST_EMBED_DIM = 256
 TEMPLATE_DB = "memfleet_template"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path set-up reads the option
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary directories of this session's own, not under /tmp/pytest-of-<user>:
+    every pytest session that starts strips that directory to mode 0700, which cuts
+    the embedded PostgreSQL servers of any other session still running (they run as
+    another account when the tests run as root) off from their data directories."""
+    if config.option.basetemp is None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="memfleet-pytest-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
 
 
 def _with_db(url: str, name: str) -> str:
