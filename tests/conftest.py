@@ -39,13 +39,24 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_OWN_BASETEMP] = config.option.basetemp
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    own = config.stash.get(_OWN_BASETEMP, None)
-    if own is not None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is None:
+        return
+    if exitstatus == 0:
         shutil.rmtree(own, ignore_errors=True)
+    else:  # kept for a look at the servers' logs
+        session.config.stash[_KEPT_BASETEMP] = own
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    kept = terminalreporter.config.stash.get(_KEPT_BASETEMP, None)
+    if kept is not None:
+        terminalreporter.write_line(f"temporary directories kept in {kept}")
 
 
 _OWN_BASETEMP = pytest.StashKey[str]()
+_KEPT_BASETEMP = pytest.StashKey[str]()
 
 
 def _with_db(url: str, name: str) -> str:
