@@ -13,8 +13,8 @@ from typing import Any
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
-CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "prose", "hostile",
-                           "quoting_break", "oversized"})
+CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "aimed_ids", "prose",
+                           "hostile", "quoting_break", "oversized"})
 # "oversized" answers are this long: above what the worker reads (llm_json.MAX_ANSWER_CHARS).
 OVERSIZED_CHARS = 300_000
 # A plausible row id of some other user: consolidation must never apply it.
@@ -40,6 +40,19 @@ def _unknown_ids(payload: dict[str, Any]) -> dict[str, Any]:
         target = max(offered, default=0) + 1000 if i % 2 == 0 else FOREIGN_ID
         decisions.append({"candidate": candidate["candidate"], "event": "UPDATE",
                           "target": target, "text": "Replaced by the stub"})
+    return {"decisions": decisions}
+
+
+def _aimed_ids(payload: dict[str, Any], targets: list[int]) -> dict[str, Any]:
+    """Every candidate's one decision aimed at ``targets`` (the test's choice: another
+    user's real row ids, say), candidate i at targets[i % len], UPDATE and DELETE by turns."""
+    decisions = []
+    for i, candidate in enumerate(payload.get("candidates", [])):
+        update = i % 2 == 0
+        decisions.append({"candidate": candidate["candidate"],
+                          "event": "UPDATE" if update else "DELETE",
+                          "target": targets[i % len(targets)],
+                          "text": "Replaced by the stub" if update else None})
     return {"decisions": decisions}
 
 
@@ -76,7 +89,9 @@ def _hostile(payload: dict[str, Any]) -> dict[str, Any]:
     return {"decisions": decisions}
 
 
-def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -> str:
+def faulty_content(
+    mode: str, payload: dict[str, Any], answer: dict[str, Any], targets: list[int] | None = None,
+) -> str:
     content = json.dumps(answer)
     if mode == "truncated":
         return content[: max(1, len(content) // 2)]
@@ -84,6 +99,8 @@ def faulty_content(mode: str, payload: dict[str, Any], answer: dict[str, Any]) -
         return json.dumps(_SCHEMA_BREAKS.get(payload.get("task"), {"unexpected": True}))
     if mode == "unknown_ids" and payload.get("task") == "memory_consolidation":
         return json.dumps(_unknown_ids(payload))
+    if mode == "aimed_ids" and targets and payload.get("task") == "memory_consolidation":
+        return json.dumps(_aimed_ids(payload, targets))
     if mode == "hostile" and payload.get("task") == "memory_consolidation":
         return json.dumps(_hostile(payload))
     if mode == "quoting_break":

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from api_stub.llm_answers import CONTENT_MODES
 
-OTHER_MODES = frozenset({"timeout", "latency_ms", "wrong_count", "wrong_dim"})
+OTHER_MODES = frozenset({"timeout", "hold", "latency_ms", "wrong_count", "wrong_dim"})
 
 
 def error_response(status: int, message: str, param: str | None = None, **headers: str) -> Response:
@@ -40,6 +40,7 @@ class Fault:
     # An HTTP-status fault whose error message quotes the request body, as real
     # endpoints' validation errors do (the worker must not pass it on).
     echo: bool = False
+    targets: list[int] | None = None  # "aimed_ids": the ids the decisions aim at
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Fault:
@@ -59,6 +60,9 @@ async def status_fault(request: Request, fault: Fault | None) -> Response | None
         return None
     if fault.mode == "timeout":
         await asyncio.sleep(fault.sleep_s)
+    elif fault.mode == "hold":
+        # A threading.Event: tests release it from their own thread (POST /_stub/release).
+        await asyncio.to_thread(request.app.state.stub.released.wait, fault.sleep_s)
     elif fault.mode == "latency_ms":
         request.state.latency_ms = fault.latency_ms
     elif fault.mode.isdigit():

@@ -12,14 +12,17 @@ Test hooks, over HTTP:
       {"mode": "429", "count": 2, "retry_after": 1, "path": "/v1/chat/completions"}
       mode: an HTTP status ("429", "500", "401", ...), "timeout" (sleep ``sleep_s``,
       default 10, before answering), "latency_ms" (answered ``latency_ms`` after
-      the request arrived), "truncated", "schema_break", "unknown_ids", "prose",
-      "hostile", "quoting_break", "oversized" (chat; see api_stub/llm_answers.py),
-      "wrong_count", "wrong_dim" (embeddings). Optional: "path", "task",
-      "retry_after" (header value), "retry_after_ms", "echo" (an HTTP-status fault's
-      message quotes the request body). Each fault applies to the next ``count`` matching
-      requests (default 1), first queued first.
+      the request arrived), "hold" (answered once POST /_stub/release comes, or
+      after ``sleep_s``: a test that must act while a call is in flight),
+      "truncated", "schema_break", "unknown_ids", "aimed_ids" (with "targets":
+      [ids]), "prose", "hostile", "quoting_break", "oversized" (chat; see
+      api_stub/llm_answers.py), "wrong_count", "wrong_dim" (embeddings). Optional:
+      "path", "task", "retry_after" (header value), "retry_after_ms", "echo" (an
+      HTTP-status fault's message quotes the request body). Each fault applies to
+      the next ``count`` matching requests (default 1), first queued first.
   POST /_stub/config  {"reject_json_schema": true, "dim": 256}
   POST /_stub/reset   forget requests and faults, restore the config
+  POST /_stub/release answer the requests a "hold" fault holds
 
 Run: ``python -m api_stub.llm_stub --port 8089`` (loopback only), or in-process
 with ``StubServer`` (a uvicorn thread on a free port of 127.0.0.1).
@@ -72,11 +75,14 @@ class StubState:
         self.requests: deque[dict[str, Any]] = deque(maxlen=10_000)
         self.faults: list[Fault] = []
         self.served = 0
+        # Set by POST /_stub/release: what a "hold" fault waits for.
+        self.released = threading.Event()
 
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
             self.faults.clear()
+            self.released.set()  # nothing stays held past a reset
             self.dim, self.reject_json_schema = self._defaults
 
     def record(self, path: str, raw_body: bytes, authorization: str | None) -> int:
@@ -103,6 +109,8 @@ class StubState:
                 self.faults.clear()
             else:
                 self.faults.extend(faults)
+                if any(f.mode == "hold" for f in faults):
+                    self.released.clear()
             return [asdict(f) for f in self.faults]
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +199,8 @@ async def chat_completions(request: Request) -> Response:
     except (ValueError, ValidationError):  # ValidationError is a ValueError; said for clarity
         return error_response(400, "the user message is not a known wire request", "messages")
     mode = fault.mode if fault is not None else ""
-    content = faulty_content(mode, payload or {}, answer)
+    content = faulty_content(mode, payload or {}, answer,
+                             fault.targets if fault is not None else None)
     prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
     return JSONResponse(_completion(number, str(body.get("model", "stub")), content, prompt))
 
@@ -244,6 +253,9 @@ async def stub_control(request: Request) -> Response:
     if what == "reset":
         state.reset()
         return JSONResponse({"reset": True})
+    if what == "release":
+        state.released.set()
+        return JSONResponse({"released": True})
     if request.method != "POST":  # faults: GET lists, DELETE clears
         return JSONResponse({"faults": state.queue(None if request.method == "DELETE" else [])})
     try:
@@ -262,6 +274,7 @@ def create_app(state: StubState | None = None) -> Starlette:
         Route("/_stub/faults", stub_control, methods=["GET", "POST", "DELETE"]),
         Route("/_stub/config", stub_control, methods=["POST"]),
         Route("/_stub/reset", stub_control, methods=["POST"]),
+        Route("/_stub/release", stub_control, methods=["POST"]),
     ])
     app.state.stub = state or StubState()
     return app
@@ -306,6 +319,7 @@ class StubServer:
         return self.url
 
     def stop(self) -> None:
+        self.state.released.set()  # a held request must not keep the server's thread
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=10)
@@ -338,6 +352,10 @@ class StubServer:
 
     def reset(self) -> None:
         self.control("POST", "/_stub/reset")
+
+    def release(self) -> None:
+        """Answer the requests a "hold" fault holds."""
+        self.control("POST", "/_stub/release")
 
     def configure(self, **options: Any) -> None:
         self.control("POST", "/_stub/config", options)

@@ -9,6 +9,8 @@ stay fast and never see each other's data.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -24,6 +26,37 @@ from worker.store.migrate import migrate
 
 TEST_EMBED_DIM = 256
 TEMPLATE_DB = "memfleet_template"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path set-up reads the option
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary directories of this session's own, not under /tmp/pytest-of-<user>:
+    every pytest session that starts strips that directory to mode 0700, which cuts
+    the embedded PostgreSQL servers of any other session still running (they run as
+    another account when the tests run as root) off from their data directories."""
+    if config.option.basetemp is None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="memfleet-pytest-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is None:
+        return
+    if exitstatus == 0:
+        shutil.rmtree(own, ignore_errors=True)
+    else:  # kept for a look at the servers' logs
+        session.config.stash[_KEPT_BASETEMP] = own
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    kept = terminalreporter.config.stash.get(_KEPT_BASETEMP, None)
+    if kept is not None:
+        terminalreporter.write_line(f"temporary directories kept in {kept}")
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
+_KEPT_BASETEMP = pytest.StashKey[str]()
 
 
 def _with_db(url: str, name: str) -> str:

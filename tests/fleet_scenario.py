@@ -22,7 +22,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.helpers import bot_msg, user_msg
-from worker import queue
+from worker import fleet, queue
 from worker.client import schedule_memory_persistence
 from worker.errors import HandoverUnavailable
 from worker.payload import Message, message_hash
@@ -89,6 +89,7 @@ def expected_active(s: int) -> set[str]:
 
 @dataclass
 class HandOvers:
+    planned: int = 0  # hand-overs the chat servers made (re-hand-overs included)
     taken: int = 0  # hand-overs Redis took
     refused: int = 0  # refused by Redis (down) and handed over again
     kept_older: int = 0  # the previous list was kept in the backlog, unfinished
@@ -111,6 +112,7 @@ async def hand_over_turn_by_turn(
             if rng.random() < 0.3:  # a concurrent re-hand-over of the same list
                 calls.append((s, upto))
         rng.shuffle(calls)
+        counts.planned += len(calls)
         pending = calls
         while pending:
             results = await asyncio.gather(*(
@@ -133,14 +135,15 @@ async def hand_over_turn_by_turn(
     return counts
 
 
-async def wait_for_workers(redis: Redis) -> None:
-    """Every worker has started when each of three warm-up sessions was taken by a job."""
+async def wait_for_workers(redis: Redis, workers: int = 3) -> None:
+    """Every worker has started: each has written its heartbeat (worker.fleet, at the
+    end of its start-up) and the three warm-up sessions were taken by jobs."""
     for i in range(3):
         await schedule_memory_persistence(redis, f"warmup{i}", "warmup", [user_msg("hi")])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if await redis.zcard("memfleet:queue") == 0:
-            await asyncio.sleep(1.0)  # let the slower starters finish booting too
+        if (await redis.zcard("memfleet:queue") == 0
+                and await redis.hlen(fleet.workers_key("memfleet:queue")) >= workers):
             return
         await asyncio.sleep(0.1)
     raise AssertionError("the workers did not start")

@@ -11,7 +11,9 @@ server's clock, so the replicas' own clocks never matter:
   dropped, and a call is granted only while fewer than ``rpm`` remain. So no
   window of that length, wherever it starts, ever holds more than ``rpm``
   grants: exact, where a fixed-window counter lets twice the limit through
-  across a window's edge. The log holds one window's calls, no more.
+  across a window's edge. The log holds one window's calls, no more. The
+  window is a minute unless MEMFLEET_LLM_BUDGET_WINDOW_S says otherwise (tests
+  shorten it; the limits and their proofs do not depend on its length).
   The window counted is a little longer than a minute (``WINDOW_MARGIN_S``):
   a grant and the request's arrival at the server are apart by the network
   and the client's queues, and the server's own per-minute count must hold too.
@@ -112,7 +114,7 @@ class BudgetLimits:
     concurrency: int = 0
     wait_max_s: float = 120.0
     lease_s: float = 120.0
-    # The real budget counts per minute; tests shorten the window to stay fast.
+    # A minute (MEMFLEET_LLM_BUDGET_WINDOW_S) and the margin; tests shorten it.
     window_s: float = WINDOW_S + WINDOW_MARGIN_S
     poll_s: float = POLL_S
     grace_s: float = GRACE_S

@@ -161,6 +161,9 @@ class Settings(BaseSettings):
     llm_budget_concurrency: int = Field(default=0, ge=0)  # calls in flight at once
     # How long one call waits for budget before ProviderUnavailable (the job's retry applies).
     llm_budget_wait_max_s: float = Field(default=120.0, gt=0)
+    # The window the rpm and tpm limits count in: a minute, as providers count;
+    # tests shorten it so a run through several windows takes seconds.
+    llm_budget_window_s: float = Field(default=60.0, gt=0)
     # --- end of the model budget.
     llm_temperature: float | None = Field(default=0.0, ge=0, le=2)  # None: not sent
     embed_timeout_s: float = Field(default=30.0, gt=0)

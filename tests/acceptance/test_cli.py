@@ -1,10 +1,16 @@
-"""The CLI as an operator or a chat server's script runs it: subprocesses, real servers."""
+"""The CLI as an operator or a chat server's script runs it: real servers; the short
+commands in this process, the rest as subprocesses (``memfleet``)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
+import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,14 +20,56 @@ from tests.helpers import worker_env
 from worker.config import Settings
 from worker.store.migrate import default_schema_dir
 
+# Commands that only read arguments, the environment and the servers, print and
+# return: run in this process (``worker.cli.main``), a fresh interpreter adds only its
+# start-up. Those that configure logging, telemetry or metrics, run servers or
+# workers, or are run concurrently, run as the subprocess an operator starts.
+IN_PROCESS = frozenset({"enqueue", "facts", "runs", "retry", "export", "import", "expire",
+                        "consent"})
+_ENVIRON_LOCK = threading.Lock()
+
 
 def memfleet(
     env: dict[str, str], *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    if cwd is None and args and args[0] in IN_PROCESS:
+        return _in_process(env, list(args))
     return subprocess.run(
         [sys.executable, "-m", "worker.cli", *args], env=env, cwd=cwd,
         capture_output=True, text=True, timeout=120,
     )
+
+
+def _in_process(env: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``memfleet <args>`` as a process would end: its exit code (argparse's SystemExit
+    included), its stdout and stderr, and an uncaught exception as the interpreter's
+    traceback and exit code 1. In a thread of its own, since the CLI runs its own event
+    loop, with ``env`` as the whole environment while it runs."""
+    from worker import cli
+
+    def call() -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(args)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except Exception:  # noqa: BLE001 - shown as the interpreter would show it
+                traceback.print_exc()
+                code = 1
+        return code, out.getvalue(), err.getvalue()
+
+    with _ENVIRON_LOCK:
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            with ThreadPoolExecutor(max_workers=1) as thread:
+                code, out, err = thread.submit(call).result(timeout=120)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return subprocess.CompletedProcess(["memfleet", *args], code, out, err)
 
 
 def write_messages(path: Path, messages: object) -> str:

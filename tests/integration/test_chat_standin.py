@@ -86,14 +86,16 @@ async def test_a_turn_with_an_agent_keeps_its_relationship_facts_with_that_agent
 async def test_a_stand_in_with_an_answer_time_answers_after_it_and_still_hands_over(
     settings: Settings, db: asyncpg.Connection
 ) -> None:
-    slow = api_settings(settings).model_copy(update={"chat_answer_ms": 300})
+    # An answer time long enough that the hand-over's own time, however loaded the
+    # machine, stays below it: the two are timed apart.
+    slow = api_settings(settings).model_copy(update={"chat_answer_ms": 1000})
     async with running_api(slow) as base_url, httpx.AsyncClient(base_url=base_url) as api:
         started = time.monotonic()
         reply = await chat(api, "ada", "1", "I live in Lisbon.")
         took = time.monotonic() - started
     assert reply.is_success and reply.json()["handover"] == "scheduled"
-    assert took >= 0.3, took
-    # The hand-over is timed apart from the answer: it stays a few milliseconds.
-    assert float(reply.headers["X-Memory-Handover-Ms"]) < 300
+    assert took >= 1.0, took
+    # The hand-over is timed apart from the answer (normally a few milliseconds).
+    assert float(reply.headers["X-Memory-Handover-Ms"]) < 1000
     await drain(settings)
     assert await active_texts(db, "ada") == ["Lives in Lisbon"]

@@ -181,9 +181,17 @@ class CountingConsolidator:
 
 
 async def test_a_job_that_lost_its_lock_stops_calling_the_model(
-    settings: Settings, redis: Redis, db: asyncpg.Connection
+    settings: Settings, redis: Redis, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = settings.model_copy(update={"lock_ttl_s": 0.3})
+    taken: list[lock.SessionLock] = []
+    real_held = lock.SessionLock.held
+
+    def noted(self: lock.SessionLock) -> None:
+        taken.append(self)
+        real_held(self)
+
+    monkeypatch.setattr(lock.SessionLock, "held", noted)
     await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I like jazz.")],
                                       queue_name=settings.queue_name)
     base = build_providers(settings)
@@ -196,7 +204,11 @@ async def test_a_job_that_lost_its_lock_stops_calling_the_model(
         await entered.wait()
         # Its lock expired while it was frozen, and another job took it.
         await redis.set(lock_key("u1", "s1"), "another-job", px=10_000)
-        await asyncio.sleep(0.4)  # past the next heartbeat, which finds the lock gone
+        (held,) = taken
+        deadline = time.monotonic() + 30
+        while not held.lost:  # the next heartbeat finds the lock gone
+            assert time.monotonic() < deadline, "the job never noticed"
+            await asyncio.sleep(0.02)
         gate.set()
         result = await job
     assert result["outcome"] == "deferred"
@@ -220,11 +232,12 @@ async def test_a_handover_never_coalesces_into_a_job_a_dead_worker_picked(
     assert first.job_id is not None
     # A worker picked the job (ARQ marks it in progress for the job timeout + 10 s)
     # and was SIGKILLed before the job claimed the session.
-    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=1500)
+    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=60_000)
     said += [user_msg("I live in Oslo.")]
     second = await schedule_memory_persistence(redis, "s1", "u1", said,
                                                queue_name=settings.queue_name)
     assert second.job_id is not None, "the hand-over queued a job of its own"
+    await redis.delete(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
     await drain(settings)
     assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Zig"]
 
@@ -237,7 +250,7 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     assert first.job_id is not None
     # A worker picked the job and was SIGKILLed before the job claimed the session;
     # no later hand-over comes. ARQ alone would run it again after job timeout + 10 s.
-    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=1500)
+    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=60_000)
     pending = queue.pending_key(settings.queue_name)
     assert await redis.zscore(pending, U1_S1.key) is not None
     assert await lock.recover_abandoned(redis, settings.queue_name) == [], "not late yet"
@@ -245,6 +258,7 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
     again = await redis.get(queue.queued_key(U1_S1))
     assert again is not None and again.decode() != first.job_id, "a job of its own"
+    await redis.delete(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
     assert await redis.zscore(pending, U1_S1.key) is None, "claimed: no longer pending"
@@ -258,9 +272,10 @@ async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
     assert first.job_id is not None
     # Another job holds the session; this job claims, finds it busy, and its worker
     # is SIGKILLed before it queues the session again.
-    await redis.set(lock_key("u1", "s1"), b"another-job", px=300)
+    await redis.set(lock_key("u1", "s1"), b"another-job", px=30_000)
     busy = lock.SessionLock(redis, U1_S1, ttl_ms=1000, queue_name=settings.queue_name)
     assert not (await lock.claim(redis, busy, first.job_id)).locked
+    await redis.delete(lock_key("u1", "s1"))  # the other job ends
     await redis.zrem(settings.queue_name, first.job_id)  # ARQ will not run it in time
     pending = queue.pending_key(settings.queue_name)
     deadline = await redis.zscore(pending, U1_S1.key)

@@ -58,9 +58,13 @@ async def test_lag_grows_while_a_handover_waits_and_ends_with_its_commit(
                                                queue_name=keyed.queue_name)
     before = await probe(redis, keyed)
     assert (before.ready, before.in_progress, before.sessions_waiting) == (2, 0, 2)
-    await asyncio.sleep(0.3)
+
+    async def lagging() -> bool:
+        return (await probe(redis, keyed)).lag_s >= 0.3
+
+    await wait_until(lagging, 30)  # the lag grows while nothing is done
     later = await probe(redis, keyed)
-    assert later.lag_s >= 0.3 and later.lag_s < 5, "the lag counts from the oldest hand-over"
+    assert 0.3 <= later.lag_s < 30, "the lag counts from the oldest hand-over"
 
     await drain(keyed)
     after = await probe(redis, keyed)
@@ -90,7 +94,12 @@ async def test_a_handover_made_during_a_run_keeps_the_session_waiting_from_its_o
     session_lock = lock.SessionLock(redis, session, 5_000, keyed.queue_name)
     claimed = await lock.claim(redis, session_lock, "job-1")
     assert claimed.locked
-    await asyncio.sleep(0.2)
+
+    async def a_later_millisecond() -> bool:  # on the Redis clock, which scores the set
+        seconds, micros = await redis.time()
+        return seconds * 1000 + micros // 1000 > first.handover_id // 1000
+
+    await wait_until(a_later_millisecond, 30)
     second = await schedule_memory_persistence(
         redis, "chat1", "u1", [user_msg("I use Zig."), user_msg("I like tea.")],
         queue_name=keyed.queue_name)
@@ -157,7 +166,14 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
             return any(r["path"] == CHAT for r in stub.recorded())
 
         await wait_until(in_flight, 30)
-        await asyncio.sleep(fleet.HEARTBEAT_S + 0.5)  # a beat has named the job since
+
+        job_id = (await redis.zrange(settings.queue_name, 0, 0))[0]
+
+        async def named_by_a_beat() -> bool:  # a heartbeat since the job started names it
+            entries = await redis.hvals(fleet.workers_key(settings.queue_name))
+            return any(job_id in entry for entry in entries)
+
+        await wait_until(named_by_a_beat, 30)
         alive = await probe(redis, settings)
         assert (alive.ready, alive.in_progress, alive.orphaned, alive.workers) == (0, 1, 0, 1)
 

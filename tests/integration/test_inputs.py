@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 
@@ -104,13 +106,69 @@ async def test_bad_handovers_are_refused_and_leave_nothing_behind(
     assert await redis.keys("*") == []
 
 
-async def test_a_redis_outage_is_reported_fast() -> None:
+class SilentRedis:
+    """A port that accepts connections and reads forever, never answering: a Redis
+    that hangs (stopped with SIGSTOP, a half-open network path), not one that refuses."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._swallow, "127.0.0.1", 0)
+        return f"redis://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/0"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        await self._server.wait_closed()
+
+    async def _swallow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.append(writer)
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            while await reader.read(65536):
+                pass
+        writer.close()
+
+
+# The hand-over's own timeout; the bound allows for a loaded CI machine, yet is far
+# below what a hang would take (the test itself would run into pytest's timeout).
+HANDOVER_TIMEOUT_S = 1.0
+REPORTED_WITHIN_S = HANDOVER_TIMEOUT_S + 2.0
+
+
+async def _handover_fails_within_bound(url: str) -> float:
+    # The chat server's own client, with its defaults: no socket timeout of its own.
+    client = Redis.from_url(url)
+    started = time.monotonic()
+    try:
+        with pytest.raises(HandoverUnavailable):
+            await asyncio.wait_for(
+                schedule_memory_persistence(client, "s1", "u1", [user_msg("hi")],
+                                            timeout_s=HANDOVER_TIMEOUT_S),
+                timeout=30)  # a hang fails the test here, never the whole run
+        return time.monotonic() - started
+    finally:
+        await asyncio.wait_for(client.aclose(), timeout=5)
+
+
+async def test_a_refusing_redis_is_reported_within_the_handover_timeout() -> None:
     from worker.embedded import free_port
 
-    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2)
-    with pytest.raises(HandoverUnavailable):
-        await schedule_memory_persistence(down, "s1", "u1", [user_msg("hi")], timeout_s=0.5)
-    await down.aclose()
+    took = await _handover_fails_within_bound(f"redis://127.0.0.1:{free_port()}/0")
+    assert took < REPORTED_WITHIN_S, took
+
+
+async def test_a_hanging_redis_is_reported_within_the_handover_timeout() -> None:
+    hanging = SilentRedis()
+    async with hanging as url:
+        took = await _handover_fails_within_bound(url)
+        assert hanging.connections >= 1, "the client did reach the hanging server"
+    assert HANDOVER_TIMEOUT_S * 0.9 <= took < REPORTED_WITHIN_S, took
 
 
 async def test_malformed_jobs_and_payloads_are_recorded_not_retried(

@@ -147,6 +147,57 @@ async def test_updates_naming_unknown_or_foreign_ids_are_refused(
     assert (last["outcome"], last["rejected"], last["updated"]) == ("committed", 1, 0)
 
 
+BOB_SAID = [user_msg("I live in Rome."), user_msg("I use Go."), user_msg("I like tea.")]
+ALICE_SAYS = ["I use Zig.", "I like chess.", "I live in Milan.", "My name is Alice.",
+              "I use Perl.", "I like jazz.", "I use Emacs.", "I like opera.", "I use Nim."]
+
+
+async def test_a_model_aiming_at_another_users_real_rows_changes_nothing(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    # Bob's rows get ids no request of alice's uses as a stand-in (those count from
+    # 1), so an answer naming them names bob's rows and nothing else.
+    await db.execute("SELECT setval(pg_get_serial_sequence('memory_fact', 'id'), 1000)")
+    await hand_over(llm, redis, "b", "bob", BOB_SAID)
+    await drain(llm)
+    await hand_over(llm, redis, "b", "bob", [*BOB_SAID, user_msg("I moved to Naples.")])
+    await drain(llm)
+    bob_rows = {r["id"]: dict(r) for r in await db.fetch(
+        "SELECT * FROM memory_fact WHERE user_id = 'bob' ORDER BY id")}
+    assert min(bob_rows) > 1000 and len(bob_rows) == 4  # Rome superseded by Naples
+    # The integers that stood for bob's stored rows in bob's own request.
+    (bobs_request,) = wire_requests(stub, "memory_consolidation")[-1:]
+    bob_texts = {r["text"] for r in bob_rows.values()}
+    stand_ins = sorted({n["id"] for c in bobs_request["candidates"] for n in c["neighbors"]
+                        if n["text"] in bob_texts})
+    assert stand_ins, "bob's rows were shown to the model in his own request"
+    targets = [*stand_ins, *bob_rows]
+    said = [user_msg(text) for text in ALICE_SAYS[: len(targets)]]
+    assert len(said) == len(targets), "one candidate of alice's per target"
+    stub.add_fault("aimed_ids", count=10, path=CHAT_PATH, task="memory_consolidation",
+                   targets=targets)
+    asked_before = len(wire_requests(stub, "memory_consolidation"))
+    await hand_over(llm, redis, "a", "alice", said)
+    await drain(llm)
+    # The premise: candidate i aimed at targets[i], and none was offered to it.
+    alices_request = wire_requests(stub, "memory_consolidation")[asked_before]
+    offered = [{n["id"] for n in c["neighbors"]} for c in alices_request["candidates"]]
+    assert len(offered) == len(targets)
+    assert all(t not in offered[i] for i, t in enumerate(targets)), (targets, offered)
+    after = {r["id"]: dict(r) for r in await db.fetch(
+        "SELECT * FROM memory_fact WHERE user_id = 'bob' ORDER BY id")}
+    assert after == bob_rows, "not one of bob's rows changed, in any column"
+    assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE user_id = 'alice'") == 0
+    assert await db.fetchval(
+        "SELECT count(*) FROM memory_fact WHERE text = 'Replaced by the stub'") == 0
+    # A whole answer refused twice is retried as a job once; then it is taken as
+    # "nothing to apply" on the record.
+    retried, run = await runs(db, "a", "alice")
+    assert (retried["outcome"], run["outcome"]) == ("retry", "committed")
+    assert (run["rejected"], run["added"], run["updated"], run["deleted"]) == (
+        len(targets), 0, 0, 0), "every decision refused, nothing applied"
+
+
 async def test_a_decision_naming_an_unknown_id_is_asked_again_once_with_the_reason(
     llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
 ) -> None:

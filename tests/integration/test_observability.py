@@ -122,10 +122,10 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                     await eventually(partial(committed, conn, session), f"{session} to commit",
                                      20, tmp_path)
 
-                # Lose the user compare-and-set: while the consolidation call is slowed down,
+                # Lose the user compare-and-set: while the consolidation call is held,
                 # another writer bumps the user's version; consolidation re-runs and commits.
                 before = consolidation_requests(stub)
-                stub.add_fault("latency_ms", latency_ms=1500, task="memory_consolidation")
+                stub.add_fault("hold", sleep_s=60, task="memory_consolidation")
                 await hand_over(redis, settings, "obs-cas", ["I like chess."])
 
                 async def consolidating() -> bool:
@@ -134,6 +134,7 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                 await eventually(consolidating, "the slowed consolidation", 10, tmp_path)
                 await conn.execute(
                     "UPDATE user_memory_state SET version = version + 1 WHERE user_id = $1", USER)
+                stub.release()
                 await eventually(partial(committed, conn, "obs-cas"), "obs-cas to commit", 20,
                                  tmp_path)
 

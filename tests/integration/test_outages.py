@@ -58,6 +58,19 @@ def has_facts(url: str, user_id: str, expected: list[str]) -> Callable[[], Await
     return check
 
 
+def logged(log_dir: Path, *words: str, times: int) -> Callable[[], Awaitable[bool]]:
+    """A check for ``eventually``: ``times`` lines of the worker logs in ``log_dir``
+    (tests.helpers.WorkerProcesses) hold every one of ``words``."""
+    def count() -> int:
+        lines = [line for log in log_dir.glob("worker-*.log")
+                 for line in log.read_text(errors="replace").splitlines()]
+        return sum(all(w in line for w in words) for line in lines)
+
+    async def check() -> bool:
+        return await asyncio.to_thread(count) >= times
+    return check
+
+
 async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not await check():
@@ -140,7 +153,9 @@ async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice
     with StubServer(dim=TEST_EMBED_DIM) as stub:
         env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
                          embed_provider="openai", embed_base_url=stub.v1)
-        stub.add_fault("latency_ms", latency_ms=1000, count=1, path="/v1/chat/completions")
+        # The model's answer is held until the database is gone: the kill lands mid-job
+        # however slow the machine.
+        stub.add_fault("hold", sleep_s=120, count=1, path="/v1/chat/completions")
         workers = WorkerProcesses(env, tmp_path, 1)
         try:
             await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
@@ -151,7 +166,9 @@ async def test_a_postgresql_crash_mid_job_loses_nothing_and_writes_nothing_twice
 
             await eventually(in_flight, 30)
             await asyncio.to_thread(pg.kill)  # SIGKILL while the job waits on the model
-            await asyncio.sleep(4)  # the job's next query fails: it is retried later
+            stub.release()
+            # The job's next query fails: it is sent back to be retried later.
+            await eventually(logged(tmp_path, "job did not complete", "retry", times=1), 60)
             await asyncio.to_thread(pg.start)  # crash recovery
             await eventually(has_facts(pg.url, "u1", ["Uses Zig"]), 60)
             assert workers.procs[0].poll() is None, "the worker rode the outage out"
@@ -187,7 +204,8 @@ async def test_a_postgresql_outage_longer_than_every_try_loses_nothing(
         await asyncio.to_thread(pg.kill)
         await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
                                           queue_name=settings.queue_name)
-        await asyncio.sleep(12)  # two tries, then waited out again and again
+        # Two tries, then waited out again and again.
+        await eventually(logged(tmp_path, "job did not complete", "deferred", times=2), 60)
         assert workers.procs[0].poll() is None, "the worker rode the outage out"
         await asyncio.to_thread(pg.start)
         await eventually(has_facts(pg.url, "u1", ["Uses Zig"]), 60)
@@ -240,10 +258,9 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
             await schedule_memory_persistence(redis, "s0", "u0", [user_msg("I use Go.")],
                                               queue_name=settings.queue_name)
             await eventually(has_facts(address, "u0", ["Uses Go"]), 60)
-            # s1's extraction is in flight through the kill, the promotion and the
-            # switch, even on a loaded machine; its next query reaches the new primary.
-            stub.add_fault("latency_ms", latency_ms=6000, count=1,
-                           path="/v1/chat/completions")
+            # s1's extraction is held in flight through the kill, the promotion and
+            # the switch, however slow the machine; its next query reaches the new primary.
+            stub.add_fault("hold", sleep_s=120, count=1, path="/v1/chat/completions")
             await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
                                               queue_name=settings.queue_name)
 
@@ -258,6 +275,7 @@ async def test_a_postgresql_failover_mid_job_loses_nothing_and_writes_nothing_tw
             finally:
                 await conn.close()
             proxy.switch(standby.port)
+            stub.release()
             await eventually(has_facts(address, "u1", ["Uses Zig"]), 60)
             await schedule_memory_persistence(redis, "s2", "u2", [user_msg("I use Elm.")],
                                               queue_name=settings.queue_name)

@@ -144,6 +144,8 @@ def test_limits_from_settings() -> None:
     assert not limits.unlimited
     assert limits.lease_s > 20
     assert limits.window_s > 60  # a minute, and a margin for the way to the server
+    shorter = budget_limits(Settings(llm_budget_rpm=30, llm_budget_window_s=5))
+    assert 5 < shorter.window_s < 60, "the window is a setting (tests shorten it)"
 
 
 def test_budget_settings_default_to_none_and_refuse_negatives() -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import time
+from types import SimpleNamespace
 
+import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.testclient import TestClient
 
+from api_stub import llm_faults
 from api_stub.llm_faults import answered_after_latency
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubState, create_app
 from worker.providers.llm_json import json_schema_format
@@ -67,34 +69,57 @@ def test_the_log_adds_few_objects_for_the_garbage_collector_to_walk() -> None:
     assert grown <= 3 * len(bodies)
 
 
-def _timed(work_s: float, latency_ms: int | None) -> float:
-    """Seconds from the request to the response of a handler working ``work_s``."""
+class FakeClock:
+    """The stub's clock and sleep, advanced only by the sleeps: timings exact, whatever
+    the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.held: list[float] = []  # the stub's own sleeps (the latency it holds)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.held.append(seconds)
+        self.now += max(0.0, seconds)
+
+
+def _timed(work_s: float, latency_ms: int | None, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """The clock after a request to a handler working ``work_s`` (on the same clock)."""
+    clock = FakeClock()
+    monkeypatch.setattr(llm_faults, "time", SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(llm_faults, "asyncio", SimpleNamespace(sleep=clock.sleep))
+
     @answered_after_latency
     async def handler(request: Request) -> Response:
         if latency_ms is not None:
             request.state.latency_ms = latency_ms  # as a "latency_ms" fault notes it
-        await asyncio.sleep(work_s)
+        clock.now += work_s  # building the answer
         return PlainTextResponse("ok")
 
-    async def one() -> float:
-        began = time.monotonic()
-        await handler(Request({"type": "http", "method": "POST", "headers": []}))
-        return time.monotonic() - began
-
-    return asyncio.run(one())
+    asyncio.run(handler(Request({"type": "http", "method": "POST", "headers": []})))
+    return clock
 
 
-def test_a_latency_counts_from_the_request_not_from_the_answer() -> None:
+def test_a_latency_counts_from_the_request_not_from_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A model answering in 300 ms answers in 300 ms, however long the stub took to
     build the answer: its own work does not add to the delay."""
-    took = _timed(work_s=0.15, latency_ms=300)
-    assert 0.3 <= took < 0.3 + 0.1  # not 0.45: the work is inside the delay
+    clock = _timed(work_s=0.15, latency_ms=300, monkeypatch=monkeypatch)
+    assert clock.now == pytest.approx(0.3)  # not 0.45: the work is inside the delay
+    assert clock.held == [pytest.approx(0.15)]
 
 
-def test_work_longer_than_the_latency_is_not_delayed_further() -> None:
-    took = _timed(work_s=0.2, latency_ms=50)
-    assert 0.2 <= took < 0.2 + 0.1
+def test_work_longer_than_the_latency_is_not_delayed_further(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _timed(work_s=0.2, latency_ms=50, monkeypatch=monkeypatch)
+    assert clock.now == pytest.approx(0.2)
+    assert all(held <= 0 for held in clock.held)
 
 
-def test_without_a_latency_fault_the_answer_is_not_held() -> None:
-    assert _timed(work_s=0.0, latency_ms=None) < 0.05
+def test_without_a_latency_fault_the_answer_is_not_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _timed(work_s=0.0, latency_ms=None, monkeypatch=monkeypatch)
+    assert clock.held == [] and clock.now == 0.0

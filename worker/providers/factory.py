@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from worker.budget import BudgetKeys, BudgetLimits, ModelBudget, RedisBudget
+from worker.budget import WINDOW_MARGIN_S, BudgetKeys, BudgetLimits, ModelBudget, RedisBudget
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
@@ -60,6 +60,7 @@ def budget_limits(settings: Settings) -> BudgetLimits:
         tpm=settings.llm_budget_tpm,
         concurrency=settings.llm_budget_concurrency,
         wait_max_s=settings.llm_budget_wait_max_s,
+        window_s=settings.llm_budget_window_s + WINDOW_MARGIN_S,
         # A lease only comes back by expiry when its worker died; a live call must
         # never outlast it, and the client's timeout bounds each phase of a request,
         # not the whole: twice the longer timeout.
