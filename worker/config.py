@@ -121,14 +121,6 @@ class Settings(BaseSettings):
     max_session_bytes: int = Field(default=DEFAULT_MAX_SESSION_BYTES, ge=1)
     max_user_sessions: int = Field(default=DEFAULT_MAX_USER_SESSIONS, ge=1)
 
-    @model_validator(mode="after")
-    def _check_byte_budgets(self) -> Settings:
-        fault = byte_limits_fault(self.max_message_bytes, self.max_handover_bytes,
-                                  self.max_session_bytes)
-        if fault is not None:
-            raise ValueError(fault)
-        return self
-
     # Telemetry. Nothing is exported unless asked; /metrics only with a port.
     otel_exporter: Literal["none", "console", "otlp"] = "none"
     otel_endpoint: str | None = None
@@ -231,6 +223,14 @@ class Settings(BaseSettings):
             if url and "@" in urlsplit(url).netloc:
                 raise ValueError(f"MEMFLEET_{name}_BASE_URL must not carry credentials "
                                  f"(user:password@): set MEMFLEET_{name}_API_KEY instead")
+        return self
+
+    @model_validator(mode="after")
+    def _check_byte_budgets(self) -> Settings:
+        fault = byte_limits_fault(self.max_message_bytes, self.max_handover_bytes,
+                                  self.max_session_bytes)
+        if fault is not None:
+            raise ValueError(fault)
         return self
 
 
