@@ -5,15 +5,15 @@ flight:
 
 1. Redis (worker.queue.erase_user): every pending hand-over of the user goes,
    with the user's queued jobs and their entries in the pending and waiting
-   sets, in one script; the Redis clock at that moment is the erase's number. Hand-overs are
-   numbered from the same clock, so every list a job may still hold from
-   before the erase is numbered at or below it.
+   sets, in one script; the Redis clock at that moment is the erase's number.
+   Hand-overs are numbered from the same clock, so every list a job may still
+   hold from before the erase is numbered at or below it.
 2. PostgreSQL, in one transaction under the user's advisory lock
-   (worker.store): a fence at that number, then the user's facts, audit rows
-   (also rows without a user id, found by the user's sessions), cursors,
-   version and an opt-in. A commit in flight either landed before (and its
-   rows are deleted here) or meets the fence and writes nothing
-   (memfleet_commit_run, UserErased).
+   (worker.store): a fence at that number, then the user's facts, audit rows,
+   cursors, version and an opt-in, each found by the user id (never by a
+   session id alone: session ids repeat across users). A commit in flight
+   either landed before (and its rows are deleted here) or meets the fence and
+   writes nothing (memfleet_commit_run, UserErased).
 
 Either step failing leaves the erase to be run again: both are idempotent.
 The erase is recorded in memory_erasure with its counts and no user data.
@@ -48,7 +48,7 @@ async def erase_user(
     except (RedisError, OSError) as exc:
         raise HandoverUnavailable(
             f"Redis did not take the erase: {type(exc).__name__}") from exc
-    removed = await store.erase_user(Erasure(user_id, cleared.erased_seq, cleared.session_ids,
+    removed = await store.erase_user(Erasure(user_id, cleared.erased_seq,
                                              keep_opt_out=keep_opt_out))
     return {**removed, "handovers": cleared.handovers, "jobs": cleared.jobs}
 

@@ -363,7 +363,7 @@ class PostgresStore:
             for table, name, extra in (
                 ("memory_held_proposal", "erase_held", ()),
                 ("memory_fact", "erase_facts", ()),
-                ("memory_run", "erase_runs", (list(erasure.session_ids),)),
+                ("memory_run", "erase_runs", ()),
                 ("session_cursor", "erase_cursors", ()),
                 ("user_memory_state", "erase_state", ()),
                 ("user_memory_consent", "erase_consent", (erasure.keep_opt_out,)),

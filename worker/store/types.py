@@ -37,13 +37,12 @@ class SessionRead:
 
 @dataclass(frozen=True, slots=True)
 class Erasure:
-    """What an erase removes from PostgreSQL besides the user's rows: the id-less
-    audit rows of ``session_ids``, and the fence against hand-overs numbered up to
-    ``erased_seq`` (the Redis clock when the user's hand-overs were cleared)."""
+    """An erase in PostgreSQL: the user's rows go, and a fence against hand-overs
+    numbered up to ``erased_seq`` (the Redis clock when the user's hand-overs were
+    cleared) stays. Rows are found by user alone, never by session id."""
 
     user_id: str
     erased_seq: int
-    session_ids: tuple[str, ...] = ()
     keep_opt_out: bool = True  # a user who turned memory off stays off
 
 

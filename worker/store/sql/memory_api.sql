@@ -218,12 +218,10 @@ DELETE FROM memory_held_proposal WHERE user_id = $1;
 DELETE FROM memory_fact WHERE user_id = $1;
 
 -- name: erase_runs
--- The user's audit rows, and rows without a user id (runs that failed before
--- reading one, recorded by older releases) of the user's sessions.
-DELETE FROM memory_run
-WHERE user_id = $1
-   OR (user_id IS NULL AND session_id = ANY (
-           $2::text[] || ARRAY(SELECT session_id FROM session_cursor WHERE user_id = $1)));
+-- The user's audit rows. Never a row by its session id alone: session ids
+-- repeat across users, and a row names a session only with its user
+-- (schema/0008_run_owners.sql).
+DELETE FROM memory_run WHERE user_id = $1;
 
 -- name: erase_cursors
 DELETE FROM session_cursor WHERE user_id = $1;
