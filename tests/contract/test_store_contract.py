@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import TEMPLATE_DB, TEST_EMBED_DIM, throwaway_database
+from tests.helpers import fences_for_tests
 from worker.embedded import EmbeddedPostgres
 from worker.errors import (
     CursorFenced,
@@ -73,7 +74,7 @@ async def store(server: EmbeddedPostgres | None) -> AsyncIterator[Any]:
     async with throwaway_database(server, TEMPLATE_DB) as url:
         pool = await create_pool(url, min_size=1, max_size=2)
         try:
-            yield PostgresStore(pool)
+            yield PostgresStore(pool, fences_for_tests())
         finally:
             await pool.close()
 

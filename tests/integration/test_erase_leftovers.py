@@ -1,19 +1,35 @@
-"""An erase leaves nothing of the user in Redis, even with no worker running: the
-queued ARQ jobs that name the user (also one ARQ queued again after a failure,
-which no marker names) and the user's sessions in the pending and waiting sets
-go in the erase's own script. Other users' jobs and entries stay."""
+"""What an erase leaves behind. Nothing of the user in Redis, even with no worker
+running: the queued ARQ jobs that name the user (also one ARQ queued again after
+a failure, which no marker names) and the user's sessions in the pending and
+waiting sets go in the erase's own script; other users' jobs and entries stay.
+In PostgreSQL, the fence names the user by an HMAC under a key every process
+of the fleet must share (worker.fence_key), never by a plain hash of the id."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
+from pathlib import Path
+
 import asyncpg
+import pytest
 from redis.asyncio import Redis
 
-from tests.helpers import active_texts, drain, job_deps, user_msg
+from tests.acceptance.test_cli import memfleet
+from tests.conftest import TEST_EMBED_DIM, TEST_FENCE_KEY
+from tests.helpers import active_texts, drain, job_deps, user_msg, worker_env
 from worker import privacy, queue
+from worker.app import worker_options
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
+from worker.errors import ConfigurationError
+from worker.fence_key import EMBEDDED_KEY_FILE, FenceKeys, embedded_key, fence_keys
 from worker.providers.factory import build_providers
 from worker.session_ref import SessionRef
+from worker.store.pool import create_pool
+from worker.store.postgres import PostgresStore
+from worker.store.types import Erasure
 
 
 async def _names(redis: Redis, needle: bytes) -> list[str]:
@@ -74,3 +90,55 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
     async with job_deps(settings, redis, build_providers(settings)) as deps:
         again = await privacy.erase_user(redis, deps.store, "alice", queue_name=name)
     assert (again["handovers"], again["jobs"]) == (0, 0)
+
+
+async def test_the_fence_names_the_user_by_a_keyed_hash_and_every_process_needs_that_key(
+    settings: Settings, redis: Redis, db: asyncpg.Connection, tmp_path: Path
+) -> None:
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        await privacy.erase_user(redis, deps.store, "alice@example.com")
+    (key,) = [bytes(r["user_key"]) for r in await db.fetch(
+        "SELECT user_key FROM memory_erasure_fence")]
+    # Not reversible with a dictionary of likely ids: hashing them finds nothing.
+    assert key != hashlib.sha256(b"alice@example.com").digest()
+    assert key == fence_keys(TEST_FENCE_KEY).of("alice@example.com")
+    assert key != FenceKeys(b"another key of at least thirty-two chars").of("alice@example.com")
+
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+    try:
+        # No key: nothing falls back to an unkeyed hash; the store refuses to fence.
+        with pytest.raises(ConfigurationError, match="MEMFLEET_ERASE_FENCE_KEY"):
+            await PostgresStore(pool).erase_user(Erasure("bob", erased_seq=1))
+        # Another key than the one the fleet's fences are written with: refused too,
+        # before anything is deleted.
+        other = PostgresStore(pool, FenceKeys(b"another key of at least thirty-two chars"))
+        await db.execute("INSERT INTO memory_fact (user_id, text, category, importance,"
+                         " embedding, embedding_model, observed_at, source_kind) VALUES"
+                         " ('bob', 'Uses Go', 'fact', 5, $1, 'm', now(), 'manual')",
+                         "[" + ",".join(["0.5"] * TEST_EMBED_DIM) + "]")
+        with pytest.raises(ConfigurationError, match="not the key"):
+            await other.erase_user(Erasure("bob", erased_seq=1))
+        with pytest.raises(ConfigurationError, match="not the key"):
+            await other.check_fence_key()
+        assert await active_texts(db, "bob") == ["Uses Go"]
+    finally:
+        await pool.close()
+    with pytest.raises(ConfigurationError, match="MEMFLEET_ERASE_FENCE_KEY is not set"):
+        worker_options(settings.model_copy(update={"erase_fence_key": None}))
+    with pytest.raises(ConfigurationError, match="at least 32"):
+        fence_keys("short")
+    # The CLI's erase says so in one line, exit 2, and deletes nothing.
+    env = {k: v for k, v in worker_env(settings).items() if k != "MEMFLEET_ERASE_FENCE_KEY"}
+    done = memfleet(env, "consent", "erase", "--user", "bob")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("memfleet: ") and len(done.stderr.splitlines()) == 1, \
+        done.stderr
+    assert await active_texts(db, "bob") == ["Uses Go"]
+
+
+def test_the_embedded_servers_key_is_made_once_and_kept_private(tmp_path: Path) -> None:
+    first = embedded_key(tmp_path)
+    assert len(first) == 64 and embedded_key(tmp_path) == first
+    assert stat.S_IMODE(os.stat(tmp_path / EMBEDDED_KEY_FILE).st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == [EMBEDDED_KEY_FILE]
+    FenceKeys(first.encode())  # long enough to be used

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import TEST_EMBED_DIM
+from tests.helpers import fences_for_tests
 from worker.errors import ConfigurationError
 from worker.store import queries
 from worker.store.migrate import check_schema, checksum, default_schema_dir, migrate, render
@@ -100,7 +101,7 @@ async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_on
     finally:
         await conn.close()
     behind = ("lacks 0005_cursor_handover_seq, 0006_user_scoped_sessions, 0007_memory_model,"
-              " 0008_run_owners, routines/")
+              " 0008_run_owners, 0009_keyed_erase_fences, routines/")
     with pytest.raises(ConfigurationError, match=behind):
         await _check(empty_database_url)
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
@@ -165,7 +166,9 @@ async def test_cursors_survive_the_move_to_user_scoped_sessions(
 ) -> None:
     # A database at 0005: session_cursor keyed by session id alone.
     before = _copy_schema(tmp_path)
-    (before / "0006_user_scoped_sessions.sql").unlink()
+    for later in before.glob("0*.sql"):
+        if later.name >= "0006":
+            later.unlink()  # 0006 and what builds on it
     for routine in (before / "routines").glob("*.sql"):
         routine.unlink()  # the routines of 0006 need its tables; they come with it
     await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
@@ -246,7 +249,9 @@ async def test_runs_without_a_user_get_their_one_owner_or_nobody(
     # A database at 0007 holding audit rows of the release before user-scoped
     # sessions: failures recorded with a session id and no user.
     before = _copy_schema(tmp_path)
-    (before / "0008_run_owners.sql").unlink()
+    for later in before.glob("0*.sql"):
+        if later.name >= "0008":
+            later.unlink()
     await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
     conn = await asyncpg.connect(empty_database_url)
     try:
@@ -279,7 +284,7 @@ async def test_runs_without_a_user_get_their_one_owner_or_nobody(
                 "SELECT job_id FROM memory_run WHERE id = ANY($1::bigint[]) ORDER BY id", ids)]
 
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
-            "0008_run_owners"]
+            "0008_run_owners", "0009_keyed_erase_fences"]
         owners = {r["job_id"]: (r["user_id"], r["session_id"]) for r in await conn.fetch(
             "SELECT job_id, user_id, session_id FROM memory_run")}
         assert owners == {
@@ -294,7 +299,8 @@ async def test_runs_without_a_user_get_their_one_owner_or_nobody(
         # bob's erase takes bob's rows alone.
         pool = await create_pool(empty_database_url, min_size=1, max_size=1)
         try:
-            counts = await PostgresStore(pool).erase_user(Erasure("bob", erased_seq=1))
+            store = PostgresStore(pool, fences_for_tests())
+            counts = await store.erase_user(Erasure("bob", erased_seq=1))
         finally:
             await pool.close()
         assert counts["memory_run"] == 1

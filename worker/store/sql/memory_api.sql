@@ -194,15 +194,29 @@ ORDER BY id;
 -- the user's commits in flight and they wait for it (memfleet_commit_run).
 SELECT pg_advisory_xact_lock(hashtextextended('memfleet:user:' || $1, 0));
 
+-- name: fence_key_check
+-- The check value of the key the fleet's fences are written with, recorded by the
+-- first caller ($1: its own): a caller whose value differs must not fence.
+WITH recorded AS (
+    INSERT INTO memory_erasure_fence_key (key_check) VALUES ($1)
+    ON CONFLICT (only_row) DO NOTHING
+    RETURNING key_check
+)
+SELECT key_check FROM recorded
+UNION ALL
+SELECT key_check FROM memory_erasure_fence_key
+LIMIT 1;
+
 -- name: fence_user
 -- Runs of hand-overs numbered up to $2 write nothing from now on; fences older
--- than any hand-over's lifetime ($3 seconds) protect nothing and go.
+-- than any hand-over's lifetime ($3 seconds) protect nothing and go. $1 is the
+-- user's fence key (worker.fence_key: HMAC of the user id, never the id).
 WITH pruned AS (
     DELETE FROM memory_erasure_fence
     WHERE erased_at < now() - make_interval(secs => $3)
 )
 INSERT INTO memory_erasure_fence AS f (user_key, erased_seq)
-VALUES (sha256(convert_to($1, 'UTF8')), $2)
+VALUES ($1::bytea, $2)
 ON CONFLICT (user_key) DO UPDATE
     SET erased_seq = greatest(f.erased_seq, excluded.erased_seq), erased_at = now();
 
