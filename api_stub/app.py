@@ -55,7 +55,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not settings.database_url or not settings.redis_url:
             raise ConfigurationError("the memory API needs resolved database and Redis URLs")
-        fences = fence_keys(secret(settings.erase_fence_key))  # the erase needs them
+        # The erase needs them.
+        fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
         pool = await create_pool(settings.database_url, min_size=settings.db_pool_min,
                                  max_size=settings.db_pool_max)
         redis: Redis | None = None

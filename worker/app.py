@@ -71,7 +71,8 @@ def worker_options(
     """
     if settings.redis_url is None or settings.database_url is None:
         raise ConfigurationError("worker_options needs resolved database and Redis URLs")
-    fences = fence_keys(secret(settings.erase_fence_key))  # every commit checks a fence
+    # Every commit checks a fence.
+    fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
     telemetry = telemetry or setup_telemetry(settings)
 
     async def on_startup(ctx: dict[str, Any]) -> None:

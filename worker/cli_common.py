@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from worker.config import Settings, secret
-from worker.errors import MemfleetError
+from worker.errors import ConfigurationError, MemfleetError
 
 
 def resolve(settings: Settings, *, database: bool = True) -> Settings:
@@ -41,9 +41,11 @@ async def with_store(settings: Settings, use: Any) -> Any:
     from worker.store.pool import create_pool
     from worker.store.postgres import PostgresStore
 
-    configured = secret(settings.erase_fence_key)
     # Without a key, commands that only read or write facts by hand still work.
-    fences = fence_keys(configured) if configured else None
+    try:
+        fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
+    except ConfigurationError:
+        fences = None
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
         return await use(PostgresStore(pool, fences))

@@ -12,8 +12,10 @@ and a process without it draws a key of its own, which a fence cannot: every
 process that writes or reads fences (workers, the API, the CLI's erase and
 import) must compute the same key. A process that needs it and has none stops
 with ConfigurationError; nothing falls back to an unkeyed hash. With the
-embedded servers (no MEMFLEET_DATABASE_URL) a random key is kept beside them,
-under MEMFLEET_HOME_DIR (worker.cli_common.resolve).
+embedded servers (no MEMFLEET_DATABASE_URL) a random key is made once and kept
+beside them, under MEMFLEET_HOME_DIR (worker.cli_common.resolve); a process
+without MEMFLEET_ERASE_FENCE_KEY uses the key file of its home directory when
+there is one (a development machine, a bench), and refuses otherwise.
 """
 
 from __future__ import annotations
@@ -55,8 +57,11 @@ class FenceKeys:
         return hmac.new(self.secret, _CHECK, hashlib.sha256).digest()
 
 
-def fence_keys(configured: str | None) -> FenceKeys:
-    """The fence keys of MEMFLEET_ERASE_FENCE_KEY; ConfigurationError without it."""
+def fence_keys(configured: str | None, home: Path | None = None) -> FenceKeys:
+    """The fence keys of MEMFLEET_ERASE_FENCE_KEY, else of the key file the embedded
+    servers keep under ``home`` (MEMFLEET_HOME_DIR); ConfigurationError with neither."""
+    if not configured and home is not None and (home / EMBEDDED_KEY_FILE).is_file():
+        configured = (home / EMBEDDED_KEY_FILE).read_text("ascii").strip()
     if not configured:
         raise ConfigurationError(
             "MEMFLEET_ERASE_FENCE_KEY is not set: every process that erases users or"

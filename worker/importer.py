@@ -252,7 +252,7 @@ async def run_import(
     providers = None
     try:
         providers = build_providers(settings, redis=redis)
-        store = ImportStore(pool, fence_keys(secret(settings.erase_fence_key)))
+        store = ImportStore(pool, fence_keys(secret(settings.erase_fence_key), settings.home_dir))
         lines = numbered_lines(stream)
         if isinstance(report, LegacyReport):
             await import_legacy(lines, store, providers.extractor, providers.embedder,

@@ -137,8 +137,12 @@ async def test_the_fence_names_the_user_by_a_keyed_hash_and_every_process_needs_
 
 
 def test_the_embedded_servers_key_is_made_once_and_kept_private(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="not set"):
+        fence_keys(None, tmp_path)  # no key, no key file: refused
     first = embedded_key(tmp_path)
     assert len(first) == 64 and embedded_key(tmp_path) == first
     assert stat.S_IMODE(os.stat(tmp_path / EMBEDDED_KEY_FILE).st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == [EMBEDDED_KEY_FILE]
-    FenceKeys(first.encode())  # long enough to be used
+    # A process of that home without MEMFLEET_ERASE_FENCE_KEY uses it; a set key wins.
+    assert fence_keys(None, tmp_path).of("u") == FenceKeys(first.encode()).of("u")
+    assert fence_keys(TEST_FENCE_KEY, tmp_path).of("u") == fence_keys(TEST_FENCE_KEY).of("u")
