@@ -23,14 +23,17 @@ SESSION_PREFIX = "chat:session:"
 USER_SESSIONS_PREFIX = "chat:sessions:"
 
 # KEYS: the session's list, the user's session set. ARGV: user msg, answer msg,
-# session id, most messages kept, ttl ms. One round trip, atomic.
+# session id, most messages kept, ttl ms. One round trip, atomic. Returns the
+# list and, first, the Redis clock (s, us) as it was read: the hand-over's
+# listed_at_us (worker.client), so a list read before an erase stores nothing.
 _APPEND_TURN = """
 redis.call('RPUSH', KEYS[1], ARGV[1], ARGV[2])
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return redis.call('LRANGE', KEYS[1], 0, -1)
+local time = redis.call('TIME')
+return {time[1], time[2], redis.call('LRANGE', KEYS[1], 0, -1)}
 """
 
 # KEYS: the user's session set. ARGV: the prefix of the user's session lists
@@ -61,13 +64,19 @@ class ChatLog:
         self, user_id: str, session_id: str, content: str, answer: str
     ) -> list[dict[str, str]]:
         """The session's list after this turn (its newest ``max_messages``)."""
-        raw = await self._append(
+        return (await self.append_turn_listed(user_id, session_id, content, answer))[0]
+
+    async def append_turn_listed(
+        self, user_id: str, session_id: str, content: str, answer: str
+    ) -> tuple[list[dict[str, str]], int]:
+        """The list after this turn and when it was read (Redis clock, microseconds)."""
+        seconds, micros, raw = await self._append(
             keys=[session_key(user_id, session_id), USER_SESSIONS_PREFIX + user_tag(user_id)],
             args=[json.dumps({"role": "user", "content": content}),
                   json.dumps({"role": "assistant", "content": answer}), session_id,
                   self._max_messages, self._ttl_ms],
         )
-        return [json.loads(item) for item in raw]
+        return [json.loads(item) for item in raw], int(seconds) * 1_000_000 + int(micros)
 
     async def erase_user(self, user_id: str) -> int:
         """Delete the user's sessions; how many went."""

@@ -79,7 +79,8 @@ async def chat_turn(
         await asyncio.sleep(deps.settings.chat_answer_ms / 1000)
     answer = CANNED_ANSWER
     try:
-        messages = await deps.chat.append_turn(user_id, session_id, body.content, answer)
+        messages, listed_at_us = await deps.chat.append_turn_listed(user_id, session_id,
+                                                                    body.content, answer)
     except RedisError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             detail="the conversation store is unavailable") from exc
@@ -92,7 +93,7 @@ async def chat_turn(
             deps.redis, session_id, user_id, messages,
             limits=deps.limits, queue_name=deps.settings.queue_name,
             telemetry_id_key=id_key.get_secret_value() if id_key else None,
-            agent_id=body.agent_id,
+            agent_id=body.agent_id, listed_at_us=listed_at_us,
         )
     except InvalidHandover:
         # The list broke a limit (say, too many messages); logged without content.

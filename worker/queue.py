@@ -189,6 +189,13 @@ async def erase_user(redis: Any, user_id: str, queue_name: str = DEFAULT_QUEUE) 
                        int(deleted), int(jobs))
 
 
+async def redis_clock(redis: Any) -> int:
+    """The Redis clock in microseconds: what hand-overs and erases are numbered from,
+    for a chat server's ``listed_at_us`` (worker.client)."""
+    seconds, micros = await redis.time()
+    return int(seconds) * 1_000_000 + int(micros)
+
+
 async def keep_pending(redis: Any, session: SessionRef, queue_name: str, due_in_ms: int) -> None:
     """List the session as pending, due in ``due_in_ms``: if no job claims it by then
     and the grace period, the recovery pass queues a job for it."""

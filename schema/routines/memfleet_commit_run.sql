@@ -25,7 +25,9 @@ CREATE OR REPLACE FUNCTION memfleet_commit_run(
                                     -- expected_version (0: none yet),
                                     -- last_hash, window_hash, position, processed, user_turns,
                                     -- summary (absent or null: keep the stored one) and
-                                    -- handover_seq (absent: keep the stored one)
+                                    -- handover_seq (absent: keep the stored one) and
+                                    -- fence_seq (the erase fence's compare; absent:
+                                    -- handover_seq; worker.payload.Snapshot.fence_seq)
     p_user_version      bigint,     -- NULL: the run writes no fact, the version is not checked
     p_run               jsonb,      -- the memory_run row (memfleet_insert_run)
     p_texts             text[],
@@ -58,15 +60,21 @@ DECLARE
     v_run_id  bigint;
     v_new_ids bigint[];
     v_done    integer;
+    v_erased  bigint;
 BEGIN
     IF v_fence IS NULL THEN
         RAISE EXCEPTION 'no erase fence key' USING ERRCODE = 'MF005';
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || v_user, 0));
-    IF EXISTS (SELECT 1 FROM memory_erasure_fence
-               WHERE user_key = v_fence
-                 AND erased_seq >= coalesce((p_cursor ->> 'handover_seq')::bigint, 0)) THEN
-        RAISE EXCEPTION 'the user was erased after this hand-over' USING ERRCODE = 'MF004';
+    SELECT erased_seq INTO v_erased FROM memory_erasure_fence
+    WHERE user_key = v_fence
+      AND erased_seq >= coalesce((p_cursor ->> 'fence_seq')::bigint,
+                                 (p_cursor ->> 'handover_seq')::bigint, 0);
+    IF FOUND THEN
+        -- The detail is the erase's number (no user data): the job tells a list the
+        -- erase deleted from one handed over after it (worker.stages.persist).
+        RAISE EXCEPTION 'the user was erased after this hand-over'
+            USING ERRCODE = 'MF004', DETAIL = v_erased::text;
     END IF;
     IF p_run ->> 'outcome' <> 'opted_out'
        AND EXISTS (SELECT 1 FROM user_memory_consent

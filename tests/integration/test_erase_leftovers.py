@@ -146,3 +146,34 @@ def test_the_embedded_servers_key_is_made_once_and_kept_private(tmp_path: Path) 
     # A process of that home without MEMFLEET_ERASE_FENCE_KEY uses it; a set key wins.
     assert fence_keys(None, tmp_path).of("u") == FenceKeys(first.encode()).of("u")
     assert fence_keys(TEST_FENCE_KEY, tmp_path).of("u") == fence_keys(TEST_FENCE_KEY).of("u")
+
+
+async def test_a_list_read_before_an_erase_and_handed_over_after_it_stores_nothing(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # A chat turn reads its list, the user is erased, and then the turn hands the list
+    # over: numbered after the erase, it was read before it (listed_at_us, on the Redis
+    # clock). A real worker runs it: nothing of it is stored, and what the user says
+    # after the erase (the chat server starts the session afresh) is remembered.
+    name = settings.queue_name
+    await schedule_memory_persistence(redis, "1", "alice", [user_msg("I live in Oslo.")],
+                                      queue_name=name)
+    await drain(settings)
+    assert await active_texts(db, "alice") == ["Lives in Oslo"]
+    said = [user_msg("I live in Oslo."), user_msg("I use Rust.")]
+    listed = await queue.redis_clock(redis)  # the turn reads its list
+    async with job_deps(settings, redis, build_providers(settings)) as deps:
+        await privacy.erase_user(redis, deps.store, "alice", queue_name=name)
+    late = await schedule_memory_persistence(redis, "1", "alice", said, queue_name=name,
+                                             listed_at_us=listed)
+    fence = await db.fetchval("SELECT erased_seq FROM memory_erasure_fence")
+    assert listed <= fence < late.handover_id, "read before the erase, handed over after"
+    await drain(settings)
+    assert await active_texts(db, "alice") == []
+    assert await db.fetchval("SELECT count(*) FROM memory_run WHERE user_id = 'alice'") == 0
+    # The same turn read after the erase is remembered, as is what follows.
+    await schedule_memory_persistence(redis, "1", "alice", [user_msg("I use Zig.")],
+                                      queue_name=name,
+                                      listed_at_us=await queue.redis_clock(redis))
+    await drain(settings)
+    assert await active_texts(db, "alice") == ["Uses Zig"]

@@ -104,8 +104,9 @@ class InMemoryStore:
 
     async def commit_run(self, commit: RunCommit) -> int:
         move, user = commit.cursor, commit.cursor.user_id
-        if self.fences.get(user, -1) >= move.handover_seq:
-            raise UserErased(user)
+        fence_seq = move.handover_seq if move.fence_seq is None else move.fence_seq
+        if self.fences.get(user, -1) >= fence_seq:
+            raise UserErased(user, self.fences[user])
         if commit.run.outcome != "opted_out" and self.consents.get(user) is False:
             raise MemoryOptedOut(user)
         current = self.cursors.get((user, move.session_id))

@@ -196,7 +196,8 @@ class PostgresStore:
             if exc.sqlstate == _OPTED_OUT:
                 raise MemoryOptedOut("the user turned memory off during the run") from exc
             if exc.sqlstate == _ERASED:
-                raise UserErased("the user was erased during the run") from exc
+                raise UserErased("the user was erased during the run",
+                                 int(getattr(exc, "detail", None) or 0)) from exc
             if exc.sqlstate == _NO_FENCE_KEY:
                 raise ConfigurationError("the commit named no erase fence key") from exc
             error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
