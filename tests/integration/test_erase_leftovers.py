@@ -7,6 +7,7 @@ of the fleet must share (worker.fence_key), never by a plain hash of the id."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import stat
@@ -18,7 +19,7 @@ from redis.asyncio import Redis
 
 from tests.acceptance.test_cli import memfleet
 from tests.conftest import TEST_EMBED_DIM, TEST_FENCE_KEY
-from tests.helpers import active_texts, drain, job_deps, user_msg, worker_env
+from tests.helpers import active_texts, drain, fences_for_tests, job_deps, user_msg, worker_env
 from worker import privacy, queue
 from worker.app import worker_options
 from worker.client import schedule_memory_persistence
@@ -177,3 +178,26 @@ async def test_a_list_read_before_an_erase_and_handed_over_after_it_stores_nothi
                                       listed_at_us=await queue.redis_clock(redis))
     await drain(settings)
     assert await active_texts(db, "alice") == ["Uses Zig"]
+
+
+async def test_processes_starting_together_on_a_fresh_database_agree_on_the_key(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    # The first key is recorded inside the first erase's transaction; a worker that
+    # starts meanwhile waits for it, and then reads the recorded key back, not nothing.
+    pool = await create_pool(settings.database_url or "", min_size=2, max_size=2)
+    try:
+        first, starting = PostgresStore(pool, fences_for_tests()), PostgresStore(
+            pool, fences_for_tests())
+        async with pool.acquire() as conn, conn.transaction():
+            await first.check_fence_key(conn)  # recorded, not committed yet
+            check = asyncio.create_task(starting.check_fence_key())
+            deadline = asyncio.get_running_loop().time() + 60
+            while not await db.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND strpos(query, 'memory_erasure_fence_key') > 0"):
+                assert asyncio.get_running_loop().time() < deadline, "the check never waited"
+                await asyncio.sleep(0.02)
+        await check  # no error: the same key
+    finally:
+        await pool.close()

@@ -221,9 +221,16 @@ class PostgresStore:
             self._fence_key("")  # raises: no key
             return
         mine = self._fences.check_value()
+        recorded = None
         async with translated("checking the erase fence key"):
-            recorded = await (conn or self._pool).fetchval(self._api["fence_key_check"], mine)
-        if bytes(recorded) != mine:
+            for _ in range(3):
+                recorded = await (conn or self._pool).fetchval(self._api["fence_key_check"],
+                                                               mine)
+                if recorded is not None:
+                    break
+                # Another process recorded its key while this statement ran: its
+                # snapshot saw neither; the next statement sees that row.
+        if recorded is None or bytes(recorded) != mine:
             raise ConfigurationError(
                 "MEMFLEET_ERASE_FENCE_KEY is not the key this database's erase fences are"
                 " written with: every process of the fleet needs the same one"
