@@ -201,3 +201,20 @@ async def test_processes_starting_together_on_a_fresh_database_agree_on_the_key(
         await check  # no error: the same key
     finally:
         await pool.close()
+
+
+async def test_an_erase_of_a_user_whose_id_reads_as_a_pattern_takes_theirs_alone(
+    settings: Settings, redis: Redis
+) -> None:
+    name = settings.queue_name
+    for user in ("a*[b]?\\", "ab[b]?\\", "a*"):
+        await schedule_memory_persistence(redis, "1", user, [user_msg("I use Go.")],
+                                          queue_name=name)
+    cleared = await queue.erase_user(redis, "a*[b]?\\", name)
+    assert cleared.jobs == 1 and cleared.handovers == 1
+    left = {SessionRef.parse(m.decode()).user_id
+            for m in await redis.zrange(queue.pending_key(name), 0, -1)}
+    assert left == {"ab[b]?\\", "a*"}
+    assert left == {SessionRef.parse(m.decode()).user_id
+                    for m in await redis.zrange(queue.waiting_key(name), 0, -1)}
+    assert len(await redis.zrange(name, 0, -1)) == 2

@@ -9,19 +9,21 @@
 -- Jobs: job ids are random (an audit row keeps its job id, so the id must not
 -- name the user); a job is the user's when its arguments (k.user_id) are. One
 -- pass over the queue finds them all, also those no queued marker names (ARQ
--- queued them again after a failure). A job a worker is running (ARQ's in-progress key) is left to it: it
+-- queued them again after a failure): a job whose bytes hold the user's id as
+-- worker.queue.job_bytes writes it (ARGV[10]) is decoded and compared. A job a worker is running (ARQ's in-progress key) is left to it: it
 -- finds no hand-over, or meets the fence, and ARQ drops its keys when it ends.
 -- Pending and waiting sets: their members are session keys ({user}:session),
--- so the user's are those that start with the user's hash tag and ':'.
+-- so the user's are those that start with the user's hash tag and ':' (ZSCAN
+-- MATCH ARGV[11], the same prefix glob-escaped, then compared exactly).
 --
 -- KEYS: the user's session set, the queue, the pending set, the waiting set.
 -- ARGV: the user's hash tag ({user}), then the key prefixes: latest list,
 -- meta, backlog, queued marker, ARQ job, ARQ in-progress, ARQ retry; then the
--- user id.
+-- user id, the text of the job arguments' user id, the members' glob pattern.
 -- Returns {the clock in microseconds, the session ids, hand-overs deleted,
 -- jobs deleted}: the sessions with a list or its meta (an idle session's
 -- finished list is dropped, its meta stays: worker/stages/lua/release.lua).
-local tag, user = ARGV[1], ARGV[9]
+local tag, user, needle = ARGV[1], ARGV[9], ARGV[10]
 local jobs = 0
 
 local function drop_job(id)
@@ -49,14 +51,20 @@ redis.call('DEL', KEYS[1])
 
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local body = redis.call('GET', ARGV[6] .. id)
-  if body and names_user(body) then drop_job(id) end
+  if body and string.find(body, needle, 1, true) and names_user(body) then drop_job(id) end
 end
 
 local prefix = tag .. ':'
 for _, set in ipairs({KEYS[3], KEYS[4]}) do
-  for _, member in ipairs(redis.call('ZRANGE', set, 0, -1)) do
-    if string.sub(member, 1, #prefix) == prefix then redis.call('ZREM', set, member) end
-  end
+  local cursor = '0'
+  repeat
+    local page = redis.call('ZSCAN', set, cursor, 'MATCH', ARGV[11], 'COUNT', 1000)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do
+      local member = page[2][i]
+      if string.sub(member, 1, #prefix) == prefix then redis.call('ZREM', set, member) end
+    end
+  until cursor == '0'
 end
 
 local time = redis.call('TIME')
