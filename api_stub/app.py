@@ -25,9 +25,10 @@ from api_stub.errors import install_handlers
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
 from api_stub.write_rate import FactWriteRate
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.contract import Limits
 from worker.errors import ConfigurationError
+from worker.fence_key import fence_keys
 from worker.gc_tuning import quiet_garbage_collector
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.migrate import check_schema
@@ -57,6 +58,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not settings.database_url or not settings.redis_url:
             raise ConfigurationError("the memory API needs resolved database and Redis URLs")
+        # The erase needs them.
+        fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
         pool = await create_pool(settings.database_url, min_size=settings.db_pool_min,
                                  max_size=settings.db_pool_max)
         redis: Redis | None = None
@@ -65,11 +68,13 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
             async with pool.acquire() as conn:
                 await check_schema(conn, settings.embed_dim,
                                    embed_model=embedding_model(settings))
+            memory = PostgresStore(pool, fences)
+            await memory.check_fence_key()
             redis = Redis.from_url(settings.redis_url, socket_timeout=5,
                                    socket_connect_timeout=2)
             providers = build_providers(settings)
             app.state.deps = ApiDeps(
-                settings=settings, pool=pool, redis=redis, memory=PostgresStore(pool),
+                settings=settings, pool=pool, redis=redis, memory=memory,
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),

@@ -27,6 +27,8 @@ USER_SESSIONS_PREFIX = "chat:sessions:"
 # session id, most messages kept, ttl ms, most bytes kept (0: no byte bound).
 # One round trip, atomic. The byte bound keeps the newest messages whose JSON
 # fits it (never fewer than this turn's two): no more than a hand-over sends.
+# Returns the Redis clock (s, us) as the list was read, then the list: the
+# hand-over's listed_at_us (worker.client), so a list read before an erase stores nothing.
 _APPEND_TURN = """
 redis.call('RPUSH', KEYS[1], ARGV[1], ARGV[2])
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)
@@ -47,7 +49,8 @@ if max_bytes > 0 then
     items = redis.call('LRANGE', KEYS[1], 0, -1)
   end
 end
-return items
+local time = redis.call('TIME')
+return {time[1], time[2], items}
 """
 
 # KEYS: the user's session set. ARGV: the prefix of the user's session lists
@@ -94,12 +97,20 @@ class ChatLog:
     ) -> list[dict[str, str]]:
         """The session's list after this turn (its newest ``max_messages``, and of
         them the newest whose JSON fits ``max_bytes`` when it is not 0)."""
-        raw = await self._append(
+        return (await self.append_turn_listed(user_id, session_id, content, answer,
+                                              max_bytes=max_bytes))[0]
+
+    async def append_turn_listed(
+        self, user_id: str, session_id: str, content: str, answer: str, *,
+        max_bytes: int = 0,
+    ) -> tuple[list[dict[str, str]], int]:
+        """The list after this turn and when it was read (Redis clock, microseconds)."""
+        seconds, micros, raw = await self._append(
             keys=[session_key(user_id, session_id), USER_SESSIONS_PREFIX + user_tag(user_id)],
             args=[_item("user", content), _item("assistant", answer), session_id,
                   self._max_messages, self._ttl_ms, max_bytes],
         )
-        return [json.loads(item) for item in raw]
+        return [json.loads(item) for item in raw], int(seconds) * 1_000_000 + int(micros)
 
     async def take_back_turn(self, user_id: str, session_id: str, content: str,
                              answer: str) -> None:

@@ -99,8 +99,9 @@ async def chat_turn(
     answer = CANNED_ANSWER
     try:
         # Kept no longer than a hand-over sends: the log is bounded in bytes too.
-        messages = await deps.chat.append_turn(user_id, session_id, body.content, answer,
-                                               max_bytes=deps.limits.max_handover_bytes)
+        messages, listed_at_us = await deps.chat.append_turn_listed(
+            user_id, session_id, body.content, answer,
+            max_bytes=deps.limits.max_handover_bytes)
     except RedisError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             detail="the conversation store is unavailable") from exc
@@ -113,7 +114,7 @@ async def chat_turn(
             deps.redis, session_id, user_id, messages,
             limits=deps.limits, queue_name=deps.settings.queue_name,
             telemetry_id_key=id_key.get_secret_value() if id_key else None,
-            agent_id=body.agent_id,
+            agent_id=body.agent_id, listed_at_us=listed_at_us,
         )
     except (HandoverBacklogFull, UserSessionsFull):
         # A full budget: the turn is refused whole (api_stub.errors answers 429).

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from worker.fence_key import embedded_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,9 @@ def throwaway_servers(*, durable: bool) -> Iterator[Servers]:
         # Started inside the try: a half-started pair is still stopped below.
         database_url = postgres.start()
         redis_url = redis.start()
+        # The erase fence key of every process of the bench (their home is root/home).
+        (root / "home").mkdir(exist_ok=True)
+        embedded_key(root / "home")
         yield Servers(database_url, redis_url, durable, root)
     finally:
         # Each stop is attempted even when the other fails; the directory goes last.

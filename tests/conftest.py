@@ -25,6 +25,8 @@ from worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from worker.store.migrate import migrate
 
 TEST_EMBED_DIM = 256
+# MEMFLEET_ERASE_FENCE_KEY of every test process and the workers they start.
+TEST_FENCE_KEY = "test-erase-fence-key-0123456789abcdef"
 TEMPLATE_DB = "memfleet_template"
 
 
@@ -146,6 +148,7 @@ def settings(database_url: str, redis_url: str, tmp_path: Path) -> Settings:
         lock_ttl_s=5,
         busy_defer_s=0.05,
         job_timeout_s=30,
+        erase_fence_key=TEST_FENCE_KEY,
     )
 
 

@@ -14,14 +14,21 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
+from tests.conftest import TEST_FENCE_KEY
 from worker.app import drain_queue
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.contract import Limits
+from worker.fence_key import FenceKeys, fence_keys
 from worker.job import Deps, persist_session_memory
 from worker.providers.base import Providers
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.telemetry import setup_telemetry
+
+
+def fences_for_tests() -> FenceKeys:
+    """The fence keys of the tests' MEMFLEET_ERASE_FENCE_KEY (tests.conftest.settings)."""
+    return FenceKeys(TEST_FENCE_KEY.encode())
 
 
 async def drain(settings: Settings, **overrides: Any) -> dict[str, int]:
@@ -113,6 +120,7 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
         "MEMFLEET_REDIS_URL": settings.redis_url or "",
         "MEMFLEET_EMBED_DIM": str(settings.embed_dim),
         "MEMFLEET_HOME_DIR": str(settings.home_dir),
+        "MEMFLEET_ERASE_FENCE_KEY": secret(settings.erase_fence_key) or "",
     })
     env.update({f"MEMFLEET_{k.upper()}": v for k, v in extra.items()})
     return env
@@ -122,7 +130,8 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
 async def job_deps(settings: Settings, redis: Redis, providers: Providers) -> AsyncIterator[Deps]:
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=4)
     try:
-        yield Deps(settings, redis, PostgresStore(pool), providers, Limits.from_settings(settings),
+        store = PostgresStore(pool, fence_keys(secret(settings.erase_fence_key)))
+        yield Deps(settings, redis, store, providers, Limits.from_settings(settings),
                    setup_telemetry(settings))
     finally:
         await pool.close()

@@ -16,8 +16,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker import expiry, fleet, queue, serialization
 from worker.arq_worker import Worker
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.errors import ConfigurationError
+from worker.fence_key import fence_keys
 from worker.gc_tuning import quiet_garbage_collector
 from worker.job import Deps, persist_session_memory
 from worker.metrics import MetricsServer
@@ -70,6 +71,8 @@ def worker_options(
     """
     if settings.redis_url is None or settings.database_url is None:
         raise ConfigurationError("worker_options needs resolved database and Redis URLs")
+    # Every commit checks a fence.
+    fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
     telemetry = telemetry or setup_telemetry(settings)
 
     async def on_startup(ctx: dict[str, Any]) -> None:
@@ -79,11 +82,13 @@ def worker_options(
         async with pool.acquire() as conn:
             await check_schema(conn, settings.embed_dim,
                                embed_model=embedding_model(settings))
+        store = PostgresStore(pool, fences)
+        await store.check_fence_key()
         ctx["pool"] = pool
         ctx["deps"] = Deps(
             settings=settings,
             redis=ctx["redis"],
-            store=PostgresStore(pool),
+            store=store,
             providers=build_providers(settings, on_failure=lambda kind: (
                 telemetry.metrics.llm_errors.add(1, {"kind": kind})), redis=ctx["redis"],
                 metrics=telemetry.metrics),

@@ -8,8 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.config import Settings
-from worker.errors import MemfleetError
+from pydantic import SecretStr
+
+from worker.config import Settings, secret
+from worker.errors import ConfigurationError, MemfleetError
 
 
 def resolve(settings: Settings, *, database: bool = True) -> Settings:
@@ -24,19 +26,29 @@ def resolve(settings: Settings, *, database: bool = True) -> Settings:
     database_url, redis_url = ensure_embedded(settings.home_dir.resolve(),
                                               postgres=database and not settings.database_url,
                                               redis=not settings.redis_url)
-    return settings.model_copy(update={
-        "database_url": settings.database_url or database_url,
-        "redis_url": settings.redis_url or redis_url,
-    })
+    update: dict[str, Any] = {"database_url": settings.database_url or database_url,
+                              "redis_url": settings.redis_url or redis_url}
+    if database_url and settings.erase_fence_key is None:
+        # The embedded database's fences are keyed with a key kept beside it.
+        from worker.fence_key import embedded_key
+
+        update["erase_fence_key"] = SecretStr(embedded_key(settings.home_dir.resolve()))
+    return settings.model_copy(update=update)
 
 
 async def with_store(settings: Settings, use: Any) -> Any:
+    from worker.fence_key import fence_keys
     from worker.store.pool import create_pool
     from worker.store.postgres import PostgresStore
 
+    # Without a key, commands that only read or write facts by hand still work.
+    try:
+        fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
+    except ConfigurationError:
+        fences = None
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
-        return await use(PostgresStore(pool))
+        return await use(PostgresStore(pool, fences))
     finally:
         await pool.close()
 

@@ -99,10 +99,12 @@ def cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
         redis = Redis.from_url(settings.redis_url or "")
         try:
             if args.action == "erase":
-                return {"deleted": await privacy.erase_user(redis, store, args.user)}
+                return {"deleted": await privacy.erase_user(
+                    redis, store, args.user, queue_name=settings.queue_name)}
             deleted = await privacy.set_memory(redis, store, args.user,
                                                enabled=args.action == "enable",
-                                               forget=args.action == "forget")
+                                               forget=args.action == "forget",
+                                               queue_name=settings.queue_name)
             return {"enabled": args.action == "enable", "chosen": True, "deleted": deleted}
         finally:
             await redis.aclose()

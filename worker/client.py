@@ -29,6 +29,12 @@ memory scopes). It is checked like the ids and travels in the payload; workers
 do not yet keep an agent's facts apart from the user's profile.
 ``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
 spans and events that match the workers' (worker.telemetry_ids).
+``listed_at_us`` is when the chat server read ``messages``, on the Redis clock
+(``queue.redis_clock``, or TIME read in the script that returns the list): a list
+read at or before an erase of the user stores nothing, even when it is handed over
+after the erase. None: the hand-over's own moment, right only for a list read in
+the same step. After an erase, a chat server hands over no message from before it
+(docs/architecture.md, Erasure: the chat server's part).
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ async def schedule_memory_persistence(
     tracer: trace.Tracer | None = None,
     telemetry_id_key: str | None = None,
     agent_id: str | None = None,
+    listed_at_us: int | None = None,
 ) -> queue.Enqueued:
     limits = limits or Limits()
     handover = Handover(
@@ -80,6 +87,7 @@ async def schedule_memory_persistence(
         messages=parse_messages(recent_window(messages, limits), limits),
         handed_over_at=datetime.now(UTC),
         agent_id=None if agent_id is None else check_id(agent_id, "agent_id", limits),
+        listed_at_us=listed_at_us,
     )
     session = SessionRef(handover.user_id, handover.session_id)
     tracer = tracer or trace.get_tracer("memfleet.client")

@@ -93,6 +93,12 @@ class Settings(BaseSettings):
     # Consent: whether a user who never chose (memfleet consent) is remembered.
     memory_default: bool = True
 
+    # --- The erase fence (worker.fence_key): HMAC key of the user in the fence an
+    # erase leaves behind. The same on every worker, API and CLI of a fleet; needed
+    # to commit or erase (none: they refuse). The embedded servers get one made.
+    erase_fence_key: SecretStr | None = None
+    # --- end of the erase fence.
+
     # The pipeline.
     neighbors_k: int = Field(default=5, ge=1, le=50)
     context_messages: int = Field(default=4, ge=0)

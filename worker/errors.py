@@ -146,6 +146,10 @@ class MemoryOptedOut(StoreConflict):
 class UserErased(StoreConflict):
     """The user was erased after the run's hand-over was made: the run writes nothing."""
 
+    def __init__(self, message: str, erased_seq: int = 0) -> None:
+        super().__init__(message)
+        self.erased_seq = erased_seq  # the erase's number (Redis clock, microseconds)
+
 
 class ConsolidationContention(MemfleetError):
     """Other jobs of the same user kept committing first; retry the job later."""

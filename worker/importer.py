@@ -24,9 +24,10 @@ from typing import BinaryIO
 
 import numpy as np
 
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.contract import Limits
 from worker.errors import ProviderAnswerInvalid
+from worker.fence_key import fence_keys
 from worker.import_lines import (
     BadLine,
     LegacyBlob,
@@ -251,7 +252,7 @@ async def run_import(
     providers = None
     try:
         providers = build_providers(settings, redis=redis)
-        store = ImportStore(pool)
+        store = ImportStore(pool, fence_keys(secret(settings.erase_fence_key), settings.home_dir))
         lines = numbered_lines(stream)
         if isinstance(report, LegacyReport):
             await import_legacy(lines, store, providers.extractor, providers.embedder,

@@ -202,7 +202,7 @@ async def _run(
             await session_lock.release(gave_up=True)
             return {"outcome": "invalid", "error": unreadable[-1]}
         handover = snapshots[-1].handover
-        base = replace(base, handover_seq=snapshots[-1].seq)
+        base = replace(base, handover_seq=snapshots[-1].fence_seq)
         if recording:
             _link_to_handover(span, handover.trace)
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worker.contract import Limits as Limits  # re-exported: callers size hand-overs with it
 from worker.contract import id_fault, text_fault
@@ -42,6 +42,11 @@ class Handover(BaseModel):
     # The persona or agent instance of the session (design.md's memory scopes).
     # Written only when given, last, so a payload without it reads as before.
     agent_id: str | None = None
+    # When the chat server read this list, on the Redis clock in microseconds (the
+    # clock hand-over numbers and erases are read from: worker.queue.redis_clock).
+    # A list read at or before an erase of its user stores nothing, whenever it is
+    # handed over (docs/architecture.md, Erasure). Written only when given.
+    listed_at_us: int | None = Field(default=None, ge=0)
 
 
 def message_hash(message: Message) -> str:
@@ -60,6 +65,14 @@ class Snapshot:
     seq: int
     handover: Handover
     latest: bool  # the session's current list; older ones wait in its backlog
+
+    @property
+    def fence_seq(self) -> int:
+        """The number an erase fence is compared with: the hand-over's, or when the
+        chat server read the list, if earlier (a list read before an erase and handed
+        over after it is the erase's too)."""
+        listed = self.handover.listed_at_us
+        return self.seq if listed is None else min(self.seq, listed)
 
 
 def _check_text(value: str, what: str) -> None:
@@ -142,8 +155,8 @@ def parse_messages(raw: object, limits: Limits) -> tuple[Message, ...]:
 def encode_handover(handover: Handover) -> bytes:
     """Compact JSON, fields in declaration order: the hand-over script compares two
     lists by their ``"messages":[...]`` text (worker/lua/enqueue.lua)."""
-    exclude = {"agent_id"} if handover.agent_id is None else None
-    return handover.model_dump_json(exclude=exclude).encode()
+    exclude = {name for name in ("agent_id", "listed_at_us") if getattr(handover, name) is None}
+    return handover.model_dump_json(exclude=exclude or None).encode()
 
 
 def fit_handover(handover: Handover, limits: Limits) -> tuple[Handover, bytes]:

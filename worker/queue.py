@@ -70,6 +70,7 @@ USER_ACTIVE_PREFIX = "memfleet:active:"  # + {user}: sessions holding an unfinis
 BACKLOG_LIMIT = 32
 ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
+ARQ_RETRY_PREFIX = "arq:retry:"  # fixed by ARQ: the job's tries so far
 PENDING_PREFIX = "memfleet:pending:"  # + queue name: sessions with a job not yet claimed
 # + queue name: sessions with a hand-over no commit has finished, scored by the time
 # (ms) of the oldest such hand-over: the fleet's lag (worker.fleet).
@@ -213,15 +214,42 @@ class ClearedUser:
     erased_seq: int  # hand-overs numbered up to this were made before the erase
     session_ids: tuple[str, ...]
     handovers: int  # sessions whose pending hand-over went
+    jobs: int = 0  # queued jobs of the user that went (not one a worker is running)
 
 
-async def erase_user(redis: Any, user_id: str) -> ClearedUser:
-    """Delete every hand-over of the user that no job has finished."""
-    seq, sessions, deleted = await _ERASE_USER(
-        redis, [user_sessions_key(user_id)],
-        [user_tag(user_id), HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX, QUEUED_PREFIX],
+def _user_argument(user_id: str) -> bytes:
+    """The user id as job_bytes writes it in a job's arguments, for the erase's
+    cheap first look at each queued job (then decoded and compared exactly)."""
+    raw = job_bytes(SessionRef(user_id, ""), 0)
+    start = raw.index(b'"user_id":')
+    return raw[start:raw.index(b',"session_id":', start)]
+
+
+def _glob_escaped(text: str) -> str:
+    for special in "\\*?[]":
+        text = text.replace(special, "\\" + special)
+    return text
+
+
+async def erase_user(redis: Any, user_id: str, queue_name: str = DEFAULT_QUEUE) -> ClearedUser:
+    """Delete every hand-over of the user that no job has finished, the user's
+    queued jobs and their sessions' entries in the pending and waiting sets."""
+    seq, sessions, deleted, jobs = await _ERASE_USER(
+        redis, [user_sessions_key(user_id), queue_name, pending_key(queue_name),
+                waiting_key(queue_name)],
+        [user_tag(user_id), HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX, QUEUED_PREFIX,
+         ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, ARQ_RETRY_PREFIX, user_id,
+         _user_argument(user_id), _glob_escaped(user_tag(user_id) + ":") + "*"],
     )
-    return ClearedUser(int(seq), tuple(sorted(_decode(s) or "" for s in sessions)), int(deleted))
+    return ClearedUser(int(seq), tuple(sorted(_decode(s) or "" for s in sessions)),
+                       int(deleted), int(jobs))
+
+
+async def redis_clock(redis: Any) -> int:
+    """The Redis clock in microseconds: what hand-overs and erases are numbered from,
+    for a chat server's ``listed_at_us`` (worker.client)."""
+    seconds, micros = await redis.time()
+    return int(seconds) * 1_000_000 + int(micros)
 
 
 async def keep_pending(redis: Any, session: SessionRef, queue_name: str, due_in_ms: int) -> None:

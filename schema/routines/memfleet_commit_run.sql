@@ -9,19 +9,25 @@
 --                   run read the consent; only an 'opted_out' run may commit
 --   SQLSTATE MF004: the user was erased after this run's hand-over was made
 --                   (memory_erasure_fence): the run writes nothing
+--   SQLSTATE MF005: the cursor names no fence_key (worker.fence_key: HMAC of
+--                   the user id under MEMFLEET_ERASE_FENCE_KEY), so no fence
+--                   could be checked: a caller of an older release writes nothing
 -- The consent and the fence are read under the user's advisory lock, taken
 -- shared here and exclusive by an erase or a consent change, so neither can
 -- land between the check and this transaction's commit.
--- Its signatures are kept across releases, so workers of two versions can call
--- it while a fleet rolls over: the 13-argument form of the previous release
--- calls the full one with every fact a stated profile fact valid from
--- p_observed_at. A pinned row is never superseded here (MF002: the pin bumped
+-- Its signatures are kept across releases: the 13-argument form of an older
+-- release calls the full one with every fact a stated profile fact valid from
+-- p_observed_at; a caller that names no fence_key gets MF005 (its job is tried
+-- again, by a worker of this release once the fleet has rolled over). A pinned row is never superseded here (MF002: the pin bumped
 -- the user's version after consolidation read it).
 CREATE OR REPLACE FUNCTION memfleet_commit_run(
-    p_cursor            jsonb,      -- session_id, user_id, expected_version (0: none yet),
+    p_cursor            jsonb,      -- session_id, user_id, fence_key (hex),
+                                    -- expected_version (0: none yet),
                                     -- last_hash, window_hash, position, processed, user_turns,
                                     -- summary (absent or null: keep the stored one) and
-                                    -- handover_seq (absent: keep the stored one)
+                                    -- handover_seq (absent: keep the stored one) and
+                                    -- fence_seq (the erase fence's compare; absent:
+                                    -- handover_seq; worker.payload.Snapshot.fence_seq)
     p_user_version      bigint,     -- NULL: the run writes no fact, the version is not checked
     p_run               jsonb,      -- the memory_run row (memfleet_insert_run)
     p_texts             text[],
@@ -49,16 +55,26 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_user    text := p_cursor ->> 'user_id';
     v_summary text := p_cursor ->> 'summary';  -- NULL: no summary was due (or it failed)
+    v_fence   bytea := decode(p_cursor ->> 'fence_key', 'hex');
     v_moved   bigint;
     v_run_id  bigint;
     v_new_ids bigint[];
     v_done    integer;
+    v_erased  bigint;
 BEGIN
+    IF v_fence IS NULL THEN
+        RAISE EXCEPTION 'no erase fence key' USING ERRCODE = 'MF005';
+    END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || v_user, 0));
-    IF EXISTS (SELECT 1 FROM memory_erasure_fence
-               WHERE user_key = sha256(convert_to(v_user, 'UTF8'))
-                 AND erased_seq >= coalesce((p_cursor ->> 'handover_seq')::bigint, 0)) THEN
-        RAISE EXCEPTION 'the user was erased after this hand-over' USING ERRCODE = 'MF004';
+    SELECT erased_seq INTO v_erased FROM memory_erasure_fence
+    WHERE user_key = v_fence
+      AND erased_seq >= coalesce((p_cursor ->> 'fence_seq')::bigint,
+                                 (p_cursor ->> 'handover_seq')::bigint, 0);
+    IF FOUND THEN
+        -- The detail is the erase's number (no user data): the job tells a list the
+        -- erase deleted from one handed over after it (worker.stages.persist).
+        RAISE EXCEPTION 'the user was erased after this hand-over'
+            USING ERRCODE = 'MF004', DETAIL = v_erased::text;
     END IF;
     IF p_run ->> 'outcome' <> 'opted_out'
        AND EXISTS (SELECT 1 FROM user_memory_consent

@@ -2,7 +2,10 @@
 -- column but id and finished_at). Used on its own (runs that move no cursor)
 -- and inside memfleet_commit_run. The row of a run whose hand-over (the JSON's
 -- handover_seq, not a column) an erase of its user cleared keeps neither the
--- user id nor the session id: what an erase removed is not written back.
+-- user id nor the session id: what an erase removed is not written back. The
+-- JSON's fence_key (hex, not a column: worker.fence_key) finds the user's
+-- fence; a row with a user and no fence_key (a caller of an older release)
+-- keeps no ids either, as no fence could be checked for it.
 -- The user's advisory lock (shared; an erase takes it exclusive) keeps an
 -- erase from deleting the user's rows while this row is being written unseen.
 CREATE OR REPLACE FUNCTION memfleet_insert_run(p_run jsonb)
@@ -26,8 +29,9 @@ LANGUAGE sql AS $$
          LATERAL (SELECT EXISTS (
              SELECT 1 FROM memory_erasure_fence
              WHERE r.user_id IS NOT NULL
-               AND user_key = sha256(convert_to(r.user_id, 'UTF8'))
-               AND erased_seq >= coalesce((p_run ->> 'handover_seq')::bigint, 0)) AS erased
+               AND user_key = decode(p_run ->> 'fence_key', 'hex')
+               AND erased_seq >= coalesce((p_run ->> 'handover_seq')::bigint, 0))
+             OR (r.user_id IS NOT NULL AND p_run ->> 'fence_key' IS NULL) AS erased
          ) AS fence
     RETURNING id;
 $$;

@@ -8,7 +8,7 @@ from typing import Any
 from tests.acceptance.test_cli import memfleet
 from tests.contract.test_store_contract import vec
 from tests.contract.test_store_reads import paris_then_lisbon
-from tests.helpers import worker_env
+from tests.helpers import fences_for_tests, worker_env
 from worker.config import Settings
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
@@ -24,7 +24,7 @@ async def remembered(settings: Settings) -> None:
     """u1: Paris then Lisbon (back-dated), and a relationship fact with each of two agents."""
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
     try:
-        store = PostgresStore(pool)
+        store = PostgresStore(pool, fences_for_tests())
         await paris_then_lisbon(store)
         for agent, text in (("sam", "Calls the assistant Sam"), ("max", "Plays chess with Max")):
             await store.add_fact("u1", NewFact(text, "relationship", 5, vec(1), "test", FactTerms(

@@ -15,8 +15,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import TEMPLATE_DB, TEST_EMBED_DIM, throwaway_database
+from tests.helpers import fences_for_tests
 from worker.embedded import EmbeddedPostgres
-from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
+from worker.errors import (
+    CursorFenced,
+    MemoryOptedOut,
+    StoreError,
+    UserErased,
+    UserVersionConflict,
+)
 from worker.store.base import MemoryStore, PipelineStore
 from worker.store.memory import InMemoryStore
 from worker.store.pool import create_pool
@@ -67,7 +74,7 @@ async def store(server: EmbeddedPostgres | None) -> AsyncIterator[Any]:
     async with throwaway_database(server, TEMPLATE_DB) as url:
         pool = await create_pool(url, min_size=1, max_size=2)
         try:
-            yield PostgresStore(pool)
+            yield PostgresStore(pool, fences_for_tests())
         finally:
             await pool.close()
 
@@ -288,16 +295,22 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
         "user_memory_state": 0, "user_memory_consent": 0}, "erasing twice is harmless"
 
 
-async def test_an_erase_takes_id_less_runs_of_the_users_sessions_and_strips_late_rows(
+async def test_an_erase_takes_the_users_runs_alone_and_strips_late_rows(
     store: Store,
 ) -> None:
+    # Session ids repeat across users: nothing is matched by session id alone.
     await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
-    await store.record_run(replace(run_row("s1", outcome="invalid"), user_id=None))
-    await store.record_run(replace(run_row("gone", outcome="invalid"), user_id=None))
-    await store.record_run(replace(run_row("other", outcome="invalid"), user_id=None))
-    counts = await store.erase_user(Erasure("u1", erased_seq=5, session_ids=("gone",)))
-    assert counts["memory_run"] == 3
-    assert [r["session_id"] for r in await store.runs_by_outcome(["invalid"], 10)] == ["other"]
+    await store.record_run(run_row("s1", outcome="invalid"))
+    await store.record_run(replace(run_row("s1", outcome="invalid"), user_id="u2"))
+    await store.record_run(replace(run_row(outcome="invalid"), session_id=None, user_id=None))
+    with pytest.raises(StoreError, match="CheckViolation"):
+        # A row names a session only with its user (schema/0008_run_owners.sql).
+        await store.record_run(replace(run_row("s1", outcome="invalid"), user_id=None))
+    counts = await store.erase_user(Erasure("u1", erased_seq=5))
+    assert counts["memory_run"] == 2
+    assert [(r["user_id"], r["session_id"]) for r in await store.runs_by_outcome(
+        ["invalid"], 10)] == [(None, None), ("u2", "s1")]
+    assert len(await store.runs("u2", session_id="s1")) == 1
     # A run of a hand-over the erase cleared, recorded after it, keeps no id.
     await store.record_run(replace(run_row("s1", outcome="failed"), handover_seq=5))
     await store.record_run(replace(run_row("s2", outcome="failed"), handover_seq=6))

@@ -13,6 +13,7 @@ import pytest
 from tests.api_server import bearer
 from tests.contract.test_store_contract import advance, commit, insert, vec
 from tests.contract.test_store_reads import paris_then_lisbon
+from tests.helpers import fences_for_tests
 from tests.integration.test_api import add
 from worker.config import Settings
 from worker.contract import confidence_for
@@ -25,7 +26,7 @@ from worker.store.types import ExistingRow, HoldProposal
 async def store(settings: Settings) -> AsyncIterator[PostgresStore]:
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     try:
-        yield PostgresStore(pool)
+        yield PostgresStore(pool, fences_for_tests())
     finally:
         await pool.close()
 

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from tests.helpers import drain, user_msg
+from tests.helpers import drain, fences_for_tests, user_msg
 from worker.app import worker_options
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
@@ -43,7 +43,7 @@ async def seed(pool: Any, settings: Settings, user_id: str, texts: list[str],
                       terms=FactTerms(valid_from=valid_from, expires_at=expires_at),
                       import_key=f"{user_id}:{t}") for t in texts]
     vectors = (await embedder.embed(texts)).value
-    written = await ImportStore(pool).write_user(
+    written = await ImportStore(pool, fences_for_tests()).write_user(
         user_id, rows, vectors, model=embedder.model, source_kind="imported", fences={},
         memory_default=True)
     assert written.imported == len(texts)
@@ -69,7 +69,7 @@ async def test_an_expiring_fact_is_read_until_it_expires_then_superseded_as_expi
     expires_at: datetime = await db.fetchval(
         "UPDATE memory_fact SET expires_at = now() + interval '1.5 seconds' WHERE id = $1"
         " RETURNING expires_at", braga["id"])
-    store = PostgresStore(pool)
+    store = PostgresStore(pool, fences_for_tests())
     embedder = HashingEmbedder(settings.embed_dim)
     before = await version(db, "u1")
     assert [f.text for f in await known_facts(store, embedder, "u1")] == ["Lives in Braga"]

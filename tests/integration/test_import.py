@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.conftest import TEST_EMBED_DIM
+from tests.helpers import fences_for_tests
 from worker import importer
 from worker.budget import BudgetKeys
 from worker.config import Settings
@@ -65,7 +66,7 @@ async def version(db: asyncpg.Connection, user_id: str) -> int | None:
 @pytest.fixture
 async def store(settings: Settings) -> Any:
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
-    yield PostgresStore(pool)
+    yield PostgresStore(pool, fences_for_tests())
     await pool.close()
 
 
@@ -172,7 +173,8 @@ async def test_one_embeddings_call_per_batch_and_none_for_what_is_stored(
         for expected_calls, expected_imported in (([4, 4, 2], 10), ([], 0)):
             embedder.calls.clear()
             with path.open("rb") as stream:
-                report = await import_facts(numbered_lines(stream), ImportStore(pool), embedder,
+                store = ImportStore(pool, fences_for_tests())
+                report = await import_facts(numbered_lines(stream), store, embedder,
                                             limits=Limits(), memory_default=True,
                                             on_problem=lambda n, why: None)
             assert embedder.calls == expected_calls
@@ -195,7 +197,7 @@ async def test_a_user_erased_while_the_import_runs_is_not_written_again(
     settings: Settings, db: asyncpg.Connection, store: PostgresStore,
 ) -> None:
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
-    imports = ImportStore(pool)
+    imports = ImportStore(pool, fences_for_tests())
     vectors = np.asarray((await HashingEmbedder(settings.embed_dim).embed(["a"])).value)
     try:
         before = await imports.fences()  # the import starts

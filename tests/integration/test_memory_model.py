@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
-from tests.helpers import bot_msg, drain, user_msg
+from tests.helpers import bot_msg, drain, fences_for_tests, user_msg
 from tests.openai_stub import openai_settings, wire_requests
 from worker.client import schedule_memory_persistence
 from worker.config import Settings
@@ -164,10 +164,11 @@ async def test_a_pinned_fact_survives_a_contradicting_conversation(
     assert (run["held"], run["deleted"], run["updated"]) == (1, 1, 0)
 
 
-async def test_the_previous_release_commit_signature_still_writes(
+async def test_the_previous_release_commit_signature_writes_only_with_a_fence_key(
     db: asyncpg.Connection,
 ) -> None:
-    """Workers of the previous release call the 13-argument form during a roll-over."""
+    """The 13-argument form of an older release: a caller that names no erase fence key
+    (worker.fence_key) writes nothing (MF005), as no fence could be checked for it."""
     vector = "[" + ",".join(["0.1"] * TEST_EMBED_DIM) + "]"
     cursor = {"session_id": "old", "user_id": "old-worker", "expected_version": 0,
               "last_hash": "h", "window_hash": "w", "position": 0, "processed": 1,
@@ -177,11 +178,15 @@ async def test_the_previous_release_commit_signature_still_writes(
            "slice_len": 1, "candidates": 1, "added": 1, "updated": 0, "deleted": 0,
            "unchanged": 0, "rejected": 0, "consolidation_attempts": 1, "input_tokens": 0,
            "output_tokens": 0, "timings_ms": {}, "handover_seq": 0}
-    await db.execute(
-        "SELECT memfleet_commit_run($1::jsonb, NULL, $2::jsonb, ARRAY['Uses Vim'],"
-        " ARRAY['preference'], ARRAY[5]::smallint[], ARRAY[$3::halfvec], 'm', now(), 'old',"
-        " ARRAY[]::bigint[], ARRAY[]::integer[], ARRAY[]::integer[])",
-        json.dumps(cursor), json.dumps(run), vector)
+    call = ("SELECT memfleet_commit_run($1::jsonb, NULL, $2::jsonb, ARRAY['Uses Vim'],"
+            " ARRAY['preference'], ARRAY[5]::smallint[], ARRAY[$3::halfvec], 'm', now(), 'old',"
+            " ARRAY[]::bigint[], ARRAY[]::integer[], ARRAY[]::integer[])")
+    with pytest.raises(asyncpg.PostgresError) as refused:
+        await db.execute(call, json.dumps(cursor), json.dumps(run), vector)
+    assert refused.value.sqlstate == "MF005"
+    assert await rows(db, "old-worker") == []
+    keyed = {**cursor, "fence_key": fences_for_tests().of("old-worker").hex()}
+    await db.execute(call, json.dumps(keyed), json.dumps(run), vector)
     (row,) = await rows(db, "old-worker")
     assert (row["scope"], row["agent_id"], row["basis"], row["pinned"]) == (
         "profile", None, "stated", False)
@@ -199,7 +204,8 @@ async def test_an_erase_takes_the_held_proposals_and_counts_them(
     await say(llm, redis, "val", "s2", "I moved to Oslo.")
     pool = await create_pool(llm.database_url or "", min_size=1, max_size=1)
     try:
-        counts = await PostgresStore(pool).erase_user(Erasure("una", erased_seq=1))
+        store = PostgresStore(pool, fences_for_tests())
+        counts = await store.erase_user(Erasure("una", erased_seq=1))
     finally:
         await pool.close()
     assert (counts["memory_held_proposal"], counts["memory_fact"]) == (1, 1)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import TEST_EMBED_DIM
+from tests.helpers import fences_for_tests
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import NeighborRow, Neighbors
@@ -39,7 +40,7 @@ def _matrix(*degrees: float) -> Vector:
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[PostgresStore]:
     pool = await create_pool(database_url, max_size=2, server_settings=GENERIC_PLANS)
-    yield PostgresStore(pool)
+    yield PostgresStore(pool, fences_for_tests())
     await pool.close()
 
 

@@ -11,8 +11,13 @@ import asyncpg
 import pytest
 
 from tests.conftest import TEST_EMBED_DIM
+from tests.helpers import fences_for_tests
 from worker.errors import ConfigurationError
+from worker.store import queries
 from worker.store.migrate import check_schema, checksum, default_schema_dir, migrate, render
+from worker.store.pool import create_pool
+from worker.store.postgres import PostgresStore
+from worker.store.types import Erasure
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_schema"
 ROUTINES = sorted(p.stem for p in (default_schema_dir() / "routines").glob("*.sql"))
@@ -96,7 +101,7 @@ async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_on
     finally:
         await conn.close()
     behind = ("lacks 0005_cursor_handover_seq, 0006_user_scoped_sessions, 0007_memory_model,"
-              " routines/")
+              " 0008_run_owners, 0009_keyed_erase_fences, routines/")
     with pytest.raises(ConfigurationError, match=behind):
         await _check(empty_database_url)
     assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
@@ -161,7 +166,9 @@ async def test_cursors_survive_the_move_to_user_scoped_sessions(
 ) -> None:
     # A database at 0005: session_cursor keyed by session id alone.
     before = _copy_schema(tmp_path)
-    (before / "0006_user_scoped_sessions.sql").unlink()
+    for later in before.glob("0*.sql"):
+        if later.name >= "0006":
+            later.unlink()  # 0006 and what builds on it
     for routine in (before / "routines").glob("*.sql"):
         routine.unlink()  # the routines of 0006 need its tables; they come with it
     await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
@@ -194,7 +201,9 @@ async def test_facts_of_the_previous_release_stay_valid_through_the_memory_model
 ) -> None:
     # A database at 0006, with a chain, a retracted fact and a manual one.
     before = _copy_schema(tmp_path)
-    (before / "0007_memory_model.sql").unlink()
+    for later in before.glob("0*.sql"):
+        if later.name >= "0007":
+            later.unlink()  # 0007 and what builds on it
     for routine in (before / "routines").glob("*.sql"):
         routine.unlink()  # this release's routines need 0007's columns
     await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
@@ -230,5 +239,72 @@ async def test_facts_of_the_previous_release_stay_valid_through_the_memory_model
             "SELECT attstorage FROM pg_attribute"
             " WHERE attrelid = 'memory_fact'::regclass AND attname = 'embedding'")
         assert storage == b"p", "the embedding stays in line after losing its fixed dimension"
+    finally:
+        await conn.close()
+
+
+async def test_runs_without_a_user_get_their_one_owner_or_nobody(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    # A database at 0007 holding audit rows of the release before user-scoped
+    # sessions: failures recorded with a session id and no user.
+    before = _copy_schema(tmp_path)
+    for later in before.glob("0*.sql"):
+        if later.name >= "0008":
+            later.unlink()
+    await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, schema_dir=before)
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        async def run(job: str, session: str | None, user: str | None, minute: int) -> None:
+            await conn.execute(
+                "INSERT INTO memory_run (job_id, session_id, user_id, outcome, started_at,"
+                " finished_at) VALUES ($1, $2, $3, 'failed', now(),"
+                " '2026-01-01'::timestamptz + make_interval(mins => $4))",
+                job, session, user, minute)
+
+        # "1": alice and bob both use it now; "solo": alice's alone, run before the
+        # failure; "early": carol's, but the failure came before her first run;
+        # "gone": nobody's any more.
+        await run("alice-1", "1", "alice", 1)
+        await run("bob-1", "1", "bob", 2)
+        await run("null-1", "1", None, 3)
+        await run("alice-solo", "solo", "alice", 4)
+        await run("null-solo", "solo", None, 5)
+        await run("null-early", "early", None, 6)
+        await run("carol-early", "early", "carol", 7)
+        await run("null-gone", "gone", None, 8)
+        await conn.execute(
+            "INSERT INTO session_cursor (session_id, user_id, version, last_hash, window_hash,"
+            " position) VALUES ('1', 'alice', 1, 'h', 'w', 0), ('1', 'bob', 1, 'h', 'w', 0)")
+        runs_of = queries.load("export")["runs"]
+
+        async def exported(user: str) -> list[str]:
+            ids = [r["id"] for r in await conn.fetch(runs_of, user)]
+            return [r["job_id"] for r in await conn.fetch(
+                "SELECT job_id FROM memory_run WHERE id = ANY($1::bigint[]) ORDER BY id", ids)]
+
+        assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
+            "0008_run_owners", "0009_keyed_erase_fences"]
+        owners = {r["job_id"]: (r["user_id"], r["session_id"]) for r in await conn.fetch(
+            "SELECT job_id, user_id, session_id FROM memory_run")}
+        assert owners == {
+            "alice-1": ("alice", "1"), "bob-1": ("bob", "1"), "null-1": (None, None),
+            "alice-solo": ("alice", "solo"), "null-solo": ("alice", "solo"),
+            "null-early": (None, None), "carol-early": ("carol", "early"),
+            "null-gone": (None, None)}
+        assert await exported("alice") == ["alice-1", "alice-solo", "null-solo"]
+        assert await exported("bob") == ["bob-1"]
+        with pytest.raises(asyncpg.CheckViolationError):
+            await run("late", "1", None, 9)
+        # bob's erase takes bob's rows alone.
+        pool = await create_pool(empty_database_url, min_size=1, max_size=1)
+        try:
+            store = PostgresStore(pool, fences_for_tests())
+            counts = await store.erase_user(Erasure("bob", erased_seq=1))
+        finally:
+            await pool.close()
+        assert counts["memory_run"] == 1
+        assert await exported("alice") == ["alice-1", "alice-solo", "null-solo"]
+        assert await conn.fetchval("SELECT count(*) FROM memory_run") == 7
     finally:
         await conn.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -223,31 +222,91 @@ async def test_arqs_job_lines_carry_no_user_or_session_id(
     assert not any("alice-7f3q" in line or "sess-9x2" in line for line in lines), lines
 
 
+# Where a round holds the user's jobs, with a lock of the test's own connection:
+# - "in_commit": an uncommitted row of user_memory_state, so a commit waits inside
+#   memfleet_commit_run, past its fence check and holding the user's advisory lock
+#   shared, at the user-version bump; the erase then waits for that lock. Without
+#   the lock (either side's) the erase goes through and the held commit's facts
+#   land after it.
+# - "before_commit": user_memory_consent locked, so each job waits in its first
+#   query (load_session), its hand-over already claimed from Redis; the erase then
+#   does everything but its last delete, and the jobs commit after the erase.
+#   Without the fence those commits land.
+HOLDS = {
+    "in_commit": ("INSERT INTO user_memory_state (user_id, version) VALUES ($1, 0)",
+                  "memfleet_commit_run", "pg_advisory_xact_lock(hashtextextended"),
+    "before_commit": ("LOCK TABLE user_memory_consent IN ACCESS EXCLUSIVE MODE",
+                      "FROM user_memory_consent WHERE user_id", "DELETE FROM user_memory_consent"),
+}
+
+
+async def _waiting_on_a_lock(db: asyncpg.Connection, fragment: str) -> int:
+    return int(await db.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND pid <> pg_backend_pid() AND strpos(query, $1) > 0", fragment))
+
+
+async def _until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll ``condition`` until it holds; a generous deadline, never a bare sleep."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never observed: {what}"
+        await asyncio.sleep(0.02)
+
+
 async def test_erases_racing_a_busy_worker_leave_nothing_of_the_user(
-    settings: Settings, redis: Redis, db: asyncpg.Connection
+    settings: Settings, redis: Redis, db: asyncpg.Connection, database_url: str
 ) -> None:
-    # Jobs of many sessions of the user commit while an erase lands at a random
-    # moment among them: whatever the interleaving, nothing handed over before the
-    # erase survives it, and bob is untouched.
-    rng = random.Random(13)
+    # Jobs of many sessions of the user run on a busy worker while an erase lands
+    # in the middle of their commits: observed, not hoped for. Each round holds the
+    # user's jobs with a lock of the test's (HOLDS), sees them wait there, starts
+    # the erase, sees it wait behind them (or finish), and only then lets go.
+    # Nothing handed over before the erase survives it, and bob is untouched.
     base = build_providers(settings)
-    async with job_deps(settings, redis, base) as deps:
-        for round_ in range(8):
-            user = f"alice{round_}"
-            for n in range(6):
+    holder = await asyncpg.connect(database_url)
+    try:
+        async with job_deps(settings, redis, base) as deps:
+            for round_ in range(6):
+                where = ("in_commit", "before_commit")[round_ % 2]
+                hold, held_job, held_erase = HOLDS[where]
+                user = f"alice{round_}"
+                for n in range(6):
+                    await schedule_memory_persistence(
+                        redis, str(n), user, [user_msg(f"I use tool{n}."), user_msg("ok")],
+                        queue_name=settings.queue_name)
                 await schedule_memory_persistence(
-                    redis, str(n), user, [user_msg(f"I use tool{n}."), user_msg("ok")],
+                    redis, "1", "bob", [user_msg(f"I use b{round_}.")],
                     queue_name=settings.queue_name)
-            await schedule_memory_persistence(redis, "1", "bob", [user_msg(f"I use b{round_}.")],
-                                              queue_name=settings.queue_name)
+                held = holder.transaction()
+                await held.start()
+                await holder.execute(hold, *([user] if "$1" in hold else []))
+                worker = asyncio.create_task(drain(settings, max_jobs=4))
 
-            async def erase_soon(user: str = user) -> None:
-                await asyncio.sleep(rng.uniform(0.0, 0.08))
-                await privacy.erase_user(redis, deps.store, user)
+                async def job_held(fragment: str = held_job) -> bool:
+                    return await _waiting_on_a_lock(db, fragment) > 0
 
-            await asyncio.gather(drain(settings, max_jobs=4), erase_soon())
-            await drain(settings)  # whatever the erase left queued finds nothing
-            left = await db.fetch("SELECT outcome, error, job_try, slice_len FROM memory_run"
-                                  " WHERE user_id = $1", user)
-            assert await rows_of(db, user) == dict.fromkeys(USER_TABLES, 0), (round_, left)
-    assert len(await active_texts(db, "bob")) == 8
+                await _until(job_held, f"{where}: a job of the user held")
+                erase = asyncio.create_task(
+                    privacy.erase_user(redis, deps.store, user, queue_name=settings.queue_name))
+
+                async def erase_met_the_job(fragment: str = held_erase,
+                                            erase: asyncio.Task[Any] = erase) -> bool:
+                    return erase.done() or await _waiting_on_a_lock(db, fragment) > 0
+
+                await _until(erase_met_the_job, f"{where}: the erase reached PostgreSQL")
+                assert await job_held(), f"{where}: the job is still held as the erase lands"
+                assert not worker.done()
+                await held.rollback()
+                removed = await erase
+                await worker
+                await drain(settings)  # whatever the erase left queued finds nothing
+                left = await db.fetch("SELECT outcome, error, job_try, slice_len FROM memory_run"
+                                      " WHERE user_id = $1", user)
+                assert await rows_of(db, user) == dict.fromkeys(USER_TABLES, 0), (
+                    where, removed, left)
+                if where == "in_commit":
+                    # The held commit landed first, under the lock, and the erase took it.
+                    assert removed["memory_fact"] >= 1, (where, removed)
+    finally:
+        await holder.close()
+    assert len(await active_texts(db, "bob")) == 6

@@ -32,7 +32,8 @@ OVERRIDE_FILE = COMPOSE_DIR / "observability.override.yml"
 COMPOSE_FILES = [COMPOSE_FILE, OVERRIDE_FILE, OBSERVABILITY_FILE]
 SCHEMA = ROOT / "tests" / "fixtures" / "compose_schema" / "compose-spec.json"
 GEN_SECRETS = COMPOSE_DIR / "gen-secrets"
-SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MEMFLEET_JWT_SECRET", "GRAFANA_ADMIN_PASSWORD")
+SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MEMFLEET_JWT_SECRET",
+           "MEMFLEET_ERASE_FENCE_KEY", "GRAFANA_ADMIN_PASSWORD")
 # What gen-secrets writes; the values only need to be there.
 SECRET_ENV = {name: "0123456789abcdef" * 4 for name in SECRETS}
 LOOPBACK = {"127.0.0.1", "::1", "[::1]"}

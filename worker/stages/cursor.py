@@ -151,7 +151,7 @@ class Position:
             last_hash=self.hashes[end - 1], window_hash=window_hash(self.hashes, end - 1),
             position=end - 1, processed=end - self.piece.start,
             user_turns=self.user_turns(handover), summary=summary,
-            handover_seq=self.snapshot.seq,
+            handover_seq=self.snapshot.seq, fence_seq=self.snapshot.fence_seq,
         )
 
     def describe(self, run: RunRecord) -> RunRecord:

@@ -56,7 +56,8 @@ def audit_row(
     ctx: RunContext, position: Position, outcome: str, **columns: Any
 ) -> RunRecord:
     """The run's audit row as it stands now: ids, outcome, tokens and stage timings."""
-    handover, seq = position.handover, position.snapshot.seq
+    # The run row's handover_seq is its fence number (not a column): memfleet_insert_run.
+    handover, seq = position.handover, position.snapshot.fence_seq
     clock = ctx.clock
     return RunRecord(
         job_id=ctx.job_id, job_try=ctx.job_try, session_id=handover.session_id,
@@ -90,8 +91,8 @@ async def commit(
         except MemoryOptedOut:
             span.set_attribute("memfleet.opted_out", True)
             return await opt_out(ctx, handover, position)
-        except UserErased:
-            return _erased(span)
+        except UserErased as exc:
+            return _erased(span, position, exc)
         except UserVersionConflict:
             _refused(ctx, span, "user")
             raise
@@ -143,8 +144,8 @@ async def _pass_over(
             run_id = await _commit(ctx, handover, position, run, _NO_WRITES, None)
         except MemoryOptedOut:  # a skip, for a user who turned memory off meanwhile
             return await opt_out(ctx, handover, position)
-        except UserErased:
-            return _erased(span)
+        except UserErased as exc:
+            return _erased(span, position, exc)
         except CursorFenced:
             _refused(ctx, span, "cursor")
             return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
@@ -152,10 +153,17 @@ async def _pass_over(
                      settlement=position.settlement())
 
 
-def _erased(span: trace.Span) -> RunResult:
-    """Nothing of an erased user's run is written, not even its audit row."""
+def _erased(span: trace.Span, position: Position, exc: UserErased) -> RunResult:
+    """Nothing of an erased user's run is written, not even its audit row. A list
+    handed over after the erase but read before it (Snapshot.fence_seq) is still in
+    Redis: it is settled whole, so the session goes on with what was said after the
+    erase. One the erase deleted is not settled: that would queue a job for it."""
     span.set_attribute("memfleet.conflict", "erased")
-    return RunResult("erased", None)
+    snapshot = position.snapshot
+    if exc.erased_seq >= snapshot.seq:
+        return RunResult("erased", None)
+    return RunResult("erased", None, settlement=Settlement(
+        snapshot.seq, snapshot.seq if snapshot.latest else 0, follow_up=position.later > 0))
 
 
 async def _commit(

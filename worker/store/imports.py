@@ -11,7 +11,6 @@ its text (``normalised``).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from worker.errors import UserVersionConflict
+from worker.fence_key import FenceKeys
 from worker.store import halfvec, queries
 from worker.store.postgres import CAS_ATTEMPTS, translated
 from worker.store.types import FactTerms, Vector
@@ -60,11 +60,6 @@ class Written:
     skipped: int = 0  # the user turned memory off, or was erased while the import ran
 
 
-def user_key(user_id: str) -> bytes:
-    """The key of the user's erase fence (memory_erasure_fence.user_key)."""
-    return hashlib.sha256(user_id.encode("utf-8")).digest()
-
-
 def _closed(enabled: bool, erased_at: datetime | None, fence: datetime | None) -> bool:
     """Whether the import leaves the user alone: memory is off for them, or they were
     erased after the import began (their fence is new or moved since). An erase
@@ -73,8 +68,10 @@ def _closed(enabled: bool, erased_at: datetime | None, fence: datetime | None) -
 
 
 class ImportStore:
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, fences: FenceKeys) -> None:
+        """``fences``: MEMFLEET_ERASE_FENCE_KEY's, to find users' erase fences."""
         self._pool = pool
+        self._keys = fences
         self._q = queries.load("importer")
 
     async def fences(self) -> dict[bytes, datetime]:
@@ -91,9 +88,10 @@ class ImportStore:
         if not users:
             return set()
         async with translated("reading consent"):
-            rows = await self._pool.fetch(self._q["user_gates"], users, memory_default)
+            rows = await self._pool.fetch(self._q["user_gates"], users, memory_default,
+                                          [self._keys.of(user) for user in users])
         return {row["user_id"] for row in rows if not _closed(
-            row["enabled"], row["erased_at"], fences.get(user_key(row["user_id"])))}
+            row["enabled"], row["erased_at"], fences.get(self._keys.of(row["user_id"])))}
 
     async def known_keys(self, pairs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """The (user, import key) pairs already stored."""
@@ -134,7 +132,7 @@ class ImportStore:
                 async with translated("importing facts"), self._pool.acquire() as conn, \
                         conn.transaction():
                     return await self._write(conn, user_id, rows, embeddings, model,
-                                             source_kind, fences.get(user_key(user_id)),
+                                             source_kind, fences.get(self._keys.of(user_id)),
                                              memory_default)
             except UserVersionConflict:
                 continue  # a worker committed for this user a moment ago: read again
@@ -145,7 +143,8 @@ class ImportStore:
         model: str, source_kind: str, fence: datetime | None, memory_default: bool,
     ) -> Written:
         await conn.execute(self._q["lock_user_shared"], user_id)
-        gate = await conn.fetchrow(self._q["user_gate"], user_id, memory_default)
+        gate = await conn.fetchrow(self._q["user_gate"], user_id, memory_default,
+                                   self._keys.of(user_id))
         if _closed(gate["enabled"], gate["erased_at"], fence):
             return Written(skipped=len(rows))
         have = await self._texts(conn, user_id)

@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from worker.contract import MemoryScope
-from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
+from worker.errors import (
+    CursorFenced,
+    MemoryOptedOut,
+    StoreError,
+    UserErased,
+    UserVersionConflict,
+)
 from worker.store import visibility
 from worker.store.types import (
     PROFILE,
@@ -98,8 +104,9 @@ class InMemoryStore:
 
     async def commit_run(self, commit: RunCommit) -> int:
         move, user = commit.cursor, commit.cursor.user_id
-        if self.fences.get(user, -1) >= move.handover_seq:
-            raise UserErased(user)
+        fence_seq = move.handover_seq if move.fence_seq is None else move.fence_seq
+        if self.fences.get(user, -1) >= fence_seq:
+            raise UserErased(user, self.fences[user])
         if commit.run.outcome != "opted_out" and self.consents.get(user) is False:
             raise MemoryOptedOut(user)
         current = self.cursors.get((user, move.session_id))
@@ -268,9 +275,7 @@ class InMemoryStore:
         self.fences[user_id] = max(self.fences.get(user_id, -1), erasure.erased_seq)
         facts = [i for i, r in self.rows.items() if r.fact.user_id == user_id]
         cursors = [key for key in self.cursors if key[0] == user_id]
-        sessions = set(erasure.session_ids) | {session for _, session in cursors}
-        kept = [r for r in self.run_rows if r["user_id"] != user_id
-                and not (r["user_id"] is None and r["session_id"] in sessions)]
+        kept = [r for r in self.run_rows if r["user_id"] != user_id]
         runs = len(self.run_rows) - len(kept)
         for fact_id in facts:
             del self.rows[fact_id]
@@ -341,6 +346,9 @@ class InMemoryStore:
     def _insert_run(self, run: RunRecord) -> int:
         row = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
         seq = row.pop("handover_seq")  # not a column
+        if run.user_id is None and run.session_id is not None:
+            # memory_run_owner_check: a row names a session only with its user.
+            raise StoreError("recording the run failed: CheckViolationError")
         if run.user_id is not None and self.fences.get(run.user_id, -1) >= seq:
             row.update(user_id=None, session_id=None)
         row.update(id=len(self.run_rows) + 1, finished_at=datetime.now(UTC))

@@ -19,6 +19,7 @@ from pgvector import HalfVector
 
 from worker.contract import MemoryScope
 from worker.errors import (
+    ConfigurationError,
     CursorFenced,
     MemoryOptedOut,
     StoreError,
@@ -26,6 +27,7 @@ from worker.errors import (
     UserErased,
     UserVersionConflict,
 )
+from worker.fence_key import FenceKeys
 from worker.store import halfvec, queries
 from worker.store.types import (
     CursorState,
@@ -55,6 +57,7 @@ _CURSOR_MOVED = "MF001"
 _USER_CHANGED = "MF002"
 _OPTED_OUT = "MF003"
 _ERASED = "MF004"
+_NO_FENCE_KEY = "MF005"
 # An erase's fence outlives every hand-over it could meet (worker.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
 FENCE_LIFETIME_S = 8 * 86_400
@@ -80,12 +83,13 @@ async def translated(what: str) -> AsyncIterator[None]:
         raise error(f"{what} failed: {type(exc).__name__}") from exc
 
 
-def _flat_json(record: Any) -> str:
+def _flat_json(record: Any, **extra: Any) -> str:
     """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters.
 
     Shallow on purpose: ``dataclasses.asdict`` deep-copies every value first.
     """
-    return json.dumps({f.name: getattr(record, f.name) for f in fields(record)}, default=_iso)
+    return json.dumps({**{f.name: getattr(record, f.name) for f in fields(record)}, **extra},
+                      default=_iso)
 
 
 def _iso(value: Any) -> str:
@@ -99,8 +103,11 @@ def _fact(row: Any) -> FactRecord:
 
 
 class PostgresStore:
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
+        """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.fence_key); a store without
+        them reads and writes facts by hand, and refuses to commit, record or erase."""
         self._pool = pool
+        self._fences = fences
         self._pipeline = queries.load("pipeline")
         self._facts = queries.load("facts")
         self._api = queries.load("memory_api")
@@ -165,10 +172,12 @@ class PostgresStore:
                 targets.append(None)
                 targets_new.append(position[target.ref])
             successors.append(successor)
+        fence_key = self._fence_key(cursor.user_id).hex()
         try:
             run_id: int = await self._pool.fetchval(
                 self._pipeline["commit_run"],
-                _flat_json(cursor), commit.user_version, _flat_json(commit.run),
+                _flat_json(cursor, fence_key=fence_key), commit.user_version,
+                _flat_json(commit.run, fence_key=fence_key),
                 [w.text for w in inserts], [w.category for w in inserts],
                 [w.importance for w in inserts],
                 halfvec.encode_each([w.embedding for w in inserts]),
@@ -187,7 +196,10 @@ class PostgresStore:
             if exc.sqlstate == _OPTED_OUT:
                 raise MemoryOptedOut("the user turned memory off during the run") from exc
             if exc.sqlstate == _ERASED:
-                raise UserErased("the user was erased during the run") from exc
+                raise UserErased("the user was erased during the run",
+                                 int(getattr(exc, "detail", None) or 0)) from exc
+            if exc.sqlstate == _NO_FENCE_KEY:
+                raise ConfigurationError("the commit named no erase fence key") from exc
             error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
             raise error(f"the persist transaction failed: {type(exc).__name__}") from exc
         except (asyncpg.InterfaceError, OSError) as exc:
@@ -196,10 +208,41 @@ class PostgresStore:
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
+        extra = {} if run.user_id is None else {"fence_key": self._fence_key(run.user_id).hex()}
         async with translated("recording the run"):
             run_id: int = await self._pool.fetchval(self._pipeline["insert_run"],
-                                                    _flat_json(run))
+                                                    _flat_json(run, **extra))
         return run_id
+
+    async def check_fence_key(self, conn: Any = None) -> None:
+        """ConfigurationError unless this store's key is the one the database's fences
+        are written with (the first key used is recorded: memory_erasure_fence_key)."""
+        if self._fences is None:
+            self._fence_key("")  # raises: no key
+            return
+        mine = self._fences.check_value()
+        recorded = None
+        async with translated("checking the erase fence key"):
+            for _ in range(3):
+                recorded = await (conn or self._pool).fetchval(self._api["fence_key_check"],
+                                                               mine)
+                if recorded is not None:
+                    break
+                # Another process recorded its key while this statement ran: its
+                # snapshot saw neither; the next statement sees that row.
+        if recorded is None or bytes(recorded) != mine:
+            raise ConfigurationError(
+                "MEMFLEET_ERASE_FENCE_KEY is not the key this database's erase fences are"
+                " written with: every process of the fleet needs the same one"
+                " (docs/operations.md)")
+
+    def _fence_key(self, user_id: str) -> bytes:
+        """The user's key in memory_erasure_fence; never an unkeyed hash."""
+        if self._fences is None:
+            raise ConfigurationError(
+                "this store has no MEMFLEET_ERASE_FENCE_KEY: it cannot commit, record"
+                " runs or erase")
+        return self._fences.of(user_id)
 
     # -- reading (MemoryStore) ---------------------------------------------
 
@@ -355,15 +398,17 @@ class PostgresStore:
         """One transaction under the user's advisory lock: a commit in flight
         either lands before it (and is deleted) or meets the fence after it."""
         user_id = erasure.user_id
+        fence_key = self._fence_key(user_id)
         counts: dict[str, int] = {}
         async with translated("erasing a user"), self._pool.acquire() as conn, conn.transaction():
             await conn.execute(self._api["lock_user"], user_id)
-            await conn.execute(self._api["fence_user"], user_id, erasure.erased_seq,
+            await self.check_fence_key(conn)
+            await conn.execute(self._api["fence_user"], fence_key, erasure.erased_seq,
                                FENCE_LIFETIME_S)
             for table, name, extra in (
                 ("memory_held_proposal", "erase_held", ()),
                 ("memory_fact", "erase_facts", ()),
-                ("memory_run", "erase_runs", (list(erasure.session_ids),)),
+                ("memory_run", "erase_runs", ()),
                 ("session_cursor", "erase_cursors", ()),
                 ("user_memory_state", "erase_state", ()),
                 ("user_memory_consent", "erase_consent", (erasure.keep_opt_out,)),

@@ -37,13 +37,12 @@ class SessionRead:
 
 @dataclass(frozen=True, slots=True)
 class Erasure:
-    """What an erase removes from PostgreSQL besides the user's rows: the id-less
-    audit rows of ``session_ids``, and the fence against hand-overs numbered up to
-    ``erased_seq`` (the Redis clock when the user's hand-overs were cleared)."""
+    """An erase in PostgreSQL: the user's rows go, and a fence against hand-overs
+    numbered up to ``erased_seq`` (the Redis clock when the user's hand-overs were
+    cleared) stays. Rows are found by user alone, never by session id."""
 
     user_id: str
     erased_seq: int
-    session_ids: tuple[str, ...] = ()
     keep_opt_out: bool = True  # a user who turned memory off stays off
 
 
@@ -61,6 +60,9 @@ class CursorAdvance:
     user_turns: int
     summary: str | None = None  # a refreshed rolling summary, stored with the move
     handover_seq: int = 0  # the hand-over number of the list the slice came from
+    # What the erase fence is compared with (worker.payload.Snapshot.fence_seq);
+    # None: handover_seq.
+    fence_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

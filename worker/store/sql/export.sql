@@ -24,15 +24,13 @@ WHERE user_id = $1
 ORDER BY session_id;
 
 -- name: runs
--- The user's audit rows, and rows without a user id of the user's sessions (runs
--- that failed before reading one, recorded by older releases).
+-- The user's audit rows. Never a row by its session id alone: session ids
+-- repeat across users (schema/0008_run_owners.sql).
 SELECT id, session_id, outcome, error, slice_first_hash, slice_last_hash, slice_len,
        candidates, added, updated, deleted, unchanged, rejected, held, input_tokens,
        output_tokens, started_at, finished_at
 FROM memory_run
 WHERE user_id = $1
-   OR (user_id IS NULL
-       AND session_id IN (SELECT session_id FROM session_cursor WHERE user_id = $1))
 ORDER BY id;
 
 -- name: held_proposals

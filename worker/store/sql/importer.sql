@@ -35,10 +35,10 @@ WHERE user_id = ANY($1::text[]) AND superseded_at IS NULL
 SELECT pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || $1, 0));
 
 -- name: user_gate
--- Under the lock: the user's erase fence (NULL: none), whether memory is on
--- ($2: the fleet's default for a user who never chose), and their version.
-SELECT (SELECT erased_at FROM memory_erasure_fence
-        WHERE user_key = sha256(convert_to($1, 'UTF8'))) AS erased_at,
+-- Under the lock: the user's erase fence (NULL: none; $3 the user's fence key,
+-- worker.fence_key), whether memory is on ($2: the fleet's default for a user
+-- who never chose), and their version.
+SELECT (SELECT erased_at FROM memory_erasure_fence WHERE user_key = $3::bytea) AS erased_at,
        coalesce((SELECT enabled FROM user_memory_consent WHERE user_id = $1), $2) AS enabled,
        coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0) AS version;
 
@@ -66,11 +66,12 @@ RETURNING id;
 
 -- name: user_gates
 -- Per user of $1: whether memory is on ($2: the fleet's default for a user who
--- never chose) and their erase fence (NULL: none). Read before any of a user's
--- text goes to a model; user_gate decides again under the lock.
+-- never chose) and their erase fence (NULL: none; $3 the users' fence keys, in
+-- the order of $1). Read before any of a user's text goes to a model;
+-- user_gate decides again under the lock.
 SELECT u.user_id,
        coalesce((SELECT enabled FROM user_memory_consent AS c WHERE c.user_id = u.user_id),
                 $2) AS enabled,
-       (SELECT erased_at FROM memory_erasure_fence AS f
-        WHERE f.user_key = sha256(convert_to(u.user_id, 'UTF8'))) AS erased_at
-FROM unnest($1::text[]) AS u (user_id);
+       (SELECT erased_at FROM memory_erasure_fence AS f WHERE f.user_key = u.fence_key)
+           AS erased_at
+FROM unnest($1::text[], $3::bytea[]) AS u (user_id, fence_key);

@@ -194,15 +194,29 @@ ORDER BY id;
 -- the user's commits in flight and they wait for it (memfleet_commit_run).
 SELECT pg_advisory_xact_lock(hashtextextended('memfleet:user:' || $1, 0));
 
+-- name: fence_key_check
+-- The check value of the key the fleet's fences are written with, recorded by the
+-- first caller ($1: its own): a caller whose value differs must not fence.
+WITH recorded AS (
+    INSERT INTO memory_erasure_fence_key (key_check) VALUES ($1)
+    ON CONFLICT (only_row) DO NOTHING
+    RETURNING key_check
+)
+SELECT key_check FROM recorded
+UNION ALL
+SELECT key_check FROM memory_erasure_fence_key
+LIMIT 1;
+
 -- name: fence_user
 -- Runs of hand-overs numbered up to $2 write nothing from now on; fences older
--- than any hand-over's lifetime ($3 seconds) protect nothing and go.
+-- than any hand-over's lifetime ($3 seconds) protect nothing and go. $1 is the
+-- user's fence key (worker.fence_key: HMAC of the user id, never the id).
 WITH pruned AS (
     DELETE FROM memory_erasure_fence
     WHERE erased_at < now() - make_interval(secs => $3)
 )
 INSERT INTO memory_erasure_fence AS f (user_key, erased_seq)
-VALUES (sha256(convert_to($1, 'UTF8')), $2)
+VALUES ($1::bytea, $2)
 ON CONFLICT (user_key) DO UPDATE
     SET erased_seq = greatest(f.erased_seq, excluded.erased_seq), erased_at = now();
 
@@ -218,12 +232,10 @@ DELETE FROM memory_held_proposal WHERE user_id = $1;
 DELETE FROM memory_fact WHERE user_id = $1;
 
 -- name: erase_runs
--- The user's audit rows, and rows without a user id (runs that failed before
--- reading one, recorded by older releases) of the user's sessions.
-DELETE FROM memory_run
-WHERE user_id = $1
-   OR (user_id IS NULL AND session_id = ANY (
-           $2::text[] || ARRAY(SELECT session_id FROM session_cursor WHERE user_id = $1)));
+-- The user's audit rows. Never a row by its session id alone: session ids
+-- repeat across users, and a row names a session only with its user
+-- (schema/0008_run_owners.sql).
+DELETE FROM memory_run WHERE user_id = $1;
 
 -- name: erase_cursors
 DELETE FROM session_cursor WHERE user_id = $1;
