@@ -236,7 +236,7 @@ async def erase_user(redis: Any, user_id: str, queue_name: str = DEFAULT_QUEUE) 
     queued jobs and their sessions' entries in the pending and waiting sets."""
     seq, sessions, deleted, jobs = await _ERASE_USER(
         redis, [user_sessions_key(user_id), queue_name, pending_key(queue_name),
-                waiting_key(queue_name)],
+                waiting_key(queue_name), user_active_key(user_id)],
         [user_tag(user_id), HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX, QUEUED_PREFIX,
          ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, ARQ_RETRY_PREFIX, user_id,
          _user_argument(user_id), _glob_escaped(user_tag(user_id) + ":") + "*"],

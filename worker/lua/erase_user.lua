@@ -16,7 +16,8 @@
 -- so the user's are those that start with the user's hash tag and ':' (ZSCAN
 -- MATCH ARGV[11], the same prefix glob-escaped, then compared exactly).
 --
--- KEYS: the user's session set, the queue, the pending set, the waiting set.
+-- KEYS: the user's session set, the queue, the pending set, the waiting set, the
+-- user's active-session set (worker/lua/enqueue.lua counts it against the cap).
 -- ARGV: the user's hash tag ({user}), then the key prefixes: latest list,
 -- meta, backlog, queued marker, ARQ job, ARQ in-progress, ARQ retry; then the
 -- user id, the text of the job arguments' user id, the members' glob pattern.
@@ -47,7 +48,7 @@ for _, sid in ipairs(sessions) do
   end
   redis.call('DEL', ARGV[4] .. suffix, ARGV[5] .. suffix)
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[5])
 
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local body = redis.call('GET', ARGV[6] .. id)
