@@ -135,7 +135,7 @@ async def hand_over_turn_by_turn(
     return counts
 
 
-async def wait_for_workers(redis: Redis, workers: int = 3) -> None:
+async def wait_for_workers(redis: Redis, workers: int) -> None:
     """Every worker has started: each has written its heartbeat (worker.fleet, at the
     end of its start-up) and the three warm-up sessions were taken by jobs."""
     for i in range(3):

@@ -71,7 +71,7 @@ async def test_every_message_exactly_once_through_every_fault_at_once(
         db: asyncpg.Connection | None = None
         injecting: asyncio.Task[None] | None = None
         try:
-            await wait_for_workers(redis)
+            await wait_for_workers(redis, workers=3)
             handing_over = asyncio.create_task(
                 hand_over_turn_by_turn(redis, 7, SESSIONS, pause_s=(1.4, 2.0)))
             started = time.monotonic()

@@ -38,7 +38,7 @@ async def run_fleet(settings: Settings, tmp_path: Path, *, chaos: bool) -> None:
     db = await asyncpg.connect(settings.database_url)
     kills = 0
     try:
-        await wait_for_workers(redis)
+        await wait_for_workers(redis, workers=3)
         handing_over = asyncio.create_task(hand_over_turn_by_turn(redis, 7, SESSIONS))
         rng = random.Random(11)
         while chaos and not handing_over.done():

@@ -225,7 +225,7 @@ async def test_workers_keep_committing_during_a_move_and_never_mix_models(
                      extract_model="stub-extract", consolidate_model="stub-consolidate")
     old_fleet = WorkerProcesses(env, tmp_path, count=2)  # set up for the old model
     try:
-        await wait_for_workers(redis)
+        await wait_for_workers(redis, workers=2)
         await _hand_over(redis, users, "I live in Berlin.")
         await _wait_for(db, users, ["Lives in Berlin"])
 
