@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -54,9 +55,16 @@ class Side(NamedTuple):
     proc: subprocess.Popen[bytes]
 
 
+# A run's own erase fence key: the bench's databases are thrown away with it.
+FENCE_KEY = secrets.token_hex(32)
+
+
 def _worktree(rev: str, into: Path) -> None:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), rev],
                    check=True, capture_output=True)
+    # The editable install maps memfleet_schema to this checkout's schema/: the other
+    # revision must migrate its own database with its own schema (its commit routine).
+    (into / "memfleet_schema").symlink_to("schema", target_is_directory=True)
 
 
 def _kit(into: Path) -> Path:
@@ -84,7 +92,9 @@ def _start(checkout: Path, kit: Path, database_url: str, redis_url: str, home: P
            "PYTHONPATH": f"{kit}{os.pathsep}{checkout}",
            "MEMFLEET_DATABASE_URL": database_url, "MEMFLEET_REDIS_URL": redis_url,
            "MEMFLEET_HOME_DIR": str(home), "MEMFLEET_LLM_PROVIDER": "rules",
-           "MEMFLEET_EMBED_PROVIDER": "hashing", "MEMFLEET_EMBED_DIM": str(EMBED_DIM)}
+           "MEMFLEET_EMBED_PROVIDER": "hashing", "MEMFLEET_EMBED_DIM": str(EMBED_DIM),
+           # Both sides' fences under one key (revisions before issue 25 ignore it).
+           "MEMFLEET_ERASE_FENCE_KEY": FENCE_KEY}
     return subprocess.Popen(
         [sys.executable, "-m", "bench.ab_worker", "--sessions",
          str(args.pairs + args.warmup), "--users", str(args.users), "--seed", str(args.seed)],
