@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from worker.providers.llm_json import parse_answer
 from worker.providers.rules import RulesExtractor, extract_facts
 from worker.wire import ExtractionAnswer, ExtractionRequest, WireMessage
 
+T = TypeVar("T")
 LIMIT = 32_000
 
 MESSAGES: dict[str, str] = {
@@ -53,8 +55,9 @@ def cpu_ms(call: Callable[[], object]) -> tuple[float, str]:
     return (time.process_time() - started) * 1000, outcome
 
 
-async def loop_stall_ms(request: ExtractionRequest) -> float:
-    """The longest the event loop went unserved while the rules provider extracted."""
+async def timing_the_loop(work: Awaitable[T], tick_s: float = 0.001) -> tuple[T, float]:
+    """``work``'s result, and the longest (s) the event loop went unserved meanwhile:
+    a ticker that should wake every ``tick_s`` records its longest gap."""
     longest, started, done = 0.0, asyncio.Event(), asyncio.Event()
 
     async def ticker() -> None:
@@ -62,16 +65,28 @@ async def loop_stall_ms(request: ExtractionRequest) -> float:
         last = time.perf_counter()
         started.set()
         while not done.is_set():
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(tick_s)
             now = time.perf_counter()
             longest, last = max(longest, now - last), now
 
     ticking = asyncio.create_task(ticker())
     await started.wait()
-    with contextlib.suppress(Exception):  # only the stall is measured here
-        await RulesExtractor().extract(request)
-    done.set()
-    await ticking
+    try:
+        result = await work
+    finally:
+        done.set()
+        await ticking
+    return result, longest
+
+
+async def loop_stall_ms(request: ExtractionRequest) -> float:
+    """The longest the event loop went unserved while the rules provider extracted."""
+
+    async def extract() -> None:
+        with contextlib.suppress(Exception):  # only the stall is measured here
+            await RulesExtractor().extract(request)
+
+    _, longest = await timing_the_loop(extract())
     return longest * 1000
 
 

@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.text_cpu import timing_the_loop
 from worker import contract, log_redaction, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.providers import hashing, llm_json, rules, rules_patterns, rules_time
@@ -284,23 +285,7 @@ def test_the_event_loop_keeps_turning_while_the_rules_work() -> None:
     extractor = rules.RulesExtractor(cpu_budget_s=60.0)
 
     async def scenario() -> float:
-        longest = 0.0
-        started, done = asyncio.Event(), asyncio.Event()
-
-        async def ticker() -> None:
-            nonlocal longest
-            last = time.perf_counter()
-            started.set()
-            while not done.is_set():
-                await asyncio.sleep(0.005)
-                now = time.perf_counter()
-                longest, last = max(longest, now - last), now
-
-        ticking = asyncio.create_task(ticker())
-        await started.wait()
-        answer = await extractor.extract(request)
-        done.set()
-        await ticking
+        answer, longest = await timing_the_loop(extractor.extract(request), tick_s=0.005)
         assert answer.value.facts
         return longest
 
