@@ -26,11 +26,11 @@ from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings, secret
-from worker.contract import Limits
 from worker.errors import ConfigurationError
-from worker.fence_key import fence_keys
-from worker.gc_tuning import quiet_garbage_collector
+from worker.fleet.gc_tuning import quiet_garbage_collector
+from worker.memory_rules import Limits
 from worker.providers.factory import build_providers, embedding_model
+from worker.store.fence_key import fence_keys
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
@@ -50,7 +50,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     """The app; fails at once (ConfigurationError) on settings it cannot run with.
 
     ``tune_gc``: a server process of its own (``api_stub.serve``) quiets the garbage
-    collector once the lifespan has built its clients (worker.gc_tuning).
+    collector once the lifespan has built its clients (worker.fleet.gc_tuning).
     """
     auth = AuthConfig.from_settings(settings)
 

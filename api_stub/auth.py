@@ -26,8 +26,8 @@ from pydantic import AfterValidator
 
 from api_stub.fields import MAX_ID_CHARS, valid_id
 from worker.config import Settings
-from worker.contract import id_fault
 from worker.errors import ConfigurationError
+from worker.memory_rules import id_fault
 
 if TYPE_CHECKING:
     from jwt.types import Options

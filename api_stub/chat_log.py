@@ -3,7 +3,7 @@
 A session is the pair (user, session id), as everywhere in memfleet: each user
 has their own namespace of session ids, so an id in use by another user is
 neither visible nor taken (no probing, no squatting). Keys carry the user's
-hash tag (worker.session_ref), so one user's keys share a Redis Cluster slot:
+hash tag (worker.protocol.session_ref), so one user's keys share a Redis Cluster slot:
 
 - ``chat:session:{<user>}:<session>``: the messages, the newest ``max_messages``
   (and, when a byte bound is given, the newest that fit it);
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worker.session_ref import SessionRef, user_tag
+from worker.protocol.session_ref import SessionRef, user_tag
 
 SESSION_PREFIX = "chat:session:"
 USER_SESSIONS_PREFIX = "chat:sessions:"
@@ -28,7 +28,7 @@ USER_SESSIONS_PREFIX = "chat:sessions:"
 # One round trip, atomic. The byte bound keeps the newest messages whose JSON
 # fits it (never fewer than this turn's two): no more than a hand-over sends.
 # Returns the Redis clock (s, us) as the list was read, then the list: the
-# hand-over's listed_at_us (worker.client), so a list read before an erase stores nothing.
+# hand-over's listed_at_us (worker.client.handover), so a list read before an erase stores nothing.
 _APPEND_TURN = """
 redis.call('RPUSH', KEYS[1], ARGV[1], ARGV[2])
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)

@@ -10,7 +10,7 @@
 4. return the answer. A Redis outage or a list the hand-over refuses as invalid
    never fails the turn.
 
-The byte budgets (worker.contract) are the exceptions, each answered before or
+The byte budgets (worker.memory_rules) are the exceptions, each answered before or
 instead of storing the turn, so a retry does not store it twice: a message over
 MEMFLEET_MAX_MESSAGE_BYTES is 413 before anything is done; a hand-over refused
 because the session's or the user's budget is full (older lists no worker has
@@ -37,7 +37,7 @@ from api_stub.chat_models import ChatBody, ChatReply, HandoverOutcome
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, error_responses
 from api_stub.fields import MAX_ID_CHARS, valid_id
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.errors import (
     HandoverBacklogFull,
     HandoverTooLarge,

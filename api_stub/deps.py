@@ -9,7 +9,7 @@ from api_stub.chat_log import ChatLog
 from api_stub.exports import ExportGate
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings
-from worker.contract import Limits
+from worker.memory_rules import Limits
 from worker.providers.base import Providers
 from worker.store.base import MemoryStore
 

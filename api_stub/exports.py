@@ -9,7 +9,7 @@
 - **The pool**: snapshots are read by at most half the pool's connections at
   once, each waiting at most MEMFLEET_API_EXPORT_ACQUIRE_TIMEOUT_S for its turn
   and its connection, and taking at most MEMFLEET_API_EXPORT_READ_TIMEOUT_S to
-  read (worker.export.spool_export); 503 otherwise. The connection goes back
+  read (worker.ops.access_export.spool_export); 503 otherwise. The connection goes back
   before the first byte is sent: a download holds a spool, never a connection.
 - **The download**: a chunk the client takes nothing of for
   MEMFLEET_API_SEND_TIMEOUT_S ends it; its slot and spool are freed. (Our
@@ -34,9 +34,9 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from worker.config import Settings
-from worker.export import spool_export
-from worker.redis_scripts import LuaScript
-from worker.session_ref import user_tag
+from worker.ops.access_export import spool_export
+from worker.protocol.scripts import LuaScript
+from worker.protocol.session_ref import user_tag
 
 log = logging.getLogger("memfleet.api.exports")
 

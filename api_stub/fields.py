@@ -10,7 +10,12 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from worker.contract import DEFAULT_MAX_ID_CHARS, DEFAULT_MAX_MESSAGE_CHARS, id_fault, text_fault
+from worker.memory_rules import (
+    DEFAULT_MAX_ID_CHARS,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    id_fault,
+    text_fault,
+)
 
 MAX_ID_CHARS = DEFAULT_MAX_ID_CHARS
 MAX_CONTENT_CHARS = DEFAULT_MAX_MESSAGE_CHARS  # a chat turn must fit in a hand-over
@@ -30,7 +35,7 @@ CleanText = Annotated[str, AfterValidator(clean_text)]
 
 
 def valid_id(value: str) -> str:
-    """A user or session id, by the hand-over's own rule (worker.contract.id_fault)."""
+    """A user or session id, by the hand-over's own rule (worker.memory_rules.id_fault)."""
     fault = id_fault(value, MAX_ID_CHARS)
     if fault is not None:
         raise ValueError(f"id {fault}")

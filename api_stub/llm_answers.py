@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from worker.providers.rules import decide, extract_facts, summarize
-from worker.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
+from worker.providers.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
 CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "aimed_ids", "prose",
                            "hostile", "quoting_break", "oversized"})

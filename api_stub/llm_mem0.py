@@ -31,7 +31,13 @@ from typing import Any
 
 from worker.providers.rules import decide, extract_facts
 from worker.providers.rules_patterns import norm
-from worker.wire import Candidate, ConsolidationRequest, ExtractionRequest, Neighbor, WireMessage
+from worker.providers.wire import (
+    Candidate,
+    ConsolidationRequest,
+    ExtractionRequest,
+    Neighbor,
+    WireMessage,
+)
 
 EXTRACTION_MARK = "Personal Information Organizer"  # mem0 1.x USER_MEMORY_EXTRACTION_PROMPT
 UPDATE_MARK = "smart memory manager"  # mem0 1.x DEFAULT_UPDATE_MEMORY_PROMPT

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from api_stub.fields import AgentId, CleanText
-from worker.contract import (
+from worker.memory_rules import (
     MAX_IMPORTANCE,
     MIN_IMPORTANCE,
     Basis,
@@ -244,7 +244,7 @@ class ExportRun(BaseModel):
 
 
 class Export(BaseModel):
-    """Everything memfleet holds about the user (worker/export.py), streamed."""
+    """Everything memfleet holds about the user (worker/ops/access_export.py), streamed."""
 
     user_id: str
     exported_at: datetime

@@ -40,8 +40,8 @@ from api_stub.memory_models import (
     utc,
 )
 from api_stub.write_rate import WritingUser, fact_writes_key
-from worker import privacy
-from worker.contract import CATEGORY_ORDER, MemoryScope, confidence_for
+from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
+from worker.ops import privacy
 from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
 from worker.store.types import FactRecord, FactTerms, NewFact
 

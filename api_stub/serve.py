@@ -90,7 +90,7 @@ def app_from_env() -> FastAPI:
 
 
 def _settings() -> Settings:
-    from worker.cli_common import resolve
+    from worker.cli.common import resolve
 
     return resolve(Settings())
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # Settings, servers (embedded ones started) and the schema, once, up front.
         from api_stub.app import create_app
-        from worker.preflight import check_servers
+        from worker.ops.preflight import check_servers
 
         settings = _settings()
         create_app(settings)

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, status
 
 from api_stub.auth import path_user
-from worker.redis_scripts import LuaScript
-from worker.session_ref import user_tag
+from worker.protocol.scripts import LuaScript
+from worker.protocol.session_ref import user_tag
 
 FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"  # + {<user>}: the user's GCRA time
 

@@ -1,7 +1,7 @@
 """Autoscaling on this machine: KEDA's formula starts and stops real workers under a ramp.
 
 A controller loop reads the fleet's state the way the exporter does
-(worker.fleet.probe, one Lua round trip), applies the replica arithmetic of
+(worker.fleet.probe.probe, one Lua round trip), applies the replica arithmetic of
 deploy/k8s/keda.yaml's two triggers (bench.keda_formula: jobs = ready + in
 progress, AverageValue, threshold MEMFLEET_MAX_JOBS per replica; lag, Value,
 threshold the lag target) and starts `memfleet worker` processes or stops
@@ -59,13 +59,13 @@ from bench.autoscale_plot import plot_autoscale
 from bench.keda_formula import Behavior, History, Trigger, desired_replicas, keda_activation
 from bench.servers import throwaway_servers
 from bench.stats import pct, table
-from worker.fleet import FleetSnapshot, probe
-from worker.queue import DEFAULT_QUEUE
+from worker.fleet.probe import FleetSnapshot, probe
+from worker.protocol.queue import DEFAULT_QUEUE
 from worker.store.migrate import migrate
 
 DIM = 64
 DEFAULT_PLOT = Path("docs/autoscale.png")
-# Outcomes of a run that gave up or was refused (worker.job): none may occur.
+# Outcomes of a run that gave up or was refused (worker.fleet.job): none may occur.
 BAD_OUTCOMES = ("failed", "error", "invalid")
 STOP_WAIT_S = 60.0
 # The offered rate is counted over this trailing window: at the low rate one poll

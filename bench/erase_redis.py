@@ -1,6 +1,6 @@
 """How long an erase's Redis script holds Redis, by how many jobs are queued.
 
-The erase (worker/lua/erase_user.lua) finds the user's queued ARQ jobs by one
+The erase (worker/protocol/lua/erase_user.lua) finds the user's queued ARQ jobs by one
 pass over the queue (job ids are random), and the user's pending and waiting
 entries by a ZSCAN of each set; Redis runs nothing else meanwhile. Throwaway
 Redis; ``--jobs`` queued jobs of as many other users (one session each, in the
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from worker import queue
 from worker.embedded import EmbeddedRedis
-from worker.session_ref import SessionRef
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 
 
 async def _fill(redis: Redis, jobs: int) -> None:

@@ -1,5 +1,5 @@
 """Right of access at size: the export of a user with N facts, each with its history,
-streamed (worker.export) against everything read at once; time and memory.
+streamed (worker.ops.access_export) against everything read at once; time and memory.
 
     python -m bench.export_memory [--facts 10000]
 
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.servers import throwaway_servers
-from worker.export import export_user
+from worker.ops.access_export import export_user
 from worker.store import queries
 from worker.store.migrate import migrate
 from worker.store.pool import create_pool
@@ -87,7 +87,7 @@ async def main(facts: int) -> None:
             await streamed(pool)  # warm the caches for both
             rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             rows = []
-            for name, run in (("streamed (worker.export)", streamed),
+            for name, run in (("streamed (worker.ops.access_export)", streamed),
                               ("all at once", all_at_once)):
                 elapsed, peak_mb, size = await measure(run, pool)
                 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _TIMER = """
 import asyncio, json, sys, time
 from redis.asyncio import Redis
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 
 async def main(url, calls, messages, tag):
     redis = Redis.from_url(url)

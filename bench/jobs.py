@@ -1,7 +1,7 @@
 """Sessions handed over and run by the real worker, through its public functions only.
 
-The bench reaches the worker through ``worker.client.schedule_memory_persistence``,
-``worker.app.build_worker`` / ``drain_queue`` and ARQ's documented
+The bench reaches the worker through ``worker.client.handover.schedule_memory_persistence``,
+``worker.fleet.app.build_worker`` / ``drain_queue`` and ARQ's documented
 ``after_job_end`` hook; the job's own spans (bench.spans) time it. Used by
 bench.run and by bench.ab_worker, which runs against older revisions too.
 """
@@ -19,9 +19,9 @@ from arq.worker import Worker
 from redis.asyncio import Redis
 
 from bench.workload import SessionPlan, seed_sessions
-from worker.app import drain_queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
+from worker.fleet.app import drain_queue
 
 if TYPE_CHECKING:  # what setup_telemetry returns; not needed at run time
     from worker.telemetry import Telemetry

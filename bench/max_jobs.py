@@ -41,9 +41,9 @@ from bench import jobs, workload
 from bench.proc import cpu_s, machine_busy_s, peak_rss_mb
 from bench.servers import Servers, throwaway_servers
 from bench.stats import pct
-from worker.app import new_event_loop
 from worker.config import Settings
-from worker.gc_tuning import quiet_garbage_collector
+from worker.fleet.app import new_event_loop
+from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

@@ -33,8 +33,8 @@ from bench.phases import JobSample
 from bench.servers import Servers, throwaway_servers
 from bench.spans import JobSpans
 from bench.stats import ms, pct, table
-from worker.app import new_event_loop
 from worker.config import Settings
+from worker.fleet.app import new_event_loop
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

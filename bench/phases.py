@@ -1,7 +1,7 @@
 """The bench's measurements: one job at a time, and a burst drain.
 
 Each phase hands its sessions over through the real client call and lets a
-worker from ``worker.app.build_worker`` run them in this process, on the
+worker from ``worker.fleet.app.build_worker`` run them in this process, on the
 telemetry whose exporter records the jobs' spans.
 """
 
@@ -20,8 +20,8 @@ from redis.asyncio import Redis
 from bench.jobs import Finished, Handed, close, hand_over, stop
 from bench.spans import JobSpans, JobTiming
 from bench.workload import SessionPlan
-from worker.app import build_worker
 from worker.config import Settings
+from worker.fleet.app import build_worker
 
 if TYPE_CHECKING:
     from worker.telemetry import Telemetry

@@ -46,8 +46,8 @@ from bench.real_stub import STATS_PATH
 from bench.servers import Servers, throwaway_servers
 from bench.spans import JobSpans
 from bench.stats import dist_cells, mean, ms, pct, table
-from worker.app import build_worker, new_event_loop
 from worker.config import Settings
+from worker.fleet.app import build_worker, new_event_loop
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

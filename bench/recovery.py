@@ -31,10 +31,10 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from bench.servers import throwaway_servers
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.session_ref import SessionRef
-from worker.stages.lock import LOCK_PREFIX
+from worker.protocol.lock import LOCK_PREFIX
+from worker.protocol.session_ref import SessionRef
 from worker.store.migrate import migrate
 
 DIM = 64

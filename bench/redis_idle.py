@@ -25,10 +25,10 @@ from redis.asyncio import Redis
 
 from bench.servers import throwaway_servers
 from bench.stats import table
-from worker.app import drain_queue, new_event_loop
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.queue import HANDOVER_PREFIX
+from worker.fleet.app import drain_queue, new_event_loop
+from worker.protocol.queue import HANDOVER_PREFIX
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

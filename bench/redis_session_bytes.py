@@ -47,11 +47,11 @@ from redis.asyncio import Redis
 
 from api_stub.chat_log import ChatLog, session_key
 from bench.stats import table
-from worker import queue
-from worker.client import schedule_memory_persistence
-from worker.contract import Limits
+from worker.client.handover import schedule_memory_persistence
 from worker.errors import MemfleetError
-from worker.session_ref import SessionRef
+from worker.memory_rules import Limits
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 
 EMOJI = "\U0001f600"
 

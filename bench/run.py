@@ -31,8 +31,8 @@ from bench.plot import plot_latency
 from bench.report import TARGET_P50_MS, TOTALS_PANEL, BenchResults, plot_panels, render
 from bench.servers import SHARED_BUFFERS, Servers, throwaway_servers
 from bench.spans import JobSpans
-from worker.app import new_event_loop, worker_options
 from worker.config import Settings
+from worker.fleet.app import new_event_loop, worker_options
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 
@@ -121,7 +121,7 @@ async def _bench(args: argparse.Namespace, servers: Servers) -> BenchResults:
     setup = [
         f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}, Python"
         f" {platform.python_version()}; one worker process = this process (in-process ARQ"
-        " worker from worker.app.build_worker, on worker.app.new_event_loop)",
+        " worker from worker.fleet.app.build_worker, on worker.fleet.app.new_event_loop)",
         f"PostgreSQL (embedded, durable=True: fsync, synchronous_commit and full_page_writes"
         f" on; shared_buffers={SHARED_BUFFERS}) and Redis (embedded), fresh in a temp dir",
         "providers: MEMFLEET_LLM_PROVIDER=rules, MEMFLEET_EMBED_PROVIDER=hashing,"

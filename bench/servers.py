@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
-from worker.fence_key import embedded_key
+from worker.store.fence_key import embedded_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from worker.providers.llm_json import parse_answer
 from worker.providers.rules import RulesExtractor, extract_facts
-from worker.wire import ExtractionAnswer, ExtractionRequest, WireMessage
+from worker.providers.wire import ExtractionAnswer, ExtractionRequest, WireMessage
 
 T = TypeVar("T")
 LIMIT = 32_000

@@ -26,9 +26,9 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from bench.servers import throwaway_servers
-from worker.app import drain_queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
+from worker.fleet.app import drain_queue
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

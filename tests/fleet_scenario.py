@@ -5,7 +5,7 @@ every message counted exactly once.
 Every third session's chat server summarises: from turn SUMMARY_TURN on, the
 list it hands over starts with a summary instead of the earlier turns. A turn
 that no commit finished before that is only in the session's older list
-(worker.queue's backlog), and must still be remembered.
+(worker.protocol.queue's backlog), and must still be remembered.
 
 Every user numbers their two sessions alike ("chat0", "chat1"), as many chat
 products do: every session id is shared by all users at once, and each must
@@ -22,11 +22,12 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.helpers import bot_msg, user_msg
-from worker import fleet, queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.errors import HandoverUnavailable
-from worker.payload import Message, message_hash
-from worker.stages.cursor import window_hash
+from worker.fleet import probe
+from worker.pipeline.cursor import window_hash
+from worker.protocol import queue
+from worker.protocol.payload import Message, message_hash
 
 TURNS = 5
 SUMMARY_TURN = 3
@@ -136,14 +137,14 @@ async def hand_over_turn_by_turn(
 
 
 async def wait_for_workers(redis: Redis, workers: int) -> None:
-    """Every worker has started: each has written its heartbeat (worker.fleet, at the
+    """Every worker has started: each has written its heartbeat (worker.fleet.probe, at the
     end of its start-up) and the three warm-up sessions were taken by jobs."""
     for i in range(3):
         await schedule_memory_persistence(redis, f"warmup{i}", "warmup", [user_msg("hi")])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if (await redis.zcard("memfleet:queue") == 0
-                and await redis.hlen(fleet.workers_key("memfleet:queue")) >= workers):
+                and await redis.hlen(probe.workers_key("memfleet:queue")) >= workers):
             return
         await asyncio.sleep(0.1)
     raise AssertionError("the workers did not start")

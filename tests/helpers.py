@@ -15,12 +15,12 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.conftest import TEST_FENCE_KEY
-from worker.app import drain_queue
 from worker.config import Settings, secret
-from worker.contract import Limits
-from worker.fence_key import FenceKeys, fence_keys
-from worker.job import Deps, persist_session_memory
+from worker.fleet.app import drain_queue
+from worker.fleet.job import Deps, persist_session_memory
+from worker.memory_rules import Limits
 from worker.providers.base import Providers
+from worker.store.fence_key import FenceKeys, fence_keys
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.telemetry import setup_telemetry
@@ -144,8 +144,8 @@ async def run_job(deps: Deps, session_id: str, job_id: str,
 
 
 def lock_key(user_id: str, session_id: str) -> str:
-    """The session lock's Redis key (worker.stages.lock)."""
-    from worker.session_ref import SessionRef
-    from worker.stages.lock import LOCK_PREFIX
+    """The session lock's Redis key (worker.protocol.lock)."""
+    from worker.protocol.lock import LOCK_PREFIX
+    from worker.protocol.session_ref import SessionRef
 
     return LOCK_PREFIX + SessionRef(user_id, session_id).key

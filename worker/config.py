@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from worker.contract import (
+from worker.memory_rules import (
     DEFAULT_MAX_HANDOVER_BYTES,
     DEFAULT_MAX_ID_CHARS,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     # Consent: whether a user who never chose (memfleet consent) is remembered.
     memory_default: bool = True
 
-    # --- The erase fence (worker.fence_key): HMAC key of the user in the fence an
+    # --- The erase fence (worker.store.fence_key): HMAC key of the user in the fence an
     # erase leaves behind. The same on every worker, API and CLI of a fleet; needed
     # to commit or erase (none: they refuse). The embedded servers get one made.
     erase_fence_key: SecretStr | None = None
@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     summary_every_user_turns: int = Field(default=10, ge=1)
     consolidation_attempts: int = Field(default=4, ge=1)
     # Every worker supersedes facts whose expires_at has come this often
-    # (worker.expiry); reads skip them meanwhile. 0: this worker never does.
+    # (worker.ops.expiry); reads skip them meanwhile. 0: this worker never does.
     expiry_interval_s: float = Field(default=60.0, ge=0)
     # How often a worker looks for jobs while it has a free slot: a slot freed by a
     # finished job waits for the next look (ARQ does not wake its loop for it), so
@@ -117,11 +117,11 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     max_messages: int = Field(default=DEFAULT_MAX_MESSAGES, ge=1)
     max_id_chars: int = Field(default=DEFAULT_MAX_ID_CHARS, ge=1)
-    # Byte budgets (UTF-8; worker.contract says why each default): a message; a
+    # Byte budgets (UTF-8; worker.memory_rules says why each default): a message; a
     # hand-over's payload (a longer list goes as its newest window that fits); a
     # session's lists in Redis, latest and older together; and how many sessions
     # of one user may hold unfinished lists in Redis at once. The last two are kept
-    # by Redis itself (worker/lua/enqueue.lua): a full budget refuses the hand-over.
+    # by Redis itself (worker/protocol/lua/enqueue.lua): a full budget refuses the hand-over.
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1)
     max_handover_bytes: int = Field(default=DEFAULT_MAX_HANDOVER_BYTES, ge=1)
     max_session_bytes: int = Field(default=DEFAULT_MAX_SESSION_BYTES, ge=1)
@@ -148,11 +148,11 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(default=4, ge=1, le=20)  # HTTP tries per call
     llm_answer_attempts: int = Field(default=2, ge=1, le=10)  # asks per schema-breaking answer
     llm_retry_after_cap_s: float = Field(default=30.0, ge=0)
-    # The fleet's circuit breaker (worker.breaker): open this long after a model
+    # The fleet's circuit breaker (worker.protocol.breaker): open this long after a model
     # failure, doubling with each failure in a row, up to the max.
     llm_breaker_open_s: float = Field(default=2.0, gt=0)
     llm_breaker_max_s: float = Field(default=60.0, gt=0)
-    # --- The fleet's model budget (worker.budget), per endpoint, shared by every
+    # --- The fleet's model budget (worker.providers.budget), per endpoint, shared by every
     # replica through Redis. 0: no such limit; all three 0: no budget at all.
     llm_budget_rpm: int = Field(default=0, ge=0)  # requests per minute
     llm_budget_tpm: int = Field(default=0, ge=0)  # tokens per minute (estimated, then counted)

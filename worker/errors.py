@@ -30,7 +30,7 @@
 only for an error that can heal by itself. Everything else ends the run at
 once, on the record. ``outage`` marks the errors of a server being down: they
 outlast the tries too, since a session must not be given up because the
-database was away longer than a job's backoff (worker.job). Lower-level
+database was away longer than a job's backoff (worker.fleet.job). Lower-level
 errors (asyncpg, redis, openai) are raised ``from`` the original so the cause
 stays in the traceback.
 """
@@ -55,7 +55,7 @@ class InvalidHandover(MemfleetError, ValueError):
 
 class HandoverTooLarge(InvalidHandover):
     """A message, or the hand-over as a whole, is over its byte budget (UTF-8,
-    worker.contract). The message names the limit and the size, never the text.
+    worker.memory_rules). The message names the limit and the size, never the text.
     Not transient: the same hand-over is refused again."""
 
     def __init__(self, what: str, size: int, limit: int) -> None:
@@ -162,10 +162,10 @@ class ProviderError(MemfleetError):
 
 
 class ModelBudgetBusy(MemfleetError):
-    """The fleet's model budget (worker.budget) gave this call no slot within
+    """The fleet's model budget (worker.providers.budget) gave this call no slot within
     MEMFLEET_LLM_BUDGET_WAIT_MAX_S. Nothing failed: the fleet is as busy as its
     budget allows. The job hands its session to a later job, spending no try and
-    leaving the circuit breaker alone (worker.job)."""
+    leaving the circuit breaker alone (worker.fleet.job)."""
 
     transient = True
 
@@ -180,7 +180,7 @@ class ProviderAnswerInvalid(ProviderError):
     """The provider answered, but the answer broke the schema or the request's ids.
 
     Transient: models are sampled, and the next try may answer well. On the last
-    try the job skips the slice on the record instead (worker.job).
+    try the job skips the slice on the record instead (worker.fleet.job).
     """
 
     transient = True
@@ -189,7 +189,7 @@ class ProviderAnswerInvalid(ProviderError):
 class OfflineAnswerInvalid(ProviderAnswerInvalid):
     """The offline (rules) provider's answer broke the wire format. Not transient:
     the provider is deterministic, so another try gives the same answer; the job
-    skips the slice at once, on the record (worker.job)."""
+    skips the slice at once, on the record (worker.fleet.job)."""
 
     transient = False
 
@@ -197,7 +197,7 @@ class OfflineAnswerInvalid(ProviderAnswerInvalid):
 class ProviderWorkOverBudget(ProviderError):
     """The provider's CPU work on user text (the offline rules provider's patterns)
     went over MEMFLEET_PROVIDER_CPU_BUDGET_S for one call. Another try would cost
-    as much: the job skips the slice at once, on the record (worker.job)."""
+    as much: the job skips the slice at once, on the record (worker.fleet.job)."""
 
 
 class ConfigurationError(MemfleetError):

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import asyncpg
 
-from worker.contract import CATEGORY_ORDER, MemoryScope
+from worker.memory_rules import CATEGORY_ORDER, MemoryScope
 from worker.providers.base import Embedder, EmbedderFactory
 from worker.store.base import MemoryStore
 from worker.store.postgres import PostgresStore

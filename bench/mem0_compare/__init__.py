@@ -10,7 +10,7 @@ each turn a conversation slice of five user messages holding ten statements
 - mem0 1.0.9 and the newest mem0 on PyPI, each installed in its own throwaway
   virtualenv, run by ``driver.py`` under that virtualenv's python: one
   ``Memory.add`` per turn, one after another, each timed;
-- memfleet: every turn handed over with worker.client.schedule_memory_persistence,
+- memfleet: every turn handed over with worker.client.handover.schedule_memory_persistence,
   then one ``memfleet worker --burst`` process with the openai providers drains
   them; each job's time is its memory_run row's started_at..finished_at.
 

@@ -26,7 +26,7 @@ from bench.mem0_compare.plot import plot_comparison
 from bench.mem0_compare.report import OLD_MEM0, Outcome, by_system, details, goals, table
 from bench.servers import Servers, throwaway_servers
 from bench.workload import session_plan, user_id
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.providers.rules_patterns import parse_fact
 from worker.store.migrate import migrate
 

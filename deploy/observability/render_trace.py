@@ -36,10 +36,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
-from worker.app import build_worker
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from worker.fleet.app import build_worker
 from worker.store.migrate import migrate
 from worker.telemetry import setup_telemetry
 

@@ -9,7 +9,7 @@
 --                   run read the consent; only an 'opted_out' run may commit
 --   SQLSTATE MF004: the user was erased after this run's hand-over was made
 --                   (memory_erasure_fence): the run writes nothing
---   SQLSTATE MF005: the cursor names no fence_key (worker.fence_key: HMAC of
+--   SQLSTATE MF005: the cursor names no fence_key (worker.store.fence_key: HMAC of
 --                   the user id under MEMFLEET_ERASE_FENCE_KEY), so no fence
 --                   could be checked: a caller of an older release writes nothing
 -- The consent and the fence are read under the user's advisory lock, taken
@@ -27,7 +27,7 @@ CREATE OR REPLACE FUNCTION memfleet_commit_run(
                                     -- summary (absent or null: keep the stored one) and
                                     -- handover_seq (absent: keep the stored one) and
                                     -- fence_seq (the erase fence's compare; absent:
-                                    -- handover_seq; worker.payload.Snapshot.fence_seq)
+                                    -- handover_seq; worker.protocol.payload.Snapshot.fence_seq)
     p_user_version      bigint,     -- NULL: the run writes no fact, the version is not checked
     p_run               jsonb,      -- the memory_run row (memfleet_insert_run)
     p_texts             text[],
@@ -72,7 +72,7 @@ BEGIN
                                  (p_cursor ->> 'handover_seq')::bigint, 0);
     IF FOUND THEN
         -- The detail is the erase's number (no user data): the job tells a list the
-        -- erase deleted from one handed over after it (worker.stages.persist).
+        -- erase deleted from one handed over after it (worker.pipeline.persist).
         RAISE EXCEPTION 'the user was erased after this hand-over'
             USING ERRCODE = 'MF004', DETAIL = v_erased::text;
     END IF;
@@ -106,7 +106,7 @@ BEGIN
             summary = coalesce(v_summary, summary),
             summary_updated_at = CASE WHEN v_summary IS NULL THEN summary_updated_at
                                       ELSE now() END,
-            -- Never backwards: lists are taken in order (worker.stages.cursor).
+            -- Never backwards: lists are taken in order (worker.pipeline.cursor).
             handover_seq = greatest(handover_seq,
                                     coalesce((p_cursor ->> 'handover_seq')::bigint, 0)),
             updated_at = now()

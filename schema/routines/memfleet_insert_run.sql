@@ -3,7 +3,7 @@
 -- and inside memfleet_commit_run. The row of a run whose hand-over (the JSON's
 -- handover_seq, not a column) an erase of its user cleared keeps neither the
 -- user id nor the session id: what an erase removed is not written back. The
--- JSON's fence_key (hex, not a column: worker.fence_key) finds the user's
+-- JSON's fence_key (hex, not a column: worker.store.fence_key) finds the user's
 -- fence; a row with a user and no fence_key (a caller of an older release)
 -- keeps no ids either, as no fence could be checked for it.
 -- The user's advisory lock (shared; an erase takes it exclusive) keeps an

@@ -19,13 +19,13 @@ from api_stub.chat_log import session_key
 from api_stub.chat_routes import HANDOVER_HEADER
 from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
-from worker import queue
 from worker.config import Settings
 from worker.errors import ConfigurationError
-from worker.gc_tuning import YOUNG_GC_THRESHOLD
+from worker.fleet.gc_tuning import YOUNG_GC_THRESHOLD
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 from worker.providers.hashing import HashingEmbedder
 from worker.read import known_facts_block
-from worker.session_ref import SessionRef
 from worker.store.pool import create_pool
 
 

@@ -24,7 +24,7 @@ from tests.api_server import SECRET, bearer, token
 from tests.helpers import worker_env
 from worker.config import Settings
 from worker.errors import StoreUnavailable
-from worker.export import spool_export
+from worker.ops.access_export import spool_export
 from worker.store.pool import create_pool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,9 +14,9 @@ import pytest
 
 from api_stub.auth import AuthConfig, issue_token
 from tests.api_server import SECRET, bearer
-from worker.contract import id_fault
 from worker.errors import InvalidHandover
-from worker.payload import Limits, check_id
+from worker.memory_rules import id_fault
+from worker.protocol.payload import Limits, check_id
 
 PRIVATE = "my secret diagnosis"
 

@@ -16,7 +16,7 @@ from tests.contract.test_store_reads import paris_then_lisbon
 from tests.helpers import fences_for_tests
 from tests.integration.test_api import add
 from worker.config import Settings
-from worker.contract import confidence_for
+from worker.memory_rules import confidence_for
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import ExistingRow, HoldProposal

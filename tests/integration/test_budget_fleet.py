@@ -23,13 +23,13 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import CHAT_PATH, StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import WorkerProcesses, bot_msg, job_deps, run_job, user_msg, worker_env
-from worker.breaker import BreakerKeys
-from worker.budget import BudgetKeys, BudgetLimits, RedisBudget
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ModelBudgetBusy
+from worker.protocol.breaker import BreakerKeys
+from worker.providers.budget import BudgetKeys, BudgetLimits, RedisBudget
 from worker.providers.factory import build_providers
-from worker.wire import ExtractionRequest, WireMessage
+from worker.providers.wire import ExtractionRequest, WireMessage
 
 ENDPOINT = "http://127.0.0.1:1/v1"
 

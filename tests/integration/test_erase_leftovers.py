@@ -3,7 +3,7 @@ running: the queued ARQ jobs that name the user (also one ARQ queued again after
 a failure, which no marker names) and the user's sessions in the pending and
 waiting sets go in the erase's own script; other users' jobs and entries stay.
 In PostgreSQL, the fence names the user by an HMAC under a key every process
-of the fleet must share (worker.fence_key), never by a plain hash of the id."""
+of the fleet must share (worker.store.fence_key), never by a plain hash of the id."""
 
 from __future__ import annotations
 
@@ -20,14 +20,15 @@ from redis.asyncio import Redis
 from tests.acceptance.test_cli import memfleet
 from tests.conftest import TEST_EMBED_DIM, TEST_FENCE_KEY
 from tests.helpers import active_texts, drain, fences_for_tests, job_deps, user_msg, worker_env
-from worker import privacy, queue
-from worker.app import worker_options
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ConfigurationError
-from worker.fence_key import EMBEDDED_KEY_FILE, FenceKeys, embedded_key, fence_keys
+from worker.fleet.app import worker_options
+from worker.ops import privacy
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 from worker.providers.factory import build_providers
-from worker.session_ref import SessionRef
+from worker.store.fence_key import EMBEDDED_KEY_FILE, FenceKeys, embedded_key, fence_keys
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import Erasure

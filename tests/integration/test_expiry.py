@@ -15,10 +15,10 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.helpers import drain, fences_for_tests, user_msg
-from worker.app import worker_options
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.expiry import expire_due
+from worker.fleet.app import worker_options
+from worker.ops.expiry import expire_due
 from worker.providers.hashing import HashingEmbedder
 from worker.read import known_facts
 from worker.store.imports import ImportRow, ImportStore

@@ -13,10 +13,10 @@ from redis.asyncio import Redis
 from tests.acceptance.test_cli import memfleet
 from tests.api_server import bearer
 from tests.helpers import drain, job_deps, user_msg, worker_env
-from worker import privacy
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.export import CHUNK_CHARS, export_user
+from worker.ops import privacy
+from worker.ops.access_export import CHUNK_CHARS, export_user
 from worker.providers.factory import build_providers
 from worker.store.pool import create_pool
 

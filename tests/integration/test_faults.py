@@ -13,15 +13,14 @@ from arq import Retry
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs, user_msg
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import StoreUnavailable
+from worker.protocol import lock, queue
+from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
-from worker.session_ref import SessionRef
-from worker.stages import lock
-from worker.wire import (
+from worker.providers.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,

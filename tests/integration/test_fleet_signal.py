@@ -28,13 +28,13 @@ from tests.helpers import (
     worker_env,
 )
 from tests.unit.test_dashboard import dashboard_metric_names, exported
-from worker import fleet, queue
-from worker.client import memory_events, schedule_memory_persistence, session_tag
+from worker.client.handover import memory_events, schedule_memory_persistence, session_tag
 from worker.config import Settings
 from worker.embedded.process import free_port
+from worker.fleet import probe as fleet_probe
+from worker.protocol import lock, queue
+from worker.protocol.session_ref import SessionRef
 from worker.providers.factory import build_providers
-from worker.session_ref import SessionRef
-from worker.stages import lock
 
 CHAT = "/v1/chat/completions"
 KEY = "fleet-test-key"
@@ -45,8 +45,8 @@ def keyed(settings: Settings) -> Settings:
     return settings.model_copy(update={"telemetry_id_key": SecretStr(KEY)})
 
 
-async def probe(redis: Redis, settings: Settings) -> fleet.FleetSnapshot:
-    return await fleet.probe(redis, settings.queue_name)
+async def probe(redis: Redis, settings: Settings) -> fleet_probe.FleetSnapshot:
+    return await fleet_probe.probe(redis, settings.queue_name)
 
 
 async def test_lag_grows_while_a_handover_waits_and_ends_with_its_commit(
@@ -170,7 +170,7 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
         job_id = (await redis.zrange(settings.queue_name, 0, 0))[0]
 
         async def named_by_a_beat() -> bool:  # a heartbeat since the job started names it
-            entries = await redis.hvals(fleet.workers_key(settings.queue_name))
+            entries = await redis.hvals(fleet_probe.workers_key(settings.queue_name))
             return any(job_id in entry for entry in entries)
 
         await wait_until(named_by_a_beat, 30)
@@ -183,7 +183,7 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
         async def orphaned() -> bool:
             return (await probe(redis, settings)).orphaned == 1
 
-        await wait_until(orphaned, fleet.ORPHAN_SLACK_MS / 1000 + 10)
+        await wait_until(orphaned, fleet_probe.ORPHAN_SLACK_MS / 1000 + 10)
         dead = await probe(redis, settings)
         assert (dead.in_progress, dead.workers, dead.sessions_waiting) == (1, 0, 1)
     finally:

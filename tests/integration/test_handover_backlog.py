@@ -13,11 +13,11 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, drain, runs, user_msg
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import HandoverBacklogFull
-from worker.session_ref import SessionRef
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 
 DANA_S1 = SessionRef("dana", "s1")
 

@@ -9,7 +9,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, drain, user_msg
-from worker.client import memory_status, schedule_memory_persistence, wait_for_memory
+from worker.client.handover import memory_status, schedule_memory_persistence, wait_for_memory
 from worker.config import Settings
 
 

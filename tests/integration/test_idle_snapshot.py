@@ -2,7 +2,7 @@
 
 Once a commit finished the session's latest list with no older list left, the
 release drops the list and keeps its digest in the meta
-(worker/stages/lua/release.lua). The next hand-over is then processed exactly
+(worker/protocol/lua/release.lua). The next hand-over is then processed exactly
 once; the same list handed over again stays finished; a job that runs with
 nothing left to read is an empty run, not an invalid one.
 """
@@ -13,10 +13,10 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, drain, runs, user_msg
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.session_ref import SessionRef
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 
 ERIN_S1 = SessionRef("erin", "s1")
 

@@ -17,13 +17,13 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import fences_for_tests
-from worker import importer
-from worker.budget import BudgetKeys
 from worker.config import Settings
-from worker.contract import Limits
-from worker.import_lines import LEGACY_CHUNK_CHARS
-from worker.importer import ImportReport, LegacyReport, import_facts, numbered_lines, run_import
+from worker.memory_rules import Limits
+from worker.ops import importer
+from worker.ops.import_lines import LEGACY_CHUNK_CHARS
+from worker.ops.importer import ImportReport, LegacyReport, import_facts, numbered_lines, run_import
 from worker.providers.base import Answer
+from worker.providers.budget import BudgetKeys
 from worker.providers.hashing import HashingEmbedder
 from worker.store.imports import ImportRow, ImportStore
 from worker.store.pool import create_pool

@@ -12,12 +12,12 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, bot_msg, drain, runs, user_msg
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.contract import Limits
 from worker.errors import HandoverUnavailable, InvalidHandover
-from worker.session_ref import SessionRef
+from worker.memory_rules import Limits
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 
 
 async def handover(redis: Redis, settings: Settings, session: str, user: str, msgs: list) -> None:  # type: ignore[type-arg]

@@ -15,10 +15,10 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs, user_msg
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import UnexpectedJobError
+from worker.protocol import queue
 from worker.providers.factory import build_providers
 from worker.telemetry import setup_telemetry
 

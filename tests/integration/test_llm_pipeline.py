@@ -16,9 +16,9 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import CHAT_PATH, StubServer
 from tests.helpers import active_texts, bot_msg, drain, runs, user_msg
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.demo import AGENTS, SESSIONS, USER
+from worker.ops.demo import AGENTS, SESSIONS, USER
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
-from worker.session_ref import SessionRef
-from worker.stages.lock import SessionLock
+from worker.protocol.lock import SessionLock
+from worker.protocol.session_ref import SessionRef
 
 S1 = SessionRef("u1", "s1")
 
@@ -76,8 +76,8 @@ async def test_no_extension_after_release(redis: Redis) -> None:
 
 
 async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis: Redis) -> None:
-    from worker import queue
-    from worker.stages.lock import claim, claimed_key, recover_abandoned
+    from worker.protocol import queue
+    from worker.protocol.lock import claim, claimed_key, recover_abandoned
 
     # TTLs a loaded machine cannot overrun by accident: "dead" must not be overdue at
     # the first pass, "alive" must keep being extended throughout.

@@ -23,10 +23,10 @@ from api_stub.llm_faults import Fault
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.helpers import drain, stop_process, user_msg, worker_env
 from tests.webhook_receiver import Receiver
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.webhook import GROUP
+from worker.fleet.webhook import GROUP
+from worker.protocol import queue
 
 PASSWORD = "PASSWORD9xq"  # noqa: S105 - a marker, searched for in the logs
 PATH_TOKEN = "PATHTOKEN7f3a"  # noqa: S105

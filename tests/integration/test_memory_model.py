@@ -15,7 +15,7 @@ from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import bot_msg, drain, fences_for_tests, user_msg
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
@@ -168,7 +168,7 @@ async def test_the_previous_release_commit_signature_writes_only_with_a_fence_ke
     db: asyncpg.Connection,
 ) -> None:
     """The 13-argument form of an older release: a caller that names no erase fence key
-    (worker.fence_key) writes nothing (MF005), as no fence could be checked for it."""
+    (worker.store.fence_key) writes nothing (MF005), as no fence could be checked for it."""
     vector = "[" + ",".join(["0.1"] * TEST_EMBED_DIM) + "]"
     cursor = {"session_id": "old", "user_id": "old-worker", "expected_version": 0,
               "last_hash": "h", "window_hash": "w", "position": 0, "processed": 1,

@@ -23,9 +23,9 @@ from structlog.testing import capture_logs
 from api_stub.llm_stub import StubServer
 from tests.helpers import active_texts, drain, runs, user_msg
 from tests.openai_stub import openai_settings
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.stages import extract
+from worker.pipeline import extract
 from worker.telemetry import setup_telemetry
 
 MARKER = "Qzmarker7731"

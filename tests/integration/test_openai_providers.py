@@ -25,7 +25,7 @@ from api_stub import llm_stub
 from api_stub.llm_answers import FOREIGN_ID
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
 from tests.helpers import active_texts, bot_msg, drain, user_msg
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import (
     ConfigurationError,
@@ -33,6 +33,8 @@ from worker.errors import (
     ProviderError,
     ProviderUnavailable,
 )
+from worker.pipeline import consolidate
+from worker.pipeline.extract import CandidateFact
 from worker.providers.base import Providers
 from worker.providers.factory import PLACEHOLDER_KEY, build_providers, endpoint
 from worker.providers.hashing import HashingEmbedder, hash_embed
@@ -48,10 +50,7 @@ from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy
 from worker.providers.rules import decide, extract_facts, summarize
-from worker.stages import consolidate
-from worker.stages.extract import CandidateFact
-from worker.store.types import NeighborRow
-from worker.wire import (
+from worker.providers.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
@@ -60,6 +59,7 @@ from worker.wire import (
     SummaryRequest,
     WireMessage,
 )
+from worker.store.types import NeighborRow
 
 DIM = 64
 KEY = "sk-test"

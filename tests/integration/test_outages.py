@@ -20,7 +20,7 @@ from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
 from tests.tcp_proxy import SwitchableProxy
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from worker.errors import HandoverUnavailable

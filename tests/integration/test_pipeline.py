@@ -6,7 +6,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, bot_msg, drain, runs, user_msg
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 
 

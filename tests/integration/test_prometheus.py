@@ -31,7 +31,7 @@ from tests.unit.test_dashboard import (
     dashboard_exprs,
     with_rate_interval,
 )
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import free_port
 

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import WorkerProcesses, active_texts, user_msg, worker_env
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 
 CHAT = "/v1/chat/completions"

@@ -19,12 +19,12 @@ from redis.asyncio import Redis
 from api_stub.chat_log import ChatLog, session_key
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain, user_msg
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.contract import Limits
 from worker.errors import HandoverTooLarge, SessionBytesFull, UserSessionsFull
-from worker.session_ref import SessionRef
+from worker.memory_rules import Limits
+from worker.protocol import queue
+from worker.protocol.session_ref import SessionRef
 
 EVE = SessionRef("eve", "s1")
 # MEMORY USAGE counts what Redis allocates beside the bytes the budget counts:

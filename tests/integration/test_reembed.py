@@ -33,12 +33,12 @@ from tests.conftest import TEST_EMBED_DIM
 from tests.fleet_scenario import wait_for_workers
 from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ConfigurationError, MemfleetError
-from worker.preflight import check_servers
+from worker.ops.preflight import check_servers
+from worker.ops.reembed import Target, reembed
 from worker.providers.hashing import HashingEmbedder, hash_embed
-from worker.reembed import Target, reembed
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 

@@ -11,12 +11,12 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.helpers import active_texts, job_deps, lock_key, run_job, runs, user_msg
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ConfigurationError, ProviderUnavailable
 from worker.providers.base import Answer, Providers
 from worker.providers.factory import build_providers
-from worker.wire import SummaryAnswer, SummaryRequest
+from worker.providers.wire import SummaryAnswer, SummaryRequest
 
 
 class BrokenSummarizer:

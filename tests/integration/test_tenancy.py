@@ -19,16 +19,17 @@ from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
 from tests.helpers import active_texts, drain, job_deps, run_job, runs, user_msg
-from worker import privacy, queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.contract import Limits
-from worker.payload import Handover, Message, encode_handover
+from worker.memory_rules import Limits
+from worker.ops import privacy
+from worker.protocol import queue
+from worker.protocol.payload import Handover, Message, encode_handover
+from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
-from worker.session_ref import SessionRef
+from worker.providers.wire import ConsolidationAnswer, ConsolidationRequest
 from worker.telemetry import setup_telemetry
-from worker.wire import ConsolidationAnswer, ConsolidationRequest
 
 USER_TABLES = ("memory_fact", "memory_run", "session_cursor", "user_memory_state")
 

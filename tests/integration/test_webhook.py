@@ -21,11 +21,11 @@ from redis.exceptions import ResponseError
 
 from tests.helpers import drain, stop_process, user_msg, worker_env
 from tests.webhook_receiver import Receiver
-from worker import queue
-from worker.client import schedule_memory_persistence
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.webhook import GROUP
-from worker.webhook_signature import TOLERANCE_S, SignatureInvalid, verify
+from worker.fleet.webhook import GROUP
+from worker.fleet.webhook_signature import TOLERANCE_S, SignatureInvalid, verify
+from worker.protocol import queue
 
 SECRET = "webhook-test-secret"  # noqa: S105 - a throwaway key for this test's receiver
 

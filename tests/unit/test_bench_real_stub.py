@@ -10,7 +10,7 @@ import numpy as np
 from api_stub.llm_answers import answer_for
 from bench.real_stub import FastStub
 from worker.providers.hashing import hash_embed
-from worker.wire import ExtractionRequest, WireMessage
+from worker.providers.wire import ExtractionRequest, WireMessage
 
 REQUEST = ExtractionRequest(
     observed_at="2026-11-22 (Sunday)", summary=None, context=(),

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.budget import (
+from worker.config import Settings
+from worker.errors import ModelBudgetBusy, ProviderError, ProviderUnavailable
+from worker.providers.budget import (
     PREFIX,
     BudgetKeys,
     BudgetLimits,
@@ -25,8 +27,6 @@ from worker.budget import (
     estimate_tokens,
     sleep_for,
 )
-from worker.config import Settings
-from worker.errors import ModelBudgetBusy, ProviderError, ProviderUnavailable
 from worker.providers.factory import budget_limits, build_providers
 from worker.providers.openai_chat import ANSWER_ALLOWANCE_TOKENS, OpenAIExtractor, request_tokens
 from worker.providers.openai_embed import OpenAIEmbedder

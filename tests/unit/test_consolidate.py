@@ -6,14 +6,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.stages.consolidate import (
+from worker.pipeline.consolidate import (
     BatchCandidate,
     PreparedRequest,
     build_request,
     plan_writes,
     validate,
 )
-from worker.stages.extract import CandidateFact
+from worker.pipeline.extract import CandidateFact
+from worker.providers.wire import ConsolidationAnswer, Decision
 from worker.store.types import (
     ExistingRow,
     InsertFact,
@@ -22,7 +23,6 @@ from worker.store.types import (
     SupersedeFact,
     Vector,
 )
-from worker.wire import ConsolidationAnswer, Decision
 
 WHEN = datetime(2026, 10, 1, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""worker.contract is the one definition: the schema, the settings and the API agree with it."""
+"""worker.memory_rules is the one definition: the schema, the settings and the API agree with it."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 
 from api_stub.fields import MAX_CONTENT_CHARS, MAX_ID_CHARS, clean_text
 from api_stub.memory_models import Fact
-from worker import wire
 from worker.config import Settings
-from worker.contract import (
+from worker.memory_rules import (
     BASES,
     CATEGORIES,
     CATEGORY_ORDER,
@@ -26,6 +25,7 @@ from worker.contract import (
     Limits,
     text_fault,
 )
+from worker.providers import wire
 from worker.store.types import FactRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.payload import Message, message_hash
-from worker.stages.cursor import CursorCase, locate, take_slice, window_hash
+from worker.pipeline.cursor import CursorCase, locate, take_slice, window_hash
+from worker.protocol.payload import Message, message_hash
 from worker.store.types import CursorState
 
 

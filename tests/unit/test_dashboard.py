@@ -2,7 +2,7 @@
 exporter export.
 
 The known metrics are not a hand-kept list: they are rendered by the real
-``setup_telemetry`` and ``worker.exporter.fleet_meter`` after one sample of every
+``setup_telemetry`` and ``worker.fleet.metrics_exporter.fleet_meter`` after one sample of every
 instrument, so renaming an instrument, its unit or a label breaks this test
 instead of leaving a panel silently empty. tests/integration/test_observability.py checks the same
 against a real worker's /metrics after real jobs.
@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from worker.budget import REASONS
 from worker.config import Settings
-from worker.exporter import fleet_meter
-from worker.fleet import FleetSnapshot
+from worker.fleet.metrics_exporter import fleet_meter
+from worker.fleet.probe import FleetSnapshot
+from worker.providers.budget import REASONS
 from worker.telemetry import StageClock, setup_telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,8 @@ OBSERVABILITY = ROOT / "deploy" / "observability"
 DASHBOARD = OBSERVABILITY / "grafana" / "dashboards" / "memfleet.json"
 ALERTS = OBSERVABILITY / "prometheus" / "alerts.yml"
 
-# The label values the code records (worker/job.py, worker/pipeline.py, worker/metrics.py).
+# The label values the code records (worker/fleet/job.py, worker/pipeline/run.py,
+# worker/fleet/metrics.py).
 OUTCOMES = ("committed", "empty", "fenced", "deferred", "invalid", "retry", "failed", "skipped",
             "error", "cancelled")
 STAGES = ("lock", "cursor", "extract", "embed", "consolidate", "persist", "summary")
@@ -137,7 +138,7 @@ def render_known_metrics() -> str:
 
 
 def render_exporter_metrics() -> str:
-    """The fleet exporter's /metrics text (worker.exporter), through the real code."""
+    """The fleet exporter's /metrics text (worker.fleet.metrics_exporter), through the real code."""
     registry = CollectorRegistry()
     provider, metrics = fleet_meter(registry)
     metrics.fleet = FleetSnapshot(ready=3, deferred=1, in_progress=2, orphaned=1,

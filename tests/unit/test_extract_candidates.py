@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from worker.stages.extract import MAX_CANDIDATES, candidates_from
-from worker.wire import ExtractedFact, ExtractionAnswer
+from worker.pipeline.extract import MAX_CANDIDATES, candidates_from
+from worker.providers.wire import ExtractedFact, ExtractionAnswer
 
 
 def answer(*texts: str, importance: int = 5) -> ExtractionAnswer:

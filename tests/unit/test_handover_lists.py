@@ -14,11 +14,11 @@ from opentelemetry.trace import NoOpTracer
 
 from worker.config import Settings
 from worker.errors import InvalidJob
-from worker.payload import Handover, Message, Snapshot
-from worker.pipeline import RunContext, run_once
+from worker.pipeline.cursor import CursorCase, Settlement, choose, window_hash
+from worker.pipeline.run import RunContext, run_once
+from worker.protocol.lock import Claimed
+from worker.protocol.payload import Handover, Message, Snapshot
 from worker.providers.factory import build_providers
-from worker.stages.cursor import CursorCase, Settlement, choose, window_hash
-from worker.stages.lock import Claimed
 from worker.store.memory import InMemoryStore
 from worker.store.types import CursorState
 from worker.telemetry import StageClock
@@ -39,7 +39,7 @@ def snapshot(seq: int, *texts: str, latest: bool = False, user_id: str = "u1") -
 
 def cursor_at_end(of: Snapshot, *, seq: int | None = None) -> CursorState:
     """The cursor as a commit of ``of``'s last slice leaves it."""
-    from worker.payload import message_hash
+    from worker.protocol.payload import message_hash
 
     hashes = [message_hash(m) for m in of.handover.messages]
     end = len(hashes) - 1

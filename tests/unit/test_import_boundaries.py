@@ -3,9 +3,9 @@
 - api_stub has no import cycle; its LLM stub (llm_*) imports no other module
   of api_stub, and the memory API (memory_*) and the chat stand-in (chat_*)
   do not import each other (app and deps put them together).
-- api_stub never imports the ARQ settings module (worker.app); worker never
+- api_stub never imports the ARQ settings module (worker.fleet.app); worker never
   imports api_stub.
-- worker.contract needs only the standard library.
+- worker.memory_rules needs only the standard library.
 - No worker module imports a package of the `embedded` or `api` extras at
   module level, so a worker-only install imports cleanly.
 """
@@ -113,7 +113,7 @@ def test_the_parts_of_api_stub_keep_to_themselves() -> None:
 
 def test_api_stub_does_not_import_the_arq_settings_module() -> None:
     for module, path in _sources("api_stub").items():
-        assert not {"worker.app", "worker.job"} & all_imports(path), module
+        assert not {"worker.fleet.app", "worker.fleet.job"} & all_imports(path), module
 
 
 def test_the_worker_never_imports_api_stub() -> None:
@@ -123,7 +123,7 @@ def test_the_worker_never_imports_api_stub() -> None:
 
 
 def test_the_contract_needs_only_the_standard_library() -> None:
-    names = all_imports(ROOT / "worker" / "contract.py")
+    names = all_imports(ROOT / "worker" / "memory_rules.py")
     assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names) | {"__future__"}
 
 

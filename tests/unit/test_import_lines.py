@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from worker.contract import Limits
-from worker.import_lines import (
+from worker.memory_rules import Limits
+from worker.ops.import_lines import (
     BadLine,
     LegacyBlob,
     chunks,

@@ -20,7 +20,7 @@ from worker.providers.llm_json import (
     strict_schema,
     strip_reasoning,
 )
-from worker.wire import (
+from worker.providers.wire import (
     CATEGORIES,
     ConsolidationAnswer,
     Decision,

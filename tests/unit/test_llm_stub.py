@@ -16,7 +16,7 @@ from api_stub import llm_faults
 from api_stub.llm_faults import answered_after_latency
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubState, create_app
 from worker.providers.llm_json import json_schema_format
-from worker.wire import ConsolidationAnswer
+from worker.providers.wire import ConsolidationAnswer
 
 
 def _chat_body(number: int) -> bytes:

@@ -8,13 +8,12 @@ from datetime import UTC, date, datetime
 import numpy as np
 import pytest
 
-from worker.contract import confidence_for
+from worker.memory_rules import confidence_for
+from worker.pipeline.consolidate import build_request, hold_reason, plan_writes, validate
+from worker.pipeline.extract import CandidateFact, candidates_from, fact_terms, parse_moment
 from worker.providers.rules import extract_facts
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
-from worker.stages.consolidate import build_request, hold_reason, plan_writes, validate
-from worker.stages.extract import CandidateFact, candidates_from, fact_terms, parse_moment
-from worker.store.types import ExistingRow, FactTerms, HoldProposal, InsertFact, NeighborRow
-from worker.wire import (
+from worker.providers.wire import (
     ConsolidationAnswer,
     Decision,
     ExtractedFact,
@@ -22,6 +21,7 @@ from worker.wire import (
     ExtractionRequest,
     WireMessage,
 )
+from worker.store.types import ExistingRow, FactTerms, HoldProposal, InsertFact, NeighborRow
 
 SAID = datetime(2026, 11, 24, 15, 30, tzinfo=UTC)  # a Tuesday
 

@@ -6,7 +6,7 @@ import pytest
 
 from worker.config import Settings
 from worker.errors import HandoverTooLarge, InvalidHandover, InvalidJob
-from worker.payload import (
+from worker.protocol.payload import (
     Handover,
     Limits,
     check_id,

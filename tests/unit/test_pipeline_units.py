@@ -21,17 +21,17 @@ from worker.errors import (
     ProviderAnswerInvalid,
     UserVersionConflict,
 )
-from worker.payload import Handover, Message, Snapshot
-from worker.pipeline import RunContext
-from worker.pipeline import run_once as run_lists
-from worker.pipeline import skip_slice as skip_in_lists
+from worker.pipeline.persist import RunResult
+from worker.pipeline.run import RunContext
+from worker.pipeline.run import run_once as run_lists
+from worker.pipeline.run import skip_slice as skip_in_lists
+from worker.protocol.payload import Handover, Message, Snapshot
 from worker.providers.base import Answer, Usage
 from worker.providers.factory import build_providers
-from worker.stages.persist import RunResult
+from worker.providers.wire import ConsolidationAnswer, Decision, ExtractedFact, ExtractionAnswer
 from worker.store.memory import InMemoryStore
 from worker.store.types import CursorState, Erasure, RunCommit, SessionRead
 from worker.telemetry import StageClock
-from worker.wire import ConsolidationAnswer, Decision, ExtractedFact, ExtractionAnswer
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(embed_dim=64, summary_every_user_turns=100)

@@ -13,14 +13,14 @@ from opentelemetry.trace import NoOpTracer
 
 from worker.config import Settings
 from worker.errors import ConfigurationError
-from worker.payload import Handover, Message, Snapshot
-from worker.pipeline import RunContext, run_once
+from worker.ops.reembed import Counts, Outcome, Target, UserMove, next_batch, reembed_embedder
+from worker.pipeline.run import RunContext, run_once
+from worker.protocol.payload import Handover, Message, Snapshot
 from worker.providers.base import Providers
 from worker.providers.factory import build_embedder, build_providers, embedding_model
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.openai_embed import OpenAIEmbedder
 from worker.read import query_embedder, search_facts
-from worker.reembed import Counts, Outcome, Target, UserMove, next_batch, reembed_embedder
 from worker.store.memory import InMemoryStore
 from worker.store.migrate import embedding_refusal
 from worker.store.types import FactTerms, Neighbors, NewFact

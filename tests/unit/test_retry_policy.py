@@ -31,8 +31,8 @@ from worker.errors import (
     UserSessionsFull,
     UserVersionConflict,
 )
-from worker.job import Next, after_error
-from worker.webhook_signature import SignatureInvalid
+from worker.fleet.job import Next, after_error
+from worker.fleet.webhook_signature import SignatureInvalid
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
              InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
@@ -48,7 +48,7 @@ TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInval
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
              SessionBytesFull(5_000_000, 4_194_304), UserSessionsFull(16),
              StoreUnavailable("connection refused"),
-             # The job defers its session before asking the policy (worker.job); were
+             # The job defers its session before asking the policy (worker.fleet.job); were
              # the policy asked, it would retry it like any transient error.
              ModelBudgetBusy("no slot")]
 

@@ -16,7 +16,7 @@ from worker.providers.rules import (
     summarize,
 )
 from worker.providers.rules_patterns import Slot, parse_fact
-from worker.wire import (
+from worker.providers.wire import (
     Candidate,
     Category,
     ConsolidationRequest,

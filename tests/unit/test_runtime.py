@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from worker.app import new_event_loop
-from worker.gc_tuning import YOUNG_GC_THRESHOLD, quiet_garbage_collector
+from worker.fleet.app import new_event_loop
+from worker.fleet.gc_tuning import YOUNG_GC_THRESHOLD, quiet_garbage_collector
 
 
 @pytest.fixture

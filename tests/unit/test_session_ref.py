@@ -1,6 +1,6 @@
 import pytest
 
-from worker.session_ref import SessionRef, user_tag
+from worker.protocol.session_ref import SessionRef, user_tag
 
 
 @pytest.mark.parametrize("user,session", [

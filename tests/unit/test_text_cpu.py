@@ -28,14 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.text_cpu import timing_the_loop
-from worker import contract, log_redaction, read
+from worker import log_redaction, memory_rules, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
+from worker.pipeline import extract
 from worker.providers import hashing, llm_json, rules, rules_patterns, rules_time
 from worker.providers.openai_chat import parse_completion
 from worker.providers.openai_embed import parse_embeddings
-from worker.stages import extract
-from worker.store import imports
-from worker.wire import (
+from worker.providers.wire import (
     MAX_FACT_CHARS,
     Candidate,
     ConsolidationAnswer,
@@ -47,8 +46,9 @@ from worker.wire import (
     SummaryRequest,
     WireMessage,
 )
+from worker.store import imports
 
-LIMIT = 32_000  # the hand-over's per-message limit (contract.DEFAULT_MAX_MESSAGE_CHARS)
+LIMIT = 32_000  # the hand-over's per-message limit (memory_rules.DEFAULT_MAX_MESSAGE_CHARS)
 CPU_BOUND_S = 1.5  # per text, all functions together: milliseconds now, seconds before
 TODAY = date(2026, 11, 22)
 
@@ -56,10 +56,10 @@ TODAY = date(2026, 11, 22)
 # user or a model wrote. A new module with a pattern fails the census below until
 # it is sorted here (and, when it reads such text, exercised by this file).
 OVER_USER_OR_MODEL_TEXT = {
-    "worker/contract.py", "worker/read.py", "worker/providers/hashing.py",
+    "worker/memory_rules.py", "worker/read.py", "worker/providers/hashing.py",
     "worker/providers/llm_json.py", "worker/providers/rules.py",
     "worker/providers/rules_patterns.py", "worker/providers/rules_time.py",
-    "worker/stages/extract.py", "worker/store/imports.py", "worker/store/memory.py",
+    "worker/pipeline/extract.py", "worker/store/imports.py", "worker/store/memory.py",
     "worker/log_redaction.py",  # every log line, whatever an exception quoted
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log
@@ -165,8 +165,8 @@ def _every_parse(text: str) -> None:
     # The pipeline's and the store's own readings of the same texts.
     extract.parse_moment(text)
     extract.candidates_from(ExtractionAnswer(facts=facts))
-    contract.text_fault(text)
-    contract.id_fault(text, LIMIT)
+    memory_rules.text_fault(text)
+    memory_rules.id_fault(text, LIMIT)
     hashing.hash_embed(text, 64)
     read.words_query(text)
     imports.normalised(text)

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from worker.cli import main
-from worker.webhook import webhook_target
+from worker.cli.main import main
+from worker.fleet.webhook import webhook_target
 
 SECRET = "webhook-secret-0123456789"  # noqa: S105 - a throwaway key
 

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from worker.errors import ConfigurationError
-from worker.vectors import Vector
-from worker.wire import (
+from worker.providers.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
@@ -16,6 +15,7 @@ from worker.wire import (
     SummaryAnswer,
     SummaryRequest,
 )
+from worker.vectors import Vector
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ Chat and embeddings are chosen separately (openai chat with hashing embeddings
 is a valid mix). Endpoints and keys are passed explicitly so the openai library
 never picks up OPENAI_* variables behind the settings' back.
 
-The fleet's model budget (worker.budget) needs the worker's Redis: given one
+The fleet's model budget (worker.providers.budget) needs the worker's Redis: given one
 and a limit set, each endpoint (base URL) gets one budget that its chat and
 embeddings calls share. Without Redis, or with every limit at 0, calls are
 unmetered.
@@ -15,10 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from worker.budget import WINDOW_MARGIN_S, BudgetKeys, BudgetLimits, ModelBudget, RedisBudget
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
+from worker.providers.budget import (
+    WINDOW_MARGIN_S,
+    BudgetKeys,
+    BudgetLimits,
+    ModelBudget,
+    RedisBudget,
+)
 from worker.providers.cpu_budget import CpuThreads
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.http_client import Clients
@@ -33,7 +39,7 @@ from worker.providers.retry import RetryPolicy
 from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
 
 if TYPE_CHECKING:
-    from worker.metrics import Metrics
+    from worker.fleet.metrics import Metrics
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Local servers (vLLM, llama.cpp, Ollama) ignore the key, but the client insists on one.

@@ -1,7 +1,7 @@
 """JSON in and out of chat models: strict-mode schemas and tolerant answer parsing.
 
 Pure functions only. The schemas are derived from the wire models, so the
-contract lives in one place (worker/wire.py); the derivation rewrites
+contract lives in one place (worker/providers/wire.py); the derivation rewrites
 pydantic's JSON schema into the subset OpenAI's strict mode accepts. Range and
 length limits that strict mode may not accept are dropped from the schema:
 pydantic still checks them when the answer is parsed.

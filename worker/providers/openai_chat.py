@@ -21,9 +21,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from worker.budget import estimate_tokens
 from worker.errors import ProviderAnswerInvalid
 from worker.providers.base import Answer, Usage
+from worker.providers.budget import estimate_tokens
 from worker.providers.http_client import SharedClient, new_client
 from worker.providers.llm_json import (
     MAX_ANSWER_CHARS,
@@ -33,7 +33,7 @@ from worker.providers.llm_json import (
 )
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
-from worker.wire import (
+from worker.providers.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
@@ -47,7 +47,7 @@ StructuredOutput = Literal["json_schema", "json_object"]
 
 _WHAT = "the LLM endpoint"
 # What the fleet budget counts for an answer before the server reports its usage:
-# room for a long answer, corrected after the call (worker.budget).
+# room for a long answer, corrected after the call (worker.providers.budget).
 ANSWER_ALLOWANCE_TOKENS = 1024
 # A completion body above this is refused unread: room for an answer of
 # llm_json.MAX_ANSWER_CHARS even with every character JSON-escaped.

@@ -24,7 +24,7 @@ from worker.providers.cpu_budget import Checkpoint, CpuThreads, no_deadline, run
 from worker.providers.llm_json import describe_errors
 from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
-from worker.wire import (
+from worker.providers.wire import (
     Candidate,
     ConsolidationAnswer,
     ConsolidationRequest,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from worker.wire import MAX_FACT_CHARS, Category
+from worker.providers.wire import MAX_FACT_CHARS, Category
 
 RELATIONS = (
     "wife", "husband", "partner", "girlfriend", "boyfriend", "son", "daughter",

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from worker.wire import Category
+from worker.providers.wire import Category
 
 _FLAGS = re.IGNORECASE
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")

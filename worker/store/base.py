@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from worker.contract import MemoryScope
+from worker.memory_rules import MemoryScope
 from worker.store.types import (
     Erasure,
     FactRecord,

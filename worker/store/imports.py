@@ -1,4 +1,4 @@
-"""What `memfleet import` reads and writes (worker.importer): facts from a file or an
+"""What `memfleet import` reads and writes (worker.ops.importer): facts from a file or an
 old system's blobs, written like any other change to a user's facts.
 
 Each user's rows of a batch go in one transaction that takes the user's advisory
@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from worker.errors import UserVersionConflict
-from worker.fence_key import FenceKeys
 from worker.store import halfvec, queries
+from worker.store.fence_key import FenceKeys
 from worker.store.postgres import CAS_ATTEMPTS, translated
 from worker.store.types import FactTerms, Vector
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from worker.contract import MemoryScope
 from worker.errors import (
     CursorFenced,
     MemoryOptedOut,
@@ -26,6 +25,7 @@ from worker.errors import (
     UserErased,
     UserVersionConflict,
 )
+from worker.memory_rules import MemoryScope
 from worker.store import visibility
 from worker.store.types import (
     PROFILE,

@@ -17,7 +17,6 @@ from typing import Any
 import asyncpg
 from pgvector import HalfVector
 
-from worker.contract import MemoryScope
 from worker.errors import (
     ConfigurationError,
     CursorFenced,
@@ -27,8 +26,9 @@ from worker.errors import (
     UserErased,
     UserVersionConflict,
 )
-from worker.fence_key import FenceKeys
+from worker.memory_rules import MemoryScope
 from worker.store import halfvec, queries
+from worker.store.fence_key import FenceKeys
 from worker.store.types import (
     CursorState,
     Erasure,
@@ -58,7 +58,7 @@ _USER_CHANGED = "MF002"
 _OPTED_OUT = "MF003"
 _ERASED = "MF004"
 _NO_FENCE_KEY = "MF005"
-# An erase's fence outlives every hand-over it could meet (worker.queue's
+# An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
 FENCE_LIFETIME_S = 8 * 86_400
 _FACT_COLUMNS = tuple(f.name for f in fields(FactRecord))
@@ -104,7 +104,7 @@ def _fact(row: Any) -> FactRecord:
 
 class PostgresStore:
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
-        """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.fence_key); a store without
+        """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
         self._pool = pool
         self._fences = fences

@@ -60,7 +60,7 @@ class CursorAdvance:
     user_turns: int
     summary: str | None = None  # a refreshed rolling summary, stored with the move
     handover_seq: int = 0  # the hand-over number of the list the slice came from
-    # What the erase fence is compared with (worker.payload.Snapshot.fence_seq);
+    # What the erase fence is compared with (worker.protocol.payload.Snapshot.fence_seq);
     # None: handover_seq.
     fence_seq: int | None = None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from worker.contract import MEMORY_SCOPES, MemoryScope
+from worker.memory_rules import MEMORY_SCOPES, MemoryScope
 from worker.store.types import FactRecord
 
 

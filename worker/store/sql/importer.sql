@@ -1,4 +1,4 @@
--- Queries of `memfleet import` (worker/importer.py, worker/store/imports.py).
+-- Queries of `memfleet import` (worker/ops/importer.py, worker/store/imports.py).
 -- Every query on facts is scoped to one user by its first parameter.
 
 -- name: fences
@@ -36,7 +36,7 @@ SELECT pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || $1, 0))
 
 -- name: user_gate
 -- Under the lock: the user's erase fence (NULL: none; $3 the user's fence key,
--- worker.fence_key), whether memory is on ($2: the fleet's default for a user
+-- worker.store.fence_key), whether memory is on ($2: the fleet's default for a user
 -- who never chose), and their version.
 SELECT (SELECT erased_at FROM memory_erasure_fence WHERE user_key = $3::bytea) AS erased_at,
        coalesce((SELECT enabled FROM user_memory_consent WHERE user_id = $1), $2) AS enabled,

@@ -210,7 +210,7 @@ LIMIT 1;
 -- name: fence_user
 -- Runs of hand-overs numbered up to $2 write nothing from now on; fences older
 -- than any hand-over's lifetime ($3 seconds) protect nothing and go. $1 is the
--- user's fence key (worker.fence_key: HMAC of the user id, never the id).
+-- user's fence key (worker.store.fence_key: HMAC of the user id, never the id).
 WITH pruned AS (
     DELETE FROM memory_erasure_fence
     WHERE erased_at < now() - make_interval(secs => $3)

@@ -41,5 +41,5 @@ SELECT value FROM memfleet_setting WHERE key = 'embed_dim';
 SELECT value FROM memfleet_setting WHERE key = 'embed_model';
 
 -- name: moves_under_way
--- Moves `memfleet reembed` started and has not finished (worker/reembed.py).
+-- Moves `memfleet reembed` started and has not finished (worker/ops/reembed.py).
 SELECT model, dim FROM memory_reembed WHERE finished_at IS NULL ORDER BY started_at;

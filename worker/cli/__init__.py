@@ -1,0 +1,5 @@
+"""The `memfleet` command line: one module per command group."""
+
+from worker.cli.main import main
+
+__all__ = ["main"]

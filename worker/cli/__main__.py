@@ -1,0 +1,3 @@
+from worker.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""What every memfleet command shares: the servers it talks to, the store, times.
+
+Settings are read once by ``worker.cli.main.main`` and passed down here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import SecretStr
+
+from worker.config import Settings, secret
+from worker.errors import ConfigurationError, MemfleetError
+
+
+def resolve(settings: Settings, *, database: bool = True) -> Settings:
+    """Fill in the embedded servers' URLs where none is set (``database``: False for a
+    command that needs Redis alone)."""
+    if (settings.database_url or not database) and settings.redis_url:
+        return settings
+    from worker.embedded import ensure_embedded
+
+    settings.home_dir.mkdir(parents=True, exist_ok=True)
+    # Each embedded server only where its own URL is unset.
+    database_url, redis_url = ensure_embedded(settings.home_dir.resolve(),
+                                              postgres=database and not settings.database_url,
+                                              redis=not settings.redis_url)
+    update: dict[str, Any] = {"database_url": settings.database_url or database_url,
+                              "redis_url": settings.redis_url or redis_url}
+    if database_url and settings.erase_fence_key is None:
+        # The embedded database's fences are keyed with a key kept beside it.
+        from worker.store.fence_key import embedded_key
+
+        update["erase_fence_key"] = SecretStr(embedded_key(settings.home_dir.resolve()))
+    return settings.model_copy(update=update)
+
+
+async def with_store(settings: Settings, use: Any) -> Any:
+    from worker.store.fence_key import fence_keys
+    from worker.store.pool import create_pool
+    from worker.store.postgres import PostgresStore
+
+    # Without a key, commands that only read or write facts by hand still work.
+    try:
+        fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
+    except ConfigurationError:
+        fences = None
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+    try:
+        return await use(PostgresStore(pool, fences))
+    finally:
+        await pool.close()
+
+
+def moment(flag: str, value: str | None) -> datetime | None:
+    """An ISO date or time; one without a zone is UTC."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise MemfleetError(f"{flag} needs an ISO date or time, such as 2026-10-15 or "
+                            "2026-10-15T09:30:00+02:00") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

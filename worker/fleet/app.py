@@ -1,0 +1,186 @@
+"""ARQ worker settings: resources built once in on_startup, closed in on_shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import structlog
+from arq.connections import RedisSettings
+from arq.worker import func
+from redis.asyncio.retry import Retry as RedisRetry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from worker.config import Settings, secret
+from worker.errors import ConfigurationError
+from worker.fleet import probe
+from worker.fleet.arq_worker import Worker
+from worker.fleet.gc_tuning import quiet_garbage_collector
+from worker.fleet.job import Deps, persist_session_memory
+from worker.fleet.metrics import MetricsServer
+from worker.ops import expiry
+from worker.protocol import lock, queue, serialization
+from worker.protocol.payload import Limits
+from worker.providers.factory import build_providers, embedding_model
+from worker.store.fence_key import fence_keys
+from worker.store.migrate import check_schema
+from worker.store.pool import GENERIC_PLANS, create_pool
+from worker.store.postgres import PostgresStore
+from worker.telemetry import Telemetry, hide_job_arguments, setup_telemetry
+
+log = structlog.get_logger("memfleet.app")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The worker's event loop: uvloop's where it is installed, asyncio's otherwise.
+
+    Same asyncio API, less work each time a job waits on Redis or PostgreSQL
+    and wakes up (measured in docs/bench.md).
+    """
+    try:
+        import uvloop
+    except ImportError:  # no wheel for this platform: asyncio's own loop works the same
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+REDIS_BACKOFF_CAP_S = 3.0
+
+
+def redis_settings(url: str, retries: int) -> RedisSettings:
+    """ARQ's connection settings, with every Redis command retried with backoff while
+    Redis is unreachable (a restart, a failover): the worker waits for it instead of
+    exiting. After ``retries`` tries the error surfaces and the process exits."""
+    redis = RedisSettings.from_dsn(url)
+    redis.retry = RedisRetry(ExponentialBackoff(cap=REDIS_BACKOFF_CAP_S, base=0.1), retries)
+    redis.retry_on_error = [RedisConnectionError, RedisTimeoutError, OSError]
+    return redis
+
+
+def worker_options(
+    settings: Settings, *, burst: bool = False, telemetry: Telemetry | None = None,
+    tune_gc: bool = False,
+) -> dict[str, Any]:
+    """Keyword arguments for ``arq.worker.Worker``, from settings read by the caller.
+
+    ``tune_gc``: a worker process of its own (``memfleet worker``) calls
+    ``quiet_garbage_collector`` once started; tests and the demo, which share
+    their process with other code, leave the collector alone.
+    """
+    if settings.redis_url is None or settings.database_url is None:
+        raise ConfigurationError("worker_options needs resolved database and Redis URLs")
+    # Every commit checks a fence.
+    fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
+    telemetry = telemetry or setup_telemetry(settings)
+
+    async def on_startup(ctx: dict[str, Any]) -> None:
+        pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
+                                 max_size=settings.db_pool_max, server_settings=GENERIC_PLANS,
+                                 reset=False)
+        async with pool.acquire() as conn:
+            await check_schema(conn, settings.embed_dim,
+                               embed_model=embedding_model(settings))
+        store = PostgresStore(pool, fences)
+        await store.check_fence_key()
+        ctx["pool"] = pool
+        ctx["deps"] = Deps(
+            settings=settings,
+            redis=ctx["redis"],
+            store=store,
+            providers=build_providers(settings, on_failure=lambda kind: (
+                telemetry.metrics.llm_errors.add(1, {"kind": kind})), redis=ctx["redis"],
+                metrics=telemetry.metrics),
+            limits=Limits.from_settings(settings),
+            telemetry=telemetry,
+        )
+        redis = ctx["redis"]
+        running = telemetry.metrics.running
+        ctx["heartbeat"] = asyncio.create_task(probe.keep_beating(
+            redis, settings.queue_name, lambda: sorted(running)))
+        ctx["recovery"] = asyncio.create_task(lock.keep_recovering(
+            redis, settings.queue_name, settings.recovery_interval_s,
+            lambda count: telemetry.metrics.recovered.add(count)))
+        if settings.expiry_interval_s > 0:
+            ctx["expiry"] = asyncio.create_task(expiry.keep_expiring(
+                pool, settings.expiry_interval_s,
+                lambda count: telemetry.metrics.expired.add(count)))
+        if settings.metrics_port is not None:
+
+            async def healthy() -> None:
+                await redis.ping()
+                await pool.fetchval("SELECT 1")
+
+            server = MetricsServer(telemetry.render_metrics, healthy)
+            port = await server.start(settings.metrics_host, settings.metrics_port)
+            ctx["metrics_server"] = server
+            log.info("serving /metrics and /healthz", port=port)
+        if tune_gc:
+            quiet_garbage_collector()
+
+    async def on_shutdown(ctx: dict[str, Any]) -> None:
+        for name in ("heartbeat", "recovery", "expiry"):
+            task = ctx.get(name)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        server = ctx.get("metrics_server")
+        if server is not None:
+            await server.stop()
+        deps: Deps | None = ctx.get("deps")
+        if deps is not None:
+            await deps.providers.aclose()
+        pool = ctx.get("pool")
+        if pool is not None:
+            await pool.close()
+
+    return {
+        "functions": [
+            func(persist_session_memory, name=queue.JOB_FUNCTION,
+                 timeout=settings.job_timeout_s, max_tries=settings.max_tries),
+        ],
+        "queue_name": settings.queue_name,
+        "redis_settings": redis_settings(settings.redis_url, settings.redis_retries),
+        "on_startup": on_startup,
+        "on_shutdown": on_shutdown,
+        "job_serializer": serialization.serialize,
+        "job_deserializer": serialization.deserialize,
+        "max_jobs": settings.max_jobs,
+        "job_timeout": settings.job_timeout_s,
+        "max_tries": settings.max_tries,
+        # Job ids are unique per hand-over, so a kept result never blocks a later one.
+        "keep_result": settings.keep_result_s,
+        # On SIGTERM stop taking jobs and let running ones finish (k8s grace period).
+        "job_completion_wait": int(settings.job_timeout_s),
+        "burst": burst,
+        "poll_delay": 0 if burst else settings.poll_delay_s,
+        "handle_signals": not burst,
+    }
+
+
+async def drain_queue(
+    settings: Settings, *, telemetry: Telemetry | None = None, **overrides: Any
+) -> Worker:
+    """Run a burst worker until the queue (deferred jobs included) is empty; return it."""
+    worker = build_worker(settings, burst=True, telemetry=telemetry, poll_delay=0, **overrides)
+    try:
+        await worker.main()
+    finally:
+        await worker.close()
+    return worker
+
+
+def build_worker(
+    settings: Settings,
+    *,
+    burst: bool = False,
+    telemetry: Telemetry | None = None,
+    tune_gc: bool = False,
+    **overrides: Any,
+) -> Worker:
+    options = worker_options(settings, burst=burst, telemetry=telemetry, tune_gc=tune_gc)
+    hide_job_arguments()
+    return Worker(**{**options, **overrides})

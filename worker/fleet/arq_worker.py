@@ -1,0 +1,118 @@
+"""ARQ's worker, refilling a freed slot at once and polling without busy loops.
+
+ARQ polls its queue every ``poll_delay`` seconds. Two of its habits cost a busy
+worker throughput, and are changed here:
+
+- A slot freed by a finished job stays empty until the next poll. Here, while
+  every slot is taken, an iteration waits for one of this worker's jobs to end
+  and polls again at once, until ``poll_delay`` has passed; so a worker at
+  ``max_jobs`` keeps its slots full instead of losing up to a poll per job.
+- A job stays in the queue's sorted set while it runs, so each poll reads this
+  worker's own running jobs again, and ARQ checks each in Redis (a WATCH, an
+  EXISTS and a ZSCORE) before skipping it. Here the ids of jobs this worker is
+  running are skipped without a round trip.
+- ARQ takes a job in four round trips (WATCH, EXISTS, ZSCORE, then MULTI/PSETEX/
+  EXEC); a busy worker's event loop makes each of them wait. Here one script
+  (``worker/protocol/lua/start_job.lua``) does the same checks and the same write,
+  atomically, in one.
+
+In burst mode (``memfleet worker --burst``, the tests' drain; ``poll_delay=0``)
+ARQ polls again at once until the queue is empty, a busy loop of Redis commands
+while the queue holds only jobs not due yet (deferred: a busy session, the
+circuit breaker, a retry's backoff) or jobs another worker holds. Here a burst
+iteration that started no job waits: until one of this worker's jobs ends, or
+the earliest queued job is due, at most ``BURST_MAX_WAIT_S`` and at least
+``BURST_MIN_WAIT_S``. The burst still ends as soon as the queue is empty.
+
+``_poll_iteration``, ``start_jobs``, ``run_job``, ``_jobs_started``,
+``_release_sem_dec_counter_on_complete``, ``sem``, ``tasks``, ``job_counter``
+and ``in_progress_timeout_s`` are ARQ internals (arq 0.28, pinned); this module
+and worker.protocol.queue are the only ones that touch them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from arq.constants import in_progress_key_prefix
+from arq.utils import timestamp_ms
+from arq.worker import Worker as ArqWorker
+
+from worker.protocol.scripts import LuaScript
+
+BURST_MIN_WAIT_S = 0.05
+BURST_MAX_WAIT_S = 0.5
+
+_START_JOB = LuaScript("worker.protocol.lua", "start_job.lua")
+
+
+class Worker(ArqWorker):
+    async def _poll_iteration(self) -> None:
+        if self.burst:
+            started = self._jobs_started()
+            await super()._poll_iteration()
+            if self._jobs_started() == started:
+                await self._wait_for_work()
+            return
+        # ARQ's loop sleeps what is left of poll_delay after this returns.
+        deadline = time.monotonic() + self.poll_delay_s
+        while True:
+            await super()._poll_iteration()
+            if self.job_counter < self.max_jobs:
+                return  # a slot is free: the queue held nothing more to start
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not await self._slot_freed(remaining):
+                return
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """ARQ's start_jobs (arq 0.28), skipping this worker's running jobs, with the
+        job taken in one script."""
+        # Every job this worker holds a task for: running, or finished since the
+        # queue was read (it has left the queue), or deferred by a retry (not due
+        # yet); the poll's end drops the finished tasks.
+        held = set(self.tasks)
+        for job_id in (raw.decode() for raw in job_ids):
+            if job_id in held:
+                continue
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            score = await _START_JOB(
+                self.pool, [in_progress_key_prefix + job_id, self.queue_name],
+                [job_id, timestamp_ms(), int(self.in_progress_timeout_s * 1000)])
+            if score is None:
+                self.job_counter -= 1
+                self.sem.release()
+                continue
+            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
+
+    async def _slot_freed(self, timeout_s: float) -> bool:
+        """Wait until one of this worker's jobs ends; False if none did in time."""
+        running = [task for task in self.tasks.values() if not task.done()]
+        if not running:
+            return True
+        done, _ = await asyncio.wait(running, timeout=timeout_s,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
+
+    async def _wait_for_work(self) -> None:
+        running = [task for task in self.tasks.values() if not task.done()]
+        if running and self.job_counter >= self.max_jobs:
+            # Every slot is taken: the next job can start when one of ours ends.
+            await asyncio.wait(running, timeout=BURST_MAX_WAIT_S,
+                               return_when=asyncio.FIRST_COMPLETED)
+            return
+        head = await self.pool.zrange(self.queue_name, 0, 0, withscores=True)
+        if not head:
+            return  # the queue is empty: ARQ's loop ends the burst now
+        due_in_s = head[0][1] / 1000 - time.time()
+        wait_s = min(max(due_in_s, BURST_MIN_WAIT_S), BURST_MAX_WAIT_S)
+        if running:
+            await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            await asyncio.sleep(wait_s)

@@ -1,0 +1,395 @@
+"""The ARQ job: take the session, run the pipeline, decide the outcome.
+
+Outcomes, each counted in ``memfleet.jobs`` and, but for ``deferred`` by a
+busy lock, recorded with an audit row in ``memory_run``:
+
+- committed / empty / fenced / skipped: see worker.pipeline.run and worker.pipeline.persist;
+- deferred: the session lock is busy, or was lost mid-run; a later job takes
+  the session over, and no try is spent;
+- invalid: the job or its payload cannot be read; never retried;
+- retry: a transient error (``MemfleetError.transient``); ARQ runs the job
+  again after a backoff, with the cursor untouched;
+- failed: a permanent error (refused request, bad settings), at once; or a
+  transient one on the last allowed try. The next hand-over starts over;
+- deferred (reason ``outage``): PostgreSQL was still down on the last try. A
+  server being away is nobody's error: the session gets a fresh job after
+  ``outage_wait_s``, as often as it takes, instead of failing;
+- skipped, on the last try, when the model kept breaking the answer schema
+  for this slice: the cursor moves past it with no fact written; at once when
+  the offline provider's answer broke the wire or its CPU work on the slice's
+  text went over MEMFLEET_PROVIDER_CPU_BUDGET_S (both would only repeat);
+- error: anything memfleet did not expect; recorded, counted, and raised to ARQ
+  as UnexpectedJobError (type and place, never the message: ARQ logs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import traceback
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import structlog
+from arq import Retry
+from opentelemetry import propagate, trace
+
+from worker.config import Settings
+from worker.errors import (
+    InvalidJob,
+    LockLost,
+    MemfleetError,
+    ModelBudgetBusy,
+    OfflineAnswerInvalid,
+    ProviderAnswerInvalid,
+    ProviderUnavailable,
+    ProviderWorkOverBudget,
+    StoreError,
+    UnexpectedJobError,
+)
+from worker.pipeline.cursor import NOTHING_SETTLED, Settlement
+from worker.pipeline.run import RunContext, run_once, skip_slice
+from worker.protocol import breaker, lock, queue
+from worker.protocol.breaker import BreakerKeys
+from worker.protocol.events import CommitNote
+from worker.protocol.payload import Limits, Snapshot, decode_handover
+from worker.protocol.session_ref import SessionRef
+from worker.providers.base import Providers
+from worker.store.base import PipelineStore
+from worker.store.types import RunRecord
+from worker.telemetry import StageClock, Telemetry
+
+log = structlog.get_logger("memfleet.job")
+
+FOLLOW_UP_ATTEMPTS = 3
+# Outcomes after which no job comes for the session's lists until the next
+# hand-over or a re-drive (memfleet retry): dead letters, not waiting work.
+GIVEN_UP = frozenset({"failed", "invalid"})
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    """Built once in on_startup and shared by every job of the process."""
+
+    settings: Settings
+    redis: Any
+    store: PipelineStore
+    providers: Providers
+    limits: Limits
+    telemetry: Telemetry
+
+
+class Next(StrEnum):
+    """What becomes of a run that raised a MemfleetError."""
+
+    RETRY = "retry"
+    FAIL = "failed"
+    SKIP = "skipped"
+    WAIT_OUT = "deferred"
+
+
+def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
+    """The retry policy, decided by the error tree: only transient errors are tried again."""
+    if isinstance(exc, (OfflineAnswerInvalid, ProviderWorkOverBudget)):
+        # Deterministic work on this slice's text: another try would end the same way,
+        # and failing would block the session's later turns. Skipped, on the record.
+        return Next.SKIP
+    if not exc.transient:
+        return Next.FAIL
+    if job_try < max_tries:
+        return Next.RETRY
+    if exc.outage:
+        return Next.WAIT_OUT
+    # The model keeps breaking the contract on this slice: skip it, on the record,
+    # rather than block the session forever (docs/architecture.md).
+    return Next.SKIP if isinstance(exc, ProviderAnswerInvalid) else Next.FAIL
+
+
+def backoff_s(job_try: int) -> float:
+    return float(min(300, 2 ** min(job_try, 9)))
+
+
+async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    deps: Deps = ctx["deps"]
+    metrics = deps.telemetry.metrics
+    job_id = str(ctx.get("job_id", ""))
+    metrics.running.add(job_id)
+    outcome = "error"
+    try:
+        result = await _run(deps, ctx, args, kwargs)
+        outcome = str(result.get("outcome"))
+        return result
+    except Retry:
+        outcome = "retry"
+        raise
+    except asyncio.CancelledError:
+        # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
+        outcome = "cancelled"
+        raise
+    except Exception as exc:
+        # By type and place only: the message, and any exception chained to it, can
+        # quote user content (a pydantic error cites its input). ARQ logs what the
+        # job raises with its message and traceback, so a foreign error is handed
+        # over as a stand-in; memfleet's own messages carry no user content.
+        where = _innermost_frame(exc)
+        log.error("job ended in an unexpected error", error=type(exc).__name__, where=where)
+        if isinstance(exc, MemfleetError):
+            raise
+        raise UnexpectedJobError(
+            f"{type(exc).__name__} at {where} (its message is withheld)") from None
+    finally:
+        metrics.running.discard(job_id)
+        metrics.jobs.add(1, {"outcome": outcome})
+
+
+async def _run(
+    deps: Deps, ctx: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    job_id: str = ctx["job_id"]
+    job_try: int = ctx.get("job_try", 1)
+    started_at = datetime.now(UTC)
+    clock = StageClock(deps.telemetry.tracer, deps.telemetry.metrics)
+    base = RunRecord(job_id=job_id, job_try=job_try, session_id=None, user_id=None,
+                     outcome="invalid", started_at=started_at)
+
+    with clock.span(
+        f"process {deps.settings.queue_name}", trace.SpanKind.CONSUMER,
+        {
+            "messaging.system": "arq", "messaging.operation.name": "process",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": deps.settings.queue_name,
+            "messaging.message.id": job_id, "memfleet.job.try": job_try,
+        },
+    ) as span:
+        if not args and set(kwargs) == {"session_id"} and isinstance(kwargs["session_id"], str):
+            # Queued by a release that keyed sessions by id alone (a rolling upgrade).
+            adopted = await queue.adopt_legacy(deps.redis, kwargs["session_id"],
+                                               deps.settings.queue_name)
+            return {"outcome": "adopted", "sessions": adopted}
+        session = _session_of(args, kwargs)
+        if session is None:
+            return await _record(deps, base, "invalid",
+                                 "the job's arguments are not {user_id: str, session_id: str}")
+        base = replace(base, session_id=session.session_id, user_id=session.user_id)
+        # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
+        recording = span.is_recording()
+        if recording:
+            span.set_attribute("memfleet.session", deps.telemetry.hashed_id(session.key))
+            span.set_attribute("memfleet.user", deps.telemetry.hashed_id(session.user_id))
+        session_lock = lock.SessionLock(deps.redis, session,
+                                        int(deps.settings.lock_ttl_s * 1000),
+                                        deps.settings.queue_name)
+        claimed = await lock.take(deps.redis, session_lock, job_id, clock)
+        if claimed.payload is not None and not claimed.locked:
+            # Busy, or the model endpoint is resting: not a failure, and no try is
+            # spent. A job that runs later takes the session over.
+            reason = "llm_breaker" if claimed.breaker_open_ms else "busy"
+            await _defer(deps, session, claimed.breaker_open_ms)
+            span.set_attributes({"memfleet.outcome": "deferred",
+                                 "memfleet.deferred.reason": reason})
+            return {"outcome": "deferred", "reason": reason}
+        if claimed.payload is None and claimed.finished:
+            # A commit finished every list and the release dropped the snapshot: a
+            # re-run of that job (ARQ is at-least-once), or one more queued for it.
+            return await _nothing_new(deps, base, span)
+        snapshots, unreadable = read_lists(claimed, deps.limits, session)
+        for error in unreadable:
+            await _record(deps, base, "invalid", error)
+        if not snapshots:
+            await session_lock.release(gave_up=True)
+            return {"outcome": "invalid", "error": unreadable[-1]}
+        handover = snapshots[-1].handover
+        base = replace(base, handover_seq=snapshots[-1].fence_seq)
+        if recording:
+            _link_to_handover(span, handover.trace)
+        run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
+                             started_at, check_lock=session_lock.check)
+        settlement = NOTHING_SETTLED
+        result: dict[str, Any] = {}
+        try:
+            result, settlement = await _run_pipeline(deps, run_ctx, session, snapshots, base)
+            if settlement.follow_up and "error" not in result:
+                # A long list goes in bounded chunks, and each older list in its own
+                # job, queued while this job still holds the session: a worker that
+                # dies here leaves the lock for the recovery pass, never an orphan.
+                await _follow_up(deps, session, job_try)
+        finally:
+            await session_lock.release(
+                done_through=settlement.done_through, latest_done=settlement.latest_done,
+                gave_up=result.get("outcome") in GIVEN_UP, note=_note(deps, session, result))
+        if claimed.breaker_failures and "error" not in result:
+            await breaker.reset(deps.redis, BreakerKeys.of(deps.settings.queue_name))
+        if "error" in result or result["outcome"] == "deferred":
+            span.set_attribute("memfleet.outcome", str(result["outcome"]))
+            return result
+        span.set_attribute("memfleet.outcome", result["outcome"])
+        log.info("job finished", job_id=job_id, job_try=job_try, outcome=result["outcome"],
+                 added=result["added"], updated=result["updated"], deleted=result["deleted"],
+                 timings_ms=clock.timings_ms)
+        return result
+
+
+def _note(deps: Deps, session: SessionRef, result: dict[str, Any]) -> CommitNote:
+    """The commit event's fields (worker.protocol.events), published only when the run settled."""
+    return CommitNote(deps.telemetry.hashed_id(session.key), str(result.get("outcome", "none")),
+                      int(result.get("added", 0)), int(result.get("updated", 0)),
+                      int(result.get("deleted", 0)))
+
+
+def _session_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionRef | None:
+    user_id, session_id = kwargs.get("user_id"), kwargs.get("session_id")
+    if args or set(kwargs) != {"user_id", "session_id"}:
+        return None
+    if not isinstance(user_id, str) or not isinstance(session_id, str):
+        return None
+    return SessionRef(user_id, session_id)
+
+
+def read_lists(
+    claimed: lock.Claimed, limits: Limits, session: SessionRef
+) -> tuple[list[Snapshot], list[str]]:
+    """The session's lists that parse and belong to ``session``, oldest first, and
+    why the others do not."""
+    snapshots: list[Snapshot] = []
+    unreadable: list[str] = []
+    if claimed.payload is None:
+        unreadable.append("the session has no hand-over payload")
+    for raw in claimed.lists():
+        try:
+            handover = decode_handover(raw.payload, limits)
+            if (handover.user_id, handover.session_id) != (session.user_id, session.session_id):
+                raise InvalidJob("the hand-over names another session than its key")
+            snapshots.append(Snapshot(raw.seq, handover, raw.latest))
+        except InvalidJob as exc:
+            unreadable.append(str(exc) if raw.latest else f"an older list: {exc}")
+    return snapshots, unreadable
+
+
+async def _run_pipeline(
+    deps: Deps, ctx: RunContext, session: SessionRef, snapshots: list[Snapshot], base: RunRecord
+) -> tuple[dict[str, Any], Settlement]:
+    try:
+        result = await run_once(ctx, snapshots)
+        return result.as_dict(), result.settlement
+    except InvalidJob as exc:
+        return await _record(deps, base, "invalid", str(exc)), NOTHING_SETTLED
+    except ModelBudgetBusy as exc:
+        # The fleet is as busy as its model budget allows: a later job takes the
+        # session over; no try is spent and the breaker stays closed.
+        await _defer(deps, session)
+        return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
+    except LockLost as exc:
+        # Another job holds the session now, or Redis forgot the lock: either way a
+        # later job takes over (the cursor fence keeps the slice from counting twice).
+        await _defer(deps, session)
+        return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
+    except MemfleetError as exc:
+        if isinstance(exc, ProviderUnavailable):
+            await _trip_breaker(deps)
+        decision = after_error(exc, ctx.job_try, deps.settings.max_tries)
+        log.warning("job did not complete", job_try=ctx.job_try, next=decision.value,
+                    error=type(exc).__name__)
+        if decision is Next.SKIP:
+            skipped = await skip_slice(ctx, snapshots, _describe(exc))
+            return skipped.as_dict(), skipped.settlement
+        if decision is Next.WAIT_OUT:
+            await _defer(deps, session, int(deps.settings.outage_wait_s * 1000))
+            await _record(deps, base, "deferred", _describe(exc))
+            return {"outcome": "deferred", "reason": "outage"}, NOTHING_SETTLED
+        recorded = await _record(deps, base, decision.value, _describe(exc))
+        if decision is Next.RETRY:
+            await _stay_pending(deps, session, int(backoff_s(ctx.job_try) * 1000))
+            raise Retry(defer=backoff_s(ctx.job_try)) from exc
+        return recorded, NOTHING_SETTLED
+    except Exception as exc:
+        await _record(deps, base, "error", type(exc).__name__)
+        raise
+
+
+async def _stay_pending(deps: Deps, session: SessionRef, due_in_ms: int) -> None:
+    """Before a retry: ARQ requeues this job only after it ends, and a worker that
+    dies in between would leave the session to ARQ's in-progress expiry (job
+    timeout + 10 s). Pending, the recovery pass queues it if the retry never runs."""
+    try:
+        await queue.keep_pending(deps.redis, session, deps.settings.queue_name, due_in_ms)
+    except Exception as exc:  # noqa: BLE001 - Redis down: the retry itself stands
+        log.warning("session not marked pending", error=type(exc).__name__)
+
+
+async def _defer(deps: Deps, session: SessionRef, at_least_ms: int = 0) -> None:
+    await queue.enqueue(deps.redis, session, payload=None,
+                        queue_name=deps.settings.queue_name,
+                        defer_ms=max(int(deps.settings.busy_defer_s * 1000), at_least_ms))
+
+
+async def _trip_breaker(deps: Deps) -> None:
+    """The model endpoint failed past its retries: pause every replica's model calls."""
+    settings = deps.settings
+    try:
+        open_ms = await breaker.trip(deps.redis, BreakerKeys.of(settings.queue_name),
+                                     settings.llm_breaker_open_s, settings.llm_breaker_max_s)
+    except Exception as exc:  # noqa: BLE001 - the breaker only saves calls; the retry stands
+        log.warning("circuit breaker not tripped", error=type(exc).__name__)
+        return
+    deps.telemetry.metrics.breaker_trips.add(1)
+    log.warning("model endpoint failing: circuit breaker open", open_ms=open_ms)
+
+
+async def _follow_up(deps: Deps, session: SessionRef, job_try: int) -> None:
+    """Queue the job for the rest of the backlog. If Redis will not take it, this
+    job is retried instead: its next run starts where this commit left the cursor."""
+    for attempt in range(1, FOLLOW_UP_ATTEMPTS + 1):
+        try:
+            await queue.enqueue(deps.redis, session, payload=None,
+                                queue_name=deps.settings.queue_name)
+            return
+        except Exception as exc:  # noqa: BLE001 - any Redis failure: try again, then hand to ARQ
+            log.warning("follow-up enqueue failed", attempt=attempt, error=type(exc).__name__)
+            if attempt < FOLLOW_UP_ATTEMPTS:
+                await asyncio.sleep(0.1 * attempt)
+    raise Retry(defer=backoff_s(job_try))
+
+
+def _link_to_handover(span: trace.Span, carrier: dict[str, str]) -> None:
+    """Link the job to the hand-over's PRODUCER span, carried in the payload."""
+    producer = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+    if producer.is_valid:
+        span.add_link(producer, {"messaging.operation.type": "send"})
+
+
+def _innermost_frame(exc: BaseException) -> str:
+    """Where an exception was raised, as ``file:line in function``: code, never data."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "(no traceback)"
+    last = frames[-1]
+    return f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
+
+
+def _describe(exc: BaseException) -> str:
+    # Our own errors never carry user content; others are named by type only.
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, MemfleetError) else type(exc).__name__
+
+
+async def _nothing_new(deps: Deps, base: RunRecord, span: trace.Span) -> dict[str, Any]:
+    """The audit row of a run that found every list of its session finished."""
+    try:
+        await deps.store.record_run(replace(base, outcome="empty"))
+    except StoreError as exc:
+        log.warning("audit row not written", outcome="empty", error=str(exc)[:200])
+    span.set_attribute("memfleet.outcome", "empty")
+    return {"outcome": "empty", "added": 0, "updated": 0, "deleted": 0}
+
+
+async def _record(deps: Deps, base: RunRecord, outcome: str, error: str) -> dict[str, Any]:
+    run = replace(base, outcome=outcome, error=error)
+    try:
+        await deps.store.record_run(run)
+    except StoreError as exc:
+        # The audit row is best effort when PostgreSQL itself is what failed.
+        log.warning("audit row not written", outcome=outcome, error=str(exc)[:200])
+    log.info("job recorded", outcome=outcome, job_id=run.job_id)
+    return {"outcome": outcome, "error": error}
+

@@ -1,0 +1,165 @@
+"""``memfleet webhook``: the commit events (worker.protocol.events) POSTed to a URL, at least once.
+
+One sender per fleet reads the events stream in a consumer group, POSTs each
+event as JSON and acknowledges it once the receiver answered 2xx. Delivery is
+at least once: a sender killed after a POST and before its acknowledgement
+sends that event again when it restarts (it reads its own pending entries
+first), and another sender of the group claims the entries of one that stays
+dead. Receivers deduplicate by the body's ``id`` (signed; the
+``X-Memfleet-Event-Id`` header repeats it, unsigned).
+
+- 2xx: delivered. 408, 429, 5xx, a timeout or no connection: the receiver is
+  away; the same event is tried again with backoff, for as long as it takes,
+  so events keep their order. Any other answer (a 4xx): the receiver refuses
+  the event; it is acknowledged, logged by id and counted, never tried forever.
+- Every POST is signed over its time and its body (worker.fleet.webhook_signature:
+  ``X-Memfleet-Signature: t=<unix>,v1=<hex>``; receivers check it with
+  ``verify``, within a 5-minute tolerance). A secret (MEMFLEET_WEBHOOK_SECRET)
+  is required unless unsigned deliveries are chosen (``--unsigned``,
+  MEMFLEET_WEBHOOK_UNSIGNED); a URL that cannot be posted to is refused at
+  start, never tried forever.
+- Log lines name the receiver by its redacted URL (worker.log_redaction).
+- The body holds the event's fields only: a session stand-in, a hand-over
+  number, counts and a time; never an id or text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+import structlog
+from redis.exceptions import ResponseError
+
+from worker.errors import ConfigurationError
+from worker.fleet.webhook_signature import HEADER, MIN_SECRET_CHARS, sign
+from worker.log_redaction import redact_url
+from worker.protocol.events import CommitEvent
+
+log = structlog.get_logger("memfleet.webhook")
+
+GROUP = "memfleet-webhook"
+BLOCK_MS = 5_000
+BATCH = 50
+# An entry another sender read and did not acknowledge for this long: that sender died.
+CLAIM_IDLE_MS = 60_000
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 30.0
+_AWAY = frozenset({408, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    url: str
+    secret: str | None = None
+    timeout_s: float = 10.0
+
+
+def webhook_target(url: str, secret: str | None, *, unsigned: bool) -> WebhookTarget:
+    """The receiver, checked before anything is sent: an http(s) URL with a host, and a
+    secret unless unsigned deliveries were chosen. ConfigurationError otherwise (its
+    message never quotes the URL or the secret)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        parsed = None
+    if (parsed is None or parsed.scheme not in ("http", "https") or not parsed.host
+            or not 0 < (parsed.port or 80) < 65536):
+        raise ConfigurationError("the webhook URL (--url or MEMFLEET_WEBHOOK_URL) must be "
+                                 "an http:// or https:// URL with a host")
+    if unsigned and secret:
+        raise ConfigurationError("MEMFLEET_WEBHOOK_SECRET is set and unsigned deliveries "
+                                 "were asked for (--unsigned or MEMFLEET_WEBHOOK_UNSIGNED): "
+                                 "choose one")
+    if not unsigned and not secret:
+        raise ConfigurationError("memfleet webhook signs its deliveries: set "
+                                 "MEMFLEET_WEBHOOK_SECRET, or choose unsigned deliveries "
+                                 "with --unsigned (MEMFLEET_WEBHOOK_UNSIGNED=true)")
+    if secret and len(secret) < MIN_SECRET_CHARS:
+        raise ConfigurationError(f"MEMFLEET_WEBHOOK_SECRET must be at least "
+                                 f"{MIN_SECRET_CHARS} characters")
+    return WebhookTarget(url, secret or None)
+
+
+def body_of(event: CommitEvent) -> bytes:
+    return json.dumps(asdict(event), separators=(",", ":")).encode()
+
+
+def receiver_away(status: int) -> bool:
+    return status in _AWAY or status >= 500
+
+
+async def post(http: httpx.AsyncClient, target: WebhookTarget, event: CommitEvent) -> bool:
+    """POST one event until the receiver takes or refuses it; True when taken."""
+    body = body_of(event)
+    headers = {"content-type": "application/json", "x-memfleet-event-id": event.id}
+    delay = BACKOFF_BASE_S
+    while True:
+        if target.secret:  # signed at each try: a retry's timestamp is its own
+            headers[HEADER] = sign(target.secret, body)
+        try:
+            response = await http.post(target.url, content=body, headers=headers,
+                                       timeout=target.timeout_s)
+            if response.is_success:
+                return True
+            if not receiver_away(response.status_code):
+                log.warning("event refused by the receiver", event_id=event.id,
+                            status=response.status_code)
+                return False
+            problem = f"HTTP {response.status_code}"
+        except httpx.TransportError as exc:
+            problem = type(exc).__name__
+        log.warning("receiver away; trying again", event_id=event.id, problem=problem,
+                    in_s=delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, BACKOFF_MAX_S)
+
+
+async def ensure_group(redis: Any, events_key: str, start: str) -> None:
+    try:
+        await redis.xgroup_create(events_key, GROUP, id=start, mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def _parse(entries: Any) -> list[CommitEvent]:
+    return [CommitEvent.parse(entry_id, fields) for entry_id, fields in entries or [] if fields]
+
+
+async def next_events(redis: Any, events_key: str, consumer: str, *,
+                      block_ms: int = BLOCK_MS) -> list[CommitEvent]:
+    """This consumer's unacknowledged entries first (a restart after a crash), then
+    a dead sender's, then new ones."""
+    answer = await redis.xreadgroup(GROUP, consumer, {events_key: "0"}, count=BATCH)
+    events = _parse(answer[0][1] if answer else [])
+    if events:
+        return events
+    claimed = await redis.xautoclaim(events_key, GROUP, consumer, CLAIM_IDLE_MS, "0-0",
+                                     count=BATCH)
+    events = _parse(claimed[1])
+    if events:
+        return events
+    answer = await redis.xreadgroup(GROUP, consumer, {events_key: ">"}, count=BATCH,
+                                    block=block_ms)
+    return _parse(answer[0][1] if answer else [])
+
+
+async def deliver_forever(redis: Any, events_key: str, target: WebhookTarget, *,
+                          consumer: str | None = None, start: str = "$") -> None:
+    """Deliver events until cancelled; ``start``: where a new group begins ("0": all kept)."""
+    consumer = consumer or socket.gethostname()
+    await ensure_group(redis, events_key, start)
+    log.info("delivering commit events", receiver=redact_url(target.url),
+             signed=target.secret is not None, consumer=consumer)
+    if target.secret is None:
+        log.warning("deliveries are unsigned (chosen): receivers cannot tell them from forgeries")
+    async with httpx.AsyncClient() as http:
+        while True:
+            for event in await next_events(redis, events_key, consumer):
+                await post(http, target, event)
+                await redis.xack(events_key, GROUP, event.id)

@@ -1,0 +1,305 @@
+"""`memfleet reembed --model M --dim D`: move every active fact to another embedding
+model and dimension while the fleet runs (docs/operations.md).
+
+- **User by user.** A user's rows still on another model are read with the
+  user's version in one snapshot, embedded, and written back in one
+  transaction that first wins the user-version compare-and-set every writer of
+  a user's facts takes (memfleet_bump_user_version). A worker that read the
+  user's neighbours before the move loses its own compare-and-set and reads
+  them again, now on the new model (worker.pipeline.consolidate); a user whose
+  facts changed while the move embedded them is read again (the vectors of
+  texts already embedded are kept).
+- **In place.** Only ``embedding`` and ``embedding_model`` change: the text, the
+  times and the chain stay, nothing is inserted, so nothing can be duplicated.
+- **Batched across users.** Each embeddings call takes up to ``batch`` texts,
+  from as many users as it takes, through the fleet's model budget
+  (worker.providers.budget) like the workers' calls.
+- **Resumable.** What is left is what is still on another model: a move killed
+  at any point and run again goes on from there.
+- **Verified.** It loops until no active row is left on another model (old
+  workers may commit some meanwhile), then records the move finished: the
+  fleet's model and dimension (memfleet_setting) become M and D.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from worker.config import Settings
+from worker.errors import (
+    ConfigurationError,
+    MemfleetError,
+    ModelBudgetBusy,
+    ProviderAnswerInvalid,
+)
+from worker.providers.base import Embedder
+from worker.providers.factory import build_embedder, embedding_model
+from worker.store import halfvec, queries
+from worker.store.postgres import translated
+from worker.vectors import Vector
+
+# Users listed per pass: a pass's bookkeeping stays small whatever the fleet's size.
+USERS_PER_PASS = 500
+# Reads of one user in a pass while their facts keep changing under the move.
+USER_ATTEMPTS = 5
+# Passes in a row that move nobody, while users are left, before giving up.
+STALLED_PASSES = 20
+STALL_PAUSE_S = 0.5
+MIN_DIM, MAX_DIM = 8, 16_000  # MEMFLEET_EMBED_DIM's bounds
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    model: str
+    dim: int
+
+    def check(self) -> None:
+        if not self.model.strip():
+            raise ConfigurationError("reembed needs a model name (--model)")
+        if not MIN_DIM <= self.dim <= MAX_DIM:
+            raise ConfigurationError(f"--dim must be between {MIN_DIM} and {MAX_DIM}")
+
+
+@dataclass(slots=True)
+class Counts:
+    users: int = 0  # users whose move committed
+    facts: int = 0  # rows re-embedded
+    calls: int = 0  # embeddings calls
+    reread: int = 0  # users read again: their facts changed under the move
+    passes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    target: Target
+    counts: Counts
+    active: int  # active rows at the end, every one on the target
+    seconds: float
+
+    def line(self) -> str:
+        c = self.counts
+        return (f"reembed {self.target.model} at {self.target.dim}: {c.users} users moved,"
+                f" {c.facts} facts re-embedded, {c.calls} embedding calls,"
+                f" {self.seconds:.1f} s ({c.reread} users read again);"
+                f" verified: {self.active} active facts, all on {self.target.model}"
+                f" at {self.target.dim}")
+
+
+@dataclass(slots=True)
+class UserMove:
+    """One user's rows still to move, read at ``version``; vectors filled batch by batch."""
+
+    user_id: str
+    version: int
+    ids: list[int]
+    texts: list[str]
+    vectors: list[Vector | None]
+    attempt: int = 1
+
+    def waiting(self) -> list[int]:
+        return [i for i, vector in enumerate(self.vectors) if vector is None]
+
+    @property
+    def complete(self) -> bool:
+        return all(vector is not None for vector in self.vectors)
+
+    def known(self) -> dict[str, Vector]:
+        """The vectors already made, by text: a reread embeds only what is new."""
+        return {text: v for text, v in zip(self.texts, self.vectors, strict=True)
+                if v is not None}
+
+
+def next_batch(pending: list[UserMove], size: int) -> list[tuple[UserMove, int]]:
+    """The next ``size`` texts without a vector, users in the order they were read."""
+    return [(user, i) for user in pending for i in user.waiting()][:size]
+
+
+class _Changed(Exception):
+    """Internal: the user's rows are not what was read; rolls the move back."""
+
+
+@dataclass(slots=True)
+class Mover:
+    pool: Any
+    embedder: Embedder
+    target: Target
+    batch: int
+    counts: Counts = field(default_factory=Counts)
+    sql: dict[str, str] = field(default_factory=lambda: queries.load("reembed"))
+
+    async def run(self, progress: Callable[[Counts], None] | None = None) -> int:
+        """Move everyone, verify, record the move finished; the active rows at the end."""
+        model, dim = self.target.model, self.target.dim
+        stalled = 0
+        while True:
+            async with translated("listing the users left"):
+                users = [row["user_id"] for row in await self.pool.fetch(
+                    self.sql["users_left"], model, dim, USERS_PER_PASS)]
+            if not users:
+                active = await self._finish()
+                if active is not None:
+                    return active
+                continue  # rows on another model came in meanwhile: another pass
+            self.counts.passes += 1
+            moved = await self.move(users)
+            if progress is not None:
+                progress(self.counts)
+            stalled = 0 if moved else stalled + 1
+            if stalled >= STALLED_PASSES:
+                raise MemfleetError(f"the facts of {len(users)} users kept changing during the"
+                                    " move: run `memfleet reembed` again")
+            if not moved:
+                await asyncio.sleep(STALL_PAUSE_S)
+
+    async def move(self, users: list[str]) -> int:
+        """One pass over ``users``; how many moves committed."""
+        queue: deque[tuple[str, int, dict[str, Vector]]] = deque((u, 1, {}) for u in users)
+        pending: list[UserMove] = []
+        moved = 0
+        while queue or pending:
+            while queue and sum(len(u.waiting()) for u in pending) < self.batch:
+                user = await self._read(*queue.popleft())
+                if user is not None:
+                    pending.append(user)
+            slots = next_batch(pending, self.batch)
+            if slots:
+                vectors = await self._embed([user.texts[i] for user, i in slots])
+                for (user, i), vector in zip(slots, vectors, strict=True):
+                    user.vectors[i] = vector
+            for user in [u for u in pending if u.complete]:
+                pending.remove(user)
+                if await self._commit(user):
+                    moved += 1
+                elif user.attempt < USER_ATTEMPTS:
+                    self.counts.reread += 1
+                    queue.append((user.user_id, user.attempt + 1, user.known()))
+        return moved
+
+    async def _read(self, user_id: str, attempt: int, known: dict[str, Vector]) -> UserMove | None:
+        async with translated("reading a user's facts"):
+            rows = await self.pool.fetch(self.sql["user_rows"], self.target.model,
+                                         self.target.dim, user_id)
+        found = [row for row in rows if row["id"] is not None]
+        if not found:
+            return None
+        texts = [row["text"] for row in found]
+        return UserMove(user_id, rows[0]["version"], [row["id"] for row in found], texts,
+                        [known.get(text) for text in texts], attempt)
+
+    async def _embed(self, texts: list[str]) -> Vector:
+        while True:
+            try:
+                answer = await self.embedder.embed(texts)
+            except ModelBudgetBusy:
+                continue  # the fleet is as busy as its budget allows: wait our turn again
+            self.counts.calls += 1
+            if answer.value.shape != (len(texts), self.target.dim):
+                raise ProviderAnswerInvalid("the embeddings do not match the request")
+            return answer.value
+
+    async def _commit(self, user: UserMove) -> bool:
+        """The user's move in one transaction; False when their facts changed since the read."""
+        model, dim = self.target.model, self.target.dim
+        matrix = np.stack([v for v in user.vectors if v is not None])
+        try:
+            async with translated("moving a user's facts"), self.pool.acquire() as conn, \
+                    conn.transaction():
+                await conn.execute(self.sql["lock_user"], user.user_id)
+                if await conn.fetchval(self.sql["bump_user_version"], user.user_id,
+                                       user.version) is None:
+                    raise _Changed
+                status = await conn.execute(self.sql["move_rows"], model, dim, user.user_id,
+                                            user.ids, halfvec.encode_rows(matrix))
+                if int(status.rsplit(" ", 1)[-1]) != len(user.ids):
+                    raise _Changed
+                await conn.execute(self.sql["count_moved"], model, dim, len(user.ids))
+        except _Changed:
+            return False
+        self.counts.users += 1
+        self.counts.facts += len(user.ids)
+        return True
+
+    async def _finish(self) -> int | None:
+        """Verify the end state and record the move finished; None when rows are left."""
+        model, dim = self.target.model, self.target.dim
+        async with translated("verifying the move"), self.pool.acquire() as conn, \
+                conn.transaction():
+            state = await conn.fetchrow(self.sql["verify"], model, dim)
+            if state["other"] or state["other_dim"]:
+                return None
+            await conn.execute(self.sql["finish"], model, dim)
+        active: int = state["active"]
+        return active
+
+
+async def reembed(
+    pool: Any, embedder: Embedder, target: Target, *, batch: int,
+    progress: Callable[[Counts], None] | None = None,
+) -> Outcome:
+    """The whole move, under a lock that keeps a second ``reembed`` from running with it."""
+    target.check()
+    if batch < 1:
+        raise ConfigurationError("--batch must be at least 1")
+    if (embedder.model, embedder.dim) != (target.model, target.dim):
+        raise ConfigurationError("the embedder does not embed with the move's model")
+    started = time.monotonic()
+    mover = Mover(pool, embedder, target, batch)
+    async with translated("starting the move"), pool.acquire() as lock:
+        if not await lock.fetchval(mover.sql["try_lock"]):
+            raise MemfleetError("another memfleet reembed is running")
+        try:
+            try:
+                await lock.fetchval(mover.sql["start"], target.model, target.dim)
+            except asyncpg.UndefinedTableError as exc:
+                raise ConfigurationError(
+                    "the database is not migrated: run `memfleet migrate`") from exc
+            active = await mover.run(progress)
+        finally:
+            # A connection that broke took the lock with it.
+            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                await lock.execute(mover.sql["unlock"])
+    return Outcome(target, mover.counts, active, time.monotonic() - started)
+
+
+def reembed_embedder(settings: Settings, target: Target, redis: Any) -> Embedder:
+    """The embedder of the move: the settings' provider, endpoint and key, ``target``'s
+    model and dimension, and the fleet's model budget in ``redis``."""
+    target.check()
+    if settings.embed_provider == "hashing" and target.model != embedding_model(settings):
+        # Hashing workers write their one model name whatever MEMFLEET_EMBED_MODEL says.
+        raise ConfigurationError(f"the hashing embeddings provider only embeds with"
+                                 f" {embedding_model(settings)}: only --dim can change")
+    return build_embedder(settings, target.model, target.dim, redis=redis)
+
+
+async def run_reembed(
+    settings: Settings, target: Target, *, batch: int,
+    progress: Callable[[Counts], None] | None = None,
+) -> Outcome:
+    """``memfleet reembed``: its own pool, Redis client and embedder, closed at the end."""
+    from redis.asyncio import Redis
+
+    from worker.store.pool import create_pool
+
+    redis = Redis.from_url(settings.redis_url or "")
+    embedder = reembed_embedder(settings, target, redis)
+    try:
+        pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+        try:
+            return await reembed(pool, embedder, target, batch=batch, progress=progress)
+        finally:
+            await pool.close()
+    finally:
+        close = getattr(embedder, "aclose", None)
+        if close is not None:
+            await close()
+        await redis.aclose()

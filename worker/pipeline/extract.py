@@ -1,0 +1,160 @@
+"""Extract stage: the new slice (plus a little context and the summary) in, atomic facts out.
+
+LLM pass 1. Building the request and reading the answer are pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from worker.conversation import Handover, Message
+from worker.memory_rules import SourceKind, confidence_for
+from worker.pipeline.context import RunContext, ask
+from worker.pipeline.cursor import Position
+from worker.providers.wire import (
+    Category,
+    ExtractedFact,
+    ExtractionAnswer,
+    ExtractionRequest,
+    WireMessage,
+)
+from worker.store.types import PROFILE, FactTerms
+
+MAX_CANDIDATES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFact:
+    text: str
+    category: Category
+    importance: int
+    terms: FactTerms = PROFILE
+
+
+def observed_label(moment: datetime) -> str:
+    """The observation date as the wire format spells it: ``2026-11-22 (Sunday)``."""
+    return f"{moment.date().isoformat()} ({moment.strftime('%A')})"
+
+
+def build_request(
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    context_messages: int,
+    summary: str | None,
+    observed_at: datetime,
+    agent_id: str | None = None,
+) -> ExtractionRequest:
+    """Only the new slice and the declared context go out, nothing else of the session."""
+    context = messages[max(0, start - context_messages) : start]
+    return ExtractionRequest(
+        observed_at=observed_label(observed_at),
+        summary=summary,
+        context=tuple(WireMessage(role=m.role, content=m.content) for m in context),
+        messages=tuple(WireMessage(role=m.role, content=m.content) for m in messages[start:end]),
+        agent=agent_id,
+    )
+
+
+_DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+
+
+def parse_moment(text: str | None) -> datetime | None:
+    """An absolute date as the wire spells it, as a UTC moment; None when unknown.
+
+    "2026-10" is read as its first day and "2026" as its first day of the year:
+    a fact valid "since last month" is valid from the month's start. A model's
+    unreadable date costs the fact its date, never the fact.
+    """
+    if not text:
+        return None
+    text = text.strip()
+    match = _DATE.match(text)
+    try:
+        if match:
+            year, month, day = match.groups()
+            return datetime(int(year), int(month or 1), int(day or 1), tzinfo=UTC)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def fact_terms(
+    fact: ExtractedFact, observed_at: datetime | None, agent_id: str | None,
+    source: SourceKind = "extracted",
+) -> FactTerms:
+    """What the extracted fact says beyond its text, made consistent.
+
+    Without an agent on the hand-over there is no relationship to belong to, so
+    every fact is a profile fact. An end before the start is dropped, and so is
+    an expiry at or before the fact was said (it could not be recalled at all).
+    """
+    relationship = fact.scope == "relationship" and agent_id is not None
+    valid_from = parse_moment(fact.valid_from)
+    valid_to = parse_moment(fact.valid_to)
+    expires_at = parse_moment(fact.expires_at)
+    if valid_to is not None and valid_from is not None and valid_to < valid_from:
+        valid_to = None
+    if valid_to is not None and valid_from is None and observed_at is not None \
+            and valid_to < observed_at:
+        valid_from = valid_to  # a fact that ended before it was said began no later
+    if expires_at is not None and observed_at is not None and expires_at <= observed_at:
+        expires_at = None
+    return FactTerms(
+        scope="relationship" if relationship else "profile",
+        agent_id=agent_id if relationship else None,
+        valid_from=valid_from, valid_to=valid_to, expires_at=expires_at, basis=fact.basis,
+        confidence=confidence_for(source, fact.basis),
+    )
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def candidates_from(
+    answer: ExtractionAnswer, *, observed_at: datetime | None = None,
+    agent_id: str | None = None, source: SourceKind = "extracted",
+) -> list[CandidateFact]:
+    """Normalise whitespace, drop immediate repeats, keep a bounded batch, in the user's order.
+
+    Only a repeat of the fact just before it is dropped: a fact stated again
+    after another ("Paris", "Lyon", "Paris"; "no hobby", "chess", "no hobby")
+    is the user's latest word and must reach consolidation after what it undoes.
+    """
+    out: list[CandidateFact] = []
+    previous = None
+    for fact in answer.facts:
+        text = _SPACE.sub(" ", fact.text).strip()
+        terms = fact_terms(fact, observed_at, agent_id, source)
+        key = (text.casefold().rstrip("."), terms.agent_id)
+        if not text or key == previous:
+            continue
+        previous = key
+        out.append(CandidateFact(text, fact.category, fact.importance, terms))
+    if len(out) > MAX_CANDIDATES:
+        # A model over-produced: keep the most important, still in the order said.
+        keep = sorted(range(len(out)), key=lambda i: -out[i].importance)[:MAX_CANDIDATES]
+        out = [out[i] for i in sorted(keep)]
+    return out
+
+async def run(ctx: RunContext, handover: Handover, position: Position) -> list[CandidateFact]:
+    with ctx.clock.stage("extract") as span:
+        request = build_request(
+            handover.messages, position.piece.start, position.piece.end,
+            ctx.settings.context_messages,
+            position.cursor.summary if position.cursor else None, handover.handed_over_at,
+            handover.agent_id,
+        )
+        extractor = ctx.providers.extractor
+        answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
+        candidates = candidates_from(answer.value, observed_at=handover.handed_over_at,
+                                     agent_id=handover.agent_id)
+        span.set_attribute("memfleet.candidates", len(candidates))
+        if ctx.settings.capture_content:
+            for candidate in candidates:
+                span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
+    return candidates
