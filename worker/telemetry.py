@@ -36,8 +36,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from worker.config import Settings
 from worker.errors import MemfleetError
-from worker.fleet.metrics import Metrics
 from worker.log_redaction import RedactUrls, redact_event
+from worker.metrics import Metrics
 from worker.telemetry_ids import hashed_id, id_key
 
 __all__ = ["StageClock", "Telemetry", "setup_telemetry"]

@@ -36,7 +36,7 @@ DASHBOARD = OBSERVABILITY / "grafana" / "dashboards" / "memfleet.json"
 ALERTS = OBSERVABILITY / "prometheus" / "alerts.yml"
 
 # The label values the code records (worker/fleet/job.py, worker/pipeline/run.py,
-# worker/fleet/metrics.py).
+# worker/metrics.py).
 OUTCOMES = ("committed", "empty", "fenced", "deferred", "invalid", "retry", "failed", "skipped",
             "error", "cancelled")
 STAGES = ("lock", "cursor", "extract", "embed", "consolidate", "persist", "summary")

@@ -1,4 +1,11 @@
-"""Who may import whom, read from the source: api_stub's three parts, the worker, the contract.
+"""Who may import whom, read from the source: worker's packages, api_stub's three parts,
+the domain rules.
+
+- worker's packages keep to their audience (docs/architecture.md): the client
+  stands on the protocol alone; the protocol stands on the shared top-level
+  modules alone; the pipeline never reaches the fleet, the protocol or Redis;
+  the store never reaches the pipeline; the top-level modules import no package
+  (but worker.read, the chat server's read path over the store and embedder).
 
 - api_stub has no import cycle; its LLM stub (llm_*) imports no other module
   of api_stub, and the memory API (memory_*) and the chat stand-in (chat_*)
@@ -120,6 +127,68 @@ def test_the_worker_never_imports_api_stub() -> None:
     for module, path in _sources("worker").items():
         names = all_imports(path)
         assert not any(n == "api_stub" or n.startswith("api_stub.") for n in names), module
+
+
+# package of worker -> what none of its modules may import (anywhere in the module).
+_FLEET_SIDE = {"worker.fleet", "worker.ops", "worker.cli", "arq"}
+FORBIDDEN = {
+    "worker.client": _FLEET_SIDE | {"worker.pipeline", "worker.store", "worker.providers",
+                                    "worker.embedded", "asyncpg", "openai"},
+    "worker.protocol": _FLEET_SIDE | {"worker.client", "worker.pipeline", "worker.store",
+                                      "worker.providers", "worker.embedded", "asyncpg"},
+    "worker.pipeline": _FLEET_SIDE | {"worker.protocol", "worker.client", "redis"},
+    "worker.store": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
+                                   "worker.providers", "redis"},
+    "worker.providers": _FLEET_SIDE | {"worker.pipeline", "worker.client", "worker.store"},
+    "worker.embedded": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
+                                      "worker.store", "worker.providers"},
+    "worker.fleet": {"worker.cli"},
+    "worker.ops": {"worker.cli"},
+}
+PACKAGES = ("worker.cli", "worker.client", "worker.embedded", "worker.fleet", "worker.ops",
+            "worker.pipeline", "worker.protocol", "worker.providers", "worker.store")
+# The top-level modules are the floor every package stands on; worker.read is the one
+# top-level entry of an audience (chat servers reading memory back).
+TOP_LEVEL_EXCEPTIONS = {"worker.read"}
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def boundary_breaches(module: str, imported: set[str]) -> list[str]:
+    """The imports of ``module`` that cross a boundary of the table above."""
+    package = next((p for p in PACKAGES if _within(module, p)), None)
+    if package is None:  # a top-level module of worker
+        if module in TOP_LEVEL_EXCEPTIONS or module == "worker":
+            return []
+        return sorted(n for n in imported if any(_within(n, p) for p in PACKAGES))
+    return sorted(n for n in imported if any(_within(n, f) for f in FORBIDDEN.get(package, ())))
+
+
+def test_every_package_of_worker_is_in_the_boundary_table() -> None:
+    folders = {f"worker.{p.name}" for p in (ROOT / "worker").iterdir()
+               if (p / "__init__.py").exists() and p.name != "__pycache__"}
+    assert folders == set(PACKAGES)
+
+
+def test_worker_packages_keep_their_import_boundaries() -> None:
+    breaches = {module: found for module, path in _sources("worker").items()
+                if (found := boundary_breaches(module, all_imports(path)))}
+    assert breaches == {}
+
+
+@pytest.mark.parametrize(("module", "imported"), [
+    ("worker.client.handover", {"worker.store.postgres"}),
+    ("worker.client.handover", {"arq.connections"}),
+    ("worker.pipeline.extract", {"worker.protocol.queue"}),
+    ("worker.pipeline.run", {"worker.fleet.job"}),
+    ("worker.store.postgres", {"worker.pipeline.persist"}),
+    ("worker.protocol.queue", {"worker.client"}),
+    ("worker.config", {"worker.fleet.metrics"}),
+])
+def test_the_boundary_check_sees_a_breach(module: str, imported: set[str]) -> None:
+    assert boundary_breaches(module, imported) == sorted(imported)
 
 
 def test_the_contract_needs_only_the_standard_library() -> None:

@@ -39,7 +39,7 @@ from worker.providers.retry import RetryPolicy
 from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
 
 if TYPE_CHECKING:
-    from worker.fleet.metrics import Metrics
+    from worker.metrics import Metrics
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Local servers (vLLM, llama.cpp, Ollama) ignore the key, but the client insists on one.
