@@ -1,8 +1,8 @@
 """An OpenAI-compatible stub of chat completions and embeddings, for tests and demos.
 
 Deterministic: chat answers come from the offline ``rules`` provider, chosen by
-the ``task`` of the JSON user message (design.md's wire format), and
-embeddings from the ``hashing`` embedder. Token usage is counted as
+the ``task`` of the JSON user message (docs/llm_wire.md), and embeddings
+from the ``hashing`` embedder. Token usage is counted as
 ceil(characters / 4) per text (tiktoken is not a dependency), which is stable
 across runs and close enough to real counts for accounting tests.
 

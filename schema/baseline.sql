@@ -42,11 +42,11 @@ CREATE TABLE memory_fact (
     CHECK (superseded_by IS NULL OR superseded_at IS NOT NULL)
 );
 -- Kept in line, never TOASTed, so the exact per-user scan reads one heap tuple
--- per fact (design.md, "Measured facts").
+-- per fact (docs/architecture.md, "Storage").
 ALTER TABLE memory_fact ALTER COLUMN embedding SET STORAGE PLAIN;
 
 -- Exact per-user search: a partial btree on active rows, and no global ANN
--- index (a shared HNSW with a per-user filter loses recall; design.md).
+-- index (a shared HNSW with a per-user filter loses recall; docs/architecture.md).
 CREATE INDEX memory_fact_active_user_idx ON memory_fact (user_id) WHERE superseded_at IS NULL;
 CREATE INDEX memory_fact_user_idx ON memory_fact (user_id);
 CREATE INDEX memory_fact_superseded_by_idx ON memory_fact (superseded_by)

@@ -32,7 +32,7 @@ class Handover(BaseModel):
     messages: tuple[Message, ...]
     handed_over_at: datetime
     trace: dict[str, str] = {}
-    # The persona or agent instance of the session (design.md's memory scopes).
+    # The persona or agent instance of the session (docs/memory_model.md, scopes).
     # Written only when given, last, so a payload without it reads as before.
     agent_id: str | None = None
     # When the chat server read this list, on the Redis clock in microseconds (the

@@ -1,8 +1,9 @@
 """Cursor stage: find where the new messages start. Pure, but for reading the cursor.
 
 The cursor names the last processed message by its content hash,
-``sha256("role:content")`` (design.md), plus two checks that make it name one
-position without doubt when messages repeat ("ok", "Thanks!"):
+``sha256("role:content")`` (docs/architecture.md, "The cursor"), plus two
+checks that make it name one position without doubt when messages repeat
+("ok", "Thanks!"):
 
 - ``window_hash``: the content hashes of the last WINDOW messages ending at
   the cursor, joined with "|", so a repeated "ok" only matches where its

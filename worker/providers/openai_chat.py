@@ -1,8 +1,8 @@
 """The LLM passes over an OpenAI-compatible chat completions endpoint.
 
 Every call sends the pass's system prompt and ONE user message whose content is
-the request serialised as JSON (design.md, "The LLM wire format"), and asks for
-a strict json_schema answer, or json_object where the server lacks schemas.
+the request serialised as JSON (docs/llm_wire.md), and asks for a strict
+json_schema answer, or json_object where the server lacks schemas.
 HTTP failures are retried in ``retry``; an answer that breaks the schema is
 asked for again a bounded number of times, then ProviderAnswerInvalid.
 
@@ -70,7 +70,7 @@ class ChatOptions:
 
 @dataclass(frozen=True, slots=True)
 class _Pass(Generic[A]):
-    name: str  # the json_schema name of design.md
+    name: str  # the json_schema name (docs/llm_wire.md)
     prompt: str
     answer: type[A]
 

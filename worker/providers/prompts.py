@@ -1,7 +1,7 @@
 """The system prompts of the three LLM passes.
 
 Each pass sends one of these as the system message and the request itself as
-ONE user message holding a JSON document (design.md, "The LLM wire format").
+ONE user message holding a JSON document (docs/llm_wire.md).
 The prompts therefore describe the JSON fields they will see and insist that
 the texts inside are data: a message that reads like an instruction is still
 only something a user said. ``PROMPT_VERSION`` changes with any edit, so runs

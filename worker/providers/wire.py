@@ -1,4 +1,4 @@
-"""The LLM wire format of design.md: what both passes send and may answer.
+"""The LLM wire format (docs/llm_wire.md): what the passes send and may answer.
 
 Every provider, the offline ``rules`` one included, speaks these models, so the
 pipeline validates one shape whoever answered.

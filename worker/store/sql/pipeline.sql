@@ -14,10 +14,10 @@ LEFT JOIN session_cursor AS c ON c.user_id = $1 AND c.session_id = $2;
 -- name: neighbors
 -- One statement, so one snapshot: the user's version and the top-k ACTIVE
 -- facts of that user for every candidate embedding. Exact scan, no ANN index
--- (see design.md). The user's active rows are read once (through the partial
--- index) into a materialised set that every candidate ranks, rather than the
--- heap once per candidate (measured in docs/bench.md). Text and date are
--- fetched for the top k only.
+-- (docs/architecture.md, "Storage"). The user's active rows are read once
+-- (through the partial index) into a materialised set that every candidate
+-- ranks, rather than the heap once per candidate (measured in docs/bench.md).
+-- Text and date are fetched for the top k only.
 -- A candidate ($4, per candidate: its agent, NULL for a profile fact) is only
 -- compared with facts it may supersede: the same scope and agent. Expired rows
 -- are not neighbours even before the expiry pass supersedes them. Distances are
