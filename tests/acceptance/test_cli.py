@@ -45,13 +45,13 @@ def _in_process(env: dict[str, str], args: list[str]) -> subprocess.CompletedPro
     included), its stdout and stderr, and an uncaught exception as the interpreter's
     traceback and exit code 1. In a thread of its own, since the CLI runs its own event
     loop, with ``env`` as the whole environment while it runs."""
-    from worker.cli import main as cli_main
+    from worker.cli.main import main as cli_main
 
     def call() -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli_main.main(args)
+                code = cli_main(args)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             except Exception:  # noqa: BLE001 - shown as the interpreter would show it
