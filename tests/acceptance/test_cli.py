@@ -21,7 +21,7 @@ from worker.config import Settings
 from worker.store.migrate import default_schema_dir
 
 # Commands that only read arguments, the environment and the servers, print and
-# return: run in this process (``worker.cli:main``), a fresh interpreter adds only its
+# return: run in this process (``worker.cli.main.main``), a fresh interpreter adds only its
 # start-up. Those that configure logging, telemetry or metrics, run servers or
 # workers, or are run concurrently, run as the subprocess an operator starts.
 IN_PROCESS = frozenset({"enqueue", "facts", "runs", "retry", "export", "import", "expire",
@@ -45,7 +45,7 @@ def _in_process(env: dict[str, str], args: list[str]) -> subprocess.CompletedPro
     included), its stdout and stderr, and an uncaught exception as the interpreter's
     traceback and exit code 1. In a thread of its own, since the CLI runs its own event
     loop, with ``env`` as the whole environment while it runs."""
-    from worker.cli import main as cli_main  # the entry point: worker.cli:main
+    from worker.cli.main import main as cli_main
 
     def call() -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

@@ -1,17 +1,25 @@
-"""What every memfleet command shares: the servers it talks to, the store, times.
+"""What every memfleet command shares: how a group adds its commands, the servers they
+talk to, the store, times.
 
 Settings are read once by ``worker.cli.main.main`` and passed down here.
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import SecretStr
 
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError, MemfleetError
+
+# What a group's ``register`` adds its commands to: ``memfleet``'s subcommands.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+# What runs one command, set on its parser as the default of ``handler``: an exit code.
+Handler: TypeAlias = Callable[[Settings, argparse.Namespace], int]
 
 
 def resolve(settings: Settings, *, database: bool = True) -> Settings:

@@ -1,5 +1,5 @@
-"""The commands on users' memory: facts, runs, retry, consent, export, import,
-expire and reembed. ``worker.cli.main`` parses the arguments and dispatches here.
+"""Users' memory: what it holds, the user's say over it, and facts in and out:
+`memfleet facts`, `consent`, `export`, `import`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,42 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from worker.cli.common import moment, resolve, with_store
+from worker.cli.common import Commands, moment, resolve, with_store
 from worker.config import Settings
 from worker.errors import MemfleetError
+from worker.memory_rules import MEMORY_SCOPES
+
+
+def register(commands: Commands) -> None:
+    facts = commands.add_parser("facts", help="print a user's facts")
+    facts.add_argument("--user", required=True)
+    facts.add_argument("--json", action="store_true")
+    facts.add_argument("--all", action="store_true", help="include superseded facts")
+    facts.add_argument("--scope", choices=MEMORY_SCOPES,
+                       help="profile, the agent's relationship facts, both, none, or all"
+                            " (default: both with --agent, else all)")
+    facts.add_argument("--agent", help="the agent whose relationship facts are read")
+    facts.add_argument("--valid-at", metavar="ISO", help="the facts true then, by what is "
+                                                         "known now")
+    facts.add_argument("--known-at", metavar="ISO", help="the facts memfleet believed then")
+    facts.set_defaults(handler=cmd_facts)
+    consent = commands.add_parser("consent", help="a user's memory: show, enable, disable, "
+                                                  "forget (disable and erase), erase")
+    consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"])
+    consent.add_argument("--user", required=True)
+    consent.set_defaults(handler=cmd_consent)
+    export = commands.add_parser("export", help="everything held about a user, as JSON "
+                                                "(right of access)")
+    export.add_argument("--user", required=True)
+    export.set_defaults(handler=cmd_export)
+    importer = commands.add_parser("import", help="write facts from a JSONL file, or pass "
+                                                  "old memory blobs through extraction "
+                                                  "(idempotent)")
+    source = importer.add_mutually_exclusive_group(required=True)
+    source.add_argument("--file", help="JSONL: one fact a line ({user_id, text, ...})")
+    source.add_argument("--legacy", help="JSONL: one old free-text memory a line "
+                                         "({user_id, text, id})")
+    importer.set_defaults(handler=cmd_import)
 
 
 def cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
@@ -42,48 +75,6 @@ def cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
             agent = f" @{fact['agent_id']}" if fact["agent_id"] else ""
             print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']}{agent})")
     return 0
-
-
-def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.ops.dead_letters import describe_run
-
-    settings = resolve(settings)
-    outcomes = [o.strip() for o in args.outcome.split(",") if o.strip()]
-    runs = asyncio.run(with_store(settings, lambda store: store.runs_by_outcome(
-        outcomes, args.limit)))
-    rows = [describe_run(run) for run in runs]
-    if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
-    else:
-        for run in rows:
-            print(f"{run['finished_at']}  {run['outcome']:<8} user={run['user_id']}"
-                  f" session={run['session_id']}"
-                  f" try={run['job_try']}  {run['error'] or ''}")
-    return 0
-
-
-def cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.ops.dead_letters import redrive
-
-    if args.session is not None and args.user is None:
-        print("memfleet: error: retry --session needs --user (sessions are per user)",
-              file=sys.stderr)
-        return 2
-
-    settings = resolve(settings)
-
-    async def go(store: Any) -> Any:
-        redis = Redis.from_url(settings.redis_url or "")
-        try:
-            return await redrive(redis, store, settings.queue_name,
-                                 None if args.failed else [(args.user, args.session)])
-        finally:
-            await redis.aclose()
-
-    results = asyncio.run(with_store(settings, go))
-    for result in results:
-        print(f"{result.user_id} {result.session_id}: {result.status}")
-    return 1 if any(r.status == "no hand-over in Redis" for r in results) else 0
 
 
 def cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
@@ -140,23 +131,6 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if report.usable else 1
 
 
-def cmd_expire(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.ops.expiry import expire_due
-    from worker.store.pool import create_pool
-
-    settings = resolve(settings)
-
-    async def go() -> int:
-        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
-        try:
-            return await expire_due(pool)
-        finally:
-            await pool.close()
-
-    print(json.dumps({"expired": asyncio.run(go())}))
-    return 0
-
-
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.access_export import export_user
     from worker.store.pool import create_pool
@@ -175,29 +149,3 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     asyncio.run(go())
     sys.stdout.write("\n")
     return 0
-
-
-def cmd_reembed(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.ops.reembed import Counts, Target, run_reembed
-
-    def progress(counts: Counts) -> None:
-        print(f"pass {counts.passes}: {counts.users} users moved, {counts.facts} facts",
-              file=sys.stderr, flush=True)
-
-    settings = resolve(settings)
-    outcome = asyncio.run(run_reembed(settings, Target(args.model, args.dim), batch=args.batch,
-                                      progress=progress))
-    print(outcome.line())
-    return 0
-
-
-COMMANDS = {
-    "facts": cmd_facts,
-    "runs": cmd_runs,
-    "retry": cmd_retry,
-    "consent": cmd_consent,
-    "import": cmd_import,
-    "expire": cmd_expire,
-    "export": cmd_export,
-    "reembed": cmd_reembed,
-}

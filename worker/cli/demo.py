@@ -1,0 +1,19 @@
+"""The end-to-end demo: `memfleet demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from worker.cli.common import Commands, resolve
+from worker.config import Settings
+
+
+def register(commands: Commands) -> None:
+    commands.add_parser("demo", help="run the end-to-end demo").set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.ops.demo import run_demo
+
+    return asyncio.run(run_demo(resolve(settings)))

@@ -1,0 +1,99 @@
+"""The fleet's long-running processes: `memfleet worker`, `exporter` and `webhook`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+
+from redis.asyncio import Redis
+
+from worker.cli.common import Commands, resolve
+from worker.config import Settings
+from worker.errors import MemfleetError
+
+
+def register(commands: Commands) -> None:
+    worker = commands.add_parser("worker", help="run a worker")
+    worker.add_argument("--burst", action="store_true", help="drain the queue and exit")
+    worker.add_argument("--log-level", default="INFO")
+    worker.set_defaults(handler=cmd_worker)
+    exporter = commands.add_parser("exporter", help="serve the fleet's queue, lag and worker "
+                                                    "gauges on /metrics (one per fleet)")
+    exporter.add_argument("--log-level", default="INFO")
+    exporter.set_defaults(handler=cmd_exporter)
+    webhook = commands.add_parser("webhook", help="POST every commit event to a URL, at least "
+                                                  "once (no personal data in the events)")
+    webhook.add_argument("--url", help="the receiver (default: MEMFLEET_WEBHOOK_URL)")
+    webhook.add_argument("--consumer", help="this sender's stable name (default: the host)")
+    webhook.add_argument("--from-start", action="store_true",
+                         help="a new sender starts from the oldest event kept, not from now")
+    webhook.add_argument("--unsigned", action="store_true",
+                         help="send deliveries unsigned (default: MEMFLEET_WEBHOOK_SECRET "
+                              "is required; MEMFLEET_WEBHOOK_UNSIGNED=true does the same)")
+    webhook.add_argument("--log-level", default="INFO")
+    webhook.set_defaults(handler=cmd_webhook)
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.fleet.app import build_worker, new_event_loop
+    from worker.ops.preflight import check_servers
+    from worker.telemetry import configure_logging, setup_telemetry
+
+    configure_logging(args.log_level, http_requests=settings.log_http_requests)
+    settings = resolve(settings)
+    asyncio.run(check_servers(settings))
+    telemetry = setup_telemetry(settings)
+    # ARQ's Worker runs on the current loop: make it ours before building it.
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        build_worker(settings, burst=args.burst, telemetry=telemetry, tune_gc=True).run()
+    finally:
+        telemetry.shutdown()
+        asyncio.set_event_loop(None)
+        loop.close()
+    return 0
+
+
+def cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.fleet.metrics_exporter import run_exporter
+    from worker.ops.preflight import check_redis
+    from worker.telemetry import configure_logging
+
+    configure_logging(args.log_level, http_requests=settings.log_http_requests)
+    settings = resolve(settings, database=False)
+    asyncio.run(check_redis(settings))
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_exporter(settings))
+    return 0
+
+
+def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.config import secret
+    from worker.fleet.webhook import deliver_forever, webhook_target
+    from worker.ops.preflight import check_redis
+    from worker.protocol import queue
+    from worker.telemetry import configure_logging
+
+    url = args.url or settings.webhook_url
+    if not url:
+        raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
+    # Checked before any server is started: a URL or a secret that cannot work fails now.
+    target = webhook_target(url, secret(settings.webhook_secret),
+                            unsigned=args.unsigned or settings.webhook_unsigned)
+    configure_logging(args.log_level, http_requests=settings.log_http_requests)
+    settings = resolve(settings, database=False)
+    asyncio.run(check_redis(settings))
+
+    async def go() -> None:
+        redis = Redis.from_url(settings.redis_url or "")
+        try:
+            await deliver_forever(redis, queue.events_key(settings.queue_name), target,
+                                  consumer=args.consumer, start="0" if args.from_start else "$")
+        finally:
+            await redis.aclose()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(go())
+    return 0

@@ -1,0 +1,53 @@
+"""A hand-over by hand, as a chat server would make it: `memfleet enqueue`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from worker.cli.common import Commands, resolve
+from worker.config import Settings
+from worker.errors import MemfleetError
+
+
+def register(commands: Commands) -> None:
+    enqueue = commands.add_parser("enqueue", help="hand a session over, as a chat server would")
+    enqueue.add_argument("--session", required=True)
+    enqueue.add_argument("--user", required=True)
+    enqueue.add_argument("--messages", required=True, help="JSON file: [{role, content}, ...]")
+    enqueue.add_argument("--agent", help="the persona or agent instance of the session")
+    enqueue.set_defaults(handler=cmd_enqueue)
+
+
+async def _enqueue(settings: Settings, session: str, user: str, messages: Any,
+                   agent: str | None) -> str:
+    from worker.client.handover import schedule_memory_persistence
+    from worker.memory_rules import Limits
+
+    redis = Redis.from_url(settings.redis_url or "")
+    try:
+        result = await schedule_memory_persistence(
+            redis, session, user, messages, limits=Limits.from_settings(settings),
+            queue_name=settings.queue_name, agent_id=agent,
+        )
+    finally:
+        await redis.aclose()
+    return result.job_id or "coalesced into the job already queued"
+
+
+def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        raw = Path(args.messages).read_bytes()
+        messages = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MemfleetError(f"{args.messages} is not valid UTF-8") from None
+    except (OSError, ValueError) as exc:
+        raise MemfleetError(f"cannot read {args.messages}: {exc}") from None
+    settings = resolve(settings)
+    print(asyncio.run(_enqueue(settings, args.session, args.user, messages, args.agent)))
+    return 0
