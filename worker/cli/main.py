@@ -18,14 +18,14 @@ from worker.errors import MemfleetError
 
 GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, demo)
 
-# What `memfleet --help` says and the order it lists the commands in, both as they were
-# before the commands had groups (the listing is not by group).
-DESCRIPTION = """memfleet's command line: the fleet's commands here (up, down, migrate, worker,
-exporter, webhook, enqueue, demo), those on users' memory in worker.cli.memory.
+# What `memfleet --help` says, and the order it lists the commands in: as it was
+# before the commands had groups (what users know), not by group.
+DESCRIPTION = """memfleet: long-term memory for chat products. Start the servers, run the
+workers, hand a session over, and see, correct, export or erase what is remembered
+about a user (every command: docs/cli.md).
 
-Settings are read here, once, and passed down. With no MEMFLEET_DATABASE_URL or
-MEMFLEET_REDIS_URL, the embedded servers under MEMFLEET_HOME_DIR (.memfleet/)
-are started or reused.
+Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, the embedded servers under
+MEMFLEET_HOME_DIR (.memfleet/) are started or reused.
 """
 LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "enqueue", "facts",
           "runs", "retry", "export", "import", "expire", "consent", "reembed", "demo")
