@@ -31,6 +31,7 @@ from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.memory_rules import Limits
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.fence_key import fence_keys
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
@@ -78,7 +79,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),
-                exports=ExportGate(redis, pool, settings),
+                exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
             )

@@ -37,6 +37,7 @@ from worker.config import Settings
 from worker.ops.access_export import spool_export
 from worker.protocol.scripts import LuaScript
 from worker.protocol.session_ref import user_tag
+from worker.store.base import MaintenanceStore
 
 log = logging.getLogger("memfleet.api.exports")
 
@@ -66,8 +67,8 @@ def _busy(detail: str) -> HTTPException:
 class ExportGate:
     """Admits exports and spools their snapshots; one per API process (ApiDeps)."""
 
-    def __init__(self, redis: Any, pool: Any, settings: Settings) -> None:
-        self._redis, self._pool = redis, pool
+    def __init__(self, redis: Any, store: MaintenanceStore, settings: Settings) -> None:
+        self._redis, self._store = redis, store
         self._per_user = settings.api_exports_per_user
         self._max = settings.api_exports_max
         self._acquire_timeout_s = settings.api_export_acquire_timeout_s
@@ -108,7 +109,7 @@ class ExportGate:
         except TimeoutError:
             raise _busy("too many exports are being read; retry later") from None
         try:
-            return await spool_export(self._pool, user_id, memory_default=self._memory_default,
+            return await spool_export(self._store, user_id, memory_default=self._memory_default,
                                       acquire_timeout_s=self._acquire_timeout_s,
                                       read_timeout_s=self._read_timeout_s)
         finally:

@@ -23,6 +23,7 @@ from typing import Any
 from bench.servers import throwaway_servers
 from worker.ops.access_export import export_user
 from worker.store import queries
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import migrate
 from worker.store.pool import create_pool
 
@@ -55,7 +56,7 @@ async def seed(pool: Any, facts: int) -> None:
 
 async def streamed(pool: Any) -> int:
     size = 0
-    async for chunk in export_user(pool, USER, memory_default=True):
+    async for chunk in export_user(PostgresMaintenanceStore(pool), USER, memory_default=True):
         size += len(chunk)
     return size
 

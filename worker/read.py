@@ -17,12 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import asyncpg
-
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope
 from worker.providers.base import Embedder, EmbedderFactory
 from worker.store.base import MemoryStore
-from worker.store.postgres import PostgresStore
+from worker.store.postgres import StoreOrPool, memory_store
 from worker.store.types import FactRecord
 
 RRF_K = 60
@@ -72,16 +70,8 @@ def words_query(text: str) -> str:
     return " or ".join(_WORD.findall(text)[:MAX_QUERY_WORDS])
 
 
-def _store(store_or_pool: MemoryStore | asyncpg.Pool) -> MemoryStore:
-    # A chat server passes its asyncpg pool; the memory API and tests pass a store.
-    if isinstance(store_or_pool, asyncpg.Pool):
-        return PostgresStore(store_or_pool)
-    store: MemoryStore = store_or_pool
-    return store
-
-
 async def search_facts(
-    store_or_pool: MemoryStore | asyncpg.Pool,
+    store_or_pool: StoreOrPool,
     embedder: Embedder,
     user_id: str,
     query: str,
@@ -96,7 +86,7 @@ async def search_facts(
     """The user's top-k facts for ``query``: semantic and lexical top-k, RRF-fused; of
     the active ones, or of those true at ``valid_at`` or believed at ``known_at``.
     Equal scores go to the more trusted fact (confidence), then the smaller id."""
-    store = _store(store_or_pool)
+    store = memory_store(store_or_pool)
     if scope == "none":
         return []  # no embeddings call for nothing
     embedder = await query_embedder(store, embedder, user_id, embedders)
@@ -162,7 +152,7 @@ def format_block(facts: Sequence[FactRecord]) -> str:
 
 
 async def known_facts(
-    store_or_pool: MemoryStore | asyncpg.Pool,
+    store_or_pool: StoreOrPool,
     embedder: Embedder,
     user_id: str,
     *,
@@ -178,7 +168,7 @@ async def known_facts(
     Without a query or a top_k every active fact is returned. With both, a user
     with at most top_k facts still gets them all (no embeddings call).
     """
-    store = _store(store_or_pool)
+    store = memory_store(store_or_pool)
     if top_k is not None and top_k < 1:
         raise ValueError("top_k must be at least 1")
     if scope == "none":
@@ -194,7 +184,7 @@ async def known_facts(
 
 
 async def known_facts_block(
-    store_or_pool: MemoryStore | asyncpg.Pool,
+    store_or_pool: StoreOrPool,
     embedder: Embedder,
     user_id: str,
     *,

@@ -25,6 +25,7 @@ from tests.helpers import worker_env
 from worker.config import Settings
 from worker.errors import StoreUnavailable
 from worker.ops.access_export import spool_export
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.pool import create_pool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,10 +245,11 @@ async def test_a_spool_holds_bounded_memory_and_waits_for_a_connection_only_so_l
     connection within the acquire timeout is StoreUnavailable (a 503), not a hang."""
     await heavy_user(db, settings, "mallory", facts=3 * HEAVY_FACTS)
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+    store = PostgresMaintenanceStore(pool)
     try:
         tracemalloc.start()
         try:
-            spool = await spool_export(pool, "mallory", memory_default=True,
+            spool = await spool_export(store, "mallory", memory_default=True,
                                        acquire_timeout_s=5, read_timeout_s=60)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -263,7 +265,7 @@ async def test_a_spool_holds_bounded_memory_and_waits_for_a_connection_only_so_l
         async with pool.acquire():  # the pool's only connection, held
             started = time.monotonic()
             with pytest.raises(StoreUnavailable, match="no database connection"):
-                await spool_export(pool, "mallory", memory_default=True,
+                await spool_export(store, "mallory", memory_default=True,
                                    acquire_timeout_s=1, read_timeout_s=60)
             assert time.monotonic() - started < ANSWER_BOUND_S
     finally:

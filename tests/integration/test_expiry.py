@@ -22,6 +22,7 @@ from worker.ops.expiry import expire_due
 from worker.providers.hashing import HashingEmbedder
 from worker.read import known_facts
 from worker.store.imports import ImportRow, ImportStore
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import FactTerms
@@ -73,10 +74,10 @@ async def test_an_expiring_fact_is_read_until_it_expires_then_superseded_as_expi
     embedder = HashingEmbedder(settings.embed_dim)
     before = await version(db, "u1")
     assert [f.text for f in await known_facts(store, embedder, "u1")] == ["Lives in Braga"]
-    assert await expire_due(pool) == 0  # not due yet
+    assert await expire_due(PostgresMaintenanceStore(pool)) == 0  # not due yet
 
     await asyncio.sleep(max(0.0, (expires_at - datetime.now(UTC)).total_seconds()) + 0.2)
-    assert await expire_due(pool) == 1
+    assert await expire_due(PostgresMaintenanceStore(pool)) == 1
     row = await db.fetchrow("SELECT * FROM memory_fact WHERE id = $1", braga["id"])
     assert row is not None, "superseded, never deleted"
     assert row["superseded_reason"] == "expired" and row["superseded_by"] is None
@@ -87,7 +88,7 @@ async def test_an_expiring_fact_is_read_until_it_expires_then_superseded_as_expi
     assert [f.id for f in chain] == [porto["id"], braga["id"]]
     assert chain[0].superseded_by == braga["id"] and chain[0].superseded_reason == "updated"
     assert await version(db, "u1") == (before or 0) + 1
-    assert await expire_due(pool) == 0
+    assert await expire_due(PostgresMaintenanceStore(pool)) == 0
     assert await version(db, "u1") == (before or 0) + 1
 
 
@@ -97,7 +98,7 @@ async def test_validity_never_ends_before_it_began(
     now = datetime.now(UTC)
     await seed(pool, settings, "u2", ["Starts a course next month"], now - timedelta(seconds=1),
                valid_from=now + timedelta(days=30))
-    assert await expire_due(pool) == 1
+    assert await expire_due(PostgresMaintenanceStore(pool)) == 1
     row = await db.fetchrow("SELECT * FROM memory_fact WHERE user_id = 'u2'")
     assert row is not None and row["superseded_reason"] == "expired"
     assert row["valid_to"] == row["valid_from"] == now + timedelta(days=30)
@@ -115,7 +116,8 @@ async def test_passes_running_together_do_each_fact_once(
     pools = [await create_pool(settings.database_url or "", min_size=1, max_size=1)
              for _ in range(4)]
     try:
-        counts = await asyncio.gather(*(expire_due(p, users=3, facts=7) for p in pools))
+        counts = await asyncio.gather(*(
+            expire_due(PostgresMaintenanceStore(p), users=3, facts=7) for p in pools))
     finally:
         for made in pools:
             await made.close()
@@ -149,7 +151,8 @@ async def test_a_pass_skips_what_a_commit_holds_and_never_makes_an_erased_user_a
         await erase.execute("DELETE FROM memory_fact WHERE user_id = 'erased'")
         await erase.execute("DELETE FROM user_memory_state WHERE user_id = 'erased'")
         started = time.monotonic()
-        assert await asyncio.wait_for(expire_due(pool), 10) == 1  # free's, without waiting
+        # free's, without waiting
+        assert await asyncio.wait_for(expire_due(PostgresMaintenanceStore(pool)), 10) == 1
         assert time.monotonic() - started < 5
         await erase_tx.commit()
         await busy_tx.commit()
@@ -158,7 +161,8 @@ async def test_a_pass_skips_what_a_commit_holds_and_never_makes_an_erased_user_a
         await erase.close()
     assert await version(db, "erased") is None
     assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE user_id = 'erased'") == 0
-    assert await expire_due(pool) == 1  # busy's, once its commit is done
+    # busy's, once its commit is done
+    assert await expire_due(PostgresMaintenanceStore(pool)) == 1
     assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE superseded_reason ="
                              " 'expired'") == 2
 

@@ -18,6 +18,7 @@ from worker.config import Settings
 from worker.ops import privacy
 from worker.ops.access_export import CHUNK_CHARS, export_user
 from worker.providers.factory import build_providers
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.pool import create_pool
 
 
@@ -77,7 +78,8 @@ async def test_a_large_export_is_streamed_in_bounded_chunks(
         " FROM generate_series(1, 3000) AS n", settings.embed_dim)
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
     try:
-        chunks = [c async for c in export_user(pool, "heavy", memory_default=True)]
+        chunks = [c async for c in export_user(PostgresMaintenanceStore(pool), "heavy",
+                                               memory_default=True)]
     finally:
         await pool.close()
     assert len(chunks) > 3 and max(len(c) for c in chunks) < 2 * CHUNK_CHARS

@@ -39,6 +39,7 @@ from worker.errors import ConfigurationError, MemfleetError
 from worker.ops.preflight import check_servers
 from worker.ops.reembed import Target, reembed
 from worker.providers.hashing import HashingEmbedder, hash_embed
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 
@@ -288,14 +289,15 @@ async def test_workers_keep_committing_during_a_move_and_never_mix_models(
 
 async def test_a_second_move_at_once_is_refused(openai: Settings, db: asyncpg.Connection) -> None:
     pool = await create_pool(openai.database_url or "", min_size=1, max_size=2)
+    store = PostgresMaintenanceStore(pool)
     try:
         async with pool.acquire() as holder:
             await holder.fetchval("SELECT pg_advisory_lock(hashtextextended('memfleet:reembed',"
                                   " 0))")
             with pytest.raises(MemfleetError, match="another memfleet reembed is running"):
-                await reembed(pool, HashingEmbedder(64), Target("hashing-v1", 64), batch=8)
+                await reembed(store, HashingEmbedder(64), Target("hashing-v1", 64), batch=8)
             await holder.execute("SELECT pg_advisory_unlock_all()")
-        outcome = await reembed(pool, HashingEmbedder(64), Target("hashing-v1", 64), batch=8)
+        outcome = await reembed(store, HashingEmbedder(64), Target("hashing-v1", 64), batch=8)
         assert (outcome.counts.users, outcome.active) == (0, 0)
     finally:
         await pool.close()

@@ -46,7 +46,6 @@ def resolve(settings: Settings, *, database: bool = True) -> Settings:
 
 async def with_store(settings: Settings, use: Any) -> Any:
     from worker.store.fence_key import fence_keys
-    from worker.store.pool import create_pool
     from worker.store.postgres import PostgresStore
 
     # Without a key, commands that only read or write facts by hand still work.
@@ -54,11 +53,11 @@ async def with_store(settings: Settings, use: Any) -> Any:
         fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
     except ConfigurationError:
         fences = None
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+    store = await PostgresStore.connect(settings.database_url or "", fences=fences)
     try:
-        return await use(PostgresStore(pool, fences))
+        return await use(store)
     finally:
-        await pool.close()
+        await store.aclose()
 
 
 def moment(flag: str, value: str | None) -> datetime | None:

@@ -26,16 +26,16 @@ def register(commands: Commands) -> None:
 
 def cmd_expire(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.expiry import expire_due
-    from worker.store.pool import create_pool
+    from worker.store.maintenance import PostgresMaintenanceStore
 
     settings = resolve(settings)
 
     async def go() -> int:
-        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+        store = await PostgresMaintenanceStore.connect(settings.database_url or "", max_size=1)
         try:
-            return await expire_due(pool)
+            return await expire_due(store)
         finally:
-            await pool.close()
+            await store.aclose()
 
     print(json.dumps({"expired": asyncio.run(go())}))
     return 0

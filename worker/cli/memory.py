@@ -133,18 +133,18 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.access_export import export_user
-    from worker.store.pool import create_pool
+    from worker.store.maintenance import PostgresMaintenanceStore
 
     settings = resolve(settings)
 
     async def go() -> None:
-        pool = await create_pool(settings.database_url or "", min_size=1, max_size=1)
+        store = await PostgresMaintenanceStore.connect(settings.database_url or "", max_size=1)
         try:
-            async for chunk in export_user(pool, args.user,
+            async for chunk in export_user(store, args.user,
                                            memory_default=settings.memory_default):
                 sys.stdout.write(chunk)
         finally:
-            await pool.close()
+            await store.aclose()
 
     asyncio.run(go())
     sys.stdout.write("\n")

@@ -26,6 +26,7 @@ from worker.protocol import lock, queue, serialization
 from worker.protocol.payload import Limits
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.fence_key import fence_keys
+from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
 from worker.store.pool import GENERIC_PLANS, create_pool
 from worker.store.postgres import PostgresStore
@@ -105,13 +106,13 @@ def worker_options(
             lambda count: telemetry.metrics.recovered.add(count)))
         if settings.expiry_interval_s > 0:
             ctx["expiry"] = asyncio.create_task(expiry.keep_expiring(
-                pool, settings.expiry_interval_s,
+                PostgresMaintenanceStore(pool), settings.expiry_interval_s,
                 lambda count: telemetry.metrics.expired.add(count)))
         if settings.metrics_port is not None:
 
             async def healthy() -> None:
                 await redis.ping()
-                await pool.fetchval("SELECT 1")
+                await store.ping()
 
             server = MetricsServer(telemetry.render_metrics, healthy)
             port = await server.start(settings.metrics_host, settings.metrics_port)

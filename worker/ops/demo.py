@@ -18,7 +18,6 @@ from worker.config import Settings
 from worker.fleet.app import drain_queue
 from worker.memory_rules import Limits
 from worker.store.migrate import migrate
-from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
 
@@ -124,12 +123,11 @@ async def run_demo(settings: Settings) -> int:
             await drain_queue(settings)
     finally:
         await redis.aclose()
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+    store = await PostgresStore.connect(settings.database_url or "")
     try:
-        store = PostgresStore(pool)
         facts = await store.facts(USER, include_superseded=True, scope="all")
         runs = await store.runs(USER)
     finally:
-        await pool.close()
+        await store.aclose()
     _print_report(facts, runs)
     return 0

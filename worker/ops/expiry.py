@@ -4,7 +4,7 @@ Reads and the neighbour query skip such a fact from its expiry on; this pass
 makes it history too: ``superseded_at = expires_at``, ``superseded_reason =
 expired``, its validity closed there. Each batch is one transaction that also
 bumps the version of every user it changed, so a consolidation that read the
-fact re-reads (worker/store/sql/expiry.sql).
+fact re-reads (worker.store.maintenance, worker/store/sql/expiry.sql).
 
 `memfleet expire` runs it once; every worker runs it every
 MEMFLEET_EXPIRY_INTERVAL_S (``keep_expiring``). Passes running together share
@@ -16,12 +16,10 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 
-from worker.store import queries
-from worker.store.postgres import translated
+from worker.store.base import MaintenanceStore
 
 log = structlog.get_logger("memfleet.expiry")
 
@@ -31,16 +29,9 @@ BATCH_USERS = 100
 BATCH_FACTS = 500
 
 
-async def expire_batch(pool: Any, *, users: int = BATCH_USERS, facts: int = BATCH_FACTS) -> int:
-    """One transaction of the pass; the number of facts it superseded."""
-    sql = queries.load("expiry")
-    async with translated("the expiry pass"), pool.acquire() as conn, conn.transaction():
-        locked = [row["user_id"] for row in await conn.fetch(sql["lock_due_users"], users)]
-        expired: int = await conn.fetchval(sql["expire_due"], locked, facts)
-    return expired
-
-
-async def expire_due(pool: Any, *, users: int = BATCH_USERS, facts: int = BATCH_FACTS) -> int:
+async def expire_due(
+    store: MaintenanceStore, *, users: int = BATCH_USERS, facts: int = BATCH_FACTS
+) -> int:
     """Batches until one finds nothing it can take; the facts superseded in all.
 
     Rows another pass or a commit holds are left to them or to the next pass, so
@@ -48,14 +39,14 @@ async def expire_due(pool: Any, *, users: int = BATCH_USERS, facts: int = BATCH_
     """
     total = 0
     while True:
-        expired = await expire_batch(pool, users=users, facts=facts)
+        expired = await store.expire_batch(users=users, facts=facts)
         total += expired
         if expired == 0:
             return total
 
 
 async def keep_expiring(
-    pool: Any, every_s: float, on_expired: Callable[[int], None] | None = None,
+    store: MaintenanceStore, every_s: float, on_expired: Callable[[int], None] | None = None,
 ) -> None:
     """The pass every ``every_s`` seconds, until cancelled.
 
@@ -67,7 +58,7 @@ async def keep_expiring(
     await asyncio.sleep(every_s * random.uniform(0.5, 1.0))  # spreading, not secrecy
     while True:
         try:
-            expired = await expire_due(pool)
+            expired = await expire_due(store)
             if expired:
                 log.info("facts expired", count=expired)
                 if on_expired is not None:

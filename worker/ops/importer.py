@@ -243,16 +243,17 @@ async def run_import(
     from redis.asyncio import Redis
 
     from worker.providers.factory import build_providers
-    from worker.store.pool import create_pool
 
     report: ImportReport = LegacyReport() if legacy else ImportReport()
     limits = Limits.from_settings(settings)
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
     redis = Redis.from_url(settings.redis_url or "")
     providers = None
+    store: ImportStore | None = None
     try:
         providers = build_providers(settings, redis=redis)
-        store = ImportStore(pool, fence_keys(secret(settings.erase_fence_key), settings.home_dir))
+        store = await ImportStore.connect(
+            settings.database_url or "",
+            fences=fence_keys(secret(settings.erase_fence_key), settings.home_dir))
         lines = numbered_lines(stream)
         if isinstance(report, LegacyReport):
             await import_legacy(lines, store, providers.extractor, providers.embedder,
@@ -267,5 +268,6 @@ async def run_import(
         if providers is not None:
             await providers.aclose()
         await redis.aclose()
-        await pool.close()
+        if store is not None:
+            await store.aclose()
     return report

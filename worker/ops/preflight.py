@@ -8,14 +8,13 @@ orchestrator restarts the process, and an operator sees why.
 
 from __future__ import annotations
 
-import asyncpg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.config import Settings
-from worker.errors import HandoverUnavailable, StoreUnavailable
+from worker.errors import HandoverUnavailable
 from worker.providers.factory import embedding_model
-from worker.store.migrate import check_schema
+from worker.store.migrate import check_database
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -23,15 +22,8 @@ CONNECT_TIMEOUT_S = 5.0
 async def check_servers(settings: Settings) -> None:
     """Raise StoreUnavailable or HandoverUnavailable when PostgreSQL or Redis does not
     answer, ConfigurationError when the database is not migrated for this code."""
-    try:
-        conn = await asyncpg.connect(settings.database_url, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise StoreUnavailable(
-            f"PostgreSQL (MEMFLEET_DATABASE_URL) is unreachable: {type(exc).__name__}") from exc
-    try:
-        await check_schema(conn, settings.embed_dim, embed_model=embedding_model(settings))
-    finally:
-        await conn.close()
+    await check_database(settings.database_url, settings.embed_dim,
+                         embed_model=embedding_model(settings), timeout_s=CONNECT_TIMEOUT_S)
     await check_redis(settings)
 
 

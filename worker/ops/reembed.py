@@ -24,14 +24,12 @@ model and dimension while the fleet runs (docs/operations.md).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
 import numpy as np
 
 from worker.config import Settings
@@ -43,8 +41,7 @@ from worker.errors import (
 )
 from worker.providers.base import Embedder
 from worker.providers.factory import build_embedder, embedding_model
-from worker.store import halfvec, queries
-from worker.store.postgres import translated
+from worker.store.base import MaintenanceStore
 from worker.vectors import Vector
 
 # Users listed per pass: a pass's bookkeeping stays small whatever the fleet's size.
@@ -123,29 +120,22 @@ def next_batch(pending: list[UserMove], size: int) -> list[tuple[UserMove, int]]
     return [(user, i) for user in pending for i in user.waiting()][:size]
 
 
-class _Changed(Exception):
-    """Internal: the user's rows are not what was read; rolls the move back."""
-
-
 @dataclass(slots=True)
 class Mover:
-    pool: Any
+    store: MaintenanceStore
     embedder: Embedder
     target: Target
     batch: int
     counts: Counts = field(default_factory=Counts)
-    sql: dict[str, str] = field(default_factory=lambda: queries.load("reembed"))
 
     async def run(self, progress: Callable[[Counts], None] | None = None) -> int:
         """Move everyone, verify, record the move finished; the active rows at the end."""
         model, dim = self.target.model, self.target.dim
         stalled = 0
         while True:
-            async with translated("listing the users left"):
-                users = [row["user_id"] for row in await self.pool.fetch(
-                    self.sql["users_left"], model, dim, USERS_PER_PASS)]
+            users = await self.store.users_left(model, dim, USERS_PER_PASS)
             if not users:
-                active = await self._finish()
+                active = await self.store.finish_reembed(model, dim)
                 if active is not None:
                     return active
                 continue  # rows on another model came in meanwhile: another pass
@@ -185,15 +175,11 @@ class Mover:
         return moved
 
     async def _read(self, user_id: str, attempt: int, known: dict[str, Vector]) -> UserMove | None:
-        async with translated("reading a user's facts"):
-            rows = await self.pool.fetch(self.sql["user_rows"], self.target.model,
-                                         self.target.dim, user_id)
-        found = [row for row in rows if row["id"] is not None]
-        if not found:
+        rows = await self.store.rows_to_move(user_id, self.target.model, self.target.dim)
+        if not rows.ids:
             return None
-        texts = [row["text"] for row in found]
-        return UserMove(user_id, rows[0]["version"], [row["id"] for row in found], texts,
-                        [known.get(text) for text in texts], attempt)
+        return UserMove(user_id, rows.version, rows.ids, rows.texts,
+                        [known.get(text) for text in rows.texts], attempt)
 
     async def _embed(self, texts: list[str]) -> Vector:
         while True:
@@ -208,41 +194,17 @@ class Mover:
 
     async def _commit(self, user: UserMove) -> bool:
         """The user's move in one transaction; False when their facts changed since the read."""
-        model, dim = self.target.model, self.target.dim
         matrix = np.stack([v for v in user.vectors if v is not None])
-        try:
-            async with translated("moving a user's facts"), self.pool.acquire() as conn, \
-                    conn.transaction():
-                await conn.execute(self.sql["lock_user"], user.user_id)
-                if await conn.fetchval(self.sql["bump_user_version"], user.user_id,
-                                       user.version) is None:
-                    raise _Changed
-                status = await conn.execute(self.sql["move_rows"], model, dim, user.user_id,
-                                            user.ids, halfvec.encode_rows(matrix))
-                if int(status.rsplit(" ", 1)[-1]) != len(user.ids):
-                    raise _Changed
-                await conn.execute(self.sql["count_moved"], model, dim, len(user.ids))
-        except _Changed:
+        if not await self.store.move_user(user.user_id, user.version, user.ids, matrix,
+                                          model=self.target.model, dim=self.target.dim):
             return False
         self.counts.users += 1
         self.counts.facts += len(user.ids)
         return True
 
-    async def _finish(self) -> int | None:
-        """Verify the end state and record the move finished; None when rows are left."""
-        model, dim = self.target.model, self.target.dim
-        async with translated("verifying the move"), self.pool.acquire() as conn, \
-                conn.transaction():
-            state = await conn.fetchrow(self.sql["verify"], model, dim)
-            if state["other"] or state["other_dim"]:
-                return None
-            await conn.execute(self.sql["finish"], model, dim)
-        active: int = state["active"]
-        return active
-
 
 async def reembed(
-    pool: Any, embedder: Embedder, target: Target, *, batch: int,
+    store: MaintenanceStore, embedder: Embedder, target: Target, *, batch: int,
     progress: Callable[[Counts], None] | None = None,
 ) -> Outcome:
     """The whole move, under a lock that keeps a second ``reembed`` from running with it."""
@@ -252,21 +214,11 @@ async def reembed(
     if (embedder.model, embedder.dim) != (target.model, target.dim):
         raise ConfigurationError("the embedder does not embed with the move's model")
     started = time.monotonic()
-    mover = Mover(pool, embedder, target, batch)
-    async with translated("starting the move"), pool.acquire() as lock:
-        if not await lock.fetchval(mover.sql["try_lock"]):
+    mover = Mover(store, embedder, target, batch)
+    async with store.claim_reembed(target.model, target.dim) as claimed:
+        if not claimed:
             raise MemfleetError("another memfleet reembed is running")
-        try:
-            try:
-                await lock.fetchval(mover.sql["start"], target.model, target.dim)
-            except asyncpg.UndefinedTableError as exc:
-                raise ConfigurationError(
-                    "the database is not migrated: run `memfleet migrate`") from exc
-            active = await mover.run(progress)
-        finally:
-            # A connection that broke took the lock with it.
-            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-                await lock.execute(mover.sql["unlock"])
+        active = await mover.run(progress)
     return Outcome(target, mover.counts, active, time.monotonic() - started)
 
 
@@ -285,19 +237,19 @@ async def run_reembed(
     settings: Settings, target: Target, *, batch: int,
     progress: Callable[[Counts], None] | None = None,
 ) -> Outcome:
-    """``memfleet reembed``: its own pool, Redis client and embedder, closed at the end."""
+    """``memfleet reembed``: its own store, Redis client and embedder, closed at the end."""
     from redis.asyncio import Redis
 
-    from worker.store.pool import create_pool
+    from worker.store.maintenance import PostgresMaintenanceStore
 
     redis = Redis.from_url(settings.redis_url or "")
     embedder = reembed_embedder(settings, target, redis)
     try:
-        pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+        store = await PostgresMaintenanceStore.connect(settings.database_url or "")
         try:
-            return await reembed(pool, embedder, target, batch=batch, progress=progress)
+            return await reembed(store, embedder, target, batch=batch, progress=progress)
         finally:
-            await pool.close()
+            await store.aclose()
     finally:
         close = getattr(embedder, "aclose", None)
         if close is not None:

@@ -1,24 +1,30 @@
-"""The store interfaces: what the pipeline and the memory API need of storage.
+"""The store interfaces: what the pipeline, the memory API and the operators'
+commands need of storage.
 
-Two narrow protocols, each implemented by ``PostgresStore`` (the real one) and
-``InMemoryStore`` (unit tests of pure logic); tests/contract runs the same
-tests against both. Every operation on facts takes the user id: one user's
-facts never reach another's request.
+``PipelineStore`` and ``MemoryStore`` are each implemented by ``PostgresStore``
+(the real one) and ``InMemoryStore`` (unit tests of pure logic); tests/contract
+runs the same tests against both. ``MaintenanceStore`` (the expiry pass, the
+access export, re-embedding) by ``PostgresMaintenanceStore`` alone: its work is
+transactions and snapshots, tested against PostgreSQL. Every operation on facts
+takes the user id: one user's facts never reach another's request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
 from worker.memory_rules import MemoryScope
 from worker.store.types import (
     Erasure,
+    ExportSection,
     FactRecord,
     Neighbors,
     NewFact,
     RankedFact,
+    RowsToMove,
     RunCommit,
     RunRecord,
     SessionRead,
@@ -140,4 +146,59 @@ class MemoryStore(Protocol):
 
     async def failed_sessions(self) -> list[tuple[str, str]]:
         """(user id, session id) of the sessions whose latest run ended ``failed``."""
+        ...
+
+
+class ExportSnapshot(Protocol):
+    """One user's rows, read in one read-only REPEATABLE READ snapshot."""
+
+    async def consent(self) -> dict[str, Any] | None:
+        """The user's own choice (``enabled``, ``updated_at``); None: never made."""
+        ...
+
+    def rows(self, section: ExportSection) -> AsyncIterator[dict[str, Any]]:
+        """The section's rows, by id, fetched a batch at a time (bounded memory)."""
+        ...
+
+
+class MaintenanceStore(Protocol):
+    """What the operators' passes over many users need: the expiry pass, the right of
+    access's export, and `memfleet reembed`."""
+
+    async def expire_batch(self, *, users: int, facts: int) -> int:
+        """One transaction of the expiry pass: up to ``facts`` due facts of up to ``users``
+        users no one else holds, superseded as expired; how many."""
+        ...
+
+    def export_snapshot(
+        self, user_id: str, *, acquire_timeout_s: float | None = None
+    ) -> AbstractAsyncContextManager[ExportSnapshot]:
+        """The user's rows in one snapshot, on a connection held while it is open.
+        StoreUnavailable when none comes within ``acquire_timeout_s`` (None: no bound)."""
+        ...
+
+    def claim_reembed(self, model: str, dim: int) -> AbstractAsyncContextManager[bool]:
+        """Whether this process holds the move (False: another reembed runs); while it
+        holds it, the move to ``model`` at ``dim`` is recorded as under way."""
+        ...
+
+    async def users_left(self, model: str, dim: int, limit: int) -> list[str]:
+        """Up to ``limit`` users with active facts on another model or dimension."""
+        ...
+
+    async def rows_to_move(self, user_id: str, model: str, dim: int) -> RowsToMove:
+        """The user's active rows still on another model, with their version."""
+        ...
+
+    async def move_user(
+        self, user_id: str, version: int, ids: Sequence[int], embeddings: Vector, *,
+        model: str, dim: int,
+    ) -> bool:
+        """Row ``ids[i]`` re-embedded as ``embeddings[i]``, in one transaction; False (and
+        nothing written) when the user's facts changed since ``version``."""
+        ...
+
+    async def finish_reembed(self, model: str, dim: int) -> int | None:
+        """Record the move finished (the fleet's model and dimension) and return the active
+        rows, all on ``model``; None, with nothing recorded, when rows are left."""
         ...

@@ -20,7 +20,9 @@ from typing import Any
 from worker.errors import UserVersionConflict
 from worker.store import halfvec, queries
 from worker.store.fence_key import FenceKeys
-from worker.store.postgres import CAS_ATTEMPTS, translated
+from worker.store.pool import PooledStore
+from worker.store.postgres import CAS_ATTEMPTS
+from worker.store.translate import translated
 from worker.store.types import FactTerms, Vector
 
 _SPACE = re.compile(r"\s+")
@@ -67,10 +69,10 @@ def _closed(enabled: bool, erased_at: datetime | None, fence: datetime | None) -
     return not enabled or (erased_at is not None and erased_at != fence)
 
 
-class ImportStore:
+class ImportStore(PooledStore):
     def __init__(self, pool: Any, fences: FenceKeys) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's, to find users' erase fences."""
-        self._pool = pool
+        super().__init__(pool)
         self._keys = fences
         self._q = queries.load("importer")
 

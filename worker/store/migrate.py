@@ -25,7 +25,7 @@ from pathlib import Path
 
 import asyncpg
 
-from worker.errors import ConfigurationError, StoreError
+from worker.errors import ConfigurationError, StoreError, StoreUnavailable
 from worker.store import queries
 
 # The last migration of the history that baseline.sql sums up.
@@ -189,6 +189,22 @@ async def check_schema(
     refusal = embedding_refusal(embed_model, embed_dim, fleet_model, int(stored), moves)
     if refusal is not None:
         raise ConfigurationError(refusal)
+
+
+async def check_database(
+    dsn: str | None, embed_dim: int, *, embed_model: str | None, timeout_s: float,
+) -> None:
+    """``check_schema`` on a connection of its own; StoreUnavailable, naming no URL (it
+    may hold a password), when the server does not answer within ``timeout_s``."""
+    try:
+        conn = await asyncpg.connect(dsn, timeout=timeout_s)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StoreUnavailable(
+            f"PostgreSQL (MEMFLEET_DATABASE_URL) is unreachable: {type(exc).__name__}") from exc
+    try:
+        await check_schema(conn, embed_dim, embed_model=embed_model)
+    finally:
+        await conn.close()
 
 
 def embedding_refusal(

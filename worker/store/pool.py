@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 import asyncpg
 from pgvector import HalfVector
@@ -62,3 +62,32 @@ async def create_pool(
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StoreError(f"cannot connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
+
+
+class PooledStore:
+    """A store on an asyncpg pool: one it is given (shared, closed by its owner), or one
+    of its own (``connect``), closed by ``aclose``. Nothing outside worker.store
+    needs to hold a pool to use a store."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._owned = False
+
+    @classmethod
+    async def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 2,
+                      **options: Any) -> Self:
+        """A store with a pool of its own on ``dsn``; ``options`` go to the constructor."""
+        pool = await create_pool(dsn, min_size=min_size, max_size=max_size)
+        try:
+            store = cls(pool, **options)
+        except BaseException:
+            await pool.close()
+            raise
+        store._owned = True
+        return store
+
+    async def aclose(self) -> None:
+        """Close the store's own pool; a pool it was given stays open."""
+        if self._owned:
+            self._owned = False
+            await self._pool.close()

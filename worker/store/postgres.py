@@ -2,40 +2,33 @@
 
 Implements both store interfaces (worker.store.base). Every fact query takes
 the user id first, so a fact id of another user reads exactly like an id that
-does not exist. asyncpg's errors are translated here, and only here.
+does not exist. asyncpg's errors are translated at the store's edge
+(worker.store.translate).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 from pgvector import HalfVector
 
-from worker.errors import (
-    ConfigurationError,
-    CursorFenced,
-    MemoryOptedOut,
-    StoreError,
-    StoreUnavailable,
-    UserErased,
-    UserVersionConflict,
-)
+from worker.errors import ConfigurationError, UserVersionConflict
 from worker.memory_rules import MemoryScope
 from worker.store import halfvec, queries
+from worker.store.base import MemoryStore
 from worker.store.fence_key import FenceKeys
+from worker.store.pool import PooledStore
+from worker.store.run_commit import commit_arguments, flat_json
+from worker.store.translate import PG_ERRORS, commit_error, status_count, store_error, translated
 from worker.store.types import (
     CursorState,
     Erasure,
-    ExistingRow,
     FactRecord,
-    HoldProposal,
-    InsertFact,
     NeighborRow,
     Neighbors,
     NewFact,
@@ -47,17 +40,6 @@ from worker.store.types import (
 )
 from worker.store.visibility import check_read
 
-_PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
-# The server is away (down, restarting, failing over), not refusing this query.
-_PG_DOWN = (OSError, asyncpg.InterfaceError, asyncpg.exceptions.PostgresConnectionError,
-            asyncpg.exceptions.OperatorInterventionError,
-            asyncpg.exceptions.InsufficientResourcesError)
-# SQLSTATEs raised by memfleet_commit_run (schema/routines/memfleet_commit_run.sql).
-_CURSOR_MOVED = "MF001"
-_USER_CHANGED = "MF002"
-_OPTED_OUT = "MF003"
-_ERASED = "MF004"
-_NO_FENCE_KEY = "MF005"
 # An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
 FENCE_LIFETIME_S = 8 * 86_400
@@ -72,41 +54,28 @@ class _Missing(Exception):
     """Internal: the targeted row is not there; rolls the transaction back."""
 
 
-@asynccontextmanager
-async def translated(what: str) -> AsyncIterator[None]:
-    """asyncpg and socket errors as StoreUnavailable (server away) or StoreError."""
-    try:
-        yield
-    except _PG_ERRORS as exc:
-        # Named by type only: a server message can quote the values it refused.
-        error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
-        raise error(f"{what} failed: {type(exc).__name__}") from exc
-
-
-def _flat_json(record: Any, **extra: Any) -> str:
-    """A flat dataclass (datetimes as ISO strings) as JSON, for jsonb parameters.
-
-    Shallow on purpose: ``dataclasses.asdict`` deep-copies every value first.
-    """
-    return json.dumps({**{f.name: getattr(record, f.name) for f in fields(record)}, **extra},
-                      default=_iso)
-
-
-def _iso(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
 def _fact(row: Any) -> FactRecord:
     return FactRecord(**{name: row[name] for name in _FACT_COLUMNS})
 
 
-class PostgresStore:
+# What the read path takes: a store, or an asyncpg pool.
+StoreOrPool: TypeAlias = "MemoryStore | asyncpg.Pool"
+
+
+def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
+    """A store as it is; an asyncpg pool (what chat servers passed the read path
+    before worker.read.MemoryReader) as a PostgresStore on it."""
+    if isinstance(store_or_pool, asyncpg.Pool):
+        return PostgresStore(store_or_pool)
+    store: MemoryStore = store_or_pool
+    return store
+
+
+class PostgresStore(PooledStore):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
-        self._pool = pool
+        super().__init__(pool)
         self._fences = fences
         self._pipeline = queries.load("pipeline")
         self._facts = queries.load("facts")
@@ -148,71 +117,27 @@ class PostgresStore:
     async def commit_run(self, commit: RunCommit) -> int:
         """Write one run atomically, in one round trip (memfleet_commit_run)."""
         cursor = commit.cursor
-        inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
-        terms = [w.terms for w in inserts]
-        holds = [{"fact_id": w.target.id, "event": w.event, "reason": w.reason, "text": w.text}
-                 for w in commit.writes if isinstance(w, HoldProposal)]
-        position = {w.ref: i + 1 for i, w in enumerate(inserts)}  # 1-based, as in SQL
-        targets: list[int | None] = []
-        targets_new: list[int | None] = []
-        successors: list[int | None] = []
-        for write in commit.writes:
-            if isinstance(write, HoldProposal):
-                continue
-            if isinstance(write, InsertFact):
-                if write.supersedes is None:
-                    continue
-                target, successor = write.supersedes, position[write.ref]
-            else:
-                target, successor = write.target, None
-            if isinstance(target, ExistingRow):
-                targets.append(target.id)
-                targets_new.append(None)
-            else:
-                targets.append(None)
-                targets_new.append(position[target.ref])
-            successors.append(successor)
         fence_key = self._fence_key(cursor.user_id).hex()
         try:
-            run_id: int = await self._pool.fetchval(
-                self._pipeline["commit_run"],
-                _flat_json(cursor, fence_key=fence_key), commit.user_version,
-                _flat_json(commit.run, fence_key=fence_key),
-                [w.text for w in inserts], [w.category for w in inserts],
-                [w.importance for w in inserts],
-                halfvec.encode_each([w.embedding for w in inserts]),
-                commit.embedding_model, commit.observed_at, commit.source_session_id,
-                targets, targets_new, successors,
-                [t.scope for t in terms], [t.agent_id for t in terms],
-                [t.valid_from for t in terms], [t.valid_to for t in terms],
-                [t.expires_at for t in terms], [t.basis for t in terms],
-                [t.confidence for t in terms], json.dumps(holds),
-            )
+            run_id: int = await self._pool.fetchval(self._pipeline["commit_run"],
+                                                    *commit_arguments(commit, fence_key))
         except asyncpg.PostgresError as exc:
-            if exc.sqlstate == _CURSOR_MOVED:
-                raise CursorFenced(cursor.session_id) from exc
-            if exc.sqlstate == _USER_CHANGED:
-                raise UserVersionConflict(cursor.user_id) from exc
-            if exc.sqlstate == _OPTED_OUT:
-                raise MemoryOptedOut("the user turned memory off during the run") from exc
-            if exc.sqlstate == _ERASED:
-                raise UserErased("the user was erased during the run",
-                                 int(getattr(exc, "detail", None) or 0)) from exc
-            if exc.sqlstate == _NO_FENCE_KEY:
-                raise ConfigurationError("the commit named no erase fence key") from exc
-            error = StoreUnavailable if isinstance(exc, _PG_DOWN) else StoreError
-            raise error(f"the persist transaction failed: {type(exc).__name__}") from exc
-        except (asyncpg.InterfaceError, OSError) as exc:
-            raise StoreUnavailable(
-                f"the persist transaction failed: {type(exc).__name__}") from exc
+            raise commit_error(exc, cursor.user_id, cursor.session_id) from exc
+        except PG_ERRORS as exc:  # the server away: InterfaceError, OSError
+            raise store_error("the persist transaction", exc) from exc
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
         extra = {} if run.user_id is None else {"fence_key": self._fence_key(run.user_id).hex()}
         async with translated("recording the run"):
             run_id: int = await self._pool.fetchval(self._pipeline["insert_run"],
-                                                    _flat_json(run, **extra))
+                                                    flat_json(run, **extra))
         return run_id
+
+    async def ping(self) -> None:
+        """One round trip to the server (a health check); StoreUnavailable when away."""
+        async with translated("the health check"):
+            await self._pool.fetchval(self._pipeline["ping"])
 
     async def check_fence_key(self, conn: Any = None) -> None:
         """ConfigurationError unless this store's key is the one the database's fences
@@ -414,7 +339,7 @@ class PostgresStore:
                 ("user_memory_consent", "erase_consent", (erasure.keep_opt_out,)),
             ):
                 status: str = await conn.execute(self._api[name], user_id, *extra)
-                counts[table] = int(status.rsplit(" ", 1)[-1])
+                counts[table] = status_count(status)
             await conn.execute(self._api["record_erasure"], json.dumps(counts))
         return counts
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
@@ -267,3 +267,20 @@ class NewFact:
     embedding_model: str
     terms: FactTerms = FactTerms(confidence=1.0)
     pinned: bool = False
+
+
+# -- maintenance (worker.store.maintenance) -----------------------------------
+
+# The lists of a user's access export, in the document's order (worker.ops.access_export).
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals"]
+EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals")
+
+
+@dataclass(frozen=True, slots=True)
+class RowsToMove:
+    """A user's active rows still on another model, read with their version in one
+    snapshot (``memfleet reembed``)."""
+
+    version: int
+    ids: list[int]
+    texts: list[str]

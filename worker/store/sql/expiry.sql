@@ -1,5 +1,6 @@
--- The expiry pass (worker/ops/expiry.py): active facts whose expires_at has come are
--- superseded with reason 'expired', never deleted. Every pass may run beside
+-- The expiry pass (worker/ops/expiry.py, run by worker/store/maintenance.py):
+-- active facts whose expires_at has come are superseded with reason 'expired',
+-- never deleted. Every pass may run beside
 -- others (one per worker): each takes what no other holds (SKIP LOCKED) and
 -- never waits on a row, so passes and commits cannot deadlock.
 

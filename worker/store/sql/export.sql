@@ -1,4 +1,5 @@
--- The right of access (worker/ops/access_export.py): everything memfleet holds about one
+-- The right of access (worker/ops/access_export.py, run by
+-- worker/store/maintenance.py): everything memfleet holds about one
 -- user, read in one REPEATABLE READ snapshot. Every query is scoped to the user
 -- by its first parameter.
 

@@ -65,3 +65,7 @@ SELECT memfleet_commit_run($1::jsonb, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10
 -- An audit row on its own (runs that move no cursor), from the same JSON the
 -- persist function reads.
 SELECT memfleet_insert_run($1::jsonb);
+
+-- name: ping
+-- The workers' health check (/healthz): the server answers.
+SELECT 1;

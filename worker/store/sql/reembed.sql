@@ -1,4 +1,5 @@
--- Queries of `memfleet reembed` (worker/ops/reembed.py): move every active fact to
+-- Queries of `memfleet reembed` (worker/ops/reembed.py, run by
+-- worker/store/maintenance.py): move every active fact to
 -- another embedding model and dimension, one user per transaction. In the
 -- queries on facts and moves, $1 is the model moved to and $2 its dimension.
 
