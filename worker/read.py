@@ -1,7 +1,9 @@
 """The read path, for chat servers: what memory says about a user, ready for a prompt.
 
-    block = await known_facts_block(pool, embedder, user_id, query=first_message, top_k=50)
-    system_prompt = base_prompt + ("\\n\\n" + block if block else "")
+    async with open_reader(Settings()) as reader:  # once: its pool and embedder
+        ...
+        block = await reader.known_facts_block(user_id, query=first_message, top_k=50)
+        system_prompt = base_prompt + ("\\n\\n" + block if block else "")
 
 All active facts while a user has few; the top-k most relevant to the query
 (hybrid search: meaning and words, fused by Reciprocal Rank Fusion) when they
@@ -13,15 +15,22 @@ facts; never another agent's. Nothing here writes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
+from worker.errors import ConfigurationError
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope
 from worker.providers.base import Embedder, EmbedderFactory
 from worker.store.base import MemoryStore
-from worker.store.postgres import StoreOrPool, memory_store
+from worker.store.postgres import PostgresStore, StoreOrPool, memory_store
 from worker.store.types import FactRecord
+
+if TYPE_CHECKING:
+    from worker.config import Settings
 
 RRF_K = 60
 BLOCK_HEADER = (
@@ -197,3 +206,127 @@ async def known_facts_block(
     none): the profile, and the relationship with ``agent_id`` when given."""
     return format_block(await known_facts(store_or_pool, embedder, user_id, query=query,
                                           top_k=top_k, scope=scope, agent_id=agent_id))
+
+
+class _Embedders:
+    """The settings' embedder, and one per other model a user's facts were moved to
+    (`memfleet reembed`), each built once: queries are embedded as the facts are."""
+
+    def __init__(self, settings: Settings) -> None:
+        # Imported here: a chat server that reads through a store of its own never needs
+        # the providers' clients.
+        from worker.providers.factory import embedding_model
+
+        self._settings = settings
+        self.default = self._build(embedding_model(settings), settings.embed_dim)
+        self._built: dict[tuple[str, int], Embedder] = {
+            (self.default.model, self.default.dim): self.default}
+
+    def _build(self, model: str, dim: int) -> Embedder:
+        from worker.providers.factory import build_embedder
+
+        return build_embedder(self._settings, model, dim)
+
+    def __call__(self, model: str, dim: int) -> Embedder:
+        if (model, dim) not in self._built:
+            self._built[(model, dim)] = self._build(model, dim)
+        return self._built[(model, dim)]
+
+    async def aclose(self) -> None:
+        built, self._built = list(self._built.values()), {}
+        for embedder in built:
+            close = getattr(embedder, "aclose", None)
+            if close is not None:
+                await close()
+
+
+class MemoryReader:
+    """The read path with what it reads through: a store and an embedder.
+
+    A chat server opens one at start (``open_reader`` or ``from_settings``, which
+    own a PostgreSQL pool and the embedder of the settings) and closes it at the
+    end; tests and the memory API build one on a store of their own. Nothing here
+    writes.
+    """
+
+    def __init__(
+        self, store: MemoryStore, embedder: Embedder, *,
+        embedders: EmbedderFactory | None = None,
+    ) -> None:
+        """``embedders``: builds the embedder of another (model, dimension), for users whose
+        facts were moved to one; without it, every query goes through ``embedder``."""
+        self.store, self.embedder, self.embedders = store, embedder, embedders
+        self._owned: list[Any] = []  # what aclose closes: what from_settings opened
+
+    @classmethod
+    async def from_settings(cls, settings: Settings) -> Self:
+        """A reader on MEMFLEET_DATABASE_URL (a pool of MEMFLEET_DB_POOL_MIN to _MAX
+        connections) with the settings' embeddings provider; close it with ``aclose``.
+        Needs no Redis, no chat model and no erase fence key: it only reads."""
+        if not settings.database_url:
+            raise ConfigurationError("the memory reader needs MEMFLEET_DATABASE_URL")
+        embedders = _Embedders(settings)  # every option checked before a connection opens
+        try:
+            store = await PostgresStore.connect(settings.database_url,
+                                                min_size=settings.db_pool_min,
+                                                max_size=settings.db_pool_max)
+        except BaseException:
+            await embedders.aclose()
+            raise
+        reader = cls(store, embedders.default, embedders=embedders)
+        reader._owned = [store, embedders]
+        return reader
+
+    async def aclose(self) -> None:
+        """Close the pool and the embedders ``from_settings`` opened (a reader built on a
+        store of its caller's closes nothing)."""
+        owned, self._owned = self._owned, []
+        for resource in owned:
+            await resource.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def known_facts_block(
+        self, user_id: str, *, query: str | None = None, top_k: int | None = None,
+        scope: MemoryScope = "both", agent_id: str | None = None,
+    ) -> str:
+        """The "known facts about the user" block for a system prompt ("" if none): all
+        active facts while the user has at most ``top_k``, else the ``top_k`` most
+        relevant to ``query``; the profile, and ``agent_id``'s relationship facts."""
+        return format_block(await self.known_facts(user_id, query=query, top_k=top_k,
+                                                   scope=scope, agent_id=agent_id))
+
+    async def known_facts(
+        self, user_id: str, *, query: str | None = None, top_k: int | None = None,
+        scope: MemoryScope = "both", agent_id: str | None = None,
+    ) -> list[FactRecord]:
+        """The facts of ``known_facts_block``, as records."""
+        return await known_facts(self.store, self.embedder, user_id, query=query, top_k=top_k,
+                                 scope=scope, agent_id=agent_id, embedders=self.embedders)
+
+    async def search(
+        self, user_id: str, query: str, *, top_k: int, scope: MemoryScope = "both",
+        agent_id: str | None = None, valid_at: datetime | None = None,
+        known_at: datetime | None = None,
+    ) -> list[SearchHit]:
+        """The user's top-k facts for ``query`` (``search_facts``)."""
+        return await search_facts(self.store, self.embedder, user_id, query, top_k=top_k,
+                                  scope=scope, agent_id=agent_id, valid_at=valid_at,
+                                  known_at=known_at, embedders=self.embedders)
+
+
+@asynccontextmanager
+async def open_reader(settings: Settings) -> AsyncIterator[MemoryReader]:
+    """``MemoryReader.from_settings``, closed when the block ends."""
+    reader = await MemoryReader.from_settings(settings)
+    try:
+        yield reader
+    finally:
+        await reader.aclose()

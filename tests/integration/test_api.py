@@ -24,9 +24,7 @@ from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import YOUNG_GC_THRESHOLD
 from worker.protocol import queue
 from worker.protocol.session_ref import SessionRef
-from worker.providers.hashing import HashingEmbedder
-from worker.read import known_facts_block
-from worker.store.pool import create_pool
+from worker.read import open_reader
 
 
 async def chat(api: httpx.AsyncClient, user: str, session: str, text: str) -> httpx.Response:
@@ -262,21 +260,16 @@ async def test_read_path_library_block(
     await add(api, "ada", "Prefers\nshort answers", category="preference")
     for i in range(6):
         await add(api, "ada", f"Visited museum number {i}", category="event")
-    pool = await create_pool(settings.database_url or "")
-    try:
-        embedder = HashingEmbedder(settings.embed_dim)
-        block = await known_facts_block(pool, embedder, "ada")
+    async with open_reader(settings) as reader:  # as README's "Read memory back" shows
+        block = await reader.known_facts_block("ada")
         lines = block.splitlines()
         assert len(lines) == 1 + 8
         assert lines[1].startswith("- [fact] Lives in Lisbon (")
         assert lines[2].startswith("- [preference] Prefers short answers (")  # one line each
-        few = await known_facts_block(pool, embedder, "ada", query="where do I live Lisbon",
-                                      top_k=2)
+        few = await reader.known_facts_block("ada", query="where do I live Lisbon", top_k=2)
         assert len(few.splitlines()) == 3
         assert "Lives in Lisbon" in few
-        assert await known_facts_block(pool, embedder, "nobody") == ""
-    finally:
-        await pool.close()
+        assert await reader.known_facts_block("nobody") == ""
     over_http = await api.get("/users/ada/known-facts", headers=bearer("ada"))
     assert over_http.json()["block"] == block
 
