@@ -60,13 +60,14 @@ from bench.keda_formula import Behavior, History, Trigger, desired_replicas, ked
 from bench.servers import throwaway_servers
 from bench.stats import pct, table
 from worker.fleet.probe import FleetSnapshot, probe
+from worker.outcomes import Outcome
 from worker.protocol.queue import DEFAULT_QUEUE
 from worker.store.migrate import migrate
 
 DIM = 64
 DEFAULT_PLOT = Path("docs/autoscale.png")
 # Outcomes of a run that gave up or was refused (worker.fleet.job): none may occur.
-BAD_OUTCOMES = ("failed", "error", "invalid")
+BAD_OUTCOMES = (Outcome.FAILED, Outcome.ERROR, Outcome.INVALID)
 STOP_WAIT_S = 60.0
 # The offered rate is counted over this trailing window: at the low rate one poll
 # holds one hand-over or none.

@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from worker.config import Settings
 from worker.fleet.metrics_exporter import fleet_meter
 from worker.fleet.probe import FleetSnapshot
+from worker.outcomes import Outcome
 from worker.providers.budget import REASONS
 from worker.telemetry import StageClock, setup_telemetry
 
@@ -35,10 +36,9 @@ OBSERVABILITY = ROOT / "deploy" / "observability"
 DASHBOARD = OBSERVABILITY / "grafana" / "dashboards" / "memfleet.json"
 ALERTS = OBSERVABILITY / "prometheus" / "alerts.yml"
 
-# The label values the code records (worker/fleet/job.py, worker/pipeline/run.py,
-# worker/metrics.py).
-OUTCOMES = ("committed", "empty", "fenced", "deferred", "invalid", "retry", "failed", "skipped",
-            "error", "cancelled")
+# The label values the code records: every outcome a job can end with (worker.outcomes;
+# tests/unit/test_outcomes.py pins their names).
+OUTCOMES = tuple(Outcome)
 STAGES = ("lock", "cursor", "extract", "embed", "consolidate", "persist", "summary")
 EVENTS = ("ADD", "UPDATE", "DELETE", "NONE", "REJECTED")
 FENCES = ("cursor", "user")

@@ -31,7 +31,7 @@ from worker.errors import (
     UserSessionsFull,
     UserVersionConflict,
 )
-from worker.fleet.job import Next, after_error
+from worker.fleet.retry_policy import Next, after_error
 from worker.fleet.webhook_signature import SignatureInvalid
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),

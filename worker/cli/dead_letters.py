@@ -12,11 +12,12 @@ from redis.asyncio import Redis
 
 from worker.cli.common import Commands, resolve, with_store
 from worker.config import Settings
+from worker.outcomes import DEAD_LETTERS, parse_outcomes
 
 
 def register(commands: Commands) -> None:
     runs = commands.add_parser("runs", help="list dead letters: runs that stored nothing")
-    runs.add_argument("--outcome", default="failed,skipped,invalid,error",
+    runs.add_argument("--outcome", default=",".join(DEAD_LETTERS),
                       help="comma-separated outcomes (default: every dead-letter outcome)")
     runs.add_argument("--limit", type=int, default=50)
     runs.add_argument("--json", action="store_true")
@@ -33,8 +34,8 @@ def register(commands: Commands) -> None:
 def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.dead_letters import describe_run
 
+    outcomes = parse_outcomes(args.outcome)
     settings = resolve(settings)
-    outcomes = [o.strip() for o in args.outcome.split(",") if o.strip()]
     runs = asyncio.run(with_store(settings, lambda store: store.runs_by_outcome(
         outcomes, args.limit)))
     rows = [describe_run(run) for run in runs]

@@ -20,6 +20,9 @@ busy lock, recorded with an audit row in ``memory_run``:
   text went over MEMFLEET_PROVIDER_CPU_BUDGET_S (both would only repeat);
 - error: anything memfleet did not expect; recorded, counted, and raised to ARQ
   as UnexpectedJobError (type and place, never the message: ARQ logs it).
+
+The names are worker.outcomes.Outcome; the retry policy is worker.fleet.retry_policy.
+Inside the job an ending is a typed JobEnd; ARQ keeps it as a plain dict.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import os
 import traceback
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 import structlog
@@ -42,15 +44,14 @@ from worker.errors import (
     LockLost,
     MemfleetError,
     ModelBudgetBusy,
-    OfflineAnswerInvalid,
-    ProviderAnswerInvalid,
     ProviderUnavailable,
-    ProviderWorkOverBudget,
     StoreError,
     UnexpectedJobError,
 )
+from worker.fleet.retry_policy import GIVEN_UP, Next, after_error, backoff_s
+from worker.outcomes import Outcome
 from worker.pipeline.cursor import NOTHING_SETTLED, Settlement
-from worker.pipeline.run import RunContext, run_once, skip_slice
+from worker.pipeline.run import RunContext, RunResult, run_once, skip_slice
 from worker.protocol import breaker, lock, queue
 from worker.protocol.breaker import BreakerKeys
 from worker.protocol.events import CommitNote
@@ -64,9 +65,6 @@ from worker.telemetry import StageClock, Telemetry
 log = structlog.get_logger("memfleet.job")
 
 FOLLOW_UP_ATTEMPTS = 3
-# Outcomes after which no job comes for the session's lists until the next
-# hand-over or a re-drive (memfleet retry): dead letters, not waiting work.
-GIVEN_UP = frozenset({"failed", "invalid"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,34 +79,25 @@ class Deps:
     telemetry: Telemetry
 
 
-class Next(StrEnum):
-    """What becomes of a run that raised a MemfleetError."""
+@dataclass(frozen=True, slots=True)
+class JobEnd:
+    """How one job ended; ``as_dict`` is the result ARQ keeps (plain JSON)."""
 
-    RETRY = "retry"
-    FAIL = "failed"
-    SKIP = "skipped"
-    WAIT_OUT = "deferred"
+    outcome: Outcome
+    error: str | None = None  # why the run did not complete (never user content)
+    reason: str | None = None  # why a job was put off with no error: busy, llm_breaker, outage
+    run: RunResult | None = None  # the pipeline's result, when the pipeline ended the run
+    sessions: int | None = None  # adopted: the older release's sessions taken over
 
+    @classmethod
+    def of(cls, run: RunResult) -> JobEnd:
+        return cls(run.outcome, run=run)
 
-def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
-    """The retry policy, decided by the error tree: only transient errors are tried again."""
-    if isinstance(exc, (OfflineAnswerInvalid, ProviderWorkOverBudget)):
-        # Deterministic work on this slice's text: another try would end the same way,
-        # and failing would block the session's later turns. Skipped, on the record.
-        return Next.SKIP
-    if not exc.transient:
-        return Next.FAIL
-    if job_try < max_tries:
-        return Next.RETRY
-    if exc.outage:
-        return Next.WAIT_OUT
-    # The model keeps breaking the contract on this slice: skip it, on the record,
-    # rather than block the session forever (docs/architecture.md).
-    return Next.SKIP if isinstance(exc, ProviderAnswerInvalid) else Next.FAIL
-
-
-def backoff_s(job_try: int) -> float:
-    return float(min(300, 2 ** min(job_try, 9)))
+    def as_dict(self) -> dict[str, Any]:
+        if self.run is not None:
+            return self.run.as_dict()
+        extra = {"error": self.error, "reason": self.reason, "sessions": self.sessions}
+        return {"outcome": self.outcome, **{k: v for k, v in extra.items() if v is not None}}
 
 
 async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -116,17 +105,17 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
     metrics = deps.telemetry.metrics
     job_id = str(ctx.get("job_id", ""))
     metrics.running.add(job_id)
-    outcome = "error"
+    outcome = Outcome.ERROR
     try:
-        result = await _run(deps, ctx, args, kwargs)
-        outcome = str(result.get("outcome"))
-        return result
+        end = await _run(deps, ctx, args, kwargs)
+        outcome = end.outcome
+        return end.as_dict()
     except Retry:
-        outcome = "retry"
+        outcome = Outcome.RETRY
         raise
     except asyncio.CancelledError:
         # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
-        outcome = "cancelled"
+        outcome = Outcome.CANCELLED
         raise
     except Exception as exc:
         # By type and place only: the message, and any exception chained to it, can
@@ -146,13 +135,13 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
 
 async def _run(
     deps: Deps, ctx: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
+) -> JobEnd:
     job_id: str = ctx["job_id"]
     job_try: int = ctx.get("job_try", 1)
     started_at = datetime.now(UTC)
     clock = StageClock(deps.telemetry.tracer, deps.telemetry.metrics)
     base = RunRecord(job_id=job_id, job_try=job_try, session_id=None, user_id=None,
-                     outcome="invalid", started_at=started_at)
+                     outcome=Outcome.INVALID, started_at=started_at)
 
     with clock.span(
         f"process {deps.settings.queue_name}", trace.SpanKind.CONSUMER,
@@ -167,10 +156,10 @@ async def _run(
             # Queued by a release that keyed sessions by id alone (a rolling upgrade).
             adopted = await queue.adopt_legacy(deps.redis, kwargs["session_id"],
                                                deps.settings.queue_name)
-            return {"outcome": "adopted", "sessions": adopted}
+            return JobEnd(Outcome.ADOPTED, sessions=adopted)
         session = _session_of(args, kwargs)
         if session is None:
-            return await _record(deps, base, "invalid",
+            return await _record(deps, base, Outcome.INVALID,
                                  "the job's arguments are not {user_id: str, session_id: str}")
         base = replace(base, session_id=session.session_id, user_id=session.user_id)
         # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
@@ -187,19 +176,19 @@ async def _run(
             # spent. A job that runs later takes the session over.
             reason = "llm_breaker" if claimed.breaker_open_ms else "busy"
             await _defer(deps, session, claimed.breaker_open_ms)
-            span.set_attributes({"memfleet.outcome": "deferred",
+            span.set_attributes({"memfleet.outcome": Outcome.DEFERRED,
                                  "memfleet.deferred.reason": reason})
-            return {"outcome": "deferred", "reason": reason}
+            return JobEnd(Outcome.DEFERRED, reason=reason)
         if claimed.payload is None and claimed.finished:
             # A commit finished every list and the release dropped the snapshot: a
             # re-run of that job (ARQ is at-least-once), or one more queued for it.
             return await _nothing_new(deps, base, span)
         snapshots, unreadable = read_lists(claimed, deps.limits, session)
         for error in unreadable:
-            await _record(deps, base, "invalid", error)
+            await _record(deps, base, Outcome.INVALID, error)
         if not snapshots:
             await session_lock.release(gave_up=True)
-            return {"outcome": "invalid", "error": unreadable[-1]}
+            return JobEnd(Outcome.INVALID, error=unreadable[-1])
         handover = snapshots[-1].handover
         base = replace(base, handover_seq=snapshots[-1].fence_seq)
         if recording:
@@ -207,10 +196,10 @@ async def _run(
         run_ctx = RunContext(deps.settings, deps.store, deps.providers, clock, job_id, job_try,
                              started_at, check_lock=session_lock.check)
         settlement = NOTHING_SETTLED
-        result: dict[str, Any] = {}
+        end: JobEnd | None = None
         try:
-            result, settlement = await _run_pipeline(deps, run_ctx, session, snapshots, base)
-            if settlement.follow_up and "error" not in result:
+            end, settlement = await _run_pipeline(deps, run_ctx, session, snapshots, base)
+            if settlement.follow_up and end.error is None:
                 # A long list goes in bounded chunks, and each older list in its own
                 # job, queued while this job still holds the session: a worker that
                 # dies here leaves the lock for the recovery pass, never an orphan.
@@ -218,24 +207,29 @@ async def _run(
         finally:
             await session_lock.release(
                 done_through=settlement.done_through, latest_done=settlement.latest_done,
-                gave_up=result.get("outcome") in GIVEN_UP, note=_note(deps, session, result))
-        if claimed.breaker_failures and "error" not in result:
+                gave_up=end is not None and end.outcome in GIVEN_UP,
+                note=_note(deps, session, end))
+        if claimed.breaker_failures and end.error is None:
             await breaker.reset(deps.redis, BreakerKeys.of(deps.settings.queue_name))
-        if "error" in result or result["outcome"] == "deferred":
-            span.set_attribute("memfleet.outcome", str(result["outcome"]))
-            return result
-        span.set_attribute("memfleet.outcome", result["outcome"])
-        log.info("job finished", job_id=job_id, job_try=job_try, outcome=result["outcome"],
-                 added=result["added"], updated=result["updated"], deleted=result["deleted"],
-                 timings_ms=clock.timings_ms)
-        return result
+        span.set_attribute("memfleet.outcome", end.outcome)
+        run = end.run
+        if run is not None:  # the pipeline's ending; the others were recorded as they came
+            log.info("job finished", job_id=job_id, job_try=job_try, outcome=run.outcome,
+                     added=run.added, updated=run.updated, deleted=run.deleted,
+                     timings_ms=clock.timings_ms)
+        return end
 
 
-def _note(deps: Deps, session: SessionRef, result: dict[str, Any]) -> CommitNote:
-    """The commit event's fields (worker.protocol.events), published only when the run settled."""
-    return CommitNote(deps.telemetry.hashed_id(session.key), str(result.get("outcome", "none")),
-                      int(result.get("added", 0)), int(result.get("updated", 0)),
-                      int(result.get("deleted", 0)))
+def _note(deps: Deps, session: SessionRef, end: JobEnd | None) -> CommitNote:
+    """The commit event's fields (worker.protocol.events), published only when the run
+    settled (with no ending, it raised: nothing settled)."""
+    tag = deps.telemetry.hashed_id(session.key)
+    if end is None:
+        return CommitNote(tag, "none")
+    run = end.run
+    if run is None:
+        return CommitNote(tag, end.outcome)
+    return CommitNote(tag, end.outcome, run.added, run.updated, run.deleted)
 
 
 def _session_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionRef | None:
@@ -269,22 +263,22 @@ def read_lists(
 
 async def _run_pipeline(
     deps: Deps, ctx: RunContext, session: SessionRef, snapshots: list[Snapshot], base: RunRecord
-) -> tuple[dict[str, Any], Settlement]:
+) -> tuple[JobEnd, Settlement]:
     try:
         result = await run_once(ctx, snapshots)
-        return result.as_dict(), result.settlement
+        return JobEnd.of(result), result.settlement
     except InvalidJob as exc:
-        return await _record(deps, base, "invalid", str(exc)), NOTHING_SETTLED
+        return await _record(deps, base, Outcome.INVALID, str(exc)), NOTHING_SETTLED
     except ModelBudgetBusy as exc:
         # The fleet is as busy as its model budget allows: a later job takes the
         # session over; no try is spent and the breaker stays closed.
         await _defer(deps, session)
-        return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
+        return await _record(deps, base, Outcome.DEFERRED, _describe(exc)), NOTHING_SETTLED
     except LockLost as exc:
         # Another job holds the session now, or Redis forgot the lock: either way a
         # later job takes over (the cursor fence keeps the slice from counting twice).
         await _defer(deps, session)
-        return await _record(deps, base, "deferred", _describe(exc)), NOTHING_SETTLED
+        return await _record(deps, base, Outcome.DEFERRED, _describe(exc)), NOTHING_SETTLED
     except MemfleetError as exc:
         if isinstance(exc, ProviderUnavailable):
             await _trip_breaker(deps)
@@ -293,18 +287,18 @@ async def _run_pipeline(
                     error=type(exc).__name__)
         if decision is Next.SKIP:
             skipped = await skip_slice(ctx, snapshots, _describe(exc))
-            return skipped.as_dict(), skipped.settlement
+            return JobEnd.of(skipped), skipped.settlement
         if decision is Next.WAIT_OUT:
             await _defer(deps, session, int(deps.settings.outage_wait_s * 1000))
-            await _record(deps, base, "deferred", _describe(exc))
-            return {"outcome": "deferred", "reason": "outage"}, NOTHING_SETTLED
-        recorded = await _record(deps, base, decision.value, _describe(exc))
+            await _record(deps, base, Outcome.DEFERRED, _describe(exc))
+            return JobEnd(Outcome.DEFERRED, reason="outage"), NOTHING_SETTLED
+        recorded = await _record(deps, base, decision.outcome, _describe(exc))
         if decision is Next.RETRY:
             await _stay_pending(deps, session, int(backoff_s(ctx.job_try) * 1000))
             raise Retry(defer=backoff_s(ctx.job_try)) from exc
         return recorded, NOTHING_SETTLED
     except Exception as exc:
-        await _record(deps, base, "error", type(exc).__name__)
+        await _record(deps, base, Outcome.ERROR, type(exc).__name__)
         raise
 
 
@@ -373,17 +367,18 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, MemfleetError) else type(exc).__name__
 
 
-async def _nothing_new(deps: Deps, base: RunRecord, span: trace.Span) -> dict[str, Any]:
+async def _nothing_new(deps: Deps, base: RunRecord, span: trace.Span) -> JobEnd:
     """The audit row of a run that found every list of its session finished."""
+    run_id = None
     try:
-        await deps.store.record_run(replace(base, outcome="empty"))
+        run_id = await deps.store.record_run(replace(base, outcome=Outcome.EMPTY))
     except StoreError as exc:
-        log.warning("audit row not written", outcome="empty", error=str(exc)[:200])
-    span.set_attribute("memfleet.outcome", "empty")
-    return {"outcome": "empty", "added": 0, "updated": 0, "deleted": 0}
+        log.warning("audit row not written", outcome=Outcome.EMPTY, error=str(exc)[:200])
+    span.set_attribute("memfleet.outcome", Outcome.EMPTY)
+    return JobEnd.of(RunResult(Outcome.EMPTY, run_id))
 
 
-async def _record(deps: Deps, base: RunRecord, outcome: str, error: str) -> dict[str, Any]:
+async def _record(deps: Deps, base: RunRecord, outcome: Outcome, error: str) -> JobEnd:
     run = replace(base, outcome=outcome, error=error)
     try:
         await deps.store.record_run(run)
@@ -391,5 +386,5 @@ async def _record(deps: Deps, base: RunRecord, outcome: str, error: str) -> dict
         # The audit row is best effort when PostgreSQL itself is what failed.
         log.warning("audit row not written", outcome=outcome, error=str(exc)[:200])
     log.info("job recorded", outcome=outcome, job_id=run.job_id)
-    return {"outcome": outcome, "error": error}
+    return JobEnd(outcome, error=error)
 

@@ -17,8 +17,8 @@ from worker.protocol import queue
 from worker.protocol.session_ref import SessionRef
 from worker.store.base import MemoryStore
 
-# Outcomes that stored nothing for the slice they were given.
-DEAD_OUTCOMES = ("failed", "skipped", "invalid", "error")
+# Which outcomes are dead letters (they stored nothing for their slice) is
+# worker.outcomes.DEAD_LETTERS: `memfleet runs` lists those by default.
 
 
 @dataclass(frozen=True, slots=True)

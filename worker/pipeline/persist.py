@@ -21,6 +21,7 @@ from opentelemetry import trace
 
 from worker.conversation import Handover
 from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
+from worker.outcomes import Outcome
 from worker.pipeline.consolidate import Decided, Plan
 from worker.pipeline.context import RunContext
 from worker.pipeline.cursor import NOTHING_SETTLED, Position, Settlement
@@ -32,7 +33,7 @@ _NO_WRITES = Decided(Plan((), 0, 0, 0, 0), user_version=None, rejected=0)
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    outcome: str  # committed | empty | fenced | skipped | opted_out | erased
+    outcome: Outcome  # committed | empty | fenced | skipped | opted_out | erased
     run_id: int | None
     remaining: int = 0  # messages after this run's slice, left for a follow-up job
     added: int = 0
@@ -53,7 +54,7 @@ class RunResult:
 
 
 def audit_row(
-    ctx: RunContext, position: Position, outcome: str, **columns: Any
+    ctx: RunContext, position: Position, outcome: Outcome, **columns: Any
 ) -> RunRecord:
     """The run's audit row as it stands now: ids, outcome, tokens and stage timings."""
     # The run row's handover_seq is its fence number (not a column): memfleet_insert_run.
@@ -70,8 +71,8 @@ def audit_row(
 
 async def record_empty(ctx: RunContext, position: Position) -> RunResult:
     """Nothing new since the cursor in any list: an audit row, no commit."""
-    run_id = await ctx.store.record_run(audit_row(ctx, position, "empty"))
-    return RunResult("empty", run_id, settlement=position.settlement())
+    run_id = await ctx.store.record_run(audit_row(ctx, position, Outcome.EMPTY))
+    return RunResult(Outcome.EMPTY, run_id, settlement=position.settlement())
 
 
 async def commit(
@@ -81,7 +82,7 @@ async def commit(
     """Commit the run; raises UserVersionConflict when the user's facts changed meanwhile."""
     plan = decided.plan
     run = position.describe(audit_row(
-        ctx, position, "committed", candidates=candidates, added=plan.added,
+        ctx, position, Outcome.COMMITTED, candidates=candidates, added=plan.added,
         updated=plan.updated, deleted=plan.deleted, unchanged=plan.unchanged,
         rejected=decided.rejected, consolidation_attempts=attempt, held=plan.held,
     ))
@@ -98,15 +99,15 @@ async def commit(
             raise
         except CursorFenced:
             _refused(ctx, span, "cursor")
-            fenced = replace(run, outcome="fenced", added=0, updated=0, deleted=0, unchanged=0,
-                             timings_ms=dict(ctx.clock.timings_ms))
-            return RunResult("fenced", await ctx.store.record_run(fenced))
+            fenced = replace(run, outcome=Outcome.FENCED, added=0, updated=0, deleted=0,
+                             unchanged=0, timings_ms=dict(ctx.clock.timings_ms))
+            return RunResult(Outcome.FENCED, await ctx.store.record_run(fenced))
         counts = (("ADD", plan.added), ("UPDATE", plan.updated), ("DELETE", plan.deleted),
                   ("NONE", plan.unchanged), ("REJECTED", decided.rejected), ("HELD", plan.held))
         for event, count in counts:
             span.set_attribute(f"memfleet.decisions.{event.lower()}", count)
         _record_metrics(ctx, handover, counts)
-    return RunResult("committed", run_id, position.piece.remaining, plan.added, plan.updated,
+    return RunResult(Outcome.COMMITTED, run_id, position.piece.remaining, plan.added, plan.updated,
                      plan.deleted, plan.unchanged, decided.rejected, position.settlement(),
                      plan.held)
 
@@ -119,8 +120,8 @@ async def skip(ctx: RunContext, handover: Handover, position: Position, reason: 
     session is not stuck behind one slice forever.
     """
     if position.piece.empty:
-        return RunResult("empty", None, settlement=position.settlement())
-    run = position.describe(audit_row(ctx, position, "skipped", error=reason))
+        return RunResult(Outcome.EMPTY, None, settlement=position.settlement())
+    run = position.describe(audit_row(ctx, position, Outcome.SKIPPED, error=reason))
     return await _pass_over(ctx, handover, position, run)
 
 
@@ -129,8 +130,8 @@ async def opt_out(ctx: RunContext, handover: Handover, position: Position) -> Ru
     again does not replay what was said meanwhile. Nothing is extracted; the audit
     row holds no hash of the messages, only how many there were."""
     if position.piece.empty:
-        return RunResult("empty", None, settlement=position.settlement())
-    run = audit_row(ctx, position, "opted_out",
+        return RunResult(Outcome.EMPTY, None, settlement=position.settlement())
+    run = audit_row(ctx, position, Outcome.OPTED_OUT,
                     slice_len=position.piece.end - position.piece.start)
     return await _pass_over(ctx, handover, position, run)
 
@@ -148,7 +149,8 @@ async def _pass_over(
             return _erased(span, position, exc)
         except CursorFenced:
             _refused(ctx, span, "cursor")
-            return RunResult("fenced", await ctx.store.record_run(replace(run, outcome="fenced")))
+            fenced = replace(run, outcome=Outcome.FENCED)
+            return RunResult(Outcome.FENCED, await ctx.store.record_run(fenced))
     return RunResult(run.outcome, run_id, position.piece.remaining,
                      settlement=position.settlement())
 
@@ -161,8 +163,8 @@ def _erased(span: trace.Span, position: Position, exc: UserErased) -> RunResult:
     span.set_attribute("memfleet.conflict", "erased")
     snapshot = position.snapshot
     if exc.erased_seq >= snapshot.seq:
-        return RunResult("erased", None)
-    return RunResult("erased", None, settlement=Settlement(
+        return RunResult(Outcome.ERASED, None)
+    return RunResult(Outcome.ERASED, None, settlement=Settlement(
         snapshot.seq, snapshot.seq if snapshot.latest else 0, follow_up=position.later > 0))
 
 

@@ -26,6 +26,7 @@ from worker.errors import (
     UserVersionConflict,
 )
 from worker.memory_rules import MemoryScope
+from worker.outcomes import Outcome
 from worker.store import visibility
 from worker.store.types import (
     PROFILE,
@@ -107,7 +108,7 @@ class InMemoryStore:
         fence_seq = move.handover_seq if move.fence_seq is None else move.fence_seq
         if self.fences.get(user, -1) >= fence_seq:
             raise UserErased(user, self.fences[user])
-        if commit.run.outcome != "opted_out" and self.consents.get(user) is False:
+        if commit.run.outcome != Outcome.OPTED_OUT and self.consents.get(user) is False:
             raise MemoryOptedOut(user)
         current = self.cursors.get((user, move.session_id))
         if move.expected_version == 0:
@@ -238,7 +239,7 @@ class InMemoryStore:
     async def failed_sessions(self) -> list[tuple[str, str]]:
         latest = {(r["user_id"], r["session_id"]): r["outcome"] for r in self.run_rows
                   if r["session_id"] and r["user_id"]}
-        return sorted(s for s, outcome in latest.items() if outcome == "failed")
+        return sorted(s for s, outcome in latest.items() if outcome == Outcome.FAILED)
 
     # -- writing (MemoryStore) ---------------------------------------------
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from worker.outcomes import Outcome
 from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
 
@@ -155,7 +156,7 @@ class RunRecord:
     job_try: int
     session_id: str | None
     user_id: str | None
-    outcome: str
+    outcome: Outcome
     started_at: datetime
     error: str | None = None
     slice_first_hash: str | None = None
