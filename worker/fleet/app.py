@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import structlog
@@ -16,15 +15,17 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
-from worker.fleet import probe
+from worker.fleet import periodic, probe
 from worker.fleet.arq_worker import Worker
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.fleet.job import Deps, persist_session_memory
 from worker.fleet.metrics import MetricsServer
+from worker.metrics import Metrics
 from worker.ops import expiry
 from worker.protocol import lock, queue, serialization
 from worker.protocol.payload import Limits
 from worker.providers.factory import build_providers, embedding_model
+from worker.store.base import MaintenanceStore
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
@@ -49,6 +50,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 REDIS_BACKOFF_CAP_S = 3.0
+BACKGROUND_LOOPS = ("heartbeat", "recovery", "expiry")
 
 
 def redis_settings(url: str, retries: int) -> RedisSettings:
@@ -99,15 +101,18 @@ def worker_options(
         )
         redis = ctx["redis"]
         running = telemetry.metrics.running
+        metrics = telemetry.metrics
         ctx["heartbeat"] = asyncio.create_task(probe.keep_beating(
             redis, settings.queue_name, lambda: sorted(running)))
-        ctx["recovery"] = asyncio.create_task(lock.keep_recovering(
-            redis, settings.queue_name, settings.recovery_interval_s,
-            lambda count: telemetry.metrics.recovered.add(count)))
+        ctx["recovery"] = asyncio.create_task(periodic.every(
+            settings.recovery_interval_s,
+            lambda: recovery_pass(redis, settings.queue_name, metrics), name="recovery pass"))
         if settings.expiry_interval_s > 0:
-            ctx["expiry"] = asyncio.create_task(expiry.keep_expiring(
-                PostgresMaintenanceStore(pool), settings.expiry_interval_s,
-                lambda count: telemetry.metrics.expired.add(count)))
+            # Nothing waits for it (reads skip an expired fact already): spread out.
+            maintenance = PostgresMaintenanceStore(pool)
+            ctx["expiry"] = asyncio.create_task(periodic.every(
+                settings.expiry_interval_s, lambda: expiry_pass(maintenance, metrics),
+                name="expiry pass", first_delay_s=periodic.spread(settings.expiry_interval_s)))
         if settings.metrics_port is not None:
 
             async def healthy() -> None:
@@ -122,12 +127,8 @@ def worker_options(
             quiet_garbage_collector()
 
     async def on_shutdown(ctx: dict[str, Any]) -> None:
-        for name in ("heartbeat", "recovery", "expiry"):
-            task = ctx.get(name)
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        for name in BACKGROUND_LOOPS:
+            await periodic.stop(ctx.get(name))
         server = ctx.get("metrics_server")
         if server is not None:
             await server.stop()
@@ -160,6 +161,22 @@ def worker_options(
         "poll_delay": 0 if burst else settings.poll_delay_s,
         "handle_signals": not burst,
     }
+
+
+async def recovery_pass(redis: Any, queue_name: str, metrics: Metrics) -> None:
+    """Queue again the sessions dead workers left behind (worker.protocol.lock)."""
+    sessions = await lock.recover_abandoned(redis, queue_name)
+    if sessions:
+        log.warning("abandoned sessions queued again", count=len(sessions))
+        metrics.recovered.add(len(sessions))
+
+
+async def expiry_pass(store: MaintenanceStore, metrics: Metrics) -> None:
+    """Make history of the facts whose expiry has come (worker.ops.expiry)."""
+    expired = await expiry.expire_due(store)
+    if expired:
+        log.info("facts expired", count=expired)
+        metrics.expired.add(expired)
 
 
 async def drain_queue(

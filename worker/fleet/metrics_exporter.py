@@ -9,7 +9,6 @@ worker, and probes Redis every MEMFLEET_QUEUE_PROBE_INTERVAL_S.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 
@@ -21,7 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from redis.asyncio import Redis
 
 from worker.config import Settings
-from worker.fleet import probe
+from worker.fleet import periodic, probe
 from worker.fleet.metrics import FleetMetrics, MetricsServer
 
 log = structlog.get_logger("memfleet.exporter")
@@ -38,13 +37,13 @@ def fleet_meter(registry: CollectorRegistry) -> tuple[MeterProvider, FleetMetric
 
 
 async def keep_probing(metrics: FleetMetrics, redis: Redis, settings: Settings) -> None:
-    while True:
-        try:
-            metrics.fleet = await probe.probe(redis, settings.queue_name)
-        except Exception as exc:  # noqa: BLE001 - a failed probe must never stop the exporter
-            # The last numbers stay; /healthz says Redis is not answering.
-            log.warning("fleet probe failed", error=type(exc).__name__)
-        await asyncio.sleep(settings.queue_probe_interval_s)
+    """Probe until cancelled. A failed probe never stops the exporter: the last
+    numbers stay, and /healthz says Redis is not answering."""
+
+    async def probe_once() -> None:
+        metrics.fleet = await probe.probe(redis, settings.queue_name)
+
+    await periodic.every(settings.queue_probe_interval_s, probe_once, name="fleet probe")
 
 
 async def run_exporter(settings: Settings) -> None:
@@ -61,9 +60,7 @@ async def run_exporter(settings: Settings) -> None:
     try:
         await probing
     finally:
-        probing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await probing
+        await periodic.stop(probing)
         await server.stop()
         await redis.aclose()
         provider.shutdown()

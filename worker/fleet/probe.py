@@ -19,7 +19,6 @@ scaled to zero, which is what lets an autoscaler start the first one.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from worker.fleet import periodic
 from worker.protocol import queue
 from worker.protocol.scripts import LuaScript
 
@@ -101,12 +101,9 @@ async def keep_beating(
     """Heartbeats until cancelled; the entry goes when the worker stops."""
     worker = worker_id()
     try:
-        while True:
-            try:
-                await beat(redis, queue_name, worker, jobs)
-            except Exception as exc:  # noqa: BLE001 - a missed beat (Redis down) is retried
-                log.warning("heartbeat failed", error=type(exc).__name__)
-            await asyncio.sleep(every_s)
+        # A missed beat (Redis away) is retried at the next one.
+        await periodic.every(every_s, lambda: beat(redis, queue_name, worker, jobs),
+                             name="heartbeat")
     finally:
         try:
             await redis.hdel(workers_key(queue_name), worker)

@@ -10,7 +10,8 @@ call. The lock only saves work: correctness rests on the cursor
 compare-and-set in PostgreSQL.
 
 A held lock also lists its session in ``memfleet:claimed:<queue>`` with the
-lock's expiry. Every worker runs ``keep_recovering``: a session whose
+lock's expiry. Every worker runs the recovery pass (``recover_abandoned``,
+every MEMFLEET_RECOVERY_INTERVAL_S: worker.fleet.app): a session whose
 deadline passed with its lock gone was abandoned by a dead worker, and gets a
 new job at once, instead of waiting for ARQ to retry the dead worker's job
 (job timeout + 10 s).
@@ -22,7 +23,6 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,18 +226,3 @@ async def recover_abandoned(
     for session in sessions:
         await queue.enqueue(redis, session, payload=None, queue_name=queue_name)
     return sessions
-
-
-async def keep_recovering(
-    redis: Any, queue_name: str, every_s: float, on_recovered: Callable[[int], None]
-) -> None:
-    """The recovery pass, every ``every_s`` seconds, until cancelled."""
-    while True:
-        try:
-            sessions = await recover_abandoned(redis, queue_name)
-            if sessions:
-                log.warning("abandoned sessions queued again", count=len(sessions))
-                on_recovered(len(sessions))
-        except Exception as exc:  # noqa: BLE001 - a failed pass (Redis down) is tried again
-            log.warning("recovery pass failed", error=type(exc).__name__)
-        await asyncio.sleep(every_s)
