@@ -23,7 +23,6 @@ from worker.memory_rules import (
     DEFAULT_MAX_USER_SESSIONS,
     byte_limits_fault,
 )
-from worker.protocol.keys import DEFAULT_QUEUE
 
 
 class Settings(BaseSettings):
@@ -48,7 +47,8 @@ class Settings(BaseSettings):
     embed_dim: int = Field(default=1536, ge=8, le=16000)
 
     # The queue.
-    queue_name: str = DEFAULT_QUEUE
+    # worker.protocol.keys.DEFAULT_QUEUE (a top-level module imports no package).
+    queue_name: str = "memfleet:queue"
     job_timeout_s: float = Field(default=300.0, gt=0)
     max_tries: int = Field(default=8, ge=1)
     max_jobs: int = Field(default=10, ge=1)

@@ -3,7 +3,9 @@
 - No Python module of worker/ or api_stub/ but keys.py holds a key name: no
   string literal starts with a key's prefix, ``memfleet:`` or ``arq:``. (A
   ``memfleet: ...`` message, with its space, is not a key; neither is the erase
-  fence's HMAC domain, a bytes literal in worker/store/fence_key.py.)
+  fence's HMAC domain, a bytes literal in worker/store/fence_key.py.) One
+  exception: MEMFLEET_QUEUE_NAME's default in worker/config.py, which may import
+  no package (tests/unit/test_import_boundaries.py); it equals keys.DEFAULT_QUEUE.
 - Every key of the table is in docs/protocol.md, and every builder's key is a
   key of the table.
 - Lua scripts take their keys as KEYS[] and hard-code no key name; the few that
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import arq.constants
 
+from worker.config import Settings
 from worker.protocol import keys
 from worker.protocol.session_ref import SessionRef
 
@@ -56,7 +59,17 @@ def test_no_module_but_keys_spells_a_key_name() -> None:
             if (isinstance(node, ast.Constant) and isinstance(node.value, str)
                     and _is_key_name(node.value, prefixes)):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
-    assert not found, "key names outside worker/protocol/keys.py:\n" + "\n".join(found)
+    assert found == [f"worker/config.py:{_queue_default_line()}: {keys.DEFAULT_QUEUE!r}"], \
+        "key names outside worker/protocol/keys.py:\n" + "\n".join(found)
+
+
+def _queue_default_line() -> int:
+    lines = (ROOT / "worker" / "config.py").read_text("utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip().startswith("queue_name:"))
+
+
+def test_the_settings_default_queue_is_the_protocols() -> None:
+    assert Settings.model_fields["queue_name"].default == keys.DEFAULT_QUEUE
 
 
 def test_the_check_would_see_a_key_name() -> None:

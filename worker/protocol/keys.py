@@ -2,8 +2,10 @@
 
 No other module spells a key name: the hand-over and the fleet, ARQ's keys that
 memfleet reads or writes itself, the model budget, the memory API and the chat
-stand-in all take theirs from here. docs/protocol.md is the same table in prose,
-for an implementation in another language.
+stand-in all take theirs from here (but MEMFLEET_QUEUE_NAME's default in
+worker.config, which imports no package: it equals ``DEFAULT_QUEUE``, tested).
+docs/protocol.md is the same table in prose, for an implementation in another
+language.
 
 Placeholders in a pattern:
 
