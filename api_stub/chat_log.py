@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worker.protocol.session_ref import SessionRef, user_tag
-
-SESSION_PREFIX = "chat:session:"
-USER_SESSIONS_PREFIX = "chat:sessions:"
+from worker.protocol.keys import (
+    CHAT_SESSION_PREFIX,
+    chat_session_key,
+    chat_sessions_key,
+    user_session_prefix,
+)
+from worker.protocol.session_ref import SessionRef
 
 # KEYS: the session's list, the user's session set. ARGV: user msg, answer msg,
 # session id, most messages kept, ttl ms, most bytes kept (0: no byte bound).
@@ -79,7 +82,7 @@ def _item(role: str, content: str) -> str:
 
 
 def session_key(user_id: str, session_id: str) -> str:
-    return SESSION_PREFIX + SessionRef(user_id, session_id).key
+    return chat_session_key(SessionRef(user_id, session_id))
 
 
 class ChatLog:
@@ -106,7 +109,7 @@ class ChatLog:
     ) -> tuple[list[dict[str, str]], int]:
         """The list after this turn and when it was read (Redis clock, microseconds)."""
         seconds, micros, raw = await self._append(
-            keys=[session_key(user_id, session_id), USER_SESSIONS_PREFIX + user_tag(user_id)],
+            keys=[session_key(user_id, session_id), chat_sessions_key(user_id)],
             args=[_item("user", content), _item("assistant", answer), session_id,
                   self._max_messages, self._ttl_ms, max_bytes],
         )
@@ -122,7 +125,7 @@ class ChatLog:
     async def erase_user(self, user_id: str) -> int:
         """Delete the user's sessions; how many went."""
         count: int = await self._erase(
-            keys=[USER_SESSIONS_PREFIX + user_tag(user_id)],
-            args=[SESSION_PREFIX + user_tag(user_id) + ":"],
+            keys=[chat_sessions_key(user_id)],
+            args=[user_session_prefix(CHAT_SESSION_PREFIX, user_id)],
         )
         return count

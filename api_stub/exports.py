@@ -35,13 +35,12 @@ from starlette.responses import Response
 
 from worker.config import Settings
 from worker.ops.access_export import spool_export
+from worker.protocol.keys import api_exports_key
 from worker.protocol.scripts import LuaScript
-from worker.protocol.session_ref import user_tag
 from worker.store.base import MaintenanceStore
 
 log = logging.getLogger("memfleet.api.exports")
 
-EXPORTS_PREFIX = "memfleet:api-exports:"  # + {<user>}: the user's export leases
 SEND_CHUNK_BYTES = 64 * 1024
 RETRY_AFTER_S = 5
 # A lease outlives the longest stretch without renewal (reading the snapshot, one
@@ -53,10 +52,6 @@ SEND_TIMEOUT_GRACE_S = 1.0
 
 _TAKE = LuaScript("api_stub", "export_lease_take.lua")
 _RENEW = LuaScript("api_stub", "export_lease_renew.lua")
-
-
-def exports_key(user_id: str) -> str:
-    return EXPORTS_PREFIX + user_tag(user_id)
 
 
 def _busy(detail: str) -> HTTPException:
@@ -83,7 +78,7 @@ class ExportGate:
 
     async def open(self, user_id: str) -> SpooledExport:
         """The user's export, ready to send; HTTPException 429 or 503 when it cannot be."""
-        lease, key = secrets.token_hex(8), exports_key(user_id)
+        lease, key = secrets.token_hex(8), api_exports_key(user_id)
         # The user's bound first: one user's surplus is theirs (429), never the process's.
         if not await _TAKE(self._redis, [key], [lease, self._per_user,
                                                 int(self.lease_s * 1000)]):

@@ -17,7 +17,7 @@ from pydantic import AfterValidator
 from api_stub.auth import AuthedUser
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses
-from api_stub.exports import SpooledExport, exports_key
+from api_stub.exports import SpooledExport
 from api_stub.fields import MAX_ID_CHARS, clean_text, valid_id
 from api_stub.memory_models import (
     MAX_FACT_ID,
@@ -39,9 +39,10 @@ from api_stub.memory_models import (
     SearchResults,
     utc,
 )
-from api_stub.write_rate import WritingUser, fact_writes_key
+from api_stub.write_rate import WritingUser
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.ops import privacy
+from worker.protocol.keys import api_exports_key, api_fact_writes_key
 from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
 from worker.store.types import FactRecord, FactTerms, NewFact
 
@@ -106,7 +107,7 @@ def _deps(request: Request) -> ApiDeps:
 
 async def _forget_limits(deps: ApiDeps, user_id: str) -> None:
     # The user's rate and export keys name the user: an erase leaves neither behind.
-    await deps.redis.delete(fact_writes_key(user_id), exports_key(user_id))
+    await deps.redis.delete(api_fact_writes_key(user_id), api_exports_key(user_id))
 
 
 @router.get(

@@ -17,16 +17,10 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, status
 
 from api_stub.auth import path_user
+from worker.protocol.keys import api_fact_writes_key
 from worker.protocol.scripts import LuaScript
-from worker.protocol.session_ref import user_tag
-
-FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"  # + {<user>}: the user's GCRA time
 
 _TAKE = LuaScript("api_stub", "fact_write_rate.lua")
-
-
-def fact_writes_key(user_id: str) -> str:
-    return FACT_WRITES_PREFIX + user_tag(user_id)
 
 
 class FactWriteRate:
@@ -40,7 +34,7 @@ class FactWriteRate:
         """0 when the user may write now, else the seconds until a write may go."""
         if self._interval_ms == 0:
             return 0.0
-        wait_ms = await _TAKE(self._redis, [fact_writes_key(user_id)],
+        wait_ms = await _TAKE(self._redis, [api_fact_writes_key(user_id)],
                               [self._interval_ms, self._burst])
         return int(wait_ms) / 1000
 

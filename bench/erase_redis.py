@@ -22,7 +22,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from worker.embedded import EmbeddedRedis
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.session_ref import SessionRef
 
 
@@ -31,10 +31,10 @@ async def _fill(redis: Redis, jobs: int) -> None:
     pipe = redis.pipeline(transaction=False)
     for i in range(jobs):
         job_id, session = f"memfleet-{i:032x}", SessionRef(f"user{i}", "1")
-        pipe.set(queue.ARQ_JOB_PREFIX + job_id, queue.job_bytes(session, 1))
-        pipe.zadd(queue.DEFAULT_QUEUE, {job_id: i})
-        pipe.zadd(queue.pending_key(queue.DEFAULT_QUEUE), {session.key: i})
-        pipe.zadd(queue.waiting_key(queue.DEFAULT_QUEUE), {session.key: i})
+        pipe.set(keys.ARQ_JOB_PREFIX + job_id, queue.job_bytes(session, 1))
+        pipe.zadd(keys.DEFAULT_QUEUE, {job_id: i})
+        pipe.zadd(keys.pending_key(keys.DEFAULT_QUEUE), {session.key: i})
+        pipe.zadd(keys.waiting_key(keys.DEFAULT_QUEUE), {session.key: i})
     await pipe.execute()
 
 

@@ -28,7 +28,7 @@ from bench.stats import table
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue, new_event_loop
-from worker.protocol.queue import HANDOVER_PREFIX
+from worker.protocol.keys import HANDOVER_PREFIX
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

@@ -50,7 +50,7 @@ from bench.stats import table
 from worker.client.handover import schedule_memory_persistence
 from worker.errors import MemfleetError
 from worker.memory_rules import Limits
-from worker.protocol import queue
+from worker.protocol import keys
 from worker.protocol.session_ref import SessionRef
 
 EMOJI = "\U0001f600"
@@ -76,16 +76,11 @@ def _longest_message(limits: Limits, tag: str) -> str:
     return (tag + " " + EMOJI * chars)[:chars]
 
 
-def _user_keys(user_id: str) -> tuple[str, ...]:
-    user_keys = getattr(queue, "user_keys", None)  # absent before the budgets
-    return tuple(user_keys(user_id)) if user_keys else (queue.user_sessions_key(user_id),)
-
-
 async def _memory(redis: Redis, sessions: Sequence[SessionRef]) -> int:
-    keys = [key for session in sessions for key in queue.session_keys(session)]
-    keys += _user_keys(sessions[0].user_id)
+    names = [key for session in sessions for key in keys.session_keys(session)]
+    names += keys.user_keys(sessions[0].user_id)
     total = 0
-    for key in keys:
+    for key in names:
         total += int(await redis.memory_usage(key, samples=0) or 0)
     return total
 

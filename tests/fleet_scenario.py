@@ -24,9 +24,8 @@ from redis.asyncio import Redis
 from tests.helpers import bot_msg, user_msg
 from worker.client.handover import schedule_memory_persistence
 from worker.errors import HandoverUnavailable
-from worker.fleet import probe
 from worker.pipeline.cursor import window_hash
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.payload import Message, message_hash
 
 TURNS = 5
@@ -144,7 +143,7 @@ async def wait_for_workers(redis: Redis, workers: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if (await redis.zcard("memfleet:queue") == 0
-                and await redis.hlen(probe.workers_key("memfleet:queue")) >= workers):
+                and await redis.hlen(keys.workers_key("memfleet:queue")) >= workers):
             return
         await asyncio.sleep(0.1)
     raise AssertionError("the workers did not start")
@@ -155,7 +154,7 @@ async def waiting_jobs(redis: Redis) -> list[bytes]:
     ARQ's queue until its in-progress key expires (job timeout + 10 s) and then runs
     to find nothing new; it is not work still to do."""
     queued = await redis.zrange("memfleet:queue", 0, -1)
-    held = [await redis.exists(queue.ARQ_IN_PROGRESS_PREFIX + j.decode()) for j in queued]
+    held = [await redis.exists(keys.ARQ_IN_PROGRESS_PREFIX + j.decode()) for j in queued]
     return [j for j, h in zip(queued, held, strict=True) if not h]
 
 

@@ -145,7 +145,7 @@ async def run_job(deps: Deps, session_id: str, job_id: str,
 
 def lock_key(user_id: str, session_id: str) -> str:
     """The session lock's Redis key (worker.protocol.lock)."""
-    from worker.protocol.lock import LOCK_PREFIX
+    from worker.protocol.keys import lock_key as session_lock_key
     from worker.protocol.session_ref import SessionRef
 
-    return LOCK_PREFIX + SessionRef(user_id, session_id).key
+    return session_lock_key(SessionRef(user_id, session_id))

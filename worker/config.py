@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     embed_dim: int = Field(default=1536, ge=8, le=16000)
 
     # The queue.
+    # worker.protocol.keys.DEFAULT_QUEUE (a top-level module imports no package).
     queue_name: str = "memfleet:queue"
     job_timeout_s: float = Field(default=300.0, gt=0)
     max_tries: int = Field(default=8, ge=1)

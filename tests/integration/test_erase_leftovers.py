@@ -25,7 +25,7 @@ from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.fleet.app import worker_options
 from worker.ops import privacy
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.session_ref import SessionRef
 from worker.providers.factory import build_providers
 from worker.store.fence_key import EMBEDDED_KEY_FILE, FenceKeys, embedded_key, fence_keys
@@ -62,13 +62,13 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
                                       queue_name=name)
     # A job ARQ queued again after a failed try: no queued marker names it.
     retried = queue.job_bytes(SessionRef("alice", "9"), 1)
-    await redis.set(queue.ARQ_JOB_PREFIX + "memfleet-retried", retried)
-    await redis.set(queue.ARQ_RETRY_PREFIX + "memfleet-retried", 2)
+    await redis.set(keys.ARQ_JOB_PREFIX + "memfleet-retried", retried)
+    await redis.set(keys.ARQ_RETRY_PREFIX + "memfleet-retried", 2)
     await redis.zadd(name, {"memfleet-retried": 1})
     # A job a worker is running: left to that worker (it meets the fence).
-    await redis.set(queue.ARQ_JOB_PREFIX + "memfleet-running",
+    await redis.set(keys.ARQ_JOB_PREFIX + "memfleet-running",
                     queue.job_bytes(SessionRef("alice", "8"), 1))
-    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + "memfleet-running", 1)
+    await redis.set(keys.ARQ_IN_PROGRESS_PREFIX + "memfleet-running", 1)
     await redis.zadd(name, {"memfleet-running": 1})
     assert len(await _names(redis, b"alice")) > 10, "the user is all over Redis before"
 
@@ -76,15 +76,15 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
         deleted = await privacy.erase_user(redis, deps.store, "alice", queue_name=name)
 
     assert (deleted["handovers"], deleted["jobs"]) == (3, 4)
-    assert await _names(redis, b"alice") == [queue.ARQ_JOB_PREFIX + "memfleet-running (value)"]
+    assert await _names(redis, b"alice") == [keys.ARQ_JOB_PREFIX + "memfleet-running (value)"]
     bob = SessionRef("bob", "1")
-    assert await redis.zrange(queue.pending_key(name), 0, -1) == [bob.key.encode()]
-    assert await redis.zrange(queue.waiting_key(name), 0, -1) == [bob.key.encode()]
+    assert await redis.zrange(keys.pending_key(name), 0, -1) == [bob.key.encode()]
+    assert await redis.zrange(keys.waiting_key(name), 0, -1) == [bob.key.encode()]
     jobs = await redis.zrange(name, 0, -1)
-    assert sorted(jobs) == sorted([b"memfleet-running", (await redis.get(queue.queued_key(bob)))])
+    assert sorted(jobs) == sorted([b"memfleet-running", (await redis.get(keys.queued_key(bob)))])
     # bob's job still runs and remembers; the erase twice finds nothing more.
-    await redis.delete(queue.ARQ_IN_PROGRESS_PREFIX + "memfleet-running",
-                       queue.ARQ_JOB_PREFIX + "memfleet-running")
+    await redis.delete(keys.ARQ_IN_PROGRESS_PREFIX + "memfleet-running",
+                       keys.ARQ_JOB_PREFIX + "memfleet-running")
     await redis.zrem(name, "memfleet-running")
     await drain(settings)
     assert await active_texts(db, "bob") == ["Uses Go"]
@@ -214,8 +214,8 @@ async def test_an_erase_of_a_user_whose_id_reads_as_a_pattern_takes_theirs_alone
     cleared = await queue.erase_user(redis, "a*[b]?\\", name)
     assert cleared.jobs == 1 and cleared.handovers == 1
     left = {SessionRef.parse(m.decode()).user_id
-            for m in await redis.zrange(queue.pending_key(name), 0, -1)}
+            for m in await redis.zrange(keys.pending_key(name), 0, -1)}
     assert left == {"ab[b]?\\", "a*"}
     assert left == {SessionRef.parse(m.decode()).user_id
-                    for m in await redis.zrange(queue.waiting_key(name), 0, -1)}
+                    for m in await redis.zrange(keys.waiting_key(name), 0, -1)}
     assert len(await redis.zrange(name, 0, -1)) == 2

@@ -16,7 +16,7 @@ from tests.helpers import active_texts, drain, job_deps, lock_key, run_job, runs
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import StoreUnavailable
-from worker.protocol import lock, queue
+from worker.protocol import keys, lock
 from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
@@ -231,12 +231,12 @@ async def test_a_handover_never_coalesces_into_a_job_a_dead_worker_picked(
     assert first.job_id is not None
     # A worker picked the job (ARQ marks it in progress for the job timeout + 10 s)
     # and was SIGKILLed before the job claimed the session.
-    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=60_000)
+    await redis.set(keys.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=60_000)
     said += [user_msg("I live in Oslo.")]
     second = await schedule_memory_persistence(redis, "s1", "u1", said,
                                                queue_name=settings.queue_name)
     assert second.job_id is not None, "the hand-over queued a job of its own"
-    await redis.delete(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
+    await redis.delete(keys.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
     await drain(settings)
     assert sorted(await active_texts(db, "u1")) == ["Lives in Oslo", "Uses Zig"]
 
@@ -249,15 +249,15 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     assert first.job_id is not None
     # A worker picked the job and was SIGKILLed before the job claimed the session;
     # no later hand-over comes. ARQ alone would run it again after job timeout + 10 s.
-    await redis.set(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=60_000)
-    pending = queue.pending_key(settings.queue_name)
+    await redis.set(keys.ARQ_IN_PROGRESS_PREFIX + first.job_id, b"1", px=60_000)
+    pending = keys.pending_key(settings.queue_name)
     assert await redis.zscore(pending, U1_S1.key) is not None
     assert await lock.recover_abandoned(redis, settings.queue_name) == [], "not late yet"
     await redis.zadd(pending, {U1_S1.key: 0})  # its grace period is over
     assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
-    again = await redis.get(queue.queued_key(U1_S1))
+    again = await redis.get(keys.queued_key(U1_S1))
     assert again is not None and again.decode() != first.job_id, "a job of its own"
-    await redis.delete(queue.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
+    await redis.delete(keys.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]
     assert await redis.zscore(pending, U1_S1.key) is None, "claimed: no longer pending"
@@ -276,7 +276,7 @@ async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
     assert not (await lock.claim(redis, busy, first.job_id)).locked
     await redis.delete(lock_key("u1", "s1"))  # the other job ends
     await redis.zrem(settings.queue_name, first.job_id)  # ARQ will not run it in time
-    pending = queue.pending_key(settings.queue_name)
+    pending = keys.pending_key(settings.queue_name)
     deadline = await redis.zscore(pending, U1_S1.key)
     assert deadline is not None, "still pending"
     assert deadline <= time.time() * 1000 + lock.HANDOFF_GRACE_MS, "due again within seconds"
@@ -298,7 +298,7 @@ async def test_a_job_handed_to_arq_for_a_retry_stays_pending_until_it_runs(
         down = replace(deps, store=StoreDown(deps.store))
         with pytest.raises(Retry):
             await run_job(down, "s1", job.job_id)
-    pending = queue.pending_key(settings.queue_name)
+    pending = keys.pending_key(settings.queue_name)
     assert await redis.zscore(pending, U1_S1.key) is not None
     await redis.zrem(settings.queue_name, job.job_id)  # the worker died: no retry in time
     await redis.zadd(pending, {U1_S1.key: 0})

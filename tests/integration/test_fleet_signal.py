@@ -32,7 +32,7 @@ from worker.client.handover import memory_events, schedule_memory_persistence, s
 from worker.config import Settings
 from worker.embedded.process import free_port
 from worker.fleet import probe as fleet_probe
-from worker.protocol import lock, queue
+from worker.protocol import keys, lock, queue
 from worker.protocol.session_ref import SessionRef
 from worker.providers.factory import build_providers
 
@@ -77,7 +77,7 @@ async def test_lag_grows_while_a_handover_waits_and_ends_with_its_commit(
         assert event.covers(handover.handover_id)
         assert (event.outcome, event.added) == ("committed", 1)
     # Nothing personal: no id and no text in any field of any entry.
-    raw = await redis.xrange(queue.events_key(keyed.queue_name))
+    raw = await redis.xrange(keys.events_key(keyed.queue_name))
     assert len(raw) == 2
     for _entry_id, fields in raw:
         text = b" ".join([*fields.keys(), *fields.values()])
@@ -105,9 +105,9 @@ async def test_a_handover_made_during_a_run_keeps_the_session_waiting_from_its_o
         queue_name=keyed.queue_name)
     # The run finished the list it claimed; the later hand-over still waits.
     await session_lock.release(latest_done=first.handover_id)
-    score = await redis.zscore(queue.waiting_key(keyed.queue_name), session.key)
+    score = await redis.zscore(keys.waiting_key(keyed.queue_name), session.key)
     assert score == second.handover_id // 1000, "scored from the later hand-over, not the first"
-    assert await redis.hget(queue.meta_key(session), "d") != str(second.handover_id).encode()
+    assert await redis.hget(keys.meta_key(session), "d") != str(second.handover_id).encode()
 
 
 async def test_sessions_given_up_or_erased_stop_counting_as_waiting(
@@ -170,7 +170,7 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
         job_id = (await redis.zrange(settings.queue_name, 0, 0))[0]
 
         async def named_by_a_beat() -> bool:  # a heartbeat since the job started names it
-            entries = await redis.hvals(fleet_probe.workers_key(settings.queue_name))
+            entries = await redis.hvals(keys.workers_key(settings.queue_name))
             return any(job_id in entry for entry in entries)
 
         await wait_until(named_by_a_beat, 30)

@@ -76,8 +76,8 @@ async def test_no_extension_after_release(redis: Redis) -> None:
 
 
 async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis: Redis) -> None:
-    from worker.protocol import queue
-    from worker.protocol.lock import claim, claimed_key, recover_abandoned
+    from worker.protocol import keys, queue
+    from worker.protocol.lock import claim, recover_abandoned
 
     # TTLs a loaded machine cannot overrun by accident: "dead" must not be overdue at
     # the first pass, "alive" must keep being extended throughout.
@@ -88,24 +88,24 @@ async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis
         job = await queue.enqueue(redis, one.session, payload=b"{}")
         assert job.job_id is not None
         assert (await claim(redis, one, job.job_id)).locked
-    assert await redis.get(queue.queued_key(dead.session)) is None, "the job claimed its session"
+    assert await redis.get(keys.queued_key(dead.session)) is None, "the job claimed its session"
     await done.release()
     # "dead": its worker was killed, nothing extends the lock any more.
     dead._released = True
     if dead._timer is not None:
         dead._timer.cancel()
-    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "no deadline passed yet"
+    assert await recover_abandoned(redis, keys.DEFAULT_QUEUE) == [], "no deadline passed yet"
     recovered: list[SessionRef] = []
 
     async def recovered_some() -> bool:
-        recovered.extend(await recover_abandoned(redis, queue.DEFAULT_QUEUE))
+        recovered.extend(await recover_abandoned(redis, keys.DEFAULT_QUEUE))
         return bool(recovered)
 
     await until(recovered_some)  # once dead's lock deadline passed
     assert recovered == [dead.session]
-    claimed = await redis.zrange(claimed_key(queue.DEFAULT_QUEUE), 0, -1)
+    claimed = await redis.zrange(keys.claimed_key(keys.DEFAULT_QUEUE), 0, -1)
     assert claimed == [alive.session.key.encode()]
-    assert await redis.get(queue.queued_key(dead.session)) is not None, "a job waits for it"
-    assert await recover_abandoned(redis, queue.DEFAULT_QUEUE) == [], "queued once"
+    assert await redis.get(keys.queued_key(dead.session)) is not None, "a job waits for it"
+    assert await recover_abandoned(redis, keys.DEFAULT_QUEUE) == [], "queued once"
     await alive.release()
-    assert await redis.zcard(claimed_key(queue.DEFAULT_QUEUE)) == 0
+    assert await redis.zcard(keys.claimed_key(keys.DEFAULT_QUEUE)) == 0

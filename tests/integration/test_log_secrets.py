@@ -26,7 +26,7 @@ from tests.webhook_receiver import Receiver
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.webhook import GROUP
-from worker.protocol import queue
+from worker.protocol import keys
 
 PASSWORD = "PASSWORD9xq"  # noqa: S105 - a marker, searched for in the logs
 PATH_TOKEN = "PATHTOKEN7f3a"  # noqa: S105
@@ -74,7 +74,7 @@ async def test_the_webhook_sender_logs_no_credential_of_its_url(
         url = f"http://alice:{PASSWORD}@127.0.0.1:{port}/hook/{PATH_TOKEN}?token={QUERY_TOKEN}"
         log_path = tmp_path / "webhook.log"
         sender = start_sender(settings, url, log_path, http_requests)
-        events = queue.events_key(settings.queue_name)
+        events = keys.events_key(settings.queue_name)
 
         async def all_answered() -> bool:
             if len(receiver.requests) < 3:

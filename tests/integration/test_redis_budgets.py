@@ -23,7 +23,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import HandoverTooLarge, SessionBytesFull, UserSessionsFull
 from worker.memory_rules import Limits
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.session_ref import SessionRef
 
 EVE = SessionRef("eve", "s1")
@@ -44,14 +44,14 @@ async def overhead(redis: Redis, budget: int) -> int:
 async def session_memory(redis: Redis, session: SessionRef) -> int:
     """MEMORY USAGE of every key of the session, and of its user's keys."""
     total = 0
-    for key in (*queue.session_keys(session), *queue.user_keys(session.user_id)):
+    for key in (*keys.session_keys(session), *keys.user_keys(session.user_id)):
         total += int(await redis.memory_usage(key) or 0)
     return total
 
 
 async def held(redis: Redis, session: SessionRef) -> tuple[bytes | None, list[bytes]]:
-    return (await redis.get(queue.handover_key(session)),
-            list(await redis.lrange(queue.backlog_key(session), 0, -1)))
+    return (await redis.get(keys.handover_key(session)),
+            list(await redis.lrange(keys.backlog_key(session), 0, -1)))
 
 
 async def test_sixty_long_emoji_turns_stay_within_the_session_budget(
@@ -158,7 +158,7 @@ async def test_a_full_session_budget_refuses_and_loses_nothing_held(
     assert n == 4 and await held(redis, EVE) == before
     payload, older = before
     assert payload is not None
-    assert await redis.hget(queue.meta_key(EVE), "k") == str(sum(map(len, older))).encode()
+    assert await redis.hget(keys.meta_key(EVE), "k") == str(sum(map(len, older))).encode()
     await drain(settings)
     assert len(await active_texts(db, "eve")) == n, "every list taken was remembered"
     assert await held(redis, EVE) == (None, []), "the budget is given back"
@@ -180,18 +180,18 @@ async def test_a_user_holds_a_bounded_number_of_unfinished_sessions(
         await hand_over("eve", session)
     with pytest.raises(UserSessionsFull, match="has 3 sessions"):
         await hand_over("eve", "d")
-    assert await redis.get(queue.handover_key(SessionRef("eve", "d"))) is None
+    assert await redis.get(keys.handover_key(SessionRef("eve", "d"))) is None
     await hand_over("eve", "a", "I live in Rome.")  # a session already counted goes on
     await hand_over("bob", "d")  # another user has budgets of their own
     await drain(settings)
     # Finished, idle sessions keep their meta and no longer count.
-    assert await redis.scard(queue.user_active_key("eve")) == 0
+    assert await redis.scard(keys.user_active_key("eve")) == 0
     for session in ("d", "e", "f"):
         await hand_over("eve", session)
     # A session whose lists went without a release (expired) is pruned at the cap.
-    await redis.delete(*queue.session_keys(SessionRef("eve", "d")))
+    await redis.delete(*keys.session_keys(SessionRef("eve", "d")))
     await hand_over("eve", "g")
-    assert sorted(await redis.smembers(queue.user_active_key("eve"))) == [b"e", b"f", b"g"]
+    assert sorted(await redis.smembers(keys.user_active_key("eve"))) == [b"e", b"f", b"g"]
 
 
 async def test_astral_characters_are_stored_as_utf8_and_reach_the_facts(
@@ -201,10 +201,10 @@ async def test_astral_characters_are_stored_as_utf8_and_reach_the_facts(
     result = await schedule_memory_persistence(redis, "s\U0001f408", "\u00e8ve\U0001f600",
                                                [user_msg(text)], queue_name=settings.queue_name)
     session = SessionRef("\u00e8ve\U0001f600", "s\U0001f408")
-    payload = await redis.get(queue.handover_key(session))
+    payload = await redis.get(keys.handover_key(session))
     assert payload is not None and text.encode() in payload
     assert b"\\u" not in payload, "no escape of any character"
-    job = await redis.get(queue.ARQ_JOB_PREFIX + (result.job_id or ""))
+    job = await redis.get(keys.ARQ_JOB_PREFIX + (result.job_id or ""))
     assert job is not None and b"\\u" not in job and "\U0001f408".encode() in job
     await drain(settings)
     assert await active_texts(db, "\u00e8ve\U0001f600") == ["Pet is a \U0001f408 called \u03a9mega"]

@@ -23,7 +23,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.memory_rules import Limits
 from worker.ops import privacy
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.payload import Handover, Message, encode_handover
 from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Answer
@@ -76,8 +76,8 @@ async def test_an_erase_during_a_first_job_leaves_nothing_of_the_user(
     assert await db.fetchval("SELECT count(*) FROM memory_run WHERE session_id = '1'"
                              " AND user_id IS DISTINCT FROM 'bob'") == 0
     alice = SessionRef("alice", "1")
-    assert await redis.exists(queue.handover_key(alice), queue.meta_key(alice),
-                              queue.backlog_key(alice), queue.user_sessions_key("alice")) == 0
+    assert await redis.exists(keys.handover_key(alice), keys.meta_key(alice),
+                              keys.backlog_key(alice), keys.user_sessions_key("alice")) == 0
     assert await active_texts(db, "bob") == ["Lives in Oslo", "Uses Rust"], "bob untouched"
     # What alice says after the erase is remembered as usual.
     await schedule_memory_persistence(redis, "1", "alice", [user_msg("I use Zig.")],
@@ -149,14 +149,14 @@ async def test_a_hand_over_of_an_older_client_is_adopted_and_remembered(
     payload = encode_handover(Handover(
         session_id="s1", user_id="alice", messages=(Message(role="user", content="I use Rust."),),
         handed_over_at=datetime.now(UTC)))
-    await redis.set(queue.HANDOVER_PREFIX + "s1", payload)
-    await redis.hset(queue.META_PREFIX + "s1", mapping={"q": "5", "d": "0"})
+    await redis.set(keys.HANDOVER_PREFIX + "s1", payload)
+    await redis.hset(keys.META_PREFIX + "s1", mapping={"q": "5", "d": "0"})
     job = {"t": None, "f": queue.JOB_FUNCTION, "a": [], "k": {"session_id": "s1"}, "et": 1}
-    await redis.set(queue.ARQ_JOB_PREFIX + "legacy", json.dumps(job))
+    await redis.set(keys.ARQ_JOB_PREFIX + "legacy", json.dumps(job))
     await redis.zadd(settings.queue_name, {"legacy": 1})
     await drain(settings)
     assert await active_texts(db, "alice") == ["Uses Rust"]
-    assert await redis.exists(queue.HANDOVER_PREFIX + "s1", queue.META_PREFIX + "s1") == 0
+    assert await redis.exists(keys.HANDOVER_PREFIX + "s1", keys.META_PREFIX + "s1") == 0
 
 
 async def test_no_personal_data_in_logs_spans_or_metrics_on_these_paths(

@@ -25,7 +25,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.webhook import GROUP
 from worker.fleet.webhook_signature import TOLERANCE_S, SignatureInvalid, verify
-from worker.protocol import queue
+from worker.protocol import keys
 
 SECRET = "webhook-test-secret"  # noqa: S105 - a throwaway key for this test's receiver
 
@@ -57,7 +57,7 @@ async def wait_until(check: Any, timeout_s: float) -> None:
 async def pending(redis: Redis, settings: Settings) -> int:
     """Events read and not acknowledged (-1: no sender has made its group yet)."""
     try:
-        info = await redis.xpending(queue.events_key(settings.queue_name), GROUP)
+        info = await redis.xpending(keys.events_key(settings.queue_name), GROUP)
     except ResponseError:
         return -1
     return int(info["pending"])
@@ -81,7 +81,7 @@ async def test_every_commit_reaches_the_receiver_signed_through_its_outage(
     try:
         await wait_until(lambda: len(receiver.delivered()) == 2, 30)
         assert [p.status for p in receiver.requests][:2] == [500, 503], "tried again, not lost"
-        entries = await redis.xrange(queue.events_key(settings.queue_name))
+        entries = await redis.xrange(keys.events_key(settings.queue_name))
         assert set(receiver.delivered()) == {e.decode() for e, _ in entries}
         for post in receiver.requests:
             body = post.body
@@ -116,7 +116,7 @@ async def test_a_sender_killed_mid_delivery_posts_again_after_its_restart(
                                           queue_name=settings.queue_name)
         await drain(settings)
         (entry_id,) = [e.decode() for e, _ in
-                       await redis.xrange(queue.events_key(settings.queue_name))]
+                       await redis.xrange(keys.events_key(settings.queue_name))]
         sender = start_sender(settings, receiver.url, tmp_path)
         try:
             # Read, posted, and waiting on an answer that never comes.

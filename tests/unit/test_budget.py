@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from worker.config import Settings
 from worker.errors import ModelBudgetBusy, ProviderError, ProviderUnavailable
+from worker.protocol.keys import BUDGET_PREFIX
 from worker.providers.budget import (
-    PREFIX,
     BudgetKeys,
     BudgetLimits,
     Granted,
@@ -125,7 +125,7 @@ def test_keys_name_the_endpoint_by_a_hash_in_one_cluster_slot() -> None:
     keys = BudgetKeys.of("memfleet:queue", "https://api.example.com/v1")
     tag = "{" + endpoint_id("memfleet:queue", "https://api.example.com/v1") + "}"
     names = [keys.log, keys.leases, keys.line, keys.alive, keys.asks, keys.paused]
-    assert all(name.startswith(PREFIX + tag + ":") for name in names)
+    assert all(name.startswith(BUDGET_PREFIX + tag + ":") for name in names)
     assert len(set(names)) == len(names)
     assert keys.paused.endswith(":paused-until")
     assert not any("example" in name for name in names)

@@ -73,7 +73,7 @@ def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     from worker.config import secret
     from worker.fleet.webhook import deliver_forever, webhook_target
     from worker.ops.preflight import check_redis
-    from worker.protocol import queue
+    from worker.protocol import keys
     from worker.telemetry import configure_logging
 
     url = args.url or settings.webhook_url
@@ -89,7 +89,7 @@ def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     async def go() -> None:
         redis = Redis.from_url(settings.redis_url or "")
         try:
-            await deliver_forever(redis, queue.events_key(settings.queue_name), target,
+            await deliver_forever(redis, keys.events_key(settings.queue_name), target,
                                   consumer=args.consumer, start="0" if args.from_start else "$")
         finally:
             await redis.aclose()

@@ -24,17 +24,16 @@ a commit has covered it (read-your-writes), ``memory_status`` says where the
 session's memory stands.
 ``memory_events`` reads the commit events (worker.protocol.events), which name a session
 by ``session_tag``.
-``agent_id`` names the persona or agent instance of the session (design.md's
-memory scopes). It is checked like the ids and travels in the payload; workers
-do not yet keep an agent's facts apart from the user's profile.
+``agent_id`` names the persona or agent instance of the session (docs/memory_model.md,
+"Scopes"). It is checked like the ids and travels in the payload.
 ``telemetry_id_key`` is MEMFLEET_TELEMETRY_ID_KEY, for session stand-ins in
 spans and events that match the workers' (worker.telemetry_ids).
 ``listed_at_us`` is when the chat server read ``messages``, on the Redis clock
-(``queue.redis_clock``, or TIME read in the script that returns the list): a list
+(``redis_clock``, or TIME read in the script that returns the list): a list
 read at or before an erase of the user stores nothing, even when it is handed over
 after the erase. None: the hand-over's own moment, right only for a list read in
 the same step. After an erase, a chat server hands over no message from before it
-(docs/architecture.md, Erasure: the chat server's part).
+(docs/protocol.md, "Erase").
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from worker.errors import (
     HandoverUnavailable,
     UserSessionsFull,
 )
-from worker.protocol import events, queue
+from worker.protocol import events, keys, queue
 from worker.protocol.payload import (
     Handover,
     Limits,
@@ -73,7 +72,7 @@ async def schedule_memory_persistence(
     messages: Sequence[Any],
     *,
     limits: Limits | None = None,
-    queue_name: str = queue.DEFAULT_QUEUE,
+    queue_name: str = keys.DEFAULT_QUEUE,
     timeout_s: float = 1.0,
     tracer: trace.Tracer | None = None,
     telemetry_id_key: str | None = None,
@@ -165,13 +164,13 @@ async def wait_for_memory(
 
 async def memory_events(
     redis: Any, *, after: str = "$", count: int = 100, block_ms: int | None = None,
-    queue_name: str = queue.DEFAULT_QUEUE,
+    queue_name: str = keys.DEFAULT_QUEUE,
 ) -> list[events.CommitEvent]:
     """Commit events after stream id ``after`` (worker.protocol.events): each names a session
     by its stand-in (``session_tag``), the hand-over it finished and its counts,
     never ids or text. Pass the last event's ``id`` as ``after`` to read on."""
     try:
-        return await events.read_events(redis, queue.events_key(queue_name), after=after,
+        return await events.read_events(redis, keys.events_key(queue_name), after=after,
                                         count=count, block_ms=block_ms)
     except (RedisError, OSError) as exc:
         raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc

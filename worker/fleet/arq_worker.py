@@ -27,7 +27,8 @@ the earliest queued job is due, at most ``BURST_MAX_WAIT_S`` and at least
 ``_poll_iteration``, ``start_jobs``, ``run_job``, ``_jobs_started``,
 ``_release_sem_dec_counter_on_complete``, ``sem``, ``tasks``, ``job_counter``
 and ``in_progress_timeout_s`` are ARQ internals (arq 0.28, pinned); this module
-and worker.protocol.queue are the only ones that touch them.
+and worker.protocol.queue are the only ones that touch them (ARQ's key names:
+worker.protocol.keys).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Worker as ArqWorker
 
+from worker.protocol import keys
+from worker.protocol.replies import as_text
 from worker.protocol.scripts import LuaScript
 
 BURST_MIN_WAIT_S = 0.05
@@ -72,7 +74,7 @@ class Worker(ArqWorker):
         # queue was read (it has left the queue), or deferred by a retry (not due
         # yet); the poll's end drops the finished tasks.
         held = set(self.tasks)
-        for job_id in (raw.decode() for raw in job_ids):
+        for job_id in (as_text(raw) for raw in job_ids):
             if job_id in held:
                 continue
             await self.sem.acquire()
@@ -81,7 +83,7 @@ class Worker(ArqWorker):
                 return
             self.job_counter += 1
             score = await _START_JOB(
-                self.pool, [in_progress_key_prefix + job_id, self.queue_name],
+                self.pool, [keys.arq_in_progress_key(job_id), self.queue_name],
                 [job_id, timestamp_ms(), int(self.in_progress_timeout_s * 1000)])
             if score is None:
                 self.job_counter -= 1

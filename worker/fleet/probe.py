@@ -28,14 +28,11 @@ from typing import Any
 import structlog
 
 from worker.fleet import periodic
-from worker.protocol import queue
+from worker.protocol import keys
 from worker.protocol.scripts import LuaScript
 
 log = structlog.get_logger("memfleet.fleet")
 
-WORKERS_PREFIX = "memfleet:workers:"  # + queue name: worker id -> "<deadline ms>|<job ids>"
-# + queue name: in-progress job id -> when a probe first found no live worker naming it
-SUSPECTS_PREFIX = "memfleet:orphan-suspects:"
 HEARTBEAT_S = 2.0
 # A worker's entry lapses after this many missed beats.
 HEARTBEAT_MISSES = 3
@@ -48,10 +45,6 @@ MAX_STALE_DROPPED = 1_000
 
 _PROBE = LuaScript("worker.protocol.lua", "fleet_probe.lua")
 _BEAT = LuaScript("worker.protocol.lua", "heartbeat.lua")
-
-
-def workers_key(queue_name: str) -> str:
-    return WORKERS_PREFIX + queue_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +67,9 @@ class FleetSnapshot:
 async def probe(redis: Any, queue_name: str) -> FleetSnapshot:
     """The fleet's state in one round trip (worker/protocol/lua/fleet_probe.lua)."""
     answer = await _PROBE(
-        redis, [queue_name, queue.waiting_key(queue_name), workers_key(queue_name),
-                SUSPECTS_PREFIX + queue_name],
-        [queue.ARQ_IN_PROGRESS_PREFIX, queue.META_PREFIX, ORPHAN_SLACK_MS, MAX_DUE_LOOKED_AT,
+        redis, [queue_name, keys.waiting_key(queue_name), keys.workers_key(queue_name),
+                keys.suspects_key(queue_name)],
+        [keys.ARQ_IN_PROGRESS_PREFIX, keys.META_PREFIX, ORPHAN_SLACK_MS, MAX_DUE_LOOKED_AT,
          MAX_STALE_DROPPED],
     )
     ready, deferred, running, orphaned, ready_age, lag, waiting, workers = (
@@ -91,7 +84,7 @@ def worker_id() -> str:
 
 async def beat(redis: Any, queue_name: str, worker: str, jobs: Callable[[], list[str]]) -> None:
     """One heartbeat: this worker is alive until the deadline and runs ``jobs()``."""
-    await _BEAT(redis, [workers_key(queue_name)],
+    await _BEAT(redis, [keys.workers_key(queue_name)],
                 [worker, int(HEARTBEAT_S * HEARTBEAT_MISSES * 1000), ",".join(jobs())])
 
 
@@ -106,6 +99,6 @@ async def keep_beating(
                              name="heartbeat")
     finally:
         try:
-            await redis.hdel(workers_key(queue_name), worker)
+            await redis.hdel(keys.workers_key(queue_name), worker)
         except Exception as exc:  # noqa: BLE001 - the entry lapses by its deadline anyway
             log.warning("heartbeat entry not removed", error=type(exc).__name__)

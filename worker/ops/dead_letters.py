@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.session_ref import SessionRef
 from worker.store.base import MemoryStore
 
@@ -37,7 +37,7 @@ async def redrive(
     out = []
     for user_id, session_id in pairs:
         session = SessionRef(user_id, session_id)
-        if not await redis.exists(queue.handover_key(session)):
+        if not await redis.exists(keys.handover_key(session)):
             out.append(Redriven(user_id, session_id, "no hand-over in Redis"))
             continue
         enqueued = await queue.enqueue(redis, session, payload=None, queue_name=queue_name)

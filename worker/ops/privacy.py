@@ -32,14 +32,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from worker.errors import HandoverUnavailable
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.store.base import MemoryStore
 from worker.store.types import Erasure
 
 
 async def erase_user(
     redis: Any, store: MemoryStore, user_id: str, *, keep_opt_out: bool = True,
-    queue_name: str = queue.DEFAULT_QUEUE,
+    queue_name: str = keys.DEFAULT_QUEUE,
 ) -> dict[str, int]:
     """Everything held about the user goes; counts per table (and ``handovers``
     for the sessions whose pending hand-over went, ``jobs`` for the queued jobs)."""
@@ -55,7 +55,7 @@ async def erase_user(
 
 async def set_memory(
     redis: Any, store: MemoryStore, user_id: str, *, enabled: bool, forget: bool = False,
-    queue_name: str = queue.DEFAULT_QUEUE,
+    queue_name: str = keys.DEFAULT_QUEUE,
 ) -> dict[str, int] | None:
     """Turn the user's memory on or off; ``forget`` (only when turning it off) also
     erases everything held, and returns what went."""

@@ -15,11 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from worker.protocol import keys
 from worker.protocol.scripts import LuaScript
 
-OPEN_PREFIX = "memfleet:llm-breaker:open:"  # + queue name; its TTL is the time left open
-FAILURES_PREFIX = "memfleet:llm-breaker:failures:"  # + queue name: failures in a row
-PROBE_PREFIX = "memfleet:llm-breaker:probe:"  # + queue name: the one job trying the endpoint
 FAILURES_TTL_MS = 3_600_000
 
 _TRIP = LuaScript("worker.protocol.lua", "breaker_trip.lua")
@@ -27,14 +25,14 @@ _TRIP = LuaScript("worker.protocol.lua", "breaker_trip.lua")
 
 @dataclass(frozen=True, slots=True)
 class BreakerKeys:
-    open: str
-    failures: str
-    probe: str
+    open: str  # its TTL is the time left open
+    failures: str  # failures in a row
+    probe: str  # the one job trying the endpoint
 
     @classmethod
     def of(cls, queue_name: str) -> BreakerKeys:
-        return cls(OPEN_PREFIX + queue_name, FAILURES_PREFIX + queue_name,
-                   PROBE_PREFIX + queue_name)
+        return cls(keys.breaker_open_key(queue_name), keys.breaker_failures_key(queue_name),
+                   keys.breaker_probe_key(queue_name))
 
 
 async def trip(redis: Any, keys: BreakerKeys, base_s: float, max_s: float) -> int:

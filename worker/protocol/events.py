@@ -2,8 +2,8 @@
 
 Every job whose commit finished some of a session's hand-overs publishes, in
 the same round trip that releases the session lock and marks the hand-over
-finished (worker/protocol/lua/release.lua), an entry on
-``memfleet:events:<queue>``:
+finished (worker/protocol/lua/release.lua), an entry on the queue's events
+stream (``memfleet:events:<queue>``, worker.protocol.keys.events_key):
 
 - ``session``: the session's keyed stand-in (worker.telemetry_ids), never its
   ids: a chat server that shares MEMFLEET_TELEMETRY_ID_KEY computes it with
@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from worker.protocol.replies import as_text
 from worker.protocol.session_ref import SessionRef
 from worker.telemetry_ids import hashed_id, id_key
 
@@ -65,14 +66,10 @@ class CommitEvent:
 
     @classmethod
     def parse(cls, entry_id: Any, fields: dict[Any, Any]) -> CommitEvent:
-        f = {_text(k): _text(v) for k, v in fields.items()}
-        return cls(_text(entry_id), f["session"], int(f["handover"]), int(f["older_lists"]),
+        f = {as_text(k): as_text(v) for k, v in fields.items()}
+        return cls(as_text(entry_id), f["session"], int(f["handover"]), int(f["older_lists"]),
                    f["outcome"], int(f["added"]), int(f["updated"]), int(f["deleted"]),
                    int(f["at"]))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def session_tag(session: SessionRef, key: str | None) -> str:

@@ -9,8 +9,8 @@ never touches a lock it lost. When an extension finds the lock gone or taken,
 call. The lock only saves work: correctness rests on the cursor
 compare-and-set in PostgreSQL.
 
-A held lock also lists its session in ``memfleet:claimed:<queue>`` with the
-lock's expiry. Every worker runs the recovery pass (``recover_abandoned``,
+A held lock also lists its session in the claimed set (``keys.claimed_key``)
+with the lock's expiry. Every worker runs the recovery pass (``recover_abandoned``,
 every MEMFLEET_RECOVERY_INTERVAL_S: worker.fleet.app): a session whose
 deadline passed with its lock gone was abandoned by a dead worker, and gets a
 new job at once, instead of waiting for ARQ to retry the dead worker's job
@@ -29,17 +29,16 @@ from typing import Any
 import structlog
 
 from worker.errors import LockLost
-from worker.protocol import queue
+from worker.protocol import keys, queue
 from worker.protocol.breaker import BreakerKeys
 from worker.protocol.events import CommitNote
+from worker.protocol.replies import as_bytes, as_text
 from worker.protocol.scripts import PAYLOAD_MESSAGES, LuaScript
 from worker.protocol.session_ref import SessionRef
 from worker.telemetry import StageClock
 
 log = structlog.get_logger("memfleet.lock")
 
-LOCK_PREFIX = "memory-task-lock:"
-CLAIMED_PREFIX = "memfleet:claimed:"  # + queue name: sessions whose lock a job holds
 # A job that claimed without the lock queues its session again within
 # milliseconds; if it has not after this long, its worker died and the recovery
 # pass does it.
@@ -51,10 +50,6 @@ _RELEASE = LuaScript("worker.protocol.lua", "release.lua", after=[PAYLOAD_MESSAG
 _RECOVER = LuaScript("worker.protocol.lua", "recover.lua")
 
 
-def claimed_key(queue_name: str) -> str:
-    return CLAIMED_PREFIX + queue_name
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -64,7 +59,7 @@ class SessionLock:
     redis: Any
     session: SessionRef
     ttl_ms: int
-    queue_name: str = queue.DEFAULT_QUEUE
+    queue_name: str = keys.DEFAULT_QUEUE
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     lost: bool = False
     # A timer, not a sleeping task: most jobs end long before the first
@@ -75,7 +70,7 @@ class SessionLock:
 
     @property
     def key(self) -> str:
-        return LOCK_PREFIX + self.session.key
+        return keys.lock_key(self.session)
 
     def held(self) -> None:
         """The lock is ours with this token: keep it alive from now on."""
@@ -99,7 +94,7 @@ class SessionLock:
 
     async def _extend(self) -> None:
         try:
-            extended = await _EXTEND(self.redis, [self.key, claimed_key(self.queue_name)],
+            extended = await _EXTEND(self.redis, [self.key, keys.claimed_key(self.queue_name)],
                                      [self.token, self.ttl_ms, self.session.key, _now_ms()])
         except Exception as exc:  # noqa: BLE001 - a Redis blip must not kill the job; the fence protects
             log.warning("lock extension failed", error=type(exc).__name__)
@@ -133,11 +128,11 @@ class SessionLock:
         # the cursor's).
         with contextlib.suppress(Exception):
             await _RELEASE(self.redis,
-                           [self.key, claimed_key(self.queue_name),
-                            queue.backlog_key(self.session), queue.meta_key(self.session),
-                            queue.waiting_key(self.queue_name), queue.events_key(self.queue_name),
-                            queue.handover_key(self.session),
-                            queue.user_active_key(self.session.user_id)],
+                           [self.key, keys.claimed_key(self.queue_name),
+                            keys.backlog_key(self.session), keys.meta_key(self.session),
+                            keys.waiting_key(self.queue_name), keys.events_key(self.queue_name),
+                            keys.handover_key(self.session),
+                            keys.user_active_key(self.session.user_id)],
                            [self.token, self.session.key, done_through, latest_done,
                             int(gave_up), *note.args(), self.session.session_id])
 
@@ -176,27 +171,23 @@ class Claimed:
         return lists
 
 
-def _bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
 async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     """At job start: clear the queued marker if it is this job's, read the latest
     hand-over and, when there is one, take ``lock``: one round trip."""
     breaker = BreakerKeys.of(lock.queue_name)
     reply = await _CLAIM(
         redis,
-        [queue.queued_key(lock.session), queue.handover_key(lock.session), lock.key,
-         claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
-         queue.pending_key(lock.queue_name), queue.meta_key(lock.session),
-         queue.backlog_key(lock.session), queue.waiting_key(lock.queue_name)],
+        [keys.queued_key(lock.session), keys.handover_key(lock.session), lock.key,
+         keys.claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
+         keys.pending_key(lock.queue_name), keys.meta_key(lock.session),
+         keys.backlog_key(lock.session), keys.waiting_key(lock.queue_name)],
         [job_id, lock.token, lock.ttl_ms, lock.session.key, _now_ms(), HANDOFF_GRACE_MS],
     )
     raw, locked, open_ms, failures, seq, backlog = reply[:6]
     if locked:
         lock.held()
-    return Claimed(None if raw is None else _bytes(raw), bool(locked), int(open_ms),
-                   int(failures), int(seq), tuple(_bytes(entry) for entry in backlog),
+    return Claimed(None if raw is None else as_bytes(raw), bool(locked), int(open_ms),
+                   int(failures), int(seq), tuple(as_bytes(entry) for entry in backlog),
                    finished=len(reply) > 6 and bool(reply[6]))
 
 
@@ -215,10 +206,10 @@ async def recover_abandoned(
 ) -> list[SessionRef]:
     """Queue a job for each session a dead worker left claimed, or whose job nobody
     claimed in time; return them."""
-    raw = await _RECOVER(redis, [claimed_key(queue_name), queue.pending_key(queue_name)],
-                         [_now_ms(), LOCK_PREFIX, limit])
+    raw = await _RECOVER(redis, [keys.claimed_key(queue_name), keys.pending_key(queue_name)],
+                         [_now_ms(), keys.LOCK_PREFIX, limit])
     sessions = []
-    for member in dict.fromkeys(s.decode() if isinstance(s, bytes) else str(s) for s in raw):
+    for member in dict.fromkeys(as_text(s) for s in raw):
         try:
             sessions.append(SessionRef.parse(member))
         except ValueError:  # written by a release that keyed sessions by id alone

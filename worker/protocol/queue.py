@@ -3,25 +3,26 @@
 ARQ's ``_job_id`` alone drops hand-overs that arrive while a job runs, so
 memfleet writes ARQ jobs itself, atomically, in Lua (``worker/protocol/lua/enqueue.lua``):
 
-A session is the pair (user_id, session_id) (worker.protocol.session_ref): ``<session>``
-below is ``SessionRef.key``, ``{<user>}:<session id>``.
+A session is the pair (user_id, session_id) (worker.protocol.session_ref); its
+keys (worker.protocol.keys, where every key is listed) end in ``SessionRef.key``,
+``{<user>}:<session id>``:
 
-- ``memfleet:handover:<session>`` holds the session's LATEST message list
+- the latest list (``handover_key``) holds the session's LATEST message list
   (the chat server always sends the whole list) until a commit finishes it
-  with no older list left, and ``memfleet:handover-meta:<session>`` its
-  hand-over number, whether a commit finished it and, once the finished list
-  is dropped, its digest (worker/protocol/lua/release.lua);
-- ``memfleet:sessions:{<user>}`` lists the user's session ids, so an erase
-  finds every hand-over of the user without scanning Redis;
-- ``memfleet:backlog:<session>`` holds older lists that a later one does not
+  with no older list left, and its meta (``meta_key``) its hand-over number,
+  whether a commit finished it and, once the finished list is dropped, its
+  digest (worker/protocol/lua/release.lua);
+- the user's session set (``user_sessions_key``) lists the user's session ids,
+  so an erase finds every hand-over of the user without scanning Redis;
+- the backlog (``backlog_key``) holds older lists that a later one does not
   extend (the chat server summarised or replaced its history before a commit
   finished them), oldest first, each as ``<number>:<payload>``; jobs process
   them before the latest list, and drop them once done when they release the
   session lock (worker.protocol.lock);
-- ``memfleet:queued:<session>`` names the job that is queued and not started;
-- ``memfleet:active:{<user>}`` lists the user's session ids that hold a list no
-  commit has finished, for the cap on such sessions per user (the release
-  takes a session out when it finishes its last list).
+- the queued marker (``queued_key``) names the job that is queued and not started;
+- the user's active set (``user_active_key``) lists the user's session ids that
+  hold a list no commit has finished, for the cap on such sessions per user (the
+  release takes a session out when it finishes its last list).
 
 Byte budgets (worker.memory_rules.Limits) are kept by the hand-over script itself:
 a payload over ``max_handover_bytes``, a session whose lists (latest and older)
@@ -35,8 +36,9 @@ script (worker.protocol.lock.claim): a hand-over before that moment is in what
 it reads; one after it enqueues a new job. So every message is read by some
 job, with at most one job queued per session at any time.
 
-ARQ's job format (``job_bytes``) and key prefix (``ARQ_JOB_PREFIX``) are
-written here and nowhere else: moving to another queue is this one module.
+ARQ's job format (``job_bytes``) is written here and nowhere else, and ARQ's
+key prefixes are used only here and by the worker (worker.fleet.arq_worker):
+moving to another queue is these modules. docs/protocol.md is the whole protocol.
 """
 
 from __future__ import annotations
@@ -55,28 +57,32 @@ from worker.errors import (
 )
 from worker.memory_rules import Limits
 from worker.protocol import serialization
+from worker.protocol.keys import (
+    ARQ_IN_PROGRESS_PREFIX,
+    ARQ_JOB_PREFIX,
+    ARQ_RETRY_PREFIX,
+    BACKLOG_PREFIX,
+    DEFAULT_QUEUE,
+    HANDOVER_PREFIX,
+    META_PREFIX,
+    QUEUED_PREFIX,
+    backlog_key,
+    handover_key,
+    meta_key,
+    pending_key,
+    queued_key,
+    user_active_key,
+    user_session_prefix,
+    user_sessions_key,
+    waiting_key,
+)
+from worker.protocol.replies import as_text
 from worker.protocol.scripts import PAYLOAD_MESSAGES, LuaScript
 from worker.protocol.session_ref import SessionRef, user_tag
 
 JOB_FUNCTION = "persist_session_memory"
-DEFAULT_QUEUE = "memfleet:queue"
-HANDOVER_PREFIX = "memfleet:handover:"
-QUEUED_PREFIX = "memfleet:queued:"
-META_PREFIX = "memfleet:handover-meta:"
-BACKLOG_PREFIX = "memfleet:backlog:"
-USER_SESSIONS_PREFIX = "memfleet:sessions:"
-USER_ACTIVE_PREFIX = "memfleet:active:"  # + {user}: sessions holding an unfinished list
 # Older lists a session may hold unprocessed; one more refuses the hand-over.
 BACKLOG_LIMIT = 32
-ARQ_JOB_PREFIX = "arq:job:"  # fixed by ARQ
-ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"  # fixed by ARQ: a worker picked the job
-ARQ_RETRY_PREFIX = "arq:retry:"  # fixed by ARQ: the job's tries so far
-PENDING_PREFIX = "memfleet:pending:"  # + queue name: sessions with a job not yet claimed
-# + queue name: sessions with a hand-over no commit has finished, scored by the time
-# (ms) of the oldest such hand-over: the fleet's lag (worker.fleet.probe).
-WAITING_PREFIX = "memfleet:waiting:"
-# + queue name: a stream of commit events, without personal data (worker.protocol.events).
-EVENTS_PREFIX = "memfleet:events:"
 PAYLOAD_TTL_MS = 7 * 86_400_000
 # A job not claimed this long after it was due is looked at by the recovery pass:
 # longer than a picked job takes to claim even on a loaded worker, about the lock's
@@ -86,6 +92,7 @@ JOB_EXPIRES_MS = 86_400_000
 
 _ENQUEUE = LuaScript("worker.protocol.lua", "enqueue.lua", after=[PAYLOAD_MESSAGES])
 _ERASE_USER = LuaScript("worker.protocol.lua", "erase_user.lua")
+_DROP_LEGACY = LuaScript("worker.protocol.lua", "drop_legacy.lua")
 
 
 def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
@@ -96,53 +103,6 @@ def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
     return serialization.serialize(job)
 
 
-def pending_key(queue_name: str) -> str:
-    return PENDING_PREFIX + queue_name
-
-
-def waiting_key(queue_name: str) -> str:
-    return WAITING_PREFIX + queue_name
-
-
-def events_key(queue_name: str) -> str:
-    return EVENTS_PREFIX + queue_name
-
-
-def handover_key(session: SessionRef) -> str:
-    return HANDOVER_PREFIX + session.key
-
-
-def queued_key(session: SessionRef) -> str:
-    return QUEUED_PREFIX + session.key
-
-
-def meta_key(session: SessionRef) -> str:
-    return META_PREFIX + session.key
-
-
-def backlog_key(session: SessionRef) -> str:
-    return BACKLOG_PREFIX + session.key
-
-
-def user_sessions_key(user_id: str) -> str:
-    return USER_SESSIONS_PREFIX + user_tag(user_id)
-
-
-def user_active_key(user_id: str) -> str:
-    return USER_ACTIVE_PREFIX + user_tag(user_id)
-
-
-def user_keys(user_id: str) -> tuple[str, ...]:
-    """The keys of the user as a whole (beside each session's session_keys)."""
-    return (user_sessions_key(user_id), user_active_key(user_id))
-
-
-def session_keys(session: SessionRef) -> tuple[str, ...]:
-    """Every key that holds the session's hand-over (for an erase)."""
-    return (handover_key(session), meta_key(session), backlog_key(session),
-            queued_key(session))
-
-
 @dataclass(frozen=True, slots=True)
 class Enqueued:
     job_id: str | None  # None: a job already queued for the session will read this hand-over
@@ -150,12 +110,6 @@ class Enqueued:
     # The hand-over's number (0: none stored); worker.client.handover.memory_status and
     # wait_for_memory tell when a commit has covered it.
     handover_id: int = 0
-
-
-def _decode(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def enqueue(
@@ -180,7 +134,6 @@ async def enqueue(
     limits = limits or Limits()
     now = int(time.time() * 1000)
     job_id = f"memfleet-{uuid.uuid4().hex}"
-    tag = user_tag(session.user_id) + ":"
     result = await _ENQUEUE(
         redis,
         [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
@@ -190,7 +143,8 @@ async def enqueue(
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
          session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id,
          limits.max_handover_bytes, limits.max_session_bytes, limits.max_user_sessions,
-         META_PREFIX + tag, BACKLOG_PREFIX + tag],
+         user_session_prefix(META_PREFIX, session.user_id),
+         user_session_prefix(BACKLOG_PREFIX, session.user_id)],
     )
     if result == -1:
         raise HandoverBacklogFull(
@@ -204,7 +158,7 @@ async def enqueue(
             raise UserSessionsFull(limits.max_user_sessions)
         raise HandoverTooLarge("the hand-over", figure, limits.max_handover_bytes)
     job, kept, seq = result
-    return Enqueued(_decode(job), bool(kept), int(seq))
+    return Enqueued(None if job is None else as_text(job), bool(kept), int(seq))
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +193,9 @@ async def erase_user(redis: Any, user_id: str, queue_name: str = DEFAULT_QUEUE) 
                 waiting_key(queue_name), user_active_key(user_id)],
         [user_tag(user_id), HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX, QUEUED_PREFIX,
          ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, ARQ_RETRY_PREFIX, user_id,
-         _user_argument(user_id), _glob_escaped(user_tag(user_id) + ":") + "*"],
+         _user_argument(user_id), _glob_escaped(user_session_prefix("", user_id)) + "*"],
     )
-    return ClearedUser(int(seq), tuple(sorted(_decode(s) or "" for s in sessions)),
+    return ClearedUser(int(seq), tuple(sorted(as_text(s) for s in sessions)),
                        int(deleted), int(jobs))
 
 
@@ -257,17 +211,6 @@ async def keep_pending(redis: Any, session: SessionRef, queue_name: str, due_in_
     and the grace period, the recovery pass queues a job for it."""
     deadline = int(time.time() * 1000) + due_in_ms + PENDING_GRACE_MS
     await redis.zadd(pending_key(queue_name), {session.key: deadline})
-
-
-# KEYS: the legacy payload, meta, backlog and queued marker. ARGV: the payload
-# read. Drops them only if no hand-over replaced the payload meanwhile (that
-# one queued its own legacy job, which adopts it).
-_DROP_LEGACY = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-end
-return 0
-"""
 
 
 async def adopt_legacy(redis: Any, session_id: str, queue_name: str) -> int:
@@ -294,7 +237,7 @@ async def adopt_legacy(redis: Any, session_id: str, queue_name: str) -> int:
         await enqueue(redis, SessionRef(str(user_id), session_id), payload=payload,
                       queue_name=queue_name)
         moved += 1
-    await redis.eval(_DROP_LEGACY, 4, *old, latest)
+    await _DROP_LEGACY(redis, old, [latest])
     return moved
 
 

@@ -46,10 +46,11 @@ call that waited longer gives up with ModelBudgetBusy: the job hands its
 session to a later job without spending a try, and the circuit breaker
 (worker.protocol.breaker), which is for an endpoint that fails, stays closed.
 
-Keys: ``memfleet:llm-budget:{<endpoint>}:<part>``, ``<endpoint>`` a hash of the
-queue name and the endpoint's base URL (chat and embeddings share a budget when
-they share a base URL), in one Redis Cluster slot. With every limit at 0 no
-budget is built and model calls make no Redis round trip at all.
+Keys: ``memfleet:llm-budget:{<endpoint>}:<part>`` (worker.protocol.keys),
+``<endpoint>`` a hash of the queue name and the endpoint's base URL (chat and
+embeddings share a budget when they share a base URL), in one Redis Cluster
+slot. With every limit at 0 no budget is built and model calls make no Redis
+round trip at all.
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ import structlog
 from redis.exceptions import RedisError
 
 from worker.errors import ModelBudgetBusy, ProviderUnavailable
+from worker.protocol import keys
 from worker.protocol.scripts import LuaScript
 
 log = structlog.get_logger("memfleet.budget")
 
-PREFIX = "memfleet:llm-budget:"
 WINDOW_S = 60.0
 WINDOW_MARGIN_S = 1.0
 # Characters per token, the usual rule of thumb for English text and JSON.
@@ -135,8 +136,8 @@ class BudgetKeys:
 
     @classmethod
     def of(cls, queue_name: str, base_url: str) -> BudgetKeys:
-        return cls(*(f"{PREFIX}{{{endpoint_id(queue_name, base_url)}}}:{part}"
-                     for part in ("log", "leases", "line", "alive", "asks", "paused-until")))
+        return cls(*(keys.budget_key(endpoint_id(queue_name, base_url), part)
+                     for part in keys.BUDGET_PARTS))
 
     @property
     def slots(self) -> list[str]:

@@ -1,12 +1,22 @@
 -- Take a slot of the fleet's model budget (worker.providers.budget.RedisBudget.acquire), or
 -- say how long to wait before asking again. Every replica runs this same script
 -- on the Redis clock, so the limits hold for the fleet whatever the hosts' clocks.
--- KEYS: 1 log (zset: granted calls by grant time, member "<ticket>:<tokens>"),
---       2 leases (zset: ticket by lease expiry), 3 line (zset: waiting ticket by
---       arrival), 4 alive (zset: waiting ticket by when it counts as gone),
---       5 asks (hash: waiting ticket -> tokens), 6 paused (string: pause end, ms).
--- ARGV: 1 ticket, 2 tokens, 3 rpm, 4 tpm, 5 concurrency (0: no such limit),
---       6 window ms, 7 lease ms, 8 poll ms, 9 grace ms.
+--
+-- KEYS[1]  the log (zset: granted calls by grant time, member "<ticket>:<tokens>")
+-- KEYS[2]  the leases (zset: ticket by lease expiry)
+-- KEYS[3]  the line (zset: waiting ticket by arrival)
+-- KEYS[4]  alive (zset: waiting ticket by when it counts as gone)
+-- KEYS[5]  the asks (hash: waiting ticket -> tokens)
+-- KEYS[6]  paused-until (string: the pause's end, ms on the Redis clock)
+-- ARGV[1]  the ticket (the caller's random id for this call)
+-- ARGV[2]  the call's tokens (estimated)
+-- ARGV[3]  requests per minute (0: no such limit)
+-- ARGV[4]  tokens per minute (0: no such limit)
+-- ARGV[5]  concurrent calls (0: no such limit)
+-- ARGV[6]  the window (ms)
+-- ARGV[7]  the lease (ms)
+-- ARGV[8]  the poll (ms)
+-- ARGV[9]  the grace (ms)
 -- Returns {1, 0, 0} when granted, else {0, wait ms, reason}: reason 1 requests,
 -- 2 tokens, 3 concurrency, 4 paused by a 429.
 local t = redis.call('TIME')

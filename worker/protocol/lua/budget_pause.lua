@@ -1,7 +1,9 @@
 -- Pause every replica's model calls (worker.providers.budget.RedisBudget.pause): the
 -- endpoint answered 429 with a Retry-After. A pause is only ever lengthened, so
 -- a short hint never cuts a longer one short.
--- KEYS: paused (string: pause end, ms on the Redis clock). ARGV: pause ms.
+--
+-- KEYS[1]  paused-until (string: the pause's end, ms on the Redis clock)
+-- ARGV[1]  the pause (ms)
 -- Returns the ms left of the pause.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

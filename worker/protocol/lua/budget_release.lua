@@ -1,8 +1,16 @@
 -- Give back a slot of the fleet's model budget (worker.providers.budget.RedisBudget.release),
 -- or leave the line without one. The call stays in the log (it was made), its
 -- tokens corrected to what the server counted when the caller knows it.
--- KEYS: log, leases, line, alive, asks (as in budget_acquire.lua).
--- ARGV: ticket, tokens estimated, tokens used (negative: keep the estimate).
+--
+-- KEYS[1]  the log (as in budget_acquire.lua)
+-- KEYS[2]  the leases
+-- KEYS[3]  the line
+-- KEYS[4]  alive
+-- KEYS[5]  the asks
+-- ARGV[1]  the ticket
+-- ARGV[2]  the tokens estimated
+-- ARGV[3]  the tokens used (negative: keep the estimate)
+-- Returns 1.
 local ticket = ARGV[1]
 redis.call('ZREM', KEYS[2], ticket)
 redis.call('ZREM', KEYS[3], ticket)

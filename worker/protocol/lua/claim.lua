@@ -14,10 +14,24 @@
 -- (the first hand-over after the last claim, for the waiting set's score at
 -- release: worker/protocol/lua/release.lua) starts again. A session with no
 -- payload (erased, expired) leaves the fleet's waiting set.
--- KEYS: queued marker, payload, lock, claimed set, breaker open flag, breaker
--- failure count, breaker probe, pending set, hand-over meta, backlog, waiting
--- set.
--- ARGV: job id, lock token, lock ttl ms, session id, now ms, hand-off grace ms.
+--
+-- KEYS[1]  the session's queued marker (memfleet:queued:{<user>}:<session id>)
+-- KEYS[2]  its latest list (memfleet:handover:...)
+-- KEYS[3]  its lock (memory-task-lock:{<user>}:<session id>)
+-- KEYS[4]  the claimed set (memfleet:claimed:<queue>)
+-- KEYS[5]  the breaker's open flag (memfleet:llm-breaker:open:<queue>)
+-- KEYS[6]  the breaker's failure count (memfleet:llm-breaker:failures:<queue>)
+-- KEYS[7]  the breaker's probe (memfleet:llm-breaker:probe:<queue>)
+-- KEYS[8]  the pending set (memfleet:pending:<queue>)
+-- KEYS[9]  the session's meta (memfleet:handover-meta:...)
+-- KEYS[10] its backlog (memfleet:backlog:...)
+-- KEYS[11] the waiting set (memfleet:waiting:<queue>)
+-- ARGV[1]  the job's id
+-- ARGV[2]  the lock's token (random, the job's own)
+-- ARGV[3]  the lock's TTL (ms)
+-- ARGV[4]  the session key ({<user>}:<session id>), as the sets name it
+-- ARGV[5]  now (ms)
+-- ARGV[6]  the hand-off grace (ms): the new deadline in the pending set when not locked
 -- Returns {payload or nil, 1 when the lock was taken, ms to wait for the
 -- breaker (0: closed), failures in a row, the payload's hand-over number, and,
 -- with the lock, the backlog's older lists; without a payload, 1 when every

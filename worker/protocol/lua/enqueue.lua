@@ -42,14 +42,33 @@
 -- it finishes its last list; at the limit, members that no longer hold an
 -- unfinished list (expired, erased) are pruned first.
 -- Every refusal comes before any write: nothing held is replaced or lost.
--- KEYS: payload, queued marker, queue, pending set, meta, backlog, the user's
--- session set, waiting set, the user's active set.
--- ARGV: payload or "", payload ttl ms, job id, job bytes, score, job expiry
--- ms, ARQ's job key prefix, ARQ's in-progress key prefix, session key
--- ({user}:session), pending deadline ms, backlog limit, session id,
--- hand-over bytes limit, session bytes limit, user sessions limit, the
--- user's key prefix of a session's meta and of its backlog (through the
--- hash tag and ':').
+--
+-- KEYS[1]  the session's latest list (memfleet:handover:{<user>}:<session id>)
+-- KEYS[2]  its queued marker (memfleet:queued:...)
+-- KEYS[3]  the queue (<queue>, ARQ's sorted set)
+-- KEYS[4]  the pending set (memfleet:pending:<queue>)
+-- KEYS[5]  the session's meta (memfleet:handover-meta:...)
+-- KEYS[6]  its backlog (memfleet:backlog:...)
+-- KEYS[7]  the user's session set (memfleet:sessions:{<user>})
+-- KEYS[8]  the waiting set (memfleet:waiting:<queue>)
+-- KEYS[9]  the user's active set (memfleet:active:{<user>})
+-- ARGV[1]  the payload, or "" to queue a job only
+-- ARGV[2]  the payload's TTL (ms)
+-- ARGV[3]  the new job's id
+-- ARGV[4]  the new job's bytes (ARQ's job JSON)
+-- ARGV[5]  the new job's score: when it is due (ms)
+-- ARGV[6]  the job's expiry (ms)
+-- ARGV[7]  ARQ's job key prefix (arq:job:)
+-- ARGV[8]  ARQ's in-progress key prefix (arq:in-progress:)
+-- ARGV[9]  the session key ({<user>}:<session id>), as the sets name it
+-- ARGV[10] the pending deadline (ms)
+-- ARGV[11] the most older lists a backlog holds
+-- ARGV[12] the session id
+-- ARGV[13] the hand-over bytes limit
+-- ARGV[14] the session bytes limit
+-- ARGV[15] the user sessions limit
+-- ARGV[16] the user's prefix of a session's meta key (through the hash tag and ':')
+-- ARGV[17] the user's prefix of a session's backlog key (likewise)
 -- Returns {the new job's id, or false when a waiting job will read the
 -- payload; 1 when the previous list went to the backlog, else 0; the
 -- hand-over's number ('0' without a payload)}, or -1 when the backlog holds

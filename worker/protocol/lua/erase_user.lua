@@ -16,11 +16,22 @@
 -- so the user's are those that start with the user's hash tag and ':' (ZSCAN
 -- MATCH ARGV[11], the same prefix glob-escaped, then compared exactly).
 --
--- KEYS: the user's session set, the queue, the pending set, the waiting set, the
--- user's active-session set (worker/protocol/lua/enqueue.lua counts it against the cap).
--- ARGV: the user's hash tag ({user}), then the key prefixes: latest list,
--- meta, backlog, queued marker, ARQ job, ARQ in-progress, ARQ retry; then the
--- user id, the text of the job arguments' user id, the members' glob pattern.
+-- KEYS[1]  the user's session set (memfleet:sessions:{<user>})
+-- KEYS[2]  the queue (<queue>)
+-- KEYS[3]  the pending set (memfleet:pending:<queue>)
+-- KEYS[4]  the waiting set (memfleet:waiting:<queue>)
+-- KEYS[5]  the user's active set (memfleet:active:{<user>}; enqueue.lua's cap)
+-- ARGV[1]  the user's hash tag ({<user>})
+-- ARGV[2]  the latest list's key prefix (memfleet:handover:)
+-- ARGV[3]  the meta's key prefix (memfleet:handover-meta:)
+-- ARGV[4]  the backlog's key prefix (memfleet:backlog:)
+-- ARGV[5]  the queued marker's key prefix (memfleet:queued:)
+-- ARGV[6]  ARQ's job key prefix (arq:job:)
+-- ARGV[7]  ARQ's in-progress key prefix (arq:in-progress:)
+-- ARGV[8]  ARQ's retry key prefix (arq:retry:)
+-- ARGV[9]  the user id
+-- ARGV[10] the user id as a job's arguments hold it ('"user_id":' and its JSON string)
+-- ARGV[11] the glob of the user's set members (the hash tag and ':', escaped, then '*')
 -- Returns {the clock in microseconds, the session ids, hand-overs deleted,
 -- jobs deleted}: the sessions with a list or its meta (an idle session's
 -- finished list is dropped, its meta stays: worker/protocol/lua/release.lua).

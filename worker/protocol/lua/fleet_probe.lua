@@ -13,9 +13,15 @@
 -- The waiting set holds sessions with a hand-over no commit has covered,
 -- scored by that hand-over's time; a member whose meta is gone (erased,
 -- expired) is dropped here, so it never holds the lag up.
--- KEYS: queue, waiting set, workers hash, suspects hash.
--- ARGV: ARQ's in-progress prefix, meta prefix, orphan slack ms, most due jobs
--- looked at, most stale members dropped.
+-- KEYS[1]  the queue (<queue>)
+-- KEYS[2]  the waiting set (memfleet:waiting:<queue>)
+-- KEYS[3]  the workers hash (memfleet:workers:<queue>)
+-- KEYS[4]  the suspects hash (memfleet:orphan-suspects:<queue>)
+-- ARGV[1]  ARQ's in-progress key prefix (arq:in-progress:)
+-- ARGV[2]  the meta's key prefix (memfleet:handover-meta:)
+-- ARGV[3]  the orphan slack (ms)
+-- ARGV[4]  the most due jobs looked at one by one
+-- ARGV[5]  the most stale waiting members dropped
 -- Returns {ready, deferred, in progress, orphaned, oldest ready age ms,
 -- lag ms, sessions waiting, live workers}.
 local time = redis.call('TIME')

@@ -1,6 +1,11 @@
 -- Shared by the scripts that compare message lists (worker/protocol/lua/enqueue.lua,
 -- worker/protocol/lua/release.lua): worker.protocol.scripts.LuaScript puts this
--- file before each of them, so both read a payload the same way.
+-- file before each of them, so both read a payload the same way. Not a script
+-- of its own: it defines messages_of(payload) and touches no key.
+--
+-- KEYS: none
+-- ARGV: none
+-- Returns nothing.
 
 -- The inside of a payload's "messages" array, as worker.protocol.payload writes it.
 -- Quotes inside strings are escaped in JSON, so neither marker can come from

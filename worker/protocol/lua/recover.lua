@@ -6,8 +6,14 @@
 -- Sessions in the pending set whose job was not claimed by its deadline are
 -- returned too (their job's worker may have died before claiming); queueing
 -- them again is harmless when their job is merely still waiting.
--- KEYS: claimed set, pending set. ARGV: now ms, lock key prefix, most
--- sessions to return.
+--
+-- KEYS[1]  the claimed set (memfleet:claimed:<queue>)
+-- KEYS[2]  the pending set (memfleet:pending:<queue>)
+-- ARGV[1]  now (ms)
+-- ARGV[2]  the lock's key prefix (memory-task-lock:)
+-- ARGV[3]  the most sessions taken from each set
+-- Returns the session keys ({<user>}:<session id>) to queue a job for (one may
+-- come from both sets).
 local abandoned = {}
 local late = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
 for _, session in ipairs(late) do

@@ -23,13 +23,28 @@
 -- dropped: the meta's k (the backlog's bytes) loses each dropped entry's
 -- length and goes with the last one, and a session left with no unfinished
 -- list leaves the user's active set.
--- KEYS: lock, claimed set, backlog, hand-over meta, waiting set, events stream,
--- payload, the user's active set.
--- ARGV: token, session key ({user}:session), drop older lists numbered up to
--- this (0: none), the latest list's number when the run finished it (0: it
--- did not), 1 when the job gave the session up, the session's stand-in,
--- outcome, added, updated, deleted, the stream's approximate length cap, the
--- session id.
+--
+-- KEYS[1]  the session's lock (memory-task-lock:{<user>}:<session id>)
+-- KEYS[2]  the claimed set (memfleet:claimed:<queue>)
+-- KEYS[3]  the session's backlog (memfleet:backlog:...)
+-- KEYS[4]  its meta (memfleet:handover-meta:...)
+-- KEYS[5]  the waiting set (memfleet:waiting:<queue>)
+-- KEYS[6]  the events stream (memfleet:events:<queue>)
+-- KEYS[7]  the session's latest list (memfleet:handover:...)
+-- KEYS[8]  the user's active set (memfleet:active:{<user>})
+-- ARGV[1]  the job's lock token
+-- ARGV[2]  the session key ({<user>}:<session id>)
+-- ARGV[3]  drop the older lists numbered up to this (0: none)
+-- ARGV[4]  the latest list's number when the run finished it (0: it did not)
+-- ARGV[5]  1 when the job gave the session up (a dead letter), else 0
+-- ARGV[6]  the session's stand-in (the event's session)
+-- ARGV[7]  the outcome
+-- ARGV[8]  facts added
+-- ARGV[9]  facts updated
+-- ARGV[10] facts deleted
+-- ARGV[11] the stream's approximate length cap
+-- ARGV[12] the session id
+-- Returns 1 when this job's lock was released, 0 when the lock was not its own.
 
 -- messages_of: worker/protocol/lua/payload_messages.lua, loaded before this script.
 

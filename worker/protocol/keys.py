@@ -1,0 +1,329 @@
+"""Every Redis key memfleet uses, in one table (``KEYS``), and the functions that build them.
+
+No other module spells a key name: the hand-over and the fleet, ARQ's keys that
+memfleet reads or writes itself, the model budget, the memory API and the chat
+stand-in all take theirs from here (but MEMFLEET_QUEUE_NAME's default in
+worker.config, which imports no package: it equals ``DEFAULT_QUEUE``, tested).
+docs/protocol.md is the same table in prose, for an implementation in another
+language.
+
+Placeholders in a pattern:
+
+- ``<queue>``: the ARQ queue's name (MEMFLEET_QUEUE_NAME; ``DEFAULT_QUEUE``);
+- ``{<user>}``: the user's hash tag, the user id escaped inside braces
+  (worker.protocol.session_ref.user_tag), so that one user's keys share a Redis
+  Cluster slot;
+- ``<session id>``: the session id as the chat server gave it; a session key ends
+  in ``{<user>}:<session id>`` (``SessionRef.key``), which is also how sets and
+  sorted sets name a session;
+- ``<job id>``: an ARQ job id (``memfleet-`` and 32 hex digits for the jobs
+  memfleet queues);
+- ``{<endpoint>}``: a short hash of the queue name and a model endpoint's base URL
+  (worker.providers.budget.endpoint_id), in braces: one endpoint's budget keys
+  share a slot.
+
+Lua scripts take their keys as KEYS[]; a few also build keys from prefixes passed
+in ARGV (a user's session keys, ARQ's job keys, the lock of a session found in a
+set), listed in docs/protocol.md ("Keys a script builds").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from worker.protocol.session_ref import SessionRef, user_tag
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    pattern: str  # the key, with the placeholders above
+    type: str  # its Redis type
+    writers: str  # who writes (and deletes) it
+    readers: str  # who reads it
+    lifetime: str  # how long it lives: its TTL, or what removes it
+
+    @property
+    def prefix(self) -> str:
+        """The fixed text the key starts with ("" for a key named by the queue)."""
+        cut = [i for i in (self.pattern.find("<"), self.pattern.find("{")) if i >= 0]
+        return self.pattern[:min(cut)] if cut else self.pattern
+
+
+DEFAULT_QUEUE = "memfleet:queue"  # ARQ's queue, a sorted set; MEMFLEET_QUEUE_NAME
+
+# The hand-over, per session (+ {<user>}:<session id>) and per user (+ {<user>}).
+HANDOVER_PREFIX = "memfleet:handover:"
+META_PREFIX = "memfleet:handover-meta:"
+BACKLOG_PREFIX = "memfleet:backlog:"
+QUEUED_PREFIX = "memfleet:queued:"
+LOCK_PREFIX = "memory-task-lock:"
+USER_SESSIONS_PREFIX = "memfleet:sessions:"
+USER_ACTIVE_PREFIX = "memfleet:active:"
+# The fleet, per queue (+ <queue>).
+PENDING_PREFIX = "memfleet:pending:"
+CLAIMED_PREFIX = "memfleet:claimed:"
+WAITING_PREFIX = "memfleet:waiting:"
+EVENTS_PREFIX = "memfleet:events:"
+WORKERS_PREFIX = "memfleet:workers:"
+SUSPECTS_PREFIX = "memfleet:orphan-suspects:"
+BREAKER_OPEN_PREFIX = "memfleet:llm-breaker:open:"
+BREAKER_FAILURES_PREFIX = "memfleet:llm-breaker:failures:"
+BREAKER_PROBE_PREFIX = "memfleet:llm-breaker:probe:"
+# The model budget, per endpoint (+ {<endpoint>}:<part>).
+BUDGET_PREFIX = "memfleet:llm-budget:"
+BUDGET_PARTS = ("log", "leases", "line", "alive", "asks", "paused-until")
+# ARQ's own (arq.constants, arq 0.28; tests/unit/test_protocol_keys.py compares).
+ARQ_JOB_PREFIX = "arq:job:"
+ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
+ARQ_RETRY_PREFIX = "arq:retry:"
+ARQ_RESULT_PREFIX = "arq:result:"
+ARQ_ABORT = "arq:abort"
+ARQ_HEALTH_CHECK_SUFFIX = ":health-check"
+# The memory API and the chat stand-in (api_stub), per user.
+API_EXPORTS_PREFIX = "memfleet:api-exports:"
+API_FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"
+CHAT_SESSION_PREFIX = "chat:session:"
+CHAT_SESSIONS_PREFIX = "chat:sessions:"
+
+_SESSION = "{<user>}:<session id>"
+_WEEK = "7 days (PAYLOAD_TTL_MS) after the session's last hand-over"
+
+KEYS: tuple[KeySpec, ...] = (
+    # ---- the hand-over: written by chat servers, read by workers
+    KeySpec(HANDOVER_PREFIX + _SESSION, "string",
+            "enqueue.lua (SET); release.lua (DEL once finished); erase_user.lua",
+            "claim.lua, enqueue.lua, release.lua; dead letters (EXISTS)",
+            _WEEK + "; gone once a commit finished it with no older list left"),
+    KeySpec(META_PREFIX + _SESSION, "hash",
+            "enqueue.lua (q, d, n, h, k); claim.lua (n); release.lua (d, h, k); erase_user.lua",
+            "enqueue.lua, claim.lua, release.lua, memory_status (q, d), fleet_probe.lua",
+            _WEEK + "; outlives a finished list (an idle session keeps only this)"),
+    KeySpec(BACKLOG_PREFIX + _SESSION, "list",
+            "enqueue.lua (RPUSH); release.lua (LPOP); claim.lua (DEL); erase_user.lua",
+            "claim.lua (LRANGE), enqueue.lua, memory_status (LLEN)",
+            "7 days after its last push; emptied as commits finish its lists"),
+    KeySpec(QUEUED_PREFIX + _SESSION, "string",
+            "enqueue.lua (SET: the queued job's id); claim.lua (DEL); erase_user.lua",
+            "enqueue.lua", "the job's expiry (1 day + defer); gone when its job claims"),
+    KeySpec(LOCK_PREFIX + _SESSION, "string",
+            "claim.lua (SET NX: a job's token); extend.lua; release.lua (DEL)",
+            "extend.lua, release.lua, recover.lua (PTTL)",
+            "MEMFLEET_LOCK_TTL_S, extended every third of it while the job runs"),
+    KeySpec(USER_SESSIONS_PREFIX + "{<user>}", "set",
+            "enqueue.lua (SADD session id); erase_user.lua (DEL)", "erase_user.lua",
+            "7 days after the user's last hand-over"),
+    KeySpec(USER_ACTIVE_PREFIX + "{<user>}", "set",
+            "enqueue.lua (SADD, prunes at the cap); release.lua (SREM); erase_user.lua",
+            "enqueue.lua (the MEMFLEET_MAX_USER_SESSIONS cap)",
+            "7 days after the user's last hand-over; a session leaves when its lists finish"),
+    # ---- the fleet, per queue
+    KeySpec("<queue>", "zset",
+            "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"
+            " erase_user.lua", "ARQ workers (start_job.lua), fleet_probe.lua, erase_user.lua",
+            "no TTL; a job leaves when ARQ finishes it"),
+    KeySpec(PENDING_PREFIX + "<queue>", "zset",
+            "enqueue.lua, claim.lua, queue.keep_pending (session key, deadline ms);"
+            " recover.lua, erase_user.lua (ZREM)", "recover.lua",
+            "no TTL; a session leaves when a job takes its lock, or the recovery pass"),
+    KeySpec(CLAIMED_PREFIX + "<queue>", "zset",
+            "claim.lua, extend.lua (session key, lock expiry ms); release.lua, recover.lua",
+            "recover.lua", "no TTL; a session leaves at its lock's release or by recovery"),
+    KeySpec(WAITING_PREFIX + "<queue>", "zset",
+            "enqueue.lua (session key, oldest unfinished hand-over ms); claim.lua,"
+            " release.lua, erase_user.lua, fleet_probe.lua", "fleet_probe.lua (the lag)",
+            "no TTL; a session leaves when its lists are finished, given up or gone"),
+    KeySpec(EVENTS_PREFIX + "<queue>", "stream",
+            "release.lua (XADD MAXLEN ~ 100000)",
+            "memory_events (XREAD); memfleet webhook (group memfleet-webhook)",
+            "no TTL; capped at about 100,000 entries"),
+    KeySpec(WORKERS_PREFIX + "<queue>", "hash",
+            "heartbeat.lua (worker id -> '<deadline ms>|<job ids>'); the worker at stop;"
+            " fleet_probe.lua (drops lapsed)", "fleet_probe.lua",
+            "no TTL; an entry lapses 6 s after its worker's last beat"),
+    KeySpec(SUSPECTS_PREFIX + "<queue>", "hash",
+            "fleet_probe.lua (job id -> ms first seen unlisted)", "fleet_probe.lua",
+            "no TTL; an entry goes when its job is listed again or ends"),
+    KeySpec(BREAKER_OPEN_PREFIX + "<queue>", "string",
+            "breaker_trip.lua (SET PX)", "claim.lua (PTTL), breaker_trip.lua",
+            "the open time: base * 2^(failures - 1), capped"),
+    KeySpec(BREAKER_FAILURES_PREFIX + "<queue>", "string",
+            "breaker_trip.lua (INCR); breaker.reset (DEL)", "claim.lua",
+            "1 hour after the last failure (FAILURES_TTL_MS)"),
+    KeySpec(BREAKER_PROBE_PREFIX + "<queue>", "string",
+            "claim.lua (SET: the probing job's token); breaker_trip.lua, breaker.reset (DEL)",
+            "claim.lua", "the lock's TTL"),
+    # ---- the model budget, per endpoint
+    KeySpec(BUDGET_PREFIX + "{<endpoint>}:log", "zset",
+            "budget_acquire.lua ('<ticket>:<tokens>' by grant ms); budget_release.lua",
+            "budget_acquire.lua", "the budget window, only ever lengthened"),
+    KeySpec(BUDGET_PREFIX + "{<endpoint>}:leases", "zset",
+            "budget_acquire.lua (ticket by lease expiry ms); budget_release.lua",
+            "budget_acquire.lua", "the lease time, only ever lengthened"),
+    KeySpec(BUDGET_PREFIX + "{<endpoint>}:line", "zset",
+            "budget_acquire.lua (waiting ticket by arrival ms); budget_release.lua",
+            "budget_acquire.lua", "the longest wait + grace"),
+    KeySpec(BUDGET_PREFIX + "{<endpoint>}:alive", "zset",
+            "budget_acquire.lua (waiting ticket by when it counts as gone); budget_release.lua",
+            "budget_acquire.lua", "the longest wait + grace"),
+    KeySpec(BUDGET_PREFIX + "{<endpoint>}:asks", "hash",
+            "budget_acquire.lua (waiting ticket -> tokens); budget_release.lua",
+            "budget_acquire.lua", "the longest wait + grace"),
+    KeySpec(BUDGET_PREFIX + "{<endpoint>}:paused-until", "string",
+            "budget_pause.lua (pause end, ms on the Redis clock)", "budget_acquire.lua",
+            "the pause (a 429's Retry-After, capped)"),
+    # ---- ARQ's keys, per job (ARQ writes them; memfleet's scripts too)
+    KeySpec(ARQ_JOB_PREFIX + "<job id>", "string",
+            "enqueue.lua (SET: the job's JSON); ARQ (DEL at the end); erase_user.lua",
+            "ARQ workers, erase_user.lua", "1 day + defer (JOB_EXPIRES_MS); gone at the end"),
+    KeySpec(ARQ_IN_PROGRESS_PREFIX + "<job id>", "string",
+            "start_job.lua (PSETEX '1'); ARQ (DEL at the end)",
+            "start_job.lua, enqueue.lua, erase_user.lua, fleet_probe.lua",
+            "the job timeout + 10 s; gone at the end"),
+    KeySpec(ARQ_RETRY_PREFIX + "<job id>", "string",
+            "ARQ (INCR at each try, DEL at the end); erase_user.lua", "ARQ workers",
+            "88,400 s after the last try"),
+    KeySpec(ARQ_RESULT_PREFIX + "<job id>", "string",
+            "ARQ, only when MEMFLEET_KEEP_RESULT_S > 0 (default 0: never)", "nobody in memfleet",
+            "MEMFLEET_KEEP_RESULT_S"),
+    KeySpec(ARQ_ABORT, "zset", "ARQ (ZREM at a job's end; abort is off: never added)",
+            "nobody in memfleet", "no TTL; stays empty"),
+    KeySpec("<queue>" + ARQ_HEALTH_CHECK_SUFFIX, "string",
+            "ARQ workers (every hour: counts of jobs); DEL at stop", "arq --check",
+            "1 hour + 1 s"),
+    # ---- the memory API and the chat stand-in (api_stub), per user
+    KeySpec(API_EXPORTS_PREFIX + "{<user>}", "zset",
+            "export_lease_take.lua, export_lease_renew.lua (lease id by expiry ms);"
+            " the API (ZREM, DEL at erase)", "export_lease_take.lua, export_lease_renew.lua",
+            "the lease time, renewed while a download goes on"),
+    KeySpec(API_FACT_WRITES_PREFIX + "{<user>}", "string",
+            "fact_write_rate.lua (GCRA's next arrival, ms); the API (DEL at erase)",
+            "fact_write_rate.lua", "until the user's bucket is full again"),
+    KeySpec(CHAT_SESSION_PREFIX + _SESSION, "list",
+            "the chat stand-in (RPUSH message JSON, LTRIM, LREM); its erase",
+            "the chat stand-in", "its TTL (seconds) after the session's last turn"),
+    KeySpec(CHAT_SESSIONS_PREFIX + "{<user>}", "set",
+            "the chat stand-in (SADD session id); its erase (DEL)", "the chat stand-in's erase",
+            "its TTL (seconds) after the user's last turn"),
+)
+
+
+# ---------------------------------------------------------------- per session
+
+def handover_key(session: SessionRef) -> str:
+    return HANDOVER_PREFIX + session.key
+
+
+def meta_key(session: SessionRef) -> str:
+    return META_PREFIX + session.key
+
+
+def backlog_key(session: SessionRef) -> str:
+    return BACKLOG_PREFIX + session.key
+
+
+def queued_key(session: SessionRef) -> str:
+    return QUEUED_PREFIX + session.key
+
+
+def lock_key(session: SessionRef) -> str:
+    return LOCK_PREFIX + session.key
+
+
+def session_keys(session: SessionRef) -> tuple[str, ...]:
+    """Every key that holds the session's hand-over (for an erase)."""
+    return (handover_key(session), meta_key(session), backlog_key(session),
+            queued_key(session))
+
+
+# ---------------------------------------------------------------- per user
+
+def user_sessions_key(user_id: str) -> str:
+    return USER_SESSIONS_PREFIX + user_tag(user_id)
+
+
+def user_active_key(user_id: str) -> str:
+    return USER_ACTIVE_PREFIX + user_tag(user_id)
+
+
+def user_keys(user_id: str) -> tuple[str, ...]:
+    """The keys of the user as a whole (beside each session's session_keys)."""
+    return (user_sessions_key(user_id), user_active_key(user_id))
+
+
+def user_session_prefix(prefix: str, user_id: str) -> str:
+    """``prefix`` through the user's hash tag and ':': with a session id appended,
+    that session's key (the scripts that walk a user's sessions take these)."""
+    return prefix + user_tag(user_id) + ":"
+
+
+# ---------------------------------------------------------------- per queue
+
+def pending_key(queue_name: str) -> str:
+    return PENDING_PREFIX + queue_name
+
+
+def claimed_key(queue_name: str) -> str:
+    return CLAIMED_PREFIX + queue_name
+
+
+def waiting_key(queue_name: str) -> str:
+    return WAITING_PREFIX + queue_name
+
+
+def events_key(queue_name: str) -> str:
+    return EVENTS_PREFIX + queue_name
+
+
+def workers_key(queue_name: str) -> str:
+    return WORKERS_PREFIX + queue_name
+
+
+def suspects_key(queue_name: str) -> str:
+    return SUSPECTS_PREFIX + queue_name
+
+
+def breaker_open_key(queue_name: str) -> str:
+    return BREAKER_OPEN_PREFIX + queue_name
+
+
+def breaker_failures_key(queue_name: str) -> str:
+    return BREAKER_FAILURES_PREFIX + queue_name
+
+
+def breaker_probe_key(queue_name: str) -> str:
+    return BREAKER_PROBE_PREFIX + queue_name
+
+
+# ---------------------------------------------------------------- others
+
+def budget_key(endpoint: str, part: str) -> str:
+    """One of an endpoint's budget keys (``part`` one of BUDGET_PARTS)."""
+    return f"{BUDGET_PREFIX}{{{endpoint}}}:{part}"
+
+
+def arq_job_key(job_id: str) -> str:
+    return ARQ_JOB_PREFIX + job_id
+
+
+def arq_in_progress_key(job_id: str) -> str:
+    return ARQ_IN_PROGRESS_PREFIX + job_id
+
+
+def arq_retry_key(job_id: str) -> str:
+    return ARQ_RETRY_PREFIX + job_id
+
+
+def api_exports_key(user_id: str) -> str:
+    return API_EXPORTS_PREFIX + user_tag(user_id)
+
+
+def api_fact_writes_key(user_id: str) -> str:
+    return API_FACT_WRITES_PREFIX + user_tag(user_id)
+
+
+def chat_session_key(session: SessionRef) -> str:
+    return CHAT_SESSION_PREFIX + session.key
+
+
+def chat_sessions_key(user_id: str) -> str:
+    return CHAT_SESSIONS_PREFIX + user_tag(user_id)
