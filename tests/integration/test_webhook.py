@@ -24,8 +24,8 @@ from tests.webhook_receiver import Receiver
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.webhook import GROUP
-from worker.fleet.webhook_signature import TOLERANCE_S, SignatureInvalid, verify
 from worker.protocol import keys
+from worker.protocol.webhook_signature import TOLERANCE_S, SignatureInvalid, verify
 
 SECRET = "webhook-test-secret"  # noqa: S105 - a throwaway key for this test's receiver
 

@@ -32,7 +32,7 @@ from worker.errors import (
     UserVersionConflict,
 )
 from worker.fleet.retry_policy import Next, after_error
-from worker.fleet.webhook_signature import SignatureInvalid
+from worker.protocol.webhook_signature import SignatureInvalid
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
              InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),

@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from worker.fleet.webhook_signature import TOLERANCE_S, SignatureInvalid, sign, verify
+from worker.protocol.webhook_signature import TOLERANCE_S, SignatureInvalid, sign, verify
 
 SECRET = "receiver-secret-0123456789"  # noqa: S105 - a throwaway key
 BODY = b'{"id":"1-0","session":"s","handover":1}'

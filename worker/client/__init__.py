@@ -1,8 +1,8 @@
 """What a chat server imports: the hand-over, its status, read-your-writes, the
-commit events, and the errors to catch. A thin surface over the Redis protocol
-(worker.protocol; docs/protocol.md for other languages); importing it loads
-nothing of ARQ, the fleet, the pipeline, the store or the model providers
-(tests/unit/test_client_surface.py).
+commit events, the webhook's signature check, and the errors to catch. A thin
+surface over the Redis protocol (worker.protocol; docs/protocol.md for other
+languages); importing it loads nothing of ARQ, the fleet, the pipeline, the
+store or the model providers (tests/unit/test_client_surface.py).
 
     from worker.client import HandoverUnavailable, InvalidHandover, schedule_memory_persistence
 
@@ -27,6 +27,8 @@ from worker.errors import (
 from worker.memory_rules import Limits
 from worker.protocol.events import CommitEvent
 from worker.protocol.queue import Enqueued, HandoverState, redis_clock
+from worker.protocol.webhook_signature import SignatureInvalid
+from worker.protocol.webhook_signature import verify as verify_webhook
 
 __all__ = [
     "CommitEvent",
@@ -38,11 +40,13 @@ __all__ = [
     "InvalidHandover",
     "Limits",
     "SessionBytesFull",
+    "SignatureInvalid",
     "UserSessionsFull",
     "memory_events",
     "memory_status",
     "redis_clock",
     "schedule_memory_persistence",
     "session_tag",
+    "verify_webhook",
     "wait_for_memory",
 ]

@@ -12,7 +12,7 @@ dead. Receivers deduplicate by the body's ``id`` (signed; the
   away; the same event is tried again with backoff, for as long as it takes,
   so events keep their order. Any other answer (a 4xx): the receiver refuses
   the event; it is acknowledged, logged by id and counted, never tried forever.
-- Every POST is signed over its time and its body (worker.fleet.webhook_signature:
+- Every POST is signed over its time and its body (worker.protocol.webhook_signature:
   ``X-Memfleet-Signature: t=<unix>,v1=<hex>``; receivers check it with
   ``verify``, within a 5-minute tolerance). A secret (MEMFLEET_WEBHOOK_SECRET)
   is required unless unsigned deliveries are chosen (``--unsigned``,
@@ -36,9 +36,9 @@ import structlog
 from redis.exceptions import ResponseError
 
 from worker.errors import ConfigurationError
-from worker.fleet.webhook_signature import HEADER, MIN_SECRET_CHARS, sign
 from worker.log_redaction import redact_url
 from worker.protocol.events import CommitEvent
+from worker.protocol.webhook_signature import HEADER, MIN_SECRET_CHARS, sign
 
 log = structlog.get_logger("memfleet.webhook")
 
