@@ -34,7 +34,7 @@ compose-secrets:
 test: $(STAMP) lint prometheus-tools
 	$(PY) -m pytest -q
 
-# promtool + prometheus (Debian package) for tests/integration/test_prometheus.py; installed
+# promtool + prometheus (Debian package) for tests/integration/fleet/test_prometheus.py; installed
 # only as root with apt, otherwise those tests skip and say why.
 prometheus-tools:
 	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then :; \
@@ -70,8 +70,8 @@ bench-mem0: $(STAMP)
 # once; the model endpoint down for two minutes (default breaker and tries); recovery
 # time after worker SIGKILLs (default lock TTL and recovery pass).
 chaos: $(STAMP)
-	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py
-	MEMFLEET_MODEL_OUTAGE_S=120 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/test_outages.py -k model_outage
+	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_chaos.py
+	MEMFLEET_MODEL_OUTAGE_S=120 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_outages.py -k model_outage
 	$(PY) -m bench.recovery --trials 10
 
 # Autoscaling on this machine: a controller applying KEDA's formula to the exporter's

@@ -5,7 +5,7 @@ The values are a contract. They are the ``outcome`` column of ``memory_run``,
 the ``outcome`` label of ``memfleet_jobs_total`` (the dashboard and the alerts
 select on them), the commit event's ``outcome`` field, the job's result in
 ARQ, and what ``memfleet runs --outcome`` filters on: renaming one leaves
-stored rows, panels and alerts behind (tests/unit/test_outcomes.py).
+stored rows, panels and alerts behind (tests/unit/fleet/test_outcomes.py).
 
 The pipeline ends the runs it gets through (worker.pipeline.persist) and the
 fleet ends the jobs it does not (worker.fleet.job), so the enum stands beside

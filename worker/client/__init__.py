@@ -2,7 +2,7 @@
 commit events, the webhook's signature check, and the errors to catch. A thin
 surface over the Redis protocol (worker.protocol; docs/protocol.md for other
 languages); importing it loads nothing of ARQ, the fleet, the pipeline, the
-store or the model providers (tests/unit/test_client_surface.py).
+store or the model providers (tests/unit/client/test_client_surface.py).
 
     from worker.client import HandoverUnavailable, InvalidHandover, schedule_memory_persistence
 

