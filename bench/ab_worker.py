@@ -27,8 +27,8 @@ from redis.asyncio import Redis
 
 from bench import jobs, workload
 from bench.spans import JobSpans
+from bench.worker_entry import build_worker, new_event_loop
 from worker.config import Settings
-from worker.fleet.app import build_worker, new_event_loop
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 

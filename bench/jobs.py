@@ -18,10 +18,9 @@ import asyncpg
 from arq.worker import Worker
 from redis.asyncio import Redis
 
+from bench.worker_entry import drain_queue, schedule_memory_persistence
 from bench.workload import SessionPlan, seed_sessions
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.fleet.app import drain_queue
 
 if TYPE_CHECKING:  # what setup_telemetry returns; not needed at run time
     from worker.telemetry import Telemetry
