@@ -16,13 +16,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.fleet import periodic, probe
-from worker.fleet.arq_worker import Worker
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.fleet.job import Deps, persist_session_memory
 from worker.fleet.metrics import MetricsServer
 from worker.metrics import Metrics
 from worker.ops import expiry
 from worker.protocol import lock, queue, serialization
+from worker.protocol.arq_worker import Worker
 from worker.protocol.payload import Limits
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.base import MaintenanceStore

@@ -37,7 +37,7 @@ it reads; one after it enqueues a new job. So every message is read by some
 job, with at most one job queued per session at any time.
 
 ARQ's job format (``job_bytes``) is written here and nowhere else, and ARQ's
-key prefixes are used only here and by the worker (worker.fleet.arq_worker):
+key prefixes are used only here and by the worker (worker.protocol.arq_worker):
 moving to another queue is these modules. docs/protocol.md is the whole protocol.
 """
 

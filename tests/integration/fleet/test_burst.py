@@ -54,7 +54,7 @@ async def test_a_burst_worker_ends_at_once_on_an_empty_queue(
     async def noted_sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
         caller = sys._getframe(1).f_code.co_filename
         if delay > 0 and "arq" in Path(caller).name + Path(caller).parent.name:
-            waits.append(delay)  # the poll loop's (ARQ's or worker.fleet.arq_worker's)
+            waits.append(delay)  # the poll loop's (ARQ's or worker.protocol.arq_worker's)
         return await real_sleep(delay, *args, **kwargs)
 
     monkeypatch.setattr(asyncio, "sleep", noted_sleep)

@@ -1,4 +1,4 @@
-"""The worker's own ARQ loop (worker.fleet.arq_worker) on real Redis: a slot freed by a
+"""The worker's own ARQ loop (worker.protocol.arq_worker) on real Redis: a slot freed by a
 finished job takes the next queued job at once, not at the next poll; a job is
 taken in one round trip; and the jobs a worker is running are not checked again
 in Redis on every poll."""
@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from worker.embedded import EmbeddedRedis
 from worker.fleet.app import redis_settings
-from worker.fleet.arq_worker import Worker
+from worker.protocol.arq_worker import Worker
 
 JOB_S = 0.3
 POLL_DELAY_S = 5.0  # far longer than a job: a slot that waited for the poll would show
