@@ -24,56 +24,13 @@ from worker.protocol.keys import (
     chat_sessions_key,
     user_session_prefix,
 )
+from worker.protocol.scripts import LuaScript
 from worker.protocol.session_ref import SessionRef
 
-# KEYS: the session's list, the user's session set. ARGV: user msg, answer msg,
-# session id, most messages kept, ttl ms, most bytes kept (0: no byte bound).
-# One round trip, atomic. The byte bound keeps the newest messages whose JSON
-# fits it (never fewer than this turn's two): no more than a hand-over sends.
-# Returns the Redis clock (s, us) as the list was read, then the list: the
-# hand-over's listed_at_us (worker.client.handover), so a list read before an erase stores nothing.
-_APPEND_TURN = """
-redis.call('RPUSH', KEYS[1], ARGV[1], ARGV[2])
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[4]), -1)
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('SADD', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local items = redis.call('LRANGE', KEYS[1], 0, -1)
-local max_bytes = tonumber(ARGV[6])
-if max_bytes > 0 then
-  local total, keep = 0, 0
-  for i = #items, 1, -1 do
-    total = total + string.len(items[i])
-    if total > max_bytes and keep >= 2 then break end
-    keep = keep + 1
-  end
-  if keep < #items then
-    redis.call('LTRIM', KEYS[1], -keep, -1)
-    items = redis.call('LRANGE', KEYS[1], 0, -1)
-  end
-end
-local time = redis.call('TIME')
-return {time[1], time[2], items}
-"""
-
-# KEYS: the user's session set. ARGV: the prefix of the user's session lists
-# (through the hash tag and ':'). Returns how many sessions went.
-_ERASE_USER = """
-local n = 0
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  n = n + redis.call('DEL', ARGV[1] .. sid)
-end
-redis.call('DEL', KEYS[1])
-return n
-"""
-
-
-# KEYS: the session's list. ARGV: the turn's user msg and answer msg, as appended.
-# Takes back the last occurrence of each (a turn whose hand-over was refused).
-_TAKE_BACK_TURN = """
-redis.call('LREM', KEYS[1], -1, ARGV[2])
-return redis.call('LREM', KEYS[1], -1, ARGV[1])
-"""
+# Each script opens with its KEYS and ARGV.
+_APPEND_TURN = LuaScript("api_stub", "chat_append_turn.lua")
+_ERASE_USER = LuaScript("api_stub", "chat_erase_user.lua")
+_TAKE_BACK_TURN = LuaScript("api_stub", "chat_take_back_turn.lua")
 
 
 def _item(role: str, content: str) -> str:
@@ -89,9 +46,7 @@ class ChatLog:
     """Appends turns and erases users' sessions, each in one atomic script call."""
 
     def __init__(self, redis: Any, *, max_messages: int, ttl_s: int) -> None:
-        self._append = redis.register_script(_APPEND_TURN)
-        self._erase = redis.register_script(_ERASE_USER)
-        self._take_back = redis.register_script(_TAKE_BACK_TURN)
+        self._redis = redis
         self._max_messages, self._ttl_ms = max_messages, ttl_s * 1000
 
     async def append_turn(
@@ -108,10 +63,10 @@ class ChatLog:
         max_bytes: int = 0,
     ) -> tuple[list[dict[str, str]], int]:
         """The list after this turn and when it was read (Redis clock, microseconds)."""
-        seconds, micros, raw = await self._append(
-            keys=[session_key(user_id, session_id), chat_sessions_key(user_id)],
-            args=[_item("user", content), _item("assistant", answer), session_id,
-                  self._max_messages, self._ttl_ms, max_bytes],
+        seconds, micros, raw = await _APPEND_TURN(
+            self._redis, [session_key(user_id, session_id), chat_sessions_key(user_id)],
+            [_item("user", content), _item("assistant", answer), session_id,
+             self._max_messages, self._ttl_ms, max_bytes],
         )
         return [json.loads(item) for item in raw], int(seconds) * 1_000_000 + int(micros)
 
@@ -119,13 +74,11 @@ class ChatLog:
                              answer: str) -> None:
         """Remove a turn ``append_turn`` stored (its hand-over was refused: the
         turn is refused as a whole and the client sends it again)."""
-        await self._take_back(keys=[session_key(user_id, session_id)],
-                              args=[_item("user", content), _item("assistant", answer)])
+        await _TAKE_BACK_TURN(self._redis, [session_key(user_id, session_id)],
+                              [_item("user", content), _item("assistant", answer)])
 
     async def erase_user(self, user_id: str) -> int:
         """Delete the user's sessions; how many went."""
-        count: int = await self._erase(
-            keys=[chat_sessions_key(user_id)],
-            args=[user_session_prefix(CHAT_SESSION_PREFIX, user_id)],
-        )
-        return count
+        count = await _ERASE_USER(self._redis, [chat_sessions_key(user_id)],
+                                  [user_session_prefix(CHAT_SESSION_PREFIX, user_id)])
+        return int(count)
