@@ -164,20 +164,56 @@ def test_settings_errors_are_reported_plainly(tmp_path: Path) -> None:
     assert "MEMFLEET_LLM_BASE_URL" in result.stderr
 
 
-async def test_the_demo_runs_against_an_openai_compatible_endpoint(
+def _demo_session(stdout: str, session: str) -> list[str]:
+    """The lines the demo printed under one session's heading."""
+    return stdout.split(f"\n{session}, with luna:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
+def _demo_knows(stdout: str) -> list[str]:
+    """The demo's last section, the facts' ids left out (a second run numbers anew)."""
+    section = stdout.split("What memfleet knows about demo-ada now:\n", 1)[1].splitlines()
+    return [line.split("] ", 1)[1] for line in section if line.startswith("  [")]
+
+
+async def test_the_demo_shows_each_turn_beside_what_memfleet_did_and_runs_again_from_nothing(
     settings: Settings, tmp_path: Path
 ) -> None:
+    """Offline first; then, as the README suggests, again against an OpenAI-compatible
+    endpoint: the second run erases what the first left and tells the same story."""
     from api_stub.llm_stub import StubServer
+
+    first = memfleet(worker_env(settings), "demo")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stderr == "", "the worker's per-job log lines stay out of the story"
+    assert "earlier run" not in first.stdout
+    assert first.stdout.count("+ added   ~ updated") == 1, "the legend, once"
+    assert _demo_session(first.stdout, "demo-thursday") == [
+        "  Ada: Quick update: we switched from Postgres to SQLite.",
+        "  Ada: Also, I moved to Lisbon last month.",
+        "  Ada: I'm flying to Tokyo on Friday. You can call me Ace, by the way.",
+        "  Ada: ok thanks",
+        "  memfleet: 7 new messages read, 4 facts found, committed",
+        "    ~ [3] Uses Postgres -> [5] Uses SQLite",
+        "    ~ [2] Lives in Berlin -> [6] Lives in Lisbon",
+        f"    + [7] {_demo_knows(first.stdout)[3].split('  (')[0]}",  # the plan, dated today
+        "    + [8] Wants this assistant to call them Ace  (with luna only)",
+    ]
+    assert _demo_session(first.stdout, "demo-next-week")[-3:] == [
+        "    - [5] Uses SQLite", "    + [9] Uses DuckDB", "    = 1 already known: nothing stored",
+    ]
 
     with StubServer(dim=settings.embed_dim) as stub:
         # The three variables of the README, with the stub standing in for the endpoint.
         env = worker_env(settings, llm_provider="openai", embed_provider="openai",
                          llm_base_url=stub.v1)
-        result = memfleet(env, "demo")
+        second = memfleet(env, "demo")
         recorded = stub.recorded()
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "[2] Lives in Berlin -> [6] Lives in Lisbon" in result.stdout
-    assert "Uses Postgres -> [5] Uses SQLite -> (no longer true)" in result.stdout
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert ("demo-ada has memory from an earlier run (10 facts, 4 runs): erased first,"
+            in second.stdout)
+    assert "~ [13] Uses Postgres -> [15] Uses SQLite" in second.stdout
+    assert _demo_knows(second.stdout) == _demo_knows(first.stdout)
+    assert len(_demo_knows(first.stdout)) == 7
     paths = {r["path"] for r in recorded}
     assert paths == {"/v1/chat/completions", "/v1/embeddings"}
 

@@ -15,5 +15,9 @@ def register(commands: Commands) -> None:
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.demo import run_demo
+    from worker.telemetry import configure_logging
 
+    # The worker's per-job log lines would break up the story the demo prints on
+    # stdout; warnings still reach stderr.
+    configure_logging("WARNING", http_requests=settings.log_http_requests)
     return asyncio.run(run_demo(resolve(settings)))

@@ -3,8 +3,10 @@ and memory follows: profile facts shared by both assistants, relationship facts 
 with each, a move dated to when it happened, a plan that expires by itself.
 
 Runs the real thing: migrate, hand each turn over as a chat server would, let a
-worker drain the queue, then print the active facts and every supersession
-chain. Running it again changes nothing: every slice was already processed.
+worker drain the queue after each session, and print each session's words beside
+what memfleet did with them, then what it knows. A demo user left by an earlier run
+is erased first, by the erase a user's "forget me" runs, so every run tells the same
+story (and a run against a real model is not hidden behind an earlier run's facts).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from typing import Any
 from redis.asyncio import Redis
 
 from worker.client.handover import schedule_memory_persistence
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.fleet.app import drain_queue
 from worker.memory_rules import Limits
+from worker.ops.privacy import erase_user
+from worker.store.fence_key import fence_keys
 from worker.store.migrate import migrate
 from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
@@ -56,50 +60,97 @@ AGENTS: dict[str, str] = {
     "demo-orion": "orion",
 }
 
+INTRO = f"""
+Ada ({USER}) talks with luna, then orion, over four sessions. Each of her messages
+is handed over to memfleet as a chat server would; after each session a worker
+drains the queue. Below, her words, then what memfleet did with them:
+  + added   ~ updated (the old fact stays, superseded)   - no longer true   = already known"""
 
-def supersession_chains(facts: list[FactRecord]) -> list[list[FactRecord]]:
-    """Each chain from its oldest superseded fact to the current one (or to a deletion)."""
-    by_id = {f.id: f for f in facts}
-    successors = {f.superseded_by for f in facts if f.superseded_by is not None}
-    chains = []
-    for fact in facts:
-        if fact.superseded_at is None or fact.id in successors:
-            continue  # start only from the oldest fact of a chain
-        chain = [fact]
-        while (next_id := chain[-1].superseded_by) is not None:
-            chain.append(by_id[next_id])
-        chains.append(chain)
-    return chains
+# A run's outcome, in words (worker.outcomes has them all).
+OUTCOME_WORDS = {
+    "empty": "nothing new to read",
+    "opted_out": f"memory is off for {USER}, nothing learned"
+                 f" (`memfleet consent enable --user {USER}` turns it on)",
+}
 
 
 def _scope(fact: FactRecord) -> str:
     return f"with {fact.agent_id} only" if fact.agent_id else "profile"
 
 
-def _print_report(facts: list[FactRecord], runs: list[dict[str, Any]]) -> None:
-    print("\nRuns (one audit row per job):")
-    for run in runs:
-        print(f"  {run['session_id']:<15} {run['outcome']:<9} slice={run['slice_len']:<2}"
-              f" candidates={run['candidates']:<2} +{run['added']} ~{run['updated']}"
-              f" -{run['deleted']} ={run['unchanged']}")
-    print(f"\nActive facts about {USER}:")
-    for fact in facts:
-        if fact.superseded_at is None:
-            print(f"  [{fact.id}] {fact.text}  ({_scope(fact)}, {fact.category},"
-                  f" importance {fact.importance}, from {fact.source_session_id})")
-    print("\nWhen facts hold (valid time) beside when memfleet learned them:")
-    for fact in facts:
-        valid_from = fact.valid_from or fact.observed_at
-        if fact.superseded_at is None and (valid_from.date() != fact.observed_at.date()
-                                           or fact.expires_at is not None):
-            expiry = f", expires {fact.expires_at.date()}" if fact.expires_at else ""
-            print(f"  [{fact.id}] {fact.text}: valid from {valid_from.date()},"
-                  f" learned {fact.observed_at.date()}{expiry}")
-    print("\nSupersession chains (nothing is overwritten or deleted):")
-    for chain in supersession_chains(facts):
-        steps = " -> ".join(f"[{f.id}] {f.text}" for f in chain)
-        ending = "" if chain[-1].superseded_at is None else " -> (no longer true)"
-        print(f"  {steps}{ending}")
+def _with(fact: FactRecord) -> str:
+    return f"  ({_scope(fact)})" if fact.agent_id else ""
+
+
+def fact_changes(before: dict[int, FactRecord], after: list[FactRecord]) -> list[str]:
+    """What the runs between two reads of the user's facts (superseded ones included)
+    did, one line a fact, marked as INTRO says."""
+    lines = []
+    for fact in after:
+        old = before.get(fact.id)
+        if old is None:
+            replaced = next((f for f in after if f.superseded_by == fact.id), None)
+            if replaced is None:
+                lines.append(f"+ [{fact.id}] {fact.text}{_with(fact)}")
+            else:
+                lines.append(f"~ [{replaced.id}] {replaced.text} -> [{fact.id}] {fact.text}"
+                             f"{_with(fact)}")
+        elif (old.superseded_at is None and fact.superseded_at is not None
+              and fact.superseded_by is None):
+            lines.append(f"- [{fact.id}] {fact.text}{_with(fact)}")
+    return lines
+
+
+def run_line(run: dict[str, Any]) -> str:
+    """One run (memory_run's row), in words."""
+    if run["outcome"] != "committed":
+        words = OUTCOME_WORDS.get(run["outcome"], "see `memfleet runs`")
+        return f"memfleet: {run['outcome']}, {words}"
+    held = f", {run['rejected']} held for the user" if run.get("rejected") else ""
+    return (f"memfleet: {_count(run['slice_len'], 'new message')} read,"
+            f" {_count(run['candidates'], 'fact')} found{held}, committed")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _known_line(fact: FactRecord) -> str:
+    when = []
+    valid_from = fact.valid_from or fact.observed_at
+    if valid_from.date() != fact.observed_at.date():
+        when.append(f"holds from {valid_from.date()}, learned {fact.observed_at.date()}")
+    if fact.expires_at is not None:
+        when.append(f"expires {fact.expires_at.date()}")
+    dates = "; " + ", ".join(when) if when else ""
+    return (f"  [{fact.id}] {fact.text}  ({_scope(fact)}, {fact.category},"
+            f" importance {fact.importance}{dates})")
+
+
+async def _erase_earlier_run(redis: Redis, store: PostgresStore, settings: Settings) -> None:
+    facts = await store.facts(USER, include_superseded=True, scope="all")
+    runs = await store.runs(USER)
+    if not facts and not runs:
+        return
+    await erase_user(redis, store, USER, queue_name=settings.queue_name)
+    print(f"\n{USER} has memory from an earlier run ({len(facts)} facts, {len(runs)} runs):"
+          f" erased first,\nas `memfleet consent erase --user {USER}` does, so this run"
+          " starts from nothing.")
+
+
+async def _hand_over_session(redis: Redis, settings: Settings, session_id: str,
+                             turns: list[tuple[str, str]]) -> None:
+    history: list[dict[str, Any]] = []
+    for role, content in turns:
+        history.append({"role": role, "content": content})
+        if role != "user":
+            continue
+        print(f"  Ada: {content}")
+        # What a chat server does after each turn: one fast hand-over call.
+        await schedule_memory_persistence(
+            redis, session_id, USER, list(history), limits=Limits.from_settings(settings),
+            queue_name=settings.queue_name, agent_id=AGENTS[session_id],
+        )
 
 
 async def run_demo(settings: Settings) -> int:
@@ -107,27 +158,36 @@ async def run_demo(settings: Settings) -> int:
     applied = await migrate(settings.database_url or "", embed_dim=settings.embed_dim)
     print("migrated: " + (", ".join(applied) if applied else "already up to date"))
     redis = Redis.from_url(settings.redis_url or "")
+    store = await PostgresStore.connect(
+        settings.database_url or "",
+        fences=fence_keys(secret(settings.erase_fence_key), settings.home_dir))
     try:
+        await _erase_earlier_run(redis, store, settings)
+        print(INTRO)
+        seen_runs = 0
         for session_id, turns in SESSIONS:
-            history: list[dict[str, Any]] = []
-            for role, content in turns:
-                history.append({"role": role, "content": content})
-                if role != "user":
-                    continue
-                # What a chat server does after answering: one fast hand-over call.
-                await schedule_memory_persistence(
-                    redis, session_id, USER, list(history), limits=Limits.from_settings(settings),
-                    queue_name=settings.queue_name, agent_id=AGENTS[session_id],
-                )
-            print(f"handed over {session_id}: {len(history)} messages; the worker drains...")
+            print(f"\n{session_id}, with {AGENTS[session_id]}:")
+            before = {f.id: f for f in await store.facts(USER, include_superseded=True,
+                                                         scope="all")}
+            await _hand_over_session(redis, settings, session_id, turns)
             await drain_queue(settings)
-    finally:
-        await redis.aclose()
-    store = await PostgresStore.connect(settings.database_url or "")
-    try:
-        facts = await store.facts(USER, include_superseded=True, scope="all")
-        runs = await store.runs(USER)
+            runs = await store.runs(USER)
+            new_runs, seen_runs = runs[seen_runs:], len(runs)
+            after = await store.facts(USER, include_superseded=True, scope="all")
+            for run in new_runs:
+                print(f"  {run_line(run)}")
+            for line in fact_changes(before, after):
+                print(f"    {line}")
+            if unchanged := sum(run["unchanged"] for run in new_runs):
+                print(f"    = {unchanged} already known: nothing stored")
+        print(f"\nWhat memfleet knows about {USER} now:")
+        known = [fact for fact in after if fact.superseded_at is None]
+        for fact in known:
+            print(_known_line(fact))
+        if not known:
+            print("  nothing")
+        print(f"Superseded facts stay as history: memfleet facts --user {USER} --all")
     finally:
         await store.aclose()
-    _print_report(facts, runs)
+        await redis.aclose()
     return 0
