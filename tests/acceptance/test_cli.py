@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -164,6 +165,25 @@ def test_settings_errors_are_reported_plainly(tmp_path: Path) -> None:
     assert "MEMFLEET_LLM_BASE_URL" in result.stderr
 
 
+def _readme_demo_excerpts() -> list[str]:
+    """README's demo output block, in the runs of lines between its "..." lines."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```\nAda (demo-ada) talks", 1)[1].split("\n```", 1)[0]
+    lines = ("Ada (demo-ada) talks" + block).splitlines()
+    excerpts, current = [], []
+    for line in [*lines, "..."]:
+        if line == "...":
+            excerpts.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    return [excerpt for excerpt in excerpts if excerpt]
+
+
+def _undated(text: str) -> str:
+    return re.sub(r"\d{4}-\d{2}-\d{2}", "YYYY-MM-DD", text)
+
+
 def _demo_session(stdout: str, session: str) -> list[str]:
     """The lines the demo printed under one session's heading."""
     return stdout.split(f"\n{session}, with luna:\n", 1)[1].split("\n\n", 1)[0].splitlines()
@@ -198,6 +218,9 @@ async def test_the_demo_shows_each_turn_beside_what_memfleet_did_and_runs_again_
         f"    + [7] {_demo_knows(first.stdout)[3].split('  (')[0]}",  # the plan, dated today
         "    + [8] Wants this assistant to call them Ace  (with luna only)",
     ]
+    excerpts = _readme_demo_excerpts()
+    assert len(excerpts) == 2, "the README shows what the demo prints"
+    assert all(_undated(excerpt) in _undated(first.stdout) for excerpt in excerpts)
     assert _demo_session(first.stdout, "demo-next-week")[-3:] == [
         "    - [5] Uses SQLite", "    + [9] Uses DuckDB", "    = 1 already known: nothing stored",
     ]
