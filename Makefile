@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv test demo trace bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -44,6 +44,10 @@ prometheus-tools:
 
 demo: $(STAMP)
 	$(VENV)/bin/memfleet demo
+
+# docs/trace.png from the spans of one real job (docs/observability.md, "A job's trace").
+trace: $(STAMP)
+	$(PY) deploy/observability/render_trace.py
 
 bench: $(STAMP)
 	$(PY) -m bench.run

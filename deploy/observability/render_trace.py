@@ -1,6 +1,6 @@
 """Render the trace of one memfleet job as a waterfall PNG (docs/trace.png).
 
-    .venv/bin/python deploy/observability/render_trace.py [--out docs/trace.png]
+    make trace    # or: .venv/bin/python deploy/observability/render_trace.py [--out PATH]
 
 Runs for real, in this process: throwaway embedded PostgreSQL (pgvector) and
 Redis-compatible servers in a temporary directory, the openai providers
@@ -14,13 +14,15 @@ The stub answers in microseconds, which would make the LLM calls invisible
 next to PostgreSQL; ``--llm-latency-ms`` (default 600 for chat, a quarter of
 it for embeddings) delays its answers so the picture has the proportions of
 a hosted model. The title says so. ``--llm-latency-ms 0`` draws the
-pipeline's own overhead alone.
+pipeline's own overhead alone. The stage order in the title is read from the
+spans (``stage_order``), so the picture cannot name an order the job did not run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,7 +43,7 @@ from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from worker.fleet.app import build_worker
 from worker.store.migrate import migrate
-from worker.telemetry import setup_telemetry
+from worker.telemetry import configure_logging, setup_telemetry
 
 DIM = 256
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +96,21 @@ async def capture(
     spans = list(exporter.get_finished_spans())
     (producer,) = [s for s in spans if s.kind is SpanKind.PRODUCER]
     return [s for s in spans if s is not producer], producer
+
+
+def stage_order(spans: Sequence[ReadableSpan]) -> str:
+    """The job's stages as they ran: ``▸`` one after another, ``‖`` beside the stage that
+    started the step (a stage that starts before that one ends)."""
+    stages = sorted((s for s in spans if s.name.startswith("memfleet.")),
+                    key=lambda s: s.start_time or 0)
+    steps: list[list[ReadableSpan]] = []
+    for span in stages:
+        if steps and (span.start_time or 0) < (steps[-1][0].end_time or 0):
+            steps[-1].append(span)
+        else:
+            steps.append([span])
+    return " ▸ ".join(" ‖ ".join(s.name.removeprefix("memfleet.") for s in step)
+                      for step in steps)
 
 
 # ---- drawing -------------------------------------------------------------------------------
@@ -206,8 +223,8 @@ def draw(rows: list[Row], producer: ReadableSpan, out: Path, subtitle: str) -> N
                         "PostgreSQL query", "error"],
               loc="upper center", bbox_to_anchor=(0.5, -0.1), fontsize=8, frameon=False,
               ncol=6)
-    ax.set_title(f"One memfleet job: hand-over, then lock ▸ cursor ▸ extract ▸ embed ▸ "
-                 f"consolidate ▸ persist ▸ summary\n{subtitle}", fontsize=10, loc="left")
+    ax.set_title(f"One memfleet job: hand-over, then {stage_order([r.span for r in rows])}"
+                 f"  (‖: at the same time)\n{subtitle}", fontsize=10, loc="left")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
@@ -215,6 +232,7 @@ def draw(rows: list[Row], producer: ReadableSpan, out: Path, subtitle: str) -> N
 
 
 async def main_async(out: Path, latency_ms: int) -> None:
+    configure_logging("WARNING")  # the workers' per-job lines are not this command's output
     with tempfile.TemporaryDirectory(prefix="memfleet-trace-") as tmp, \
             StubServer(dim=DIM) as stub:
         pg = EmbeddedPostgres(Path(tmp) / "pg", durable=False)
@@ -230,6 +248,7 @@ async def main_async(out: Path, latency_ms: int) -> None:
                     embed_provider="openai", embed_base_url=stub.v1,
                     extract_model="gpt-4o-mini", consolidate_model="gpt-4o-mini",
                     summary_every_user_turns=1,
+                    erase_fence_key=secrets.token_hex(32),  # a throwaway fleet's own
                 )
                 spans, producer = await capture(settings, stub, latency_ms)
             finally:
@@ -240,7 +259,7 @@ async def main_async(out: Path, latency_ms: int) -> None:
                 + (f" answering after {latency_ms} ms (chat) / {latency_ms // 4} ms (embeddings)"
                    if latency_ms else " answering at once"))
     draw(ordered(spans), producer, out, subtitle)
-    print(f"wrote {out} ({len(spans) + 1} spans)")
+    print(f"wrote {out} ({len(spans) + 1} spans): {stage_order(spans)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
