@@ -232,7 +232,7 @@ async def test_the_demo_shows_each_turn_beside_what_memfleet_did_and_runs_again_
         second = memfleet(env, "demo")
         recorded = stub.recorded()
     assert second.returncode == 0, second.stderr[-3000:]
-    assert ("demo-ada has memory from an earlier run (10 facts, 4 runs): erased first,"
+    assert ("An earlier run left demo-ada's memory behind (10 facts, 4 runs): erased first,"
             in second.stdout)
     assert "~ [13] Uses Postgres -> [15] Uses SQLite" in second.stdout
     assert _demo_knows(second.stdout) == _demo_knows(first.stdout)

@@ -133,7 +133,7 @@ async def _erase_earlier_run(redis: Redis, store: PostgresStore, settings: Setti
     if not facts and not runs:
         return
     await erase_user(redis, store, USER, queue_name=settings.queue_name)
-    print(f"\n{USER} has memory from an earlier run ({len(facts)} facts, {len(runs)} runs):"
+    print(f"\nAn earlier run left {USER}'s memory behind ({len(facts)} facts, {len(runs)} runs):"
           f" erased first,\nas `memfleet consent erase --user {USER}` does, so this run"
           " starts from nothing.")
 
