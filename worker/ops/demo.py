@@ -5,8 +5,8 @@ with each, a move dated to when it happened, a plan that expires by itself.
 Runs the real thing: migrate, hand each turn over as a chat server would, let a
 worker drain the queue after each session, and print each session's words beside
 what memfleet did with them, then what it knows. A demo user left by an earlier run
-is erased first, by the erase a user's "forget me" runs, so every run tells the same
-story (and a run against a real model is not hidden behind an earlier run's facts).
+is erased first, by the real erase (`memfleet consent erase`), so every run tells the
+same story (and a run against a real model is not hidden behind an earlier run's facts).
 """
 
 from __future__ import annotations
