@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 
 from redis.asyncio import Redis
 
@@ -27,7 +28,12 @@ def register(commands: Commands) -> None:
     webhook.add_argument("--url", help="the receiver (default: MEMFLEET_WEBHOOK_URL)")
     webhook.add_argument("--consumer", help="this sender's stable name (default: the host)")
     webhook.add_argument("--from-start", action="store_true",
-                         help="a new sender starts from the oldest event kept, not from now")
+                         help="send every event kept again, from the oldest (the group's "
+                              "position moves back, for every sender of the fleet; a one-off: "
+                              "leave it out of the service's command line)")
+    webhook.add_argument("--from-event", metavar="ID",
+                         help="send every event from event ID on again (the id in the body, "
+                              "as the receiver got it), like --from-start")
     webhook.add_argument("--unsigned", action="store_true",
                          help="send deliveries unsigned (default: MEMFLEET_WEBHOOK_SECRET "
                               "is required; MEMFLEET_WEBHOOK_UNSIGNED=true does the same)")
@@ -72,6 +78,7 @@ def cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     from worker.config import secret
     from worker.fleet.webhook import deliver_forever, webhook_target
+    from worker.fleet.webhook_start import place_group, receiver_host_warning, replay_of, start_line
     from worker.ops.preflight import check_redis
     from worker.protocol import keys
     from worker.telemetry import configure_logging
@@ -79,18 +86,25 @@ def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     url = args.url or settings.webhook_url
     if not url:
         raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
-    # Checked before any server is started: a URL or a secret that cannot work fails now.
+    # Checked before any server is started: a URL, a secret, a host name or a start
+    # that cannot work fails now.
+    replay = replay_of(args.from_start, args.from_event)
     target = webhook_target(url, secret(settings.webhook_secret),
                             unsigned=args.unsigned or settings.webhook_unsigned)
+    host_warning = receiver_host_warning(target.url)
+    if host_warning:
+        print(host_warning, file=sys.stderr, flush=True)
     configure_logging(args.log_level, http_requests=settings.log_http_requests)
     settings = resolve(settings, database=False)
     asyncio.run(check_redis(settings))
 
     async def go() -> None:
         redis = Redis.from_url(settings.redis_url or "")
+        events_key = keys.events_key(settings.queue_name)
         try:
-            await deliver_forever(redis, keys.events_key(settings.queue_name), target,
-                                  consumer=args.consumer, start="0" if args.from_start else "$")
+            where = await place_group(redis, events_key, replay)
+            print(start_line(target, where), file=sys.stderr, flush=True)
+            await deliver_forever(redis, events_key, target, consumer=args.consumer)
         finally:
             await redis.aclose()
 

@@ -17,7 +17,8 @@ dead. Receivers deduplicate by the body's ``id`` (signed; the
   ``verify``, within a 5-minute tolerance). A secret (MEMFLEET_WEBHOOK_SECRET)
   is required unless unsigned deliveries are chosen (``--unsigned``,
   MEMFLEET_WEBHOOK_UNSIGNED); a URL that cannot be posted to is refused at
-  start, never tried forever.
+  start, never tried forever (worker.fleet.webhook_start: the checks at start, the
+  receiver's host name, and where the group starts or replays from).
 - Log lines name the receiver by its redacted URL (worker.log_redaction).
 - The body holds the event's fields only: a session stand-in, a hand-over
   number, counts and a time; never an id or text.
@@ -26,14 +27,15 @@ dead. Receivers deduplicate by the body's ``id`` (signed; the
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import re
 import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
 import structlog
-from redis.exceptions import ResponseError
 
 from worker.errors import ConfigurationError
 from worker.log_redaction import redact_url
@@ -50,6 +52,8 @@ CLAIM_IDLE_MS = 60_000
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
 _AWAY = frozenset({408, 429})
+# A DNS name's label (RFC 1123; "_" too, as container networks name services with it).
+_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +64,19 @@ class WebhookTarget:
 
 
 def webhook_target(url: str, secret: str | None, *, unsigned: bool) -> WebhookTarget:
-    """The receiver, checked before anything is sent: an http(s) URL with a host, and a
-    secret unless unsigned deliveries were chosen. ConfigurationError otherwise (its
-    message never quotes the URL or the secret)."""
+    """The receiver, checked before anything is sent: an http(s) URL with a host name or
+    address and a valid port, and a secret unless unsigned deliveries were chosen.
+    ConfigurationError otherwise (its message never quotes the URL or the secret)."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
         parsed = None
-    if (parsed is None or parsed.scheme not in ("http", "https") or not parsed.host
-            or not 0 < (parsed.port or 80) < 65536):
+    if (parsed is None or parsed.scheme not in ("http", "https")
+            or not host_name_or_address(parsed.raw_host)
+            or (parsed.port is not None and not 0 < parsed.port < 65536)):
         raise ConfigurationError("the webhook URL (--url or MEMFLEET_WEBHOOK_URL) must be "
-                                 "an http:// or https:// URL with a host")
+                                 "an http:// or https:// URL with a host (a DNS name or an IP "
+                                 "address) and a port from 1 to 65535")
     if unsigned and secret:
         raise ConfigurationError("MEMFLEET_WEBHOOK_SECRET is set and unsigned deliveries "
                                  "were asked for (--unsigned or MEMFLEET_WEBHOOK_UNSIGNED): "
@@ -83,6 +89,19 @@ def webhook_target(url: str, secret: str | None, *, unsigned: bool) -> WebhookTa
         raise ConfigurationError(f"MEMFLEET_WEBHOOK_SECRET must be at least "
                                  f"{MIN_SECRET_CHARS} characters")
     return WebhookTarget(url, secret or None)
+
+
+def host_name_or_address(raw_host: bytes) -> bool:
+    """An IP address, or a DNS name (IDNA-encoded by httpx) a resolver could be asked for:
+    not ``exa mple.com``, ``ho$t``, ``-bad-`` or ``...``, which httpx lets through."""
+    host = raw_host.decode("ascii", "replace")
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    return 0 < len(host) <= 253 and all(_LABEL.fullmatch(label) for label in labels)
 
 
 def body_of(event: CommitEvent) -> bytes:
@@ -119,14 +138,6 @@ async def post(http: httpx.AsyncClient, target: WebhookTarget, event: CommitEven
         delay = min(delay * 2, BACKOFF_MAX_S)
 
 
-async def ensure_group(redis: Any, events_key: str, start: str) -> None:
-    try:
-        await redis.xgroup_create(events_key, GROUP, id=start, mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
-
-
 def _parse(entries: Any) -> list[CommitEvent]:
     return [CommitEvent.parse(entry_id, fields) for entry_id, fields in entries or [] if fields]
 
@@ -150,14 +161,12 @@ async def next_events(redis: Any, events_key: str, consumer: str, *,
 
 
 async def deliver_forever(redis: Any, events_key: str, target: WebhookTarget, *,
-                          consumer: str | None = None, start: str = "$") -> None:
-    """Deliver events until cancelled; ``start``: where a new group begins ("0": all kept)."""
+                          consumer: str | None = None) -> None:
+    """Deliver events until cancelled, from where the group is
+    (worker.fleet.webhook_start.place_group creates or moves it first)."""
     consumer = consumer or socket.gethostname()
-    await ensure_group(redis, events_key, start)
     log.info("delivering commit events", receiver=redact_url(target.url),
              signed=target.secret is not None, consumer=consumer)
-    if target.secret is None:
-        log.warning("deliveries are unsigned (chosen): receivers cannot tell them from forgeries")
     async with httpx.AsyncClient() as http:
         while True:
             for event in await next_events(redis, events_key, consumer):

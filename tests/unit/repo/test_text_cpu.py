@@ -62,9 +62,10 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/pipeline/extract.py", "worker/store/imports.py", "worker/store/memory.py",
     "worker/log_redaction.py",  # every log line, whatever an exception quoted
 }
-OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log
+OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log,
+    # an operator's webhook URL and event id
     "worker/embedded/postgres.py", "worker/embedded/redis.py", "worker/store/queries.py",
-    "worker/store/migrate.py",
+    "worker/store/migrate.py", "worker/fleet/webhook.py", "worker/fleet/webhook_start.py",
 }
 
 
