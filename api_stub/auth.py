@@ -7,13 +7,15 @@ that does not verify: bad signature or algorithm, a required claim missing or
 of the wrong type (``exp``, ``iat``, ``sub``; ``aud`` and ``iss`` when
 configured), expired or not yet valid beyond MEMFLEET_JWT_LEEWAY_S, living
 longer than MEMFLEET_JWT_MAX_LIFETIME_S. The reason goes back in the
-challenge's ``error_description`` and the JSON detail: fixed words, never the
-token nor a claim's value. 403: a valid token of another user. Neither says
-anything about the other user's facts.
+challenge's ``error_description`` and the JSON detail, and into the log with its
+class (``memfleet.api.auth``, INFO): fixed words, never the token nor a claim's
+value. 403: a valid token of another user. Neither says anything about the
+other user's facts.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ ALGORITHM = "HS256"
 # RFC 7518 section 3.2: an HS256 key is at least as long as the hash (32 bytes).
 MIN_SECRET_BYTES = 32
 DEFAULT_LEEWAY_S = 30.0
+
+log = logging.getLogger("memfleet.api.auth")
 
 _bearer = HTTPBearer(auto_error=False, description="HS256 JWT; `sub` is the user id.")
 
@@ -70,9 +74,29 @@ class AuthConfig:
                    issuer=settings.jwt_issuer, leeway_s=settings.jwt_leeway_s)
 
 
+# The classes of InvalidToken (its ``kind``), for the log: one word each to count by.
+MALFORMED = "malformed"
+BAD_SIGNATURE = "bad_signature"
+MISSING_CLAIM = "missing_claim"
+BAD_CLAIM = "bad_claim"  # a claim of the wrong type or shape
+WRONG_AUDIENCE = "wrong_audience"
+WRONG_ISSUER = "wrong_issuer"
+EXPIRED = "expired"
+NOT_YET_VALID = "not_yet_valid"  # iat or nbf after now + leeway
+LIFETIME_OVER_CAP = "lifetime_over_cap"
+
+
 class InvalidToken(Exception):
     """The token does not verify. The message is the reason in fixed words (safe to send
-    back and to log): never the token, never a claim's value."""
+    back and to log): never the token, never a claim's value; ``kind`` its class."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
+def _missing(name: str) -> InvalidToken:
+    return InvalidToken(MISSING_CLAIM, f"the {name} claim is missing")
 
 
 def issue_token(
@@ -96,11 +120,12 @@ def _signed_claims(config: AuthConfig, token: str) -> dict[str, Any]:
             options=_SIGNATURE_ONLY,
         )
     except jwt.InvalidSignatureError:
-        raise InvalidToken("the signature does not verify") from None
+        raise InvalidToken(BAD_SIGNATURE, "the signature does not verify with the API's key"
+                           " (MEMFLEET_JWT_SECRET)") from None
     except jwt.InvalidAlgorithmError:
-        raise InvalidToken(f"the algorithm is not {ALGORITHM}") from None
+        raise InvalidToken(MALFORMED, f"the algorithm is not {ALGORITHM}") from None
     except jwt.PyJWTError:
-        raise InvalidToken("the token is not a well-formed JWT") from None
+        raise InvalidToken(MALFORMED, "the token is not a well-formed JWT") from None
     return claims
 
 
@@ -109,10 +134,10 @@ def _numeric_date(claims: dict[str, Any], name: str) -> float:
     an infinity or NaN is no date."""
     value = claims.get(name)
     if value is None:
-        raise InvalidToken(f"the {name} claim is missing")
+        raise _missing(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or \
             not math.isfinite(value):
-        raise InvalidToken(f"the {name} claim is not a number of seconds")
+        raise InvalidToken(BAD_CLAIM, f"the {name} claim is not a number of seconds")
     return float(value)
 
 
@@ -120,15 +145,16 @@ def _check_audience(config: AuthConfig, claims: dict[str, Any]) -> None:
     aud = claims.get("aud")
     if config.audience is None:
         if aud is not None:  # a token meant for some other service
-            raise InvalidToken("the token names an audience and none is expected")
+            raise InvalidToken(WRONG_AUDIENCE,
+                               "the token names an audience and none is expected")
         return
     if aud is None:
-        raise InvalidToken("the aud claim is missing")
+        raise _missing("aud")
     audiences = [aud] if isinstance(aud, str) else aud
     if not isinstance(audiences, list) or not all(isinstance(a, str) for a in audiences):
-        raise InvalidToken("the aud claim is not a string or a list of strings")
+        raise InvalidToken(BAD_CLAIM, "the aud claim is not a string or a list of strings")
     if config.audience not in audiences:
-        raise InvalidToken("the token is for another audience")
+        raise InvalidToken(WRONG_AUDIENCE, "the token is for another audience")
 
 
 def _check_issuer(config: AuthConfig, claims: dict[str, Any]) -> None:
@@ -136,11 +162,11 @@ def _check_issuer(config: AuthConfig, claims: dict[str, Any]) -> None:
         return
     iss = claims.get("iss")
     if iss is None:
-        raise InvalidToken("the iss claim is missing")
+        raise _missing("iss")
     if not isinstance(iss, str):
-        raise InvalidToken("the iss claim is not a string")
+        raise InvalidToken(BAD_CLAIM, "the iss claim is not a string")
     if iss != config.issuer:
-        raise InvalidToken("the token is from another issuer")
+        raise InvalidToken(WRONG_ISSUER, "the token is from another issuer")
 
 
 def verify_token(config: AuthConfig, token: str, *, now: float | None = None) -> str:
@@ -151,20 +177,21 @@ def verify_token(config: AuthConfig, token: str, *, now: float | None = None) ->
     not_before = _numeric_date(claims, "nbf") if "nbf" in claims else None
     subject = claims.get("sub")
     if subject is None:
-        raise InvalidToken("the sub claim is missing")
+        raise _missing("sub")
     if not isinstance(subject, str) or id_fault(subject, MAX_ID_CHARS) is not None:
-        raise InvalidToken("the sub claim is no valid user id")
+        raise InvalidToken(BAD_CLAIM, "the sub claim is no valid user id")
     _check_audience(config, claims)
     _check_issuer(config, claims)
     at = time.time() if now is None else now
     if expires <= at - config.leeway_s:
-        raise InvalidToken("the token has expired")
+        raise InvalidToken(EXPIRED, "the token has expired")
     if issued > at + config.leeway_s:
-        raise InvalidToken("the token is issued in the future")
+        raise InvalidToken(NOT_YET_VALID, "the token is issued in the future")
     if not_before is not None and not_before > at + config.leeway_s:
-        raise InvalidToken("the token is not valid yet")
+        raise InvalidToken(NOT_YET_VALID, "the token is not valid yet")
     if expires - issued > config.max_lifetime_s:
-        raise InvalidToken("the token lives longer than the maximum lifetime")
+        raise InvalidToken(LIFETIME_OVER_CAP, "the token's lifetime (exp - iat) is over the"
+                           " cap, MEMFLEET_JWT_MAX_LIFETIME_S")
     return subject
 
 
@@ -189,11 +216,14 @@ async def token_subject(
 ) -> str:
     """The verified subject of the request's bearer token, or 401."""
     if credentials is None:
+        log.info("memory API: 401: no bearer token")
         raise _unauthorized(None)
     config: AuthConfig = request.app.state.auth
     try:
         return verify_token(config, credentials.credentials)
     except InvalidToken as exc:
+        # The class and the fixed words; the access log's line names the route.
+        log.info("memory API: 401 invalid_token (%s): %s", exc.kind, exc)
         raise _unauthorized(str(exc)) from None
 
 

@@ -1,7 +1,8 @@
 """The chat stand-in: what a chat server's turn looks like with memfleet done right.
 
 1. store the user's message in the session's list,
-2. read memory into the prompt (the read path) and answer (canned here, after
+2. read memory into the prompt (the read path: nothing while the user's memory
+   is off) and answer (canned here, after
    ``MEMFLEET_CHAT_ANSWER_MS`` as a model's answer would take),
    in the session ``session_id`` of the token's user (each user numbers their
    own sessions),
@@ -88,7 +89,8 @@ async def chat_turn(
         facts = await known_facts(deps.memory, deps.providers.embedder, user_id,
                                   query=body.content, top_k=deps.settings.read_top_k,
                                   embedders=deps.providers.embedder_for,
-                                  agent_id=body.agent_id)
+                                  agent_id=body.agent_id,
+                                  memory_default=deps.settings.memory_default)
     except StoreError:
         # Memory is an extra: the turn goes on without it.
         log.warning("chat: memory read failed; answering without it")

@@ -260,16 +260,20 @@ async def search(
     "/known-facts",
     response_model=KnownFacts,
     responses={**AUTH_RESPONSES, **error_responses(503)},
-    summary="The read path over HTTP: the system-prompt block of known facts",
+    summary="The read path over HTTP: the system-prompt block of known facts (empty "
+            "while the user's memory is off)",
 )
 async def known_facts_route(
     request: Request, user_id: AuthedUser, q: OptionalQuery = None,
     scope: ScopeQuery = "both", agent_id: AgentQuery = None,
 ) -> KnownFacts:
     deps = _deps(request)
+    # A prompt's read: empty while the user's memory is off (the routes above still
+    # show the user what is kept, until they forget it).
     facts = await known_facts(deps.memory, deps.providers.embedder, user_id, query=q,
                               top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
-                              embedders=deps.providers.embedder_for)
+                              embedders=deps.providers.embedder_for,
+                              memory_default=deps.settings.memory_default)
     return KnownFacts(block=format_block(facts), count=len(facts))
 
 

@@ -9,7 +9,10 @@ All active facts while a user has few; the top-k most relevant to the query
 (hybrid search: meaning and words, fused by Reciprocal Rank Fusion) when they
 have more. Every read takes a scope and an agent (docs/memory_model.md): by
 default the user's profile and, given ``agent_id``, that agent's relationship
-facts; never another agent's. Nothing here writes.
+facts; never another agent's. A user whose memory is off gets nothing here
+(their choice, else the fleet's default MEMFLEET_MEMORY_DEFAULT, read in the same
+statement as the facts; docs/memory_model.md, "Consent"): the block is empty,
+and their words go to no embeddings call. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from worker.memory_rules import CATEGORY_ORDER, MemoryScope
 from worker.providers.base import Embedder, EmbedderFactory
 from worker.store.base import MemoryStore
 from worker.store.postgres import PostgresStore, StoreOrPool, memory_store
-from worker.store.types import FactRecord
+from worker.store.types import ConsentGate, FactRecord
 
 if TYPE_CHECKING:
     from worker.config import Settings
@@ -91,18 +94,22 @@ async def search_facts(
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
     embedders: EmbedderFactory | None = None,
+    consent_gate: ConsentGate | None = None,
 ) -> list[SearchHit]:
     """The user's top-k facts for ``query``: semantic and lexical top-k, RRF-fused; of
     the active ones, or of those true at ``valid_at`` or believed at ``known_at``.
-    Equal scores go to the more trusted fact (confidence), then the smaller id."""
+    Equal scores go to the more trusted fact (confidence), then the smaller id.
+    ``consent_gate`` (a read for a prompt): nothing while the user's memory is off."""
     store = memory_store(store_or_pool)
     if scope == "none":
         return []  # no embeddings call for nothing
+    if consent_gate is not None and not await remembered(store, user_id, consent_gate):
+        return []  # nor for a user who turned memory off (the search checks it again)
     embedder = await query_embedder(store, embedder, user_id, embedders)
     answer = await embedder.embed([query])
     ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
                                 scope=scope, agent_id=agent_id, valid_at=valid_at,
-                                known_at=known_at)
+                                known_at=known_at, consent_gate=consent_gate)
     by_id = {hit.fact.id: hit for hit in ranked}
     semantic = sorted((h for h in ranked if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
     lexical = sorted((h for h in ranked if h.lexical_rank), key=lambda h: h.lexical_rank or 0)
@@ -112,6 +119,12 @@ async def search_facts(
         SearchHit(by_id[i].fact, score, by_id[i].semantic_rank, by_id[i].lexical_rank)
         for i, score in fused[:top_k]
     ]
+
+
+async def remembered(store: MemoryStore, user_id: str, gate: ConsentGate) -> bool:
+    """Whether the user's memory is on: their own choice, else the gate's default."""
+    chosen = await store.consent(user_id)
+    return gate.memory_default if chosen is None else chosen
 
 
 async def query_embedder(
@@ -170,9 +183,11 @@ async def known_facts(
     scope: MemoryScope = "both",
     agent_id: str | None = None,
     embedders: EmbedderFactory | None = None,
+    memory_default: bool = True,
 ) -> list[FactRecord]:
     """All active facts of ``scope``, or the top_k most relevant to ``query`` when the
-    user has more.
+    user has more; none while the user's memory is off (their choice, else
+    ``memory_default``: the fleet's MEMFLEET_MEMORY_DEFAULT).
 
     Without a query or a top_k every active fact is returned. With both, a user
     with at most top_k facts still gets them all (no embeddings call).
@@ -182,13 +197,17 @@ async def known_facts(
         raise ValueError("top_k must be at least 1")
     if scope == "none":
         return []
+    # Each read checks consent in its own statement: memory off, each finds nothing
+    # (a count of 0 takes the no-search branch, so no embeddings call either).
+    gate = ConsentGate(memory_default)
     if query is None or not query.strip() or top_k is None:
-        facts = await store.facts(user_id, scope=scope, agent_id=agent_id)
+        facts = await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
         return facts if top_k is None else facts[-top_k:]  # the newest when no query
-    if await store.count_active(user_id, scope=scope, agent_id=agent_id) <= top_k:
-        return await store.facts(user_id, scope=scope, agent_id=agent_id)
+    if await store.count_active(user_id, scope=scope, agent_id=agent_id,
+                                consent_gate=gate) <= top_k:
+        return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
     hits = await search_facts(store, embedder, user_id, query, top_k=top_k, scope=scope,
-                              agent_id=agent_id, embedders=embedders)
+                              agent_id=agent_id, embedders=embedders, consent_gate=gate)
     return [hit.fact for hit in hits]
 
 
@@ -201,11 +220,14 @@ async def known_facts_block(
     top_k: int | None = None,
     scope: MemoryScope = "both",
     agent_id: str | None = None,
+    memory_default: bool = True,
 ) -> str:
     """The "known facts about the user" block for a new session's system prompt ("" if
-    none): the profile, and the relationship with ``agent_id`` when given."""
+    none, or while the user's memory is off): the profile, and the relationship with
+    ``agent_id`` when given."""
     return format_block(await known_facts(store_or_pool, embedder, user_id, query=query,
-                                          top_k=top_k, scope=scope, agent_id=agent_id))
+                                          top_k=top_k, scope=scope, agent_id=agent_id,
+                                          memory_default=memory_default))
 
 
 class _Embedders:
@@ -245,17 +267,20 @@ class MemoryReader:
 
     A chat server opens one at start (``open_reader`` or ``from_settings``, which
     own a PostgreSQL pool and the embedder of the settings) and closes it at the
-    end; tests and the memory API build one on a store of their own. Nothing here
-    writes.
+    end; tests and the memory API build one on a store of their own. Its reads are
+    for prompts: nothing while the user's memory is off. Nothing here writes.
     """
 
     def __init__(
         self, store: MemoryStore, embedder: Embedder, *,
-        embedders: EmbedderFactory | None = None,
+        embedders: EmbedderFactory | None = None, memory_default: bool = True,
     ) -> None:
         """``embedders``: builds the embedder of another (model, dimension), for users whose
-        facts were moved to one; without it, every query goes through ``embedder``."""
+        facts were moved to one; without it, every query goes through ``embedder``.
+        ``memory_default``: whether a user who never chose has memory on
+        (MEMFLEET_MEMORY_DEFAULT; ``from_settings`` takes the settings')."""
         self.store, self.embedder, self.embedders = store, embedder, embedders
+        self.memory_default = memory_default
         self._owned: list[Any] = []  # what aclose closes: what from_settings opened
 
     @classmethod
@@ -273,7 +298,8 @@ class MemoryReader:
         except BaseException:
             await embedders.aclose()
             raise
-        reader = cls(store, embedders.default, embedders=embedders)
+        reader = cls(store, embedders.default, embedders=embedders,
+                     memory_default=settings.memory_default)
         reader._owned = [store, embedders]
         return reader
 
@@ -309,17 +335,20 @@ class MemoryReader:
     ) -> list[FactRecord]:
         """The facts of ``known_facts_block``, as records."""
         return await known_facts(self.store, self.embedder, user_id, query=query, top_k=top_k,
-                                 scope=scope, agent_id=agent_id, embedders=self.embedders)
+                                 scope=scope, agent_id=agent_id, embedders=self.embedders,
+                                 memory_default=self.memory_default)
 
     async def search(
         self, user_id: str, query: str, *, top_k: int, scope: MemoryScope = "both",
         agent_id: str | None = None, valid_at: datetime | None = None,
         known_at: datetime | None = None,
     ) -> list[SearchHit]:
-        """The user's top-k facts for ``query`` (``search_facts``)."""
+        """The user's top-k facts for ``query`` (``search_facts``); none while the
+        user's memory is off."""
         return await search_facts(self.store, self.embedder, user_id, query, top_k=top_k,
                                   scope=scope, agent_id=agent_id, valid_at=valid_at,
-                                  known_at=known_at, embedders=self.embedders)
+                                  known_at=known_at, embedders=self.embedders,
+                                  consent_gate=ConsentGate(self.memory_default))
 
 
 @asynccontextmanager

@@ -11,6 +11,7 @@ import pytest
 from tests.contract.test_store_contract import Store, advance, commit, insert, vec
 from worker.errors import UserVersionConflict
 from worker.store.types import (
+    ConsentGate,
     ExistingRow,
     FactTerms,
     HoldProposal,
@@ -179,3 +180,33 @@ async def test_a_pinned_fact_is_not_superseded_and_held_proposals_are_read(
         == (jazz.id, "UPDATE", "pinned", "Likes blues", "s1")
     assert held["run_id"] is not None and held["proposed_at"] is not None
     assert await store.held_proposals("u2") == []
+
+
+async def test_a_consent_gated_read_finds_nothing_while_memory_is_off(store: Store) -> None:
+    """Reads for a prompt (consent_gate) find nothing while the user's memory is off;
+    the user's own view (no gate) still shows what is kept; another user is untouched."""
+    await store.add_fact("u1", profile("Lives in Lisbon"))
+    await store.add_fact("u2", profile("Lives in Porto"))
+    gate = ConsentGate(memory_default=True)
+
+    async def gated(user: str) -> tuple[list[str], int, list[str], list[str]]:
+        listed = sorted(f.text for f in await store.facts(user, consent_gate=gate))
+        hits = await store.search(user, vec(0), "Lives", 10, consent_gate=gate)
+        as_of = await store.search(user, vec(0), "Lives", 10, consent_gate=gate,
+                                   known_at=datetime.now(UTC) + timedelta(seconds=1))
+        return (listed, await store.count_active(user, consent_gate=gate),
+                sorted(h.fact.text for h in hits), sorted(h.fact.text for h in as_of))
+
+    on = (["Lives in Lisbon"], 1, ["Lives in Lisbon"], ["Lives in Lisbon"])
+    assert await gated("u1") == on
+    await store.set_consent("u1", False)
+    assert await gated("u1") == ([], 0, [], [])
+    assert await texts(store) == ["Lives in Lisbon"], "the user's own view still shows it"
+    assert await texts(store, include_superseded=True) == ["Lives in Lisbon"]
+    assert await texts(store, "u2", consent_gate=gate) == ["Lives in Porto"]
+    await store.set_consent("u1", True)
+    assert await gated("u1") == on
+    # A user who never chose follows the fleet's default.
+    assert await texts(store, "u2", consent_gate=ConsentGate(memory_default=False)) == []
+    assert await texts(store, "u1", consent_gate=ConsentGate(memory_default=False)) == [
+        "Lives in Lisbon"], "an explicit choice outranks the default"

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from worker.memory_rules import MemoryScope
 from worker.store.types import (
+    ConsentGate,
     Erasure,
     ExportSection,
     FactRecord,
@@ -69,18 +70,20 @@ class MemoryStore(Protocol):
     async def facts(
         self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
         agent_id: str | None = None, valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        known_at: datetime | None = None, consent_gate: ConsentGate | None = None,
     ) -> list[FactRecord]:
         """Active, unexpired facts of ``scope`` oldest observation first; with superseded
         ones, by id. ``scope``: profile facts, the relationship facts of ``agent_id``
         (none without one), both, or none; another agent's never. ``valid_at``: the
         rows true then, by what is known now; ``known_at``: the rows believed then
         (docs/memory_model.md, "Time"); one of the two, without include_superseded
-        (ValueError otherwise)."""
+        (ValueError otherwise). ``consent_gate``: none while the user's memory is off,
+        read in the same statement (reads for a prompt)."""
         ...
 
     async def count_active(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
     ) -> int: ...
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
@@ -98,9 +101,10 @@ class MemoryStore(Protocol):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
+        consent_gate: ConsentGate | None = None,
     ) -> list[RankedFact]:
         """Top-k facts by meaning and by words, with their rank in each list: of the
-        rows ``facts`` returns for the same scope, agent and time."""
+        rows ``facts`` returns for the same scope, agent, time and consent gate."""
         ...
 
     async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:

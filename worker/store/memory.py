@@ -30,6 +30,7 @@ from worker.outcomes import Outcome
 from worker.store import visibility
 from worker.store.types import (
     PROFILE,
+    ConsentGate,
     CursorState,
     Erasure,
     ExistingRow,
@@ -163,10 +164,13 @@ class InMemoryStore:
     async def facts(
         self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
         agent_id: str | None = None, valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        known_at: datetime | None = None, consent_gate: ConsentGate | None = None,
     ) -> list[FactRecord]:
         check_read(scope, include_superseded=include_superseded, valid_at=valid_at,
                    known_at=known_at)
+        if consent_gate is not None and not self.consents.get(user_id,
+                                                              consent_gate.memory_default):
+            return []
         facts = [r.fact for r in self.rows.values()
                  if r.fact.user_id == user_id and visibility.in_scope(r.fact, scope, agent_id)]
         if include_superseded:
@@ -176,9 +180,11 @@ class InMemoryStore:
                       key=lambda f: (f.observed_at, f.id))
 
     async def count_active(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
     ) -> int:
-        return len(await self.facts(user_id, scope=scope, agent_id=agent_id))
+        return len(await self.facts(user_id, scope=scope, agent_id=agent_id,
+                                    consent_gate=consent_gate))
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         row = self.rows.get(fact_id)
@@ -211,9 +217,11 @@ class InMemoryStore:
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
+        consent_gate: ConsentGate | None = None,
     ) -> list[RankedFact]:
         visible = {f.id for f in await self.facts(user_id, scope=scope, agent_id=agent_id,
-                                                  valid_at=valid_at, known_at=known_at)}
+                                                  valid_at=valid_at, known_at=known_at,
+                                                  consent_gate=consent_gate)}
         active = [self.rows[i] for i in sorted(visible)]
         query = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         semantic = sorted((r for r in active if r.fact.embedding_dim == len(query)),

@@ -26,6 +26,7 @@ from worker.store.pool import PooledStore
 from worker.store.run_commit import commit_arguments, flat_json
 from worker.store.translate import PG_ERRORS, commit_error, status_count, store_error, translated
 from worker.store.types import (
+    ConsentGate,
     CursorState,
     Erasure,
     FactRecord,
@@ -56,6 +57,11 @@ class _Missing(Exception):
 
 def _fact(row: Any) -> FactRecord:
     return FactRecord(**{name: row[name] for name in _FACT_COLUMNS})
+
+
+def _gate(consent_gate: ConsentGate | None) -> bool | None:
+    # The SQL's gate parameter: NULL reads regardless of consent.
+    return None if consent_gate is None else consent_gate.memory_default
 
 
 # What the read path takes: a store, or an asyncpg pool.
@@ -174,7 +180,7 @@ class PostgresStore(PooledStore):
     async def facts(
         self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
         agent_id: str | None = None, valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        known_at: datetime | None = None, consent_gate: ConsentGate | None = None,
     ) -> list[FactRecord]:
         check_read(scope, include_superseded=include_superseded, valid_at=valid_at,
                    known_at=known_at)
@@ -186,18 +192,20 @@ class PostgresStore(PooledStore):
         else:
             name = "all_facts" if include_superseded else "active_facts"
         async with translated("reading facts"):
-            rows = await self._pool.fetch(self._facts[name], user_id, scope, agent_id, *extra)
+            rows = await self._pool.fetch(self._facts[name], user_id, scope, agent_id, *extra,
+                                          _gate(consent_gate))
         return [_fact(row) for row in rows]
 
     async def count_active(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
     ) -> int:
         check_read(scope)
         if scope == "none":
             return 0
         async with translated("counting facts"):
             count: int = await self._pool.fetchval(self._api["count_active"], user_id, scope,
-                                                   agent_id)
+                                                   agent_id, _gate(consent_gate))
         return count
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
@@ -219,6 +227,7 @@ class PostgresStore(PooledStore):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
+        consent_gate: ConsentGate | None = None,
     ) -> list[RankedFact]:
         """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
         check_read(scope, valid_at=valid_at, known_at=known_at)
@@ -230,6 +239,7 @@ class PostgresStore(PooledStore):
             rows = await self._pool.fetch(
                 self._api["search_as_of" if as_of else "search"], user_id,
                 HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *extra,
+                _gate(consent_gate),
             )
         return [RankedFact(_fact(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 

@@ -37,6 +37,16 @@ class SessionRead:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsentGate:
+    """A read that finds nothing while the user's memory is off: their own choice
+    (user_memory_consent), else ``memory_default`` (MEMFLEET_MEMORY_DEFAULT), checked
+    in the read's own statement. Reads that feed a model take one; the user's own
+    view of what is kept (list, chain, export) does not."""
+
+    memory_default: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Erasure:
     """An erase in PostgreSQL: the user's rows go, and a fence against hand-overs
     numbered up to ``erased_seq`` (the Redis clock when the user's hand-overs were

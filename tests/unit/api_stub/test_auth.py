@@ -6,13 +6,16 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 import warnings
 
 import jwt
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
-from api_stub.auth import AuthConfig, InvalidToken, issue_token, verify_token
+from api_stub.auth import AuthConfig, InvalidToken, TokenSubject, issue_token, verify_token
 from worker.config import Settings
 from worker.errors import ConfigurationError
 
@@ -150,3 +153,105 @@ def test_settings_carry_issuer_and_leeway() -> None:
     config = AuthConfig.from_settings(Settings(jwt_secret=SECRET, jwt_issuer="chat",
                                                jwt_leeway_s=5))
     assert (config.issuer, config.leeway_s) == ("chat", 5)
+
+
+# -- the 401 a client gets, and the line the server logs, per reason class ----------
+
+def _app(config: AuthConfig) -> FastAPI:
+    """The dependency the API's routes take, on an app with nothing else."""
+    app = FastAPI()
+    app.state.auth = config
+
+    @app.get("/whoami")
+    async def whoami(subject: TokenSubject) -> dict[str, str]:
+        return {"sub": subject}
+
+    return app
+
+
+LIVE = int(time.time())
+AUD_CONFIG = AuthConfig(SECRET, audience="memfleet")
+_OK = {"sub": "ada", "iat": LIVE, "exp": LIVE + 600, "aud": "memfleet"}
+
+
+@pytest.mark.parametrize(("token", "kind", "description"), [
+    (_signed({"sub": "ada", "exp": LIVE + 600, "aud": "memfleet"}), "missing_claim",
+     "the iat claim is missing"),
+    (_signed({"sub": "ada", "iat": LIVE, "aud": "memfleet"}), "missing_claim",
+     "the exp claim is missing"),
+    (_signed({"sub": "ada", "iat": LIVE, "exp": LIVE + 600}), "missing_claim",
+     "the aud claim is missing"),
+    (_signed({**_OK, "exp": LIVE + 86_401}), "lifetime_over_cap",
+     "the token's lifetime (exp - iat) is over the cap, MEMFLEET_JWT_MAX_LIFETIME_S"),
+    (_signed({**_OK, "iat": LIVE - 7200, "exp": LIVE - 3600}), "expired",
+     "the token has expired"),
+    (_signed(_OK, "another-secret-that-is-long-enough!!"), "bad_signature",
+     "the signature does not verify with the API's key (MEMFLEET_JWT_SECRET)"),
+    (_signed({**_OK, "aud": "elsewhere"}), "wrong_audience",
+     "the token is for another audience"),
+    ("not-a-jwt", "malformed", "the token is not a well-formed JWT"),
+    (_signed({**_OK, "exp": str(LIVE + 600)}), "bad_claim",
+     "the exp claim is not a number of seconds"),
+])
+def test_each_reason_is_a_401_that_names_it_and_the_server_logs_its_class(
+    token: str, kind: str, description: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="memfleet.api.auth"), \
+            TestClient(_app(AUD_CONFIG)) as client:
+        resp = client.get("/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"] == (
+        f'Bearer error="invalid_token", error_description="{description}"')
+    assert resp.json() == {"detail": f"a valid bearer token is required: {description}"}
+    lines = [r.getMessage() for r in caplog.records if r.name == "memfleet.api.auth"]
+    assert lines == [f"memory API: 401 invalid_token ({kind}): {description}"]
+    # Neither the token nor a claim's value goes back or into the log.
+    for said in (resp.text, resp.headers["www-authenticate"], *lines):
+        assert token not in said and "ada" not in said and str(LIVE) not in said
+        assert "elsewhere" not in said
+    # RFC 6750 section 3: error_description is printable ASCII without " or \.
+    assert all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in description)
+
+
+def test_a_valid_token_passes_and_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="memfleet.api.auth"), \
+            TestClient(_app(AUD_CONFIG)) as client:
+        resp = client.get("/whoami", headers={"Authorization": f"Bearer {_signed(_OK)}"})
+    assert resp.status_code == 200 and resp.json() == {"sub": "ada"}
+    assert not [r for r in caplog.records if r.name == "memfleet.api.auth"]
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Basic YWRhOnB3"}])
+def test_no_bearer_token_is_the_rfcs_bare_challenge(
+    headers: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """RFC 6750 section 3.1: a request without authentication gets no error code."""
+    with caplog.at_level(logging.INFO, logger="memfleet.api.auth"), \
+            TestClient(_app(AUD_CONFIG)) as client:
+        resp = client.get("/whoami", headers=headers)
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"] == "Bearer"
+    assert resp.json() == {"detail": "a valid bearer token is required"}
+    assert [r.getMessage() for r in caplog.records if r.name == "memfleet.api.auth"] == [
+        "memory API: 401: no bearer token"]
+
+
+@pytest.mark.parametrize(("claims", "kind"), [
+    ({"iat": NOW + 60}, "not_yet_valid"),
+    ({"nbf": NOW + 60}, "not_yet_valid"),
+    ({"iss": None}, "missing_claim"),
+    ({"iss": "elsewhere"}, "wrong_issuer"),
+    ({"sub": ""}, "bad_claim"),
+    ({"alg": "none"}, "malformed"),
+])
+def test_every_refusal_has_a_class(claims: dict[str, object], kind: str) -> None:
+    config = AuthConfig(SECRET, audience="memfleet", issuer="chat", leeway_s=0)
+    valid = {"sub": "ada", "iat": NOW, "exp": NOW + 600, "aud": "memfleet", "iss": "chat"}
+    assert verify_token(config, _signed(valid), now=NOW) == "ada"
+    if claims == {"alg": "none"}:
+        token = jwt.encode(valid, None, algorithm="none")
+    else:
+        token = _signed({k: v for k, v in {**valid, **claims}.items() if v is not None})
+    with pytest.raises(InvalidToken) as caught:
+        verify_token(config, token, now=NOW)
+    assert caught.value.kind == kind

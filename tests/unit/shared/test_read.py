@@ -14,6 +14,7 @@ from worker.providers.base import Answer, Usage
 from worker.read import (
     BLOCK_HEADER,
     RRF_K,
+    MemoryReader,
     format_block,
     known_facts,
     known_facts_block,
@@ -178,3 +179,44 @@ async def test_the_read_path_takes_a_scope_and_an_agent() -> None:
     calls = embedder.calls
     assert await search_facts(store, embedder, "u", "Lisbon", top_k=3, scope="none") == []
     assert embedder.calls == calls, "nothing to read: no embeddings call"
+
+
+async def test_memory_off_the_prompt_reads_are_empty_and_embed_nothing() -> None:
+    """Every read for a prompt (known_facts, the block, the reader's search) is empty
+    while the user's memory is off, and sends their words to no embeddings call."""
+    store = InMemoryStore()
+    for i, text in enumerate(("Lives in Lisbon", "Plays the cello", "Likes jazz")):
+        await _add(store, text, _vec(i))
+    embedder = FixedEmbedder(_vec(1))  # meaning and words both rank the cello first
+    reader = MemoryReader(store, embedder)
+    everything = ["Likes jazz", "Lives in Lisbon", "Plays the cello"]
+
+    async def prompt_reads() -> tuple[list[str], list[str], str, list[str]]:
+        every = sorted(f.text for f in await reader.known_facts("u"))
+        searched = sorted(f.text for f in await reader.known_facts("u", query="cello", top_k=1))
+        hits = sorted(h.fact.text for h in await reader.search("u", "cello", top_k=5))
+        return every, searched, await reader.known_facts_block("u"), hits
+
+    every, searched, block, hits = await prompt_reads()
+    assert every == everything and searched == ["Plays the cello"] and hits == everything
+    assert "Lives in Lisbon" in block
+    await store.set_consent("u", False)
+    calls = embedder.calls
+    assert await prompt_reads() == ([], [], "", [])
+    assert await known_facts_block(store, embedder, "u", query="cello", top_k=1) == ""
+    assert embedder.calls == calls, "memory off: the user's words go to no model"
+    # The user's own view is not a prompt: it still shows what is kept.
+    assert sorted(f.text for f in await store.facts("u")) == everything
+    assert len(await search_facts(store, embedder, "u", "cello", top_k=5)) == 3
+    await store.set_consent("u", True)
+    assert (await prompt_reads())[:3] == (every, searched, block)
+
+
+async def test_a_user_who_never_chose_follows_the_fleets_default() -> None:
+    store = InMemoryStore()
+    await _add(store, "Lives in Lisbon", _vec(0))
+    embedder = FixedEmbedder(_vec(0))
+    assert await known_facts(store, embedder, "u", memory_default=False) == []
+    assert await MemoryReader(store, embedder, memory_default=False).known_facts("u") == []
+    await store.set_consent("u", True)
+    assert len(await known_facts(store, embedder, "u", memory_default=False)) == 1

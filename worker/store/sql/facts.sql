@@ -6,6 +6,11 @@
 -- every row of the user for all.
 -- worker/store/visibility.py says the same in Python.
 
+-- Each also takes a consent gate (its last parameter, worker.store.types.ConsentGate):
+-- NULL reads regardless of consent (the user's own view); true or false (the fleet's
+-- default, for a user who never chose) finds no row while the user's memory is off,
+-- read in the same statement, so a switch never meets a read half way.
+
 -- name: active_facts
 -- Expired rows are skipped before the expiry pass supersedes them.
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
@@ -16,6 +21,8 @@ WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
            AND $2::text IN ('relationship', 'both')))
+  AND ($4::boolean IS NULL
+       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
 ORDER BY observed_at, id;
 
 -- name: all_facts
@@ -27,6 +34,8 @@ WHERE user_id = $1
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
            AND $2::text IN ('relationship', 'both')))
+  AND ($4::boolean IS NULL
+       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
 ORDER BY id;
 
 -- name: facts_as_of
@@ -50,6 +59,8 @@ WHERE user_id = $1
   AND ($5::timestamptz IS NULL
        OR (observed_at <= $5 AND coalesce(superseded_at, 'infinity') > $5
            AND coalesce(expires_at, 'infinity') > $5))
+  AND ($6::boolean IS NULL
+       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $6))
 ORDER BY observed_at, id;
 
 -- name: runs_for_session

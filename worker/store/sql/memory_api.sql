@@ -79,8 +79,9 @@ ORDER BY id;
 -- the 'simple' tsvector), each with its rank; fused by RRF in Python.
 -- $3 is a websearch_to_tsquery string of the query's words joined by " or ".
 -- Visible: active and unexpired, of the scope ($6) and agent ($7) asked, as in
--- facts.sql. Meaning ranks only rows of the query's dimension ($5): while a
--- re-embed moves the user, the others cannot be compared.
+-- facts.sql, and behind its consent gate ($8). Meaning ranks only rows of the
+-- query's dimension ($5): while a re-embed moves the user, the others cannot be
+-- compared.
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
@@ -88,6 +89,8 @@ WITH visible AS NOT MATERIALIZED (
           AND ($6::text = 'all' OR (scope = 'profile' AND $6::text IN ('profile', 'both'))
                OR (scope = 'relationship' AND agent_id = $7::text
                    AND $6::text IN ('relationship', 'both')))
+          AND ($8::boolean IS NULL OR coalesce(
+                   (SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $8))
 ),
 semantic AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
@@ -121,7 +124,7 @@ WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM l
 
 -- name: search_as_of
 -- The same over the rows of an "as of" read (facts.sql facts_as_of): true at $8,
--- or believed at $9.
+-- or believed at $9; the consent gate is $10.
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
@@ -134,6 +137,8 @@ WITH visible AS NOT MATERIALIZED (
           AND ($6::text = 'all' OR (scope = 'profile' AND $6::text IN ('profile', 'both'))
                OR (scope = 'relationship' AND agent_id = $7::text
                    AND $6::text IN ('relationship', 'both')))
+          AND ($10::boolean IS NULL OR coalesce(
+                   (SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $10))
 ),
 semantic AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
@@ -166,11 +171,14 @@ LEFT JOIN lexical AS l ON l.id = f.id
 WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM lexical);
 
 -- name: count_active
+-- $4: the consent gate, as in facts.sql.
 SELECT count(*) FROM memory_fact
 WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
        OR (scope = 'relationship' AND agent_id = $3::text
-           AND $2::text IN ('relationship', 'both')));
+           AND $2::text IN ('relationship', 'both')))
+  AND ($4::boolean IS NULL
+       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4));
 
 -- name: set_pinned
 -- The user pins or unpins an active, unexpired fact; consolidation then holds
