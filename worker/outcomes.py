@@ -4,8 +4,8 @@ or the fleet, stored and exported as is.
 The values are a contract. They are the ``outcome`` column of ``memory_run``,
 the ``outcome`` label of ``memfleet_jobs_total`` (the dashboard and the alerts
 select on them), the commit event's ``outcome`` field, the job's result in
-ARQ, and what ``memfleet runs --outcome`` filters on: renaming one leaves
-stored rows, panels and alerts behind (tests/unit/fleet/test_outcomes.py).
+ARQ, and what ``memfleet runs --outcome`` filters dead letters on: renaming one
+leaves stored rows, panels and alerts behind (tests/unit/fleet/test_outcomes.py).
 
 The pipeline ends the runs it gets through (worker.pipeline.persist) and the
 fleet ends the jobs it does not (worker.fleet.job), so the enum stands beside
@@ -42,13 +42,25 @@ class Outcome(StrEnum):
 # `memfleet runs` lists by default and the MemfleetDeadLetters alert counts.
 DEAD_LETTERS = (Outcome.FAILED, Outcome.SKIPPED, Outcome.INVALID, Outcome.ERROR)
 
+# Outcomes of the runs that moved their session's cursor (memfleet_commit_run writes
+# the run's row with the move): the first such run after a dead letter resolves it.
+CURSOR_MOVES = (Outcome.COMMITTED, Outcome.SKIPPED, Outcome.OPTED_OUT)
 
-def parse_outcomes(text: str) -> list[Outcome]:
-    """Comma-separated outcome names (``memfleet runs --outcome``); an unknown one is
-    refused, since it would match no row and look like an empty list."""
+# The runs that tried a slice and stored nothing: a dead letter's attempts (ARQ's
+# retried tries included).
+ATTEMPTS = (*DEAD_LETTERS, Outcome.RETRY)
+
+
+def parse_dead_letter_outcomes(text: str) -> list[Outcome]:
+    """Comma-separated dead-letter outcome names (``memfleet runs --outcome``); any
+    other name is refused, since it would match nothing and look like an empty list."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    known = {outcome.value for outcome in Outcome}
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise MemfleetError(f"unknown outcome {unknown[0]!r} (one of: {', '.join(Outcome)})")
+    valid = ", ".join(DEAD_LETTERS)
+    if not names:
+        raise MemfleetError(f"--outcome names no outcome (one of: {valid})")
+    for name in names:
+        if name not in {outcome.value for outcome in Outcome}:
+            raise MemfleetError(f"unknown outcome {name!r} (one of: {valid})")
+        if name not in {outcome.value for outcome in DEAD_LETTERS}:
+            raise MemfleetError(f"{name!r} is not a dead-letter outcome (one of: {valid})")
     return [Outcome(name) for name in names]

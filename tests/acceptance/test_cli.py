@@ -16,9 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
+from redis.asyncio import Redis
 
 from tests.helpers import worker_env
 from worker.config import Settings
+from worker.protocol import keys
+from worker.protocol.session_ref import SessionRef
 from worker.store.migrate import default_schema_dir
 
 # Commands that only read arguments, the environment and the servers, print and
@@ -254,7 +257,7 @@ async def test_dead_letters_are_listed_and_their_sessions_driven_again(
             "MEMFLEET_MAX_TRIES": "1"}
     assert memfleet(down, "worker", "--burst").returncode == 0
     (dead,) = json.loads(memfleet(env, "runs", "--json").stdout)
-    assert (dead["session_id"], dead["outcome"]) == ("s1", "failed")
+    assert (dead["session_id"], dead["outcome"], dead["status"]) == ("s1", "failed", "open")
     assert "ProviderUnavailable" in dead["error"]
     assert "I live in Porto" not in memfleet(env, "runs").stdout, "no user content"
 
@@ -263,11 +266,31 @@ async def test_dead_letters_are_listed_and_their_sessions_driven_again(
     assert memfleet(env, "worker", "--burst").returncode == 0
     active = json.loads(memfleet(env, "facts", "--user", "u1", "--json").stdout)
     assert [f["text"] for f in active] == ["Lives in Porto"]
-    assert memfleet(env, "retry", "--failed").stdout == "", "nothing failed any more"
-    gone = memfleet(env, "retry", "--session", "never-handed-over", "--user", "u1")
-    assert gone.returncode == 1 and "no hand-over in Redis" in gone.stdout
+    nothing = memfleet(env, "retry", "--failed")
+    assert (nothing.returncode, nothing.stdout) == (0, ""), "nothing failed any more"
+    assert nothing.stderr == "memfleet: no open dead letter ended failed: nothing to retry\n"
+    healthy = memfleet(env, "retry", "--session", "s1", "--user", "u1")
+    assert healthy.returncode == 0 and healthy.stdout.startswith("u1 s1: healthy: ")
+    # Its hand-over gone from Redis (a week on): a failure stays open, and says so.
+    memfleet(env, "enqueue", "--session", "s2", "--user", "u1",
+             "--messages", write_messages(tmp_path / "b.json", said))
+    assert memfleet(down, "worker", "--burst").returncode == 0
+    await _forget_handovers(settings)
+    gone = memfleet(env, "retry", "--session", "s2", "--user", "u1")
+    assert gone.returncode == 1 and gone.stdout.startswith("u1 s2: no hand-over in Redis")
+    typo = memfleet(env, "retry", "--session", "never-handed-over", "--user", "u1")
+    assert typo.returncode == 2 and typo.stderr.startswith("memfleet: no run recorded")
     alone = memfleet(env, "retry", "--session", "s1")
     assert alone.returncode == 2 and "needs --user" in alone.stderr
+
+
+async def _forget_handovers(settings: Settings) -> None:
+    """As a week without a hand-over leaves session s2 of u1."""
+    redis = Redis.from_url(settings.redis_url or "")
+    try:
+        await redis.delete(keys.handover_key(SessionRef("u1", "s2")))
+    finally:
+        await redis.aclose()
 
 
 def test_an_embedded_server_starts_only_where_its_own_url_is_unset(

@@ -31,6 +31,7 @@ from worker.store.postgres import PostgresStore
 from worker.store.types import (
     CursorAdvance,
     CursorState,
+    DeadLetter,
     Erasure,
     ExistingRow,
     InsertFact,
@@ -308,14 +309,14 @@ async def test_an_erase_takes_the_users_runs_alone_and_strips_late_rows(
         await store.record_run(replace(run_row("s1", outcome="invalid"), user_id=None))
     counts = await store.erase_user(Erasure("u1", erased_seq=5))
     assert counts["memory_run"] == 2
-    assert [(r["user_id"], r["session_id"]) for r in await store.runs_by_outcome(
-        ["invalid"], 10)] == [(None, None), ("u2", "s1")]
+    assert [(d.user_id, d.session_id) for d in await store.dead_letters(
+        ["invalid"], include_resolved=True)] == [(None, None), ("u2", "s1")]
     assert len(await store.runs("u2", session_id="s1")) == 1
     # A run of a hand-over the erase cleared, recorded after it, keeps no id.
     await store.record_run(replace(run_row("s1", outcome="failed"), handover_seq=5))
     await store.record_run(replace(run_row("s2", outcome="failed"), handover_seq=6))
-    failed = await store.runs_by_outcome(["failed"], 10)
-    assert [(r["user_id"], r["session_id"]) for r in failed] == [("u1", "s2"), (None, None)]
+    failed = await store.dead_letters(["failed"], include_resolved=True)
+    assert [(d.user_id, d.session_id) for d in failed] == [("u1", "s2"), (None, None)]
 
 
 async def test_two_users_keep_their_own_cursor_of_one_session_id(store: Store) -> None:
@@ -347,20 +348,48 @@ async def test_memory_turned_off_refuses_every_commit_but_an_opted_out_one(store
     assert (await store.erase_user(Erasure("u2", erased_seq=1)))["user_memory_consent"] == 1
 
 
-async def test_dead_letters_newest_first_and_sessions_whose_latest_run_failed(
+async def test_a_dead_letter_is_one_per_point_of_its_session_whatever_its_attempts(
     store: Store,
 ) -> None:
-    await store.record_run(run_row("a", outcome="failed"))
-    await store.record_run(run_row("a", outcome="committed"))  # retried and done
-    await store.record_run(run_row("b", outcome="skipped"))
-    await store.record_run(run_row("c", outcome="retry"))
-    await store.record_run(run_row("c", outcome="failed"))
+    # a: a failed hand-over, queued again and failed again (ARQ's try, a retry), then
+    # committed past; then a new failure at the next point, still open.
+    for outcome in ["committed", "retry", "failed", "deferred", "failed", "committed",
+                    "failed"]:
+        await store.record_run(run_row("a", outcome=outcome))
+    await store.record_run(run_row("b", outcome="skipped"))  # moved past by its own run
+    await store.record_run(run_row("c", outcome="error"))
+    await store.record_run(run_row("c", outcome="empty"))  # moves nothing: still open
     await store.record_run(replace(run_row(outcome="invalid"), session_id=None, user_id=None))
-    dead = await store.runs_by_outcome(["failed", "skipped", "invalid"], 10)
-    assert [(r["session_id"], r["outcome"]) for r in dead] == [
-        (None, "invalid"), ("c", "failed"), ("b", "skipped"), ("a", "failed")]
-    assert [r["outcome"] for r in await store.runs_by_outcome(["failed"], 1)] == ["failed"]
-    assert await store.failed_sessions() == [("u1", "c")]
+    await store.record_run(run_row("a", user="u2", outcome="failed"))  # another user's a
+    await store.record_run(run_row("d", outcome="opted_out"))  # no dead letter at all
+
+    def seen(letters: list[DeadLetter]) -> list[tuple[Any, ...]]:
+        return [(d.user_id, d.session_id, d.status, d.outcome, d.attempts, d.resolved_by)
+                for d in letters]
+
+    assert seen(await store.dead_letters()) == [
+        ("u2", "a", "open", "failed", 1, None),
+        ("u1", "c", "open", "error", 1, None),
+        ("u1", "a", "open", "failed", 1, None)]
+    history = await store.dead_letters(include_resolved=True)
+    assert seen(history) == [
+        ("u2", "a", "open", "failed", 1, None),
+        (None, None, "no_session", "invalid", 1, None),
+        ("u1", "c", "open", "error", 1, None),
+        ("u1", "b", "resolved", "skipped", 1, "skipped"),
+        ("u1", "a", "open", "failed", 1, None),
+        ("u1", "a", "resolved", "failed", 3, "committed")]
+    first = history[-1]
+    assert first.first_failed_at <= first.last_failed_at <= (first.resolved_at or NOW)
+    assert seen(await store.dead_letters(["error", "skipped"], include_resolved=True)) == [
+        ("u1", "c", "open", "error", 1, None), ("u1", "b", "resolved", "skipped", 1, "skipped")]
+    assert seen(await store.dead_letters(limit=1)) == [("u2", "a", "open", "failed", 1, None)]
+    assert seen(await store.dead_letters(include_resolved=True, session=("u1", "a"))) == [
+        ("u1", "a", "open", "failed", 1, None),
+        ("u1", "a", "resolved", "failed", 3, "committed")]
+    assert await store.dead_letters(session=("u1", "d")) == []
+    await store.record_run(run_row("a", outcome="committed"))
+    assert seen(await store.dead_letters(["failed"])) == [("u2", "a", "open", "failed", 1, None)]
 
 
 async def test_a_user_moved_to_another_model_is_ranked_only_on_that_model(store: Store) -> None:

@@ -16,6 +16,13 @@ worker throughput, and are changed here:
   (``worker/protocol/lua/start_job.lua``) does the same checks and the same write,
   atomically, in one.
 
+ARQ's summary (``shutdown on ... ◆ N jobs complete ◆ N failed ◆ ...``) counts a
+job that returned as complete. memfleet's job returns its ending rather than
+raise it, so a job that gave its session up (``failed``, ``invalid``: a dead
+letter) is counted here among the failed instead; ARQ's retries are untouched.
+And the summary's "ongoing" counts the tasks still running, not those that
+finished since the last poll.
+
 In burst mode (``memfleet worker --burst``, the tests' drain; ``poll_delay=0``)
 ARQ polls again at once until the queue is empty, a busy loop of Redis commands
 while the queue holds only jobs not due yet (deferred: a busy session, the
@@ -25,20 +32,27 @@ the earliest queued job is due, at most ``BURST_MAX_WAIT_S`` and at least
 ``BURST_MIN_WAIT_S``. The burst still ends as soon as the queue is empty.
 
 ``_poll_iteration``, ``start_jobs``, ``run_job``, ``_jobs_started``,
-``_release_sem_dec_counter_on_complete``, ``sem``, ``tasks``, ``job_counter``
-and ``in_progress_timeout_s`` are ARQ internals (arq 0.28, pinned); this module
-and worker.protocol.queue are the only ones that touch them (ARQ's key names:
-worker.protocol.keys).
+``_release_sem_dec_counter_on_complete``, ``sem``, ``tasks``, ``job_counter``,
+``functions``, ``jobs_complete``, ``jobs_failed``, ``handle_sig``,
+``handle_sig_wait_for_completion`` and ``in_progress_timeout_s`` are ARQ
+internals (arq 0.28, pinned); this module and worker.protocol.queue are the only
+ones that touch them (ARQ's key names: worker.protocol.keys).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
+from signal import Signals
+from typing import Any
 
+from arq.typing import WorkerCoroutine
 from arq.utils import timestamp_ms
+from arq.worker import Function
 from arq.worker import Worker as ArqWorker
 
+from worker.outcomes import Outcome
 from worker.protocol import keys
 from worker.protocol.replies import as_text
 from worker.protocol.scripts import LuaScript
@@ -48,8 +62,55 @@ BURST_MAX_WAIT_S = 0.5
 
 _START_JOB = LuaScript("worker.protocol.lua", "start_job.lua")
 
+# Endings a job returns (its result's ``outcome``) that ARQ's summary counts as
+# failed: the session given up (worker.fleet.retry_policy.GIVEN_UP). An ``error``
+# is raised, and ARQ counts it failed by itself.
+FAILED_RESULTS = frozenset({Outcome.FAILED, Outcome.INVALID})
+
 
 class Worker(ArqWorker):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gave_up: set[str] = set()  # ids of jobs that returned a FAILED_RESULTS ending
+        for name, function in self.functions.items():
+            if type(function) is Function:  # a cron job has no ending to read
+                self.functions[name] = replace(function,
+                                               coroutine=self._noting_failures(function.coroutine))
+
+    def _noting_failures(self, coroutine: WorkerCoroutine) -> WorkerCoroutine:
+        async def job(ctx: dict[Any, Any], *args: Any, **kwargs: Any) -> Any:
+            result = await coroutine(ctx, *args, **kwargs)
+            if isinstance(result, dict) and result.get("outcome") in FAILED_RESULTS:
+                self._gave_up.add(ctx["job_id"])
+            return result
+
+        return job
+
+    async def run_job(self, job_id: str, score: int) -> None:
+        try:
+            await super().run_job(job_id, score)
+        finally:
+            if job_id in self._gave_up:
+                # ARQ counted it complete as it returned: the summary's failed count it.
+                self._gave_up.discard(job_id)
+                self.jobs_complete -= 1
+                self.jobs_failed += 1
+
+    def handle_sig(self, signum: Signals) -> None:
+        self._drop_finished_tasks()
+        super().handle_sig(signum)
+
+    def handle_sig_wait_for_completion(self, signum: Signals) -> None:
+        self._drop_finished_tasks()
+        super().handle_sig_wait_for_completion(signum)
+
+    def _drop_finished_tasks(self) -> None:
+        """What ARQ's poll drops (a finished task) before its summary counts the tasks as
+        ongoing; one whose run_job raised stays, for ARQ to raise at close."""
+        for job_id, task in list(self.tasks.items()):
+            if task.done() and not task.cancelled() and task.exception() is None:
+                del self.tasks[job_id]
+
     async def _poll_iteration(self) -> None:
         if self.burst:
             started = self._jobs_started()

@@ -17,8 +17,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from worker.memory_rules import MemoryScope
+from worker.outcomes import DEAD_LETTERS
 from worker.store.types import (
     ConsentGate,
+    DeadLetter,
     Erasure,
     ExportSection,
     FactRecord,
@@ -144,12 +146,13 @@ class MemoryStore(Protocol):
         """Audit rows of the user, or of one of their sessions, oldest first."""
         ...
 
-    async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
-        """The newest audit rows with one of ``outcomes``, newest first (for operators)."""
-        ...
-
-    async def failed_sessions(self) -> list[tuple[str, str]]:
-        """(user id, session id) of the sessions whose latest run ended ``failed``."""
+    async def dead_letters(
+        self, outcomes: Sequence[str] = DEAD_LETTERS, *, include_resolved: bool = False,
+        limit: int | None = None, session: tuple[str, str] | None = None,
+    ) -> list[DeadLetter]:
+        """Dead letters whose latest run ended with one of ``outcomes``, newest first: the
+        open ones, or every one with ``include_resolved`` (those naming no session
+        too); of one (user id, session id) ``session`` alone when given."""
         ...
 
 

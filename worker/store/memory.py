@@ -26,12 +26,14 @@ from worker.errors import (
     UserVersionConflict,
 )
 from worker.memory_rules import MemoryScope
-from worker.outcomes import Outcome
+from worker.outcomes import DEAD_LETTERS, Outcome
 from worker.store import visibility
+from worker.store.dead_letter_rows import dead_letters_of
 from worker.store.types import (
     PROFILE,
     ConsentGate,
     CursorState,
+    DeadLetter,
     Erasure,
     ExistingRow,
     FactRecord,
@@ -241,13 +243,12 @@ class InMemoryStore:
         return [r for r in self.run_rows if r["user_id"] == user_id
                 and (session_id is None or r["session_id"] == session_id)]
 
-    async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
-        return [r for r in reversed(self.run_rows) if r["outcome"] in outcomes][:limit]
-
-    async def failed_sessions(self) -> list[tuple[str, str]]:
-        latest = {(r["user_id"], r["session_id"]): r["outcome"] for r in self.run_rows
-                  if r["session_id"] and r["user_id"]}
-        return sorted(s for s, outcome in latest.items() if outcome == Outcome.FAILED)
+    async def dead_letters(
+        self, outcomes: Sequence[str] = DEAD_LETTERS, *, include_resolved: bool = False,
+        limit: int | None = None, session: tuple[str, str] | None = None,
+    ) -> list[DeadLetter]:
+        return dead_letters_of(self.run_rows, outcomes, include_resolved=include_resolved,
+                               limit=limit, session=session)
 
     # -- writing (MemoryStore) ---------------------------------------------
 

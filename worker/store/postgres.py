@@ -19,6 +19,7 @@ from pgvector import HalfVector
 
 from worker.errors import ConfigurationError, UserVersionConflict
 from worker.memory_rules import MemoryScope
+from worker.outcomes import ATTEMPTS, CURSOR_MOVES, DEAD_LETTERS
 from worker.store import halfvec, queries
 from worker.store.base import MemoryStore
 from worker.store.fence_key import FenceKeys
@@ -28,6 +29,7 @@ from worker.store.translate import PG_ERRORS, commit_error, status_count, store_
 from worker.store.types import (
     ConsentGate,
     CursorState,
+    DeadLetter,
     Erasure,
     FactRecord,
     NeighborRow,
@@ -254,15 +256,16 @@ class PostgresStore(PooledStore):
                                               session_id)
         return [dict(row) for row in rows]
 
-    async def runs_by_outcome(self, outcomes: Sequence[str], limit: int) -> list[dict[str, Any]]:
-        async with translated("reading runs"):
-            rows = await self._pool.fetch(self._facts["runs_by_outcome"], list(outcomes), limit)
-        return [dict(row) for row in rows]
-
-    async def failed_sessions(self) -> list[tuple[str, str]]:
-        async with translated("reading runs"):
-            rows = await self._pool.fetch(self._facts["failed_sessions"])
-        return [(row["user_id"], row["session_id"]) for row in rows]
+    async def dead_letters(
+        self, outcomes: Sequence[str] = DEAD_LETTERS, *, include_resolved: bool = False,
+        limit: int | None = None, session: tuple[str, str] | None = None,
+    ) -> list[DeadLetter]:
+        user_id, session_id = session if session is not None else (None, None)
+        async with translated("reading dead letters"):
+            rows = await self._pool.fetch(
+                self._facts["dead_letters"], list(DEAD_LETTERS), list(CURSOR_MOVES),
+                list(ATTEMPTS), list(outcomes), include_resolved, limit, user_id, session_id)
+        return [DeadLetter(**dict(row)) for row in rows]
 
     # -- writing (MemoryStore) ---------------------------------------------
 

@@ -189,6 +189,39 @@ class RunRecord:
     handover_seq: int = 0
 
 
+# open: nothing moved the session's cursor past it yet; resolved: a later run did;
+# no_session: its run names no session (an unreadable job, or a run whose user an
+# erase cleared), so nothing can resolve or re-drive it.
+DeadLetterStatus = Literal["open", "resolved", "no_session"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One point where a session's memory stopped (`memfleet runs`): every run that
+    tried the slice at that cursor and stored nothing, however it came (ARQ's tries,
+    a job queued again, a re-drive, a later hand-over), counts once, here."""
+
+    user_id: str | None
+    session_id: str | None
+    outcome: str  # the latest dead-letter run's (worker.outcomes.DEAD_LETTERS)
+    error: str | None  # the latest dead-letter run's: never user content
+    job_id: str
+    job_try: int
+    attempts: int  # the runs at this point that stored nothing (outcomes.ATTEMPTS)
+    first_failed_at: datetime
+    last_failed_at: datetime
+    # The first run that moved the cursor past it (outcomes.CURSOR_MOVES); a skipped
+    # slice is moved past by its own run.
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+
+    @property
+    def status(self) -> DeadLetterStatus:
+        if self.session_id is None:
+            return "no_session"
+        return "open" if self.resolved_by is None else "resolved"
+
+
 @dataclass(frozen=True, slots=True)
 class RunCommit:
     """Everything one run writes, in one transaction."""

@@ -14,8 +14,15 @@ from worker.cli.main import build_parser, main
 from worker.errors import MemfleetError
 from worker.fleet.job import JobEnd
 from worker.fleet.retry_policy import GIVEN_UP, Next
-from worker.outcomes import DEAD_LETTERS, Outcome, parse_outcomes
+from worker.outcomes import (
+    ATTEMPTS,
+    CURSOR_MOVES,
+    DEAD_LETTERS,
+    Outcome,
+    parse_dead_letter_outcomes,
+)
 from worker.pipeline.persist import RunResult
+from worker.protocol.arq_worker import FAILED_RESULTS
 from worker.protocol.serialization import serialize
 
 # Stored in memory_run and in dashboards: renaming one needs a migration and new panels.
@@ -47,12 +54,25 @@ def test_the_dead_letters_alert_counts_exactly_the_dead_letters() -> None:
     assert set(DEAD_LETTERS) >= GIVEN_UP, "a session given up on is a dead letter"
 
 
-def test_runs_lists_the_dead_letters_by_default_and_takes_every_outcome() -> None:
+def test_runs_lists_the_dead_letters_by_default_and_refuses_any_other_outcome() -> None:
     args = build_parser().parse_args(["runs"])
-    assert parse_outcomes(args.outcome) == list(DEAD_LETTERS)
-    assert parse_outcomes(" ,".join(Outcome)) == list(Outcome)
-    with pytest.raises(MemfleetError, match="unknown outcome 'comitted'"):
-        parse_outcomes("failed,comitted")
+    assert parse_dead_letter_outcomes(args.outcome) == list(DEAD_LETTERS)
+    assert parse_dead_letter_outcomes(" failed ,error") == [Outcome.FAILED, Outcome.ERROR]
+    valid = "(one of: failed, skipped, invalid, error)"
+    with pytest.raises(MemfleetError) as unknown:
+        parse_dead_letter_outcomes("failed,comitted")
+    assert str(unknown.value) == f"unknown outcome 'comitted' {valid}"
+    with pytest.raises(MemfleetError) as alive:
+        parse_dead_letter_outcomes("committed")
+    assert str(alive.value) == f"'committed' is not a dead-letter outcome {valid}"
+    with pytest.raises(MemfleetError, match="names no outcome"):
+        parse_dead_letter_outcomes(" , ")
+
+
+def test_the_outcomes_dead_letters_are_read_with() -> None:
+    assert set(CURSOR_MOVES) == {Outcome.COMMITTED, Outcome.SKIPPED, Outcome.OPTED_OUT}
+    assert set(ATTEMPTS) == {*DEAD_LETTERS, Outcome.RETRY}
+    assert FAILED_RESULTS == GIVEN_UP, "ARQ's summary counts a session given up as failed"
 
 
 def test_runs_refuses_an_unknown_outcome_in_one_line_before_any_server(
