@@ -151,8 +151,8 @@ async def wait_for_workers(redis: Redis, workers: int) -> None:
 
 async def waiting_jobs(redis: Redis) -> list[bytes]:
     """Jobs in the queue that no worker holds. A job a killed worker held stays in
-    ARQ's queue until its in-progress key expires (job timeout + 10 s) and then runs
-    to find nothing new; it is not work still to do."""
+    ARQ's queue behind its in-progress key until a recovery pass retires it (once its
+    session has run again, worker.fleet.orphans); it is not work still to do."""
     queued = await redis.zrange("memfleet:queue", 0, -1)
     held = [await redis.exists(keys.ARQ_IN_PROGRESS_PREFIX + j.decode()) for j in queued]
     return [j for j, h in zip(queued, held, strict=True) if not h]

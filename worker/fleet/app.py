@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -15,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
-from worker.fleet import periodic, probe
+from worker.fleet import orphans, periodic, probe
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.fleet.job import Deps, persist_session_memory
 from worker.fleet.metrics import MetricsServer
@@ -106,7 +107,8 @@ def worker_options(
             redis, settings.queue_name, lambda: sorted(running)))
         ctx["recovery"] = asyncio.create_task(periodic.every(
             settings.recovery_interval_s,
-            lambda: recovery_pass(redis, settings.queue_name, metrics), name="recovery pass"))
+            lambda: recovery_pass(redis, settings.queue_name, metrics, lambda: running),
+            name="recovery pass"))
         if settings.expiry_interval_s > 0:
             # Nothing waits for it (reads skip an expired fact already): spread out.
             maintenance = PostgresMaintenanceStore(pool)
@@ -163,12 +165,19 @@ def worker_options(
     }
 
 
-async def recovery_pass(redis: Any, queue_name: str, metrics: Metrics) -> None:
-    """Queue again the sessions dead workers left behind (worker.protocol.lock)."""
+async def recovery_pass(
+    redis: Any, queue_name: str, metrics: Metrics, own_jobs: Callable[[], Iterable[str]] = tuple,
+) -> None:
+    """Queue again the sessions dead workers left behind (worker.protocol.lock), then
+    retire their jobs (worker.fleet.orphans); ``own_jobs``: the jobs this worker runs."""
     sessions = await lock.recover_abandoned(redis, queue_name)
     if sessions:
         log.warning("abandoned sessions queued again", count=len(sessions))
         metrics.recovered.add(len(sessions))
+    # After the sessions: a dead job is retired once its session is queued again.
+    retired = await orphans.retire_orphans(redis, queue_name, own_jobs())
+    if retired:
+        log.warning("dead workers' jobs retired", count=len(retired))
 
 
 async def expiry_pass(store: MaintenanceStore, metrics: Metrics) -> None:

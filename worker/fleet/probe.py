@@ -29,7 +29,7 @@ import structlog
 
 from worker.fleet import periodic
 from worker.protocol import keys
-from worker.protocol.scripts import LuaScript
+from worker.protocol.scripts import ORPHANS, LuaScript
 
 log = structlog.get_logger("memfleet.fleet")
 
@@ -43,7 +43,7 @@ MAX_DUE_LOOKED_AT = 5_000
 # Waiting sessions whose hand-over is gone, dropped per probe.
 MAX_STALE_DROPPED = 1_000
 
-_PROBE = LuaScript("worker.protocol.lua", "fleet_probe.lua")
+_PROBE = LuaScript("worker.protocol.lua", "fleet_probe.lua", after=[ORPHANS])
 _BEAT = LuaScript("worker.protocol.lua", "heartbeat.lua")
 
 

@@ -119,15 +119,18 @@ KEYS: tuple[KeySpec, ...] = (
     # ---- the fleet, per queue
     KeySpec("<queue>", "zset",
             "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"
-            " erase_user.lua", "ARQ workers (start_job.lua), fleet_probe.lua, erase_user.lua",
-            "no TTL; a job leaves when ARQ finishes it"),
+            " erase_user.lua; retire_orphans.lua (ZREM)",
+            "ARQ workers (start_job.lua), fleet_probe.lua, erase_user.lua, retire_orphans.lua",
+            "no TTL; a job leaves when ARQ finishes it, or the recovery pass retires it"
+            " (its worker dead)"),
     KeySpec(PENDING_PREFIX + "<queue>", "zset",
             "enqueue.lua, claim.lua, queue.keep_pending (session key, deadline ms);"
-            " recover.lua, erase_user.lua (ZREM)", "recover.lua",
+            " recover.lua, erase_user.lua (ZREM)", "recover.lua, retire_orphans.lua (ZSCORE)",
             "no TTL; a session leaves when a job takes its lock, or the recovery pass"),
     KeySpec(CLAIMED_PREFIX + "<queue>", "zset",
             "claim.lua, extend.lua (session key, lock expiry ms); release.lua, recover.lua",
-            "recover.lua", "no TTL; a session leaves at its lock's release or by recovery"),
+            "recover.lua, retire_orphans.lua (ZSCORE)",
+            "no TTL; a session leaves at its lock's release or by recovery"),
     KeySpec(WAITING_PREFIX + "<queue>", "zset",
             "enqueue.lua (session key, oldest unfinished hand-over ms); claim.lua,"
             " release.lua, erase_user.lua, fleet_probe.lua", "fleet_probe.lua (the lag)",
@@ -138,11 +141,13 @@ KEYS: tuple[KeySpec, ...] = (
             "no TTL; capped at about 100,000 entries"),
     KeySpec(WORKERS_PREFIX + "<queue>", "hash",
             "heartbeat.lua (worker id -> '<deadline ms>|<job ids>'); the worker at stop;"
-            " fleet_probe.lua (drops lapsed)", "fleet_probe.lua",
+            " fleet_probe.lua, retire_orphans.lua (drop lapsed)",
+            "fleet_probe.lua, retire_orphans.lua",
             "no TTL; an entry lapses 6 s after its worker's last beat"),
     KeySpec(SUSPECTS_PREFIX + "<queue>", "hash",
-            "fleet_probe.lua (job id -> ms first seen unlisted)", "fleet_probe.lua",
-            "no TTL; an entry goes when its job is listed again or ends"),
+            "fleet_probe.lua, retire_orphans.lua (job id -> ms first seen unlisted)",
+            "fleet_probe.lua, retire_orphans.lua",
+            "no TTL; an entry goes when its job is listed again, ends or is retired"),
     KeySpec(BREAKER_OPEN_PREFIX + "<queue>", "string",
             "breaker_trip.lua (SET PX)", "claim.lua (PTTL), breaker_trip.lua",
             "the open time: base * 2^(failures - 1), capped"),
@@ -173,14 +178,17 @@ KEYS: tuple[KeySpec, ...] = (
             "the pause (a 429's Retry-After, capped)"),
     # ---- ARQ's keys, per job (ARQ writes them; memfleet's scripts too)
     KeySpec(ARQ_JOB_PREFIX + "<job id>", "string",
-            "enqueue.lua (SET: the job's JSON); ARQ (DEL at the end); erase_user.lua",
-            "ARQ workers, erase_user.lua", "1 day + defer (JOB_EXPIRES_MS); gone at the end"),
+            "enqueue.lua (SET: the job's JSON); ARQ (DEL at the end); erase_user.lua;"
+            " retire_orphans.lua (DEL)", "ARQ workers, erase_user.lua, retire_orphans.lua",
+            "1 day + defer (JOB_EXPIRES_MS); gone at the end"),
     KeySpec(ARQ_IN_PROGRESS_PREFIX + "<job id>", "string",
-            "start_job.lua (PSETEX '1'); ARQ (DEL at the end)",
-            "start_job.lua, enqueue.lua, erase_user.lua, fleet_probe.lua",
-            "the job timeout + 10 s; gone at the end"),
+            "start_job.lua (PSETEX '1'); ARQ (DEL at the end); retire_orphans.lua (DEL)",
+            "start_job.lua, enqueue.lua, erase_user.lua, fleet_probe.lua, retire_orphans.lua",
+            "the job timeout + 10 s; gone at the end, or when the recovery pass retires"
+            " a dead worker's job"),
     KeySpec(ARQ_RETRY_PREFIX + "<job id>", "string",
-            "ARQ (INCR at each try, DEL at the end); erase_user.lua", "ARQ workers",
+            "ARQ (INCR at each try, DEL at the end); erase_user.lua, retire_orphans.lua (DEL)",
+            "ARQ workers",
             "88,400 s after the last try"),
     KeySpec(ARQ_RESULT_PREFIX + "<job id>", "string",
             "ARQ, only when MEMFLEET_KEEP_RESULT_S > 0 (default 0: never)", "nobody in memfleet",

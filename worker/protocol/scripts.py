@@ -19,6 +19,8 @@ from redis.exceptions import NoScriptError
 
 # ``messages_of(payload)``: the JSON text of a hand-over payload's message list.
 PAYLOAD_MESSAGES = ("worker.protocol.lua", "payload_messages.lua")
+# ``live_jobs`` and ``watch_suspects``: how a job held by a dead worker is told.
+ORPHANS = ("worker.protocol.lua", "orphans.lua")
 
 
 class LuaScript:

@@ -3,13 +3,12 @@
 -- live workers, and the lag: the age of the oldest hand-over no commit has
 -- covered yet.
 --
--- A job ARQ picked stays in the queue until it ends, with an in-progress key
--- that lives the job timeout + 10 s: a due job with that key is in progress,
--- one without it is ready. Each worker lists the jobs it runs in the workers
--- hash (worker.fleet.probe.beat), with the moment its entry lapses. An in-progress
--- job no live worker lists is a suspect (the suspects hash keeps when it was
--- first seen so); one still unlisted after the heartbeat's slack is held by a
--- dead worker (orphaned) until ARQ's in-progress key expires.
+-- A job ARQ picked stays in the queue until it ends, with an in-progress key:
+-- a due job with that key is in progress, one without it is ready. An
+-- in-progress job held by a dead worker is orphaned (live_jobs and
+-- watch_suspects: worker/protocol/lua/orphans.lua, loaded before this script)
+-- until a worker's recovery pass retires it (worker/protocol/lua/retire_orphans.lua)
+-- or ARQ's in-progress key expires.
 -- The waiting set holds sessions with a hand-over no commit has covered,
 -- scored by that hand-over's time; a member whose meta is gone (erased,
 -- expired) is dropped here, so it never holds the lag up.
@@ -28,42 +27,28 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local slack = tonumber(ARGV[3])
 
-local live_jobs, workers = {}, 0
-local entries = redis.call('HGETALL', KEYS[3])
-for i = 1, #entries, 2 do
-  local until_ms, jobs = string.match(entries[i + 1], '^(%d+)|(.*)$')
-  if until_ms and tonumber(until_ms) >= now then
-    workers = workers + 1
-    for job in string.gmatch(jobs, '[^,]+') do live_jobs[job] = true end
-  else
-    redis.call('HDEL', KEYS[3], entries[i])
-  end
-end
+local live, workers = live_jobs(KEYS[3], now)
 
 local now_text = string.format('%.0f', now)
 local due = redis.call('ZCOUNT', KEYS[1], '-inf', now_text)
 local deferred = redis.call('ZCOUNT', KEYS[1], '(' .. now_text, '+inf')
 local looked = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_text, 'WITHSCORES', 'LIMIT', 0,
                           tonumber(ARGV[4]))
-local running, orphaned, oldest_ready = 0, 0, nil
-local suspects = {}
+local running, oldest_ready = 0, nil
+local unlisted = {}
 for i = 1, #looked, 2 do
   local job = looked[i]
   if redis.call('EXISTS', ARGV[1] .. job) == 1 then
     running = running + 1
-    if not live_jobs[job] then
-      suspects[job] = true
-      redis.call('HSETNX', KEYS[4], job, now_text)
-      if now - tonumber(redis.call('HGET', KEYS[4], job)) > slack then
-        orphaned = orphaned + 1
-      end
-    end
+    if not live[job] then unlisted[job] = true end
   elseif not oldest_ready then
     oldest_ready = tonumber(looked[i + 1])
   end
 end
-for _, job in ipairs(redis.call('HKEYS', KEYS[4])) do
-  if not suspects[job] then redis.call('HDEL', KEYS[4], job) end
+-- Counted among the jobs looked at, as the jobs in progress are.
+local orphaned = 0
+for job, since in pairs(watch_suspects(KEYS[4], KEYS[1], ARGV[1], unlisted, live, now)) do
+  if unlisted[job] and now - since > slack then orphaned = orphaned + 1 end
 end
 -- Beyond the jobs looked at, due jobs count as ready.
 local ready = due - running
