@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from worker.memory_rules import (
@@ -24,11 +31,15 @@ from worker.memory_rules import (
     byte_limits_fault,
 )
 
+# What each server URL may start with: the drivers' own schemes (asyncpg, redis-py).
+SERVER_URL_SCHEMES = {"database_url": ("postgresql", "postgres"),
+                      "redis_url": ("redis", "rediss", "unix")}
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMFLEET_", extra="ignore", frozen=True)
 
-    # Servers. Unset means: start (or reuse) the embedded ones under home_dir.
+    # Servers. Unset (or empty) means: the embedded ones under home_dir (`memfleet up`).
     database_url: str | None = None
     redis_url: str | None = None
     home_dir: Path = Path(".memfleet")
@@ -199,6 +210,23 @@ class Settings(BaseSettings):
     api_fact_writes_per_minute: int = Field(default=60, ge=0)
     api_fact_write_burst: int = Field(default=20, ge=1)
 
+    @field_validator("database_url", "redis_url")
+    @classmethod
+    def _server_url_schemes(cls, url: str | None, info: ValidationInfo) -> str | None:
+        # Refused here, so every command and the API say so in one line at start,
+        # instead of the driver's error from deep inside the first connection.
+        if not url:
+            return None
+        schemes = SERVER_URL_SCHEMES[info.field_name or ""]
+        scheme = _scheme(url)
+        if scheme.lower() not in schemes:
+            # The scheme alone is quoted: the rest may hold a password.
+            given = f"{scheme}://" if scheme else "no scheme"
+            wanted = [f"{s}://" for s in schemes]
+            raise ValueError(f"must start with {', '.join(wanted[:-1])} or {wanted[-1]}"
+                             f" (got {given})")
+        return url
+
     @model_validator(mode="before")
     @classmethod
     def _embeddings_default_to_the_chat_endpoint(cls, data: Any) -> Any:
@@ -239,6 +267,15 @@ class Settings(BaseSettings):
         if fault is not None:
             raise ValueError(fault)
         return self
+
+
+def _scheme(url: str) -> str:
+    """The URL's scheme, or "" when it has none (``host:port``, ``user:pw@host``: then
+    the text before ``:`` is no scheme, and may be a user name)."""
+    scheme, found, _ = url.partition("://")
+    plain = scheme[:1].isascii() and scheme[:1].isalpha() and all(
+        c.isascii() and (c.isalnum() or c in "+.-") for c in scheme)
+    return scheme if found and plain else ""
 
 
 def secret(value: SecretStr | None) -> str | None:

@@ -2,18 +2,19 @@
 
 Once running, workers and the API ride out outages (retries, backoff, the
 circuit breaker). At start, a server that cannot be reached is a mistake to
-report at once, in one line, without the URL (it may hold a password): the
-orchestrator restarts the process, and an operator sees why.
+report at once, in one line that names the server but never the URL's credentials,
+and says what to check: the orchestrator restarts the process, and an operator sees why.
 """
 
 from __future__ import annotations
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from worker.config import Settings
 from worker.errors import HandoverUnavailable
 from worker.providers.factory import embedding_model
+from worker.server_address import address, network_reason, unreachable
 from worker.store.migrate import check_database
 
 CONNECT_TIMEOUT_S = 5.0
@@ -35,7 +36,20 @@ async def check_redis(settings: Settings) -> None:
     try:
         await redis.ping()
     except (RedisError, OSError) as exc:
-        raise HandoverUnavailable(
-            f"Redis (MEMFLEET_REDIS_URL) is unreachable: {type(exc).__name__}") from exc
+        raise HandoverUnavailable(redis_failure(settings.redis_url, exc)) from exc
     finally:
         await redis.aclose()
+
+
+def redis_failure(url: str | None, exc: BaseException) -> str:
+    """Why Redis at ``url`` did not answer PING, in one line that names the server (never
+    the URL's credentials) and what to check."""
+    setting = "MEMFLEET_REDIS_URL"
+    if isinstance(exc, AuthenticationError) or (
+            isinstance(exc, ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS"))):
+        return (f"Redis at {address(url)} refused the login ({type(exc).__name__}): check the "
+                f"user and password in {setting}")
+    reason = network_reason(exc)
+    if reason is None:  # it answered, but not as Redis does (another server on that port)
+        reason = f"{type(exc).__name__}: is it a Redis server?"
+    return unreachable("Redis", setting, url, reason)

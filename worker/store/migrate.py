@@ -27,6 +27,11 @@ import asyncpg
 
 from worker.errors import ConfigurationError, StoreError, StoreUnavailable
 from worker.store import queries
+from worker.store.pool import connection_failure
+
+# How long `memfleet migrate` waits for PostgreSQL to take its connection (a server
+# that does not answer: a wrong host behind a firewall) before it says so.
+CONNECT_TIMEOUT_S = 10.0
 
 # The last migration of the history that baseline.sql sums up.
 BASELINE_VERSION = 4
@@ -98,9 +103,9 @@ async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -
     files = load_schema(schema_dir or default_schema_dir())
     sql = queries.load("migrate")
     try:
-        conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise StoreError(f"cannot connect to PostgreSQL: {exc}") from exc
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StoreError(connection_failure(dsn, exc)) from exc
     try:
         await conn.execute(sql["lock"])
         try:
@@ -194,13 +199,12 @@ async def check_schema(
 async def check_database(
     dsn: str | None, embed_dim: int, *, embed_model: str | None, timeout_s: float,
 ) -> None:
-    """``check_schema`` on a connection of its own; StoreUnavailable, naming no URL (it
-    may hold a password), when the server does not answer within ``timeout_s``."""
+    """``check_schema`` on a connection of its own; StoreUnavailable, naming the server
+    but never the URL's credentials, when it takes no connection within ``timeout_s``."""
     try:
         conn = await asyncpg.connect(dsn, timeout=timeout_s)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise StoreUnavailable(
-            f"PostgreSQL (MEMFLEET_DATABASE_URL) is unreachable: {type(exc).__name__}") from exc
+        raise StoreUnavailable(connection_failure(dsn, exc)) from exc
     try:
         await check_schema(conn, embed_dim, embed_model=embed_model)
     finally:

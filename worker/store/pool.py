@@ -8,8 +8,11 @@ import asyncpg
 from pgvector import HalfVector
 from pgvector.asyncpg import register_vector
 
-from worker.errors import StoreError
+from worker.errors import ConfigurationError, StoreError
+from worker.server_address import address, network_reason, unreachable
 from worker.store import halfvec
+
+SETTING = "MEMFLEET_DATABASE_URL"
 
 
 class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
@@ -23,7 +26,11 @@ class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
 
 
 async def _init_connection(conn: Any) -> None:
-    await register_vector(conn)
+    try:
+        await register_vector(conn)
+    except ValueError:  # pgvector's "unknown type: public.vector"
+        raise ConfigurationError("the database has no memfleet schema (no vector type): run "
+                                 "`memfleet migrate` with this MEMFLEET_DATABASE_URL") from None
     # The same binary format, but rows the store encoded a matrix at a time pass
     # straight through (worker.store.halfvec).
     await conn.set_type_codec("halfvec", encoder=halfvec.encode, decoder=HalfVector.from_binary,
@@ -38,14 +45,22 @@ async def _init_connection(conn: Any) -> None:
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 
 
+# How long a store of its own (``PooledStore.connect``: the CLI's commands, the reader,
+# the demo) waits for PostgreSQL to take a connection: something on that port that
+# never answers as PostgreSQL does (a Redis, a firewall) is said, not waited out.
+CONNECT_TIMEOUT_S = 10.0
+
+
 async def create_pool(
     dsn: str, *, min_size: int = 1, max_size: int = 10,
     server_settings: dict[str, str] | None = None, reset: bool = True,
+    connect_timeout_s: float = 60.0,
 ) -> Any:
     """Open a pool; a server that cannot be reached is a StoreError.
 
     ``reset=False`` skips asyncpg's session reset on release: only for pools
     whose users never change session state (the workers' pipeline).
+    ``connect_timeout_s``: for each new connection (asyncpg's default).
     """
     try:
         return await asyncpg.create_pool(
@@ -59,9 +74,29 @@ async def create_pool(
             statement_cache_size=256,
             command_timeout=30,
             server_settings=server_settings,
+            timeout=connect_timeout_s,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise StoreError(f"cannot connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
+        raise StoreError(connection_failure(dsn, exc)) from exc
+
+
+def connection_failure(dsn: str | None, exc: BaseException) -> str:
+    """Why PostgreSQL at ``dsn`` took no connection, in one line that names the server
+    (never the URL's credentials) and what to check."""
+    where = f"PostgreSQL at {address(dsn)}"
+    if isinstance(exc, asyncpg.InvalidCatalogNameError | asyncpg.InvalidSchemaNameError):
+        return f"{where}: {exc}: check the database name in {SETTING}"
+    if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError
+                  | asyncpg.InvalidPasswordError):
+        return f"{where} refused the login ({exc}): check the user and password in {SETTING}"
+    if isinstance(exc, asyncpg.ClientConfigurationError):
+        return f"{SETTING} is not a usable PostgreSQL URL ({type(exc).__name__})"
+    if isinstance(exc, asyncpg.PostgresError):
+        return f"{where} refused the connection ({type(exc).__name__}: {exc}): check {SETTING}"
+    reason = network_reason(exc)
+    if reason is None:  # the server answered, but not as PostgreSQL does
+        reason = f"{type(exc).__name__}: is it a PostgreSQL server?"
+    return unreachable("PostgreSQL", SETTING, dsn, reason)
 
 
 class PooledStore:
@@ -77,7 +112,8 @@ class PooledStore:
     async def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 2,
                       **options: Any) -> Self:
         """A store with a pool of its own on ``dsn``; ``options`` go to the constructor."""
-        pool = await create_pool(dsn, min_size=min_size, max_size=max_size)
+        pool = await create_pool(dsn, min_size=min_size, max_size=max_size,
+                                 connect_timeout_s=CONNECT_TIMEOUT_S)
         try:
             store = cls(pool, **options)
         except BaseException:

@@ -76,6 +76,6 @@ async def test_a_reader_without_a_database_is_refused_before_it_connects(
         await MemoryReader.from_settings(settings.model_copy(update={"database_url": None}))
     unreachable = settings.model_copy(
         update={"database_url": "postgresql://nobody@127.0.0.1:9/none"})
-    with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
+    with pytest.raises(StoreError, match=r"PostgreSQL at 127\.0\.0\.1:9 is unreachable"):
         async with open_reader(unreachable):
             pass
