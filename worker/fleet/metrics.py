@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from worker.errors import ConfigurationError
 from worker.fleet.probe import FleetSnapshot
 
 
@@ -72,7 +74,17 @@ class MetricsServer:
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._handle, host, port)
+        """Listen on ``host:port``; return the port (``0``: one the system chose). A port
+        that cannot be had is a ConfigurationError naming MEMFLEET_METRICS_PORT."""
+        try:
+            self._server = await asyncio.start_server(self._handle, host, port)
+        except OSError as exc:
+            why = ("in use: another memfleet exporter or worker, or another program, "
+                   "listens there" if exc.errno == errno.EADDRINUSE
+                   else (exc.strerror or type(exc).__name__).lower())
+            raise ConfigurationError(
+                f"cannot serve /metrics on {host}:{port} ({why}): set MEMFLEET_METRICS_PORT "
+                f"to a free port") from None
         sock = self._server.sockets[0]
         return int(sock.getsockname()[1])
 
