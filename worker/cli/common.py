@@ -7,6 +7,7 @@ Settings are read once by ``worker.cli.main.main`` and passed down here.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
@@ -22,26 +23,58 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler: TypeAlias = Callable[[Settings, argparse.Namespace], int]
 
 
-def resolve(settings: Settings, *, database: bool = True) -> Settings:
+def resolve(settings: Settings, *, database: bool = True, create: bool = False) -> Settings:
     """Fill in the embedded servers' URLs where none is set (``database``: False for a
-    command that needs Redis alone)."""
-    if (settings.database_url or not database) and settings.redis_url:
-        return settings
-    from worker.embedded import ensure_embedded
+    command that needs Redis alone), and say so on stderr.
 
-    settings.home_dir.mkdir(parents=True, exist_ok=True)
+    Only ``create`` (`memfleet up`, the demo) makes servers under a home that has none:
+    any other command there refuses, since an unset URL more likely means a forgotten
+    MEMFLEET_DATABASE_URL than a wish for a new, empty fleet in this directory.
+    """
+    postgres, redis = database and not settings.database_url, not settings.redis_url
+    if not (postgres or redis):
+        return settings
+    from worker.embedded import embedded_made, embedded_running, ensure_embedded
+
+    home = settings.home_dir.resolve()
+    unset = " and ".join(name for name, missing in (("MEMFLEET_DATABASE_URL", postgres),
+                                                    ("MEMFLEET_REDIS_URL", redis)) if missing)
+    servers = _servers(postgres, redis)
+    made = embedded_made(home, postgres=postgres, redis=redis)
+    if not made and not create:
+        raise MemfleetError(f"{unset} unset and no embedded {servers} under {home}: run "
+                            f"`memfleet up` first to make them there, or set {unset}")
+    running = made and embedded_running(home, postgres=postgres, redis=redis)
+    home.mkdir(parents=True, exist_ok=True)
     # Each embedded server only where its own URL is unset.
-    database_url, redis_url = ensure_embedded(settings.home_dir.resolve(),
-                                              postgres=database and not settings.database_url,
-                                              redis=not settings.redis_url)
+    database_url, redis_url = ensure_embedded(home, postgres=postgres, redis=redis)
+    # They outlive this command (other commands, workers, may be using them): said, so
+    # that nobody wonders what keeps running, or which database a command used.
+    done = "using" if running else "started" if made else "made and started"
+    print(f"memfleet: {unset} unset: {done} the embedded {servers} under {home}; "
+          "`memfleet down` stops them", file=sys.stderr, flush=True)
     update: dict[str, Any] = {"database_url": settings.database_url or database_url,
                               "redis_url": settings.redis_url or redis_url}
     if database_url and settings.erase_fence_key is None:
         # The embedded database's fences are keyed with a key kept beside it.
         from worker.store.fence_key import embedded_key
 
-        update["erase_fence_key"] = SecretStr(embedded_key(settings.home_dir.resolve()))
+        update["erase_fence_key"] = SecretStr(embedded_key(home))
     return settings.model_copy(update=update)
+
+
+def _servers(postgres: bool, redis: bool) -> str:
+    return "PostgreSQL and Redis" if postgres and redis else "PostgreSQL" if postgres else "Redis"
+
+
+# Python's logging levels; `--log-level` takes them in any case.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def add_log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO",
+                        help="the least severe log lines written to stderr, in any case "
+                             "(default: INFO)")
 
 
 async def with_store(settings: Settings, use: Any) -> Any:

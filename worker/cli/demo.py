@@ -20,4 +20,5 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     # The worker's per-job log lines would break up the story the demo prints on
     # stdout; warnings still reach stderr.
     configure_logging("WARNING", http_requests=settings.log_http_requests)
-    return asyncio.run(run_demo(resolve(settings)))
+    # The demo makes the embedded servers where none are, as `memfleet up` does.
+    return asyncio.run(run_demo(resolve(settings, create=True)))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from worker.cli.common import Commands, resolve
 from worker.config import Settings
 
 
 def register(commands: Commands) -> None:
-    commands.add_parser("up", help="start the embedded servers and print their URLs"
+    commands.add_parser("up", help="make (first time) and start the embedded servers under "
+                               "MEMFLEET_HOME_DIR, and print their URLs"
                         ).set_defaults(handler=cmd_up)
     commands.add_parser("down", help="stop the embedded servers").set_defaults(handler=cmd_down)
     commands.add_parser("migrate", help="apply schema/ (safe with many replicas at once)"
@@ -18,16 +20,27 @@ def register(commands: Commands) -> None:
 
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
-    settings = resolve(settings)
+    from worker.embedded import embedded_made
+
+    fresh = not settings.database_url and not embedded_made(settings.home_dir.resolve(),
+                                                            redis=False)
+    settings = resolve(settings, create=True)
     print(f"MEMFLEET_DATABASE_URL={settings.database_url}")
     print(f"MEMFLEET_REDIS_URL={settings.redis_url}")
+    if fresh:
+        print("memfleet: the new database is empty: `memfleet migrate` applies the schema",
+              file=sys.stderr)
     return 0
 
 
 def cmd_down(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.embedded import stop_embedded
+    from worker.embedded import embedded_running, stop_embedded
 
-    stop_embedded(settings.home_dir.resolve())
+    home = settings.home_dir.resolve()
+    if not any(embedded_running(home, postgres=p, redis=not p) for p in (True, False)):
+        print(f"memfleet: no embedded server runs under {home}", file=sys.stderr)
+        return 0
+    stop_embedded(home)
     print("embedded servers stopped")
     return 0
 

@@ -35,6 +35,8 @@ __all__ = [
     "EmbeddedPostgres",
     "EmbeddedRedis",
     "EmbeddedServerError",
+    "embedded_made",
+    "embedded_running",
     "ensure_embedded",
     "free_port",
     "stop_embedded",
@@ -56,6 +58,20 @@ def ensure_embedded(
             if postgres else None
         redis_url = EmbeddedRedis(home / "redis").start() if redis else None
         return database_url, redis_url
+
+
+def embedded_made(home: Path, *, postgres: bool = True, redis: bool = True) -> bool:
+    """Whether the servers asked for were made under ``home`` before (by `memfleet up`, the
+    demo): a cluster initialised, a Redis started once. Running or not."""
+    made_postgres = (home / "postgres" / "pgdata" / "PG_VERSION").is_file()
+    made_redis = (home / "redis" / "port").is_file()
+    return (made_postgres or not postgres) and (made_redis or not redis)
+
+
+def embedded_running(home: Path, *, postgres: bool = True, redis: bool = True) -> bool:
+    """Whether the servers asked for run under ``home`` now."""
+    return ((not postgres or EmbeddedPostgres(home / "postgres").is_running())
+            and (not redis or EmbeddedRedis(home / "redis").is_running()))
 
 
 def stop_embedded(home: Path) -> None:

