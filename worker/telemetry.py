@@ -82,7 +82,9 @@ HTTP_CLIENT_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "ai
 
 def configure_logging(level: str = "INFO", *, http_requests: bool = False) -> None:
     """JSON logs on stderr, URLs redacted (worker.log_redaction); called once by the
-    entry point. ``http_requests``: the HTTP clients' own request lines too."""
+    entry point. ``level``: a level name, in any case. ``http_requests``: the HTTP
+    clients' own request lines too."""
+    level = level.upper()
     logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactUrls) for f in handler.filters):

@@ -9,7 +9,7 @@ import sys
 
 from redis.asyncio import Redis
 
-from worker.cli.common import Commands, resolve
+from worker.cli.common import Commands, add_log_level, resolve
 from worker.config import Settings
 from worker.errors import MemfleetError
 
@@ -17,11 +17,11 @@ from worker.errors import MemfleetError
 def register(commands: Commands) -> None:
     worker = commands.add_parser("worker", help="run a worker")
     worker.add_argument("--burst", action="store_true", help="drain the queue and exit")
-    worker.add_argument("--log-level", default="INFO")
+    add_log_level(worker)
     worker.set_defaults(handler=cmd_worker)
     exporter = commands.add_parser("exporter", help="serve the fleet's queue, lag and worker "
                                                     "gauges on /metrics (one per fleet)")
-    exporter.add_argument("--log-level", default="INFO")
+    add_log_level(exporter)
     exporter.set_defaults(handler=cmd_exporter)
     webhook = commands.add_parser("webhook", help="POST every commit event to a URL, at least "
                                                   "once (no personal data in the events)")
@@ -37,7 +37,7 @@ def register(commands: Commands) -> None:
     webhook.add_argument("--unsigned", action="store_true",
                          help="send deliveries unsigned (default: MEMFLEET_WEBHOOK_SECRET "
                               "is required; MEMFLEET_WEBHOOK_UNSIGNED=true does the same)")
-    webhook.add_argument("--log-level", default="INFO")
+    add_log_level(webhook)
     webhook.set_defaults(handler=cmd_webhook)
 
 

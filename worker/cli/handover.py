@@ -17,18 +17,22 @@ from worker.errors import MemfleetError
 
 def register(commands: Commands) -> None:
     enqueue = commands.add_parser("enqueue", help="hand a session over, as a chat server would")
-    enqueue.add_argument("--session", required=True)
-    enqueue.add_argument("--user", required=True)
+    enqueue.add_argument("--session", required=True, help="the session's id (unique per user)")
+    enqueue.add_argument("--user", required=True, help="the user's id")
     enqueue.add_argument("--messages", required=True, help="JSON file: [{role, content}, ...]")
     enqueue.add_argument("--agent", help="the persona or agent instance of the session")
     enqueue.set_defaults(handler=cmd_enqueue)
 
 
 async def _enqueue(settings: Settings, session: str, user: str, messages: Any,
-                   agent: str | None) -> str:
+                   agent: str | None) -> int:
     from worker.client.handover import schedule_memory_persistence
     from worker.memory_rules import Limits
+    from worker.ops.preflight import check_redis
 
+    # Redis unreachable: said by the check, naming the server (the hand-over's own
+    # error names no server, as it is meant for chat servers' logs).
+    await check_redis(settings)
     redis = Redis.from_url(settings.redis_url or "")
     try:
         result = await schedule_memory_persistence(
@@ -37,7 +41,9 @@ async def _enqueue(settings: Settings, session: str, user: str, messages: Any,
         )
     finally:
         await redis.aclose()
-    return result.job_id or "coalesced into the job already queued"
+    # The hand-over's id, what README and docs/handover.md call it (wait_for_memory
+    # takes it); whether a job was queued for it or one already queued will read it.
+    return result.handover_id
 
 
 def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:

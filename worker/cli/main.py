@@ -1,13 +1,18 @@
 """memfleet's command line, assembled: each group module adds its commands, with their
 handlers, in its ``register``; here they are put in one parser, settings are read once
 and the handler's exit code is returned (2, with one ``memfleet: ...`` line, on a
-mistake in the settings or the arguments).
+mistake in the arguments or the settings, a server that cannot be used, or output
+whose reader went away).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import select
 import sys
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -24,16 +29,28 @@ DESCRIPTION = """memfleet: long-term memory for chat products. Start the servers
 workers, hand a session over, and see, correct, export or erase what is remembered
 about a user (every command: docs/cli.md).
 
-Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, the embedded servers under
-MEMFLEET_HOME_DIR (.memfleet/) are started or reused.
+Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, commands use the embedded
+servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts them,
+`memfleet down` stops them.
 """
 LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "enqueue", "facts",
           "runs", "retry", "export", "import", "expire", "consent", "reembed", "demo")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes end as every other: one line, exit 2 (argparse
+    prints its usage before the error, which buries the error in a long command)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("memfleet").strip()
+        said = f"{command}: {message}" if command else message
+        self.exit(2, f"memfleet: {said} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memfleet", description=DESCRIPTION)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser: argparse.ArgumentParser = Parser(prog="memfleet", description=DESCRIPTION)
+    # Each command's parser is a Parser too (argparse makes them of the parent's class).
+    commands: Commands = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(commands)
     _list_in_order(commands)
@@ -53,16 +70,58 @@ def _list_in_order(commands: Commands) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # another pipe or socket: not the reader of the output
+        # Python's recipe (docs of signal, "Note on SIGPIPE"): what is left in the buffer
+        # goes to /dev/null, or flushing it at exit raises again.
+        _discard_stdout()
+        # Exit 2 and a line, not the silence of a SIGPIPE death: a cut-short export or
+        # listing must not pass for a whole one; after `| head` the line says it is fine.
+        return _fail("the output was cut short: its reader closed the pipe (fine after "
+                     "`| head`; otherwise read the whole output)")
+
+
+def _run(argv: list[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    finally:
+        sys.stdout.flush()  # --help into a closed pipe fails here, not at exit
     try:
         settings = Settings()
         handler: Handler = args.handler
-        return handler(settings, args)
+        code = handler(settings, args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except ValidationError as exc:
-        print(f"memfleet: {settings_error(exc)}", file=sys.stderr)
+        return _fail(settings_error(exc))
     except MemfleetError as exc:
-        print(f"memfleet: {exc}", file=sys.stderr)
+        return _fail(str(exc))
+
+
+def _fail(message: str) -> int:
+    with contextlib.suppress(OSError):  # stderr gone too: the exit code says it
+        print(f"memfleet: {message}", file=sys.stderr, flush=True)
     return 2
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has closed it."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no descriptor (captured) or no poll
+        return False
+
+
+def _discard_stdout() -> None:
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":

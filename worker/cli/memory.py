@@ -21,8 +21,9 @@ from worker.memory_rules import MEMORY_SCOPES
 
 def register(commands: Commands) -> None:
     facts = commands.add_parser("facts", help="print a user's facts")
-    facts.add_argument("--user", required=True)
-    facts.add_argument("--json", action="store_true")
+    facts.add_argument("--user", required=True, help="the user's id")
+    facts.add_argument("--json", action="store_true",
+                       help="one JSON list, every field of each fact")
     facts.add_argument("--all", action="store_true", help="include superseded facts")
     facts.add_argument("--scope", choices=MEMORY_SCOPES,
                        help="profile, the agent's relationship facts, both, none, or all"
@@ -34,12 +35,14 @@ def register(commands: Commands) -> None:
     facts.set_defaults(handler=cmd_facts)
     consent = commands.add_parser("consent", help="a user's memory: show, enable, disable, "
                                                   "forget (disable and erase), erase")
-    consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"])
-    consent.add_argument("--user", required=True)
+    consent.add_argument("action", choices=["show", "enable", "disable", "forget", "erase"],
+                         help="show the setting; turn memory on or off; forget (off, then "
+                              "erase); erase everything held about the user")
+    consent.add_argument("--user", required=True, help="the user's id")
     consent.set_defaults(handler=cmd_consent)
     export = commands.add_parser("export", help="everything held about a user, as JSON "
                                                 "(right of access)")
-    export.add_argument("--user", required=True)
+    export.add_argument("--user", required=True, help="the user's id")
     export.set_defaults(handler=cmd_export)
     importer = commands.add_parser("import", help="write facts from a JSONL file, or pass "
                                                   "old memory blobs through extraction "
@@ -67,6 +70,9 @@ def cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
         args.user, include_superseded=args.all, scope=scope, agent_id=args.agent,
         valid_at=valid_at, known_at=known_at)))
     facts = [f.to_json() for f in records]
+    if not facts:
+        # A mistyped id reads as an empty memory: said, on stderr (stdout stays the answer).
+        print(f"memfleet: {_nothing_for(args)}", file=sys.stderr)
     if args.json:
         print(json.dumps(facts, ensure_ascii=False, indent=2))
     else:
@@ -75,6 +81,19 @@ def cmd_facts(settings: Settings, args: argparse.Namespace) -> int:
             agent = f" @{fact['agent_id']}" if fact["agent_id"] else ""
             print(f"{mark}[{fact['id']}] {fact['text']}  ({fact['category']}{agent})")
     return 0
+
+
+def _nothing_for(args: argparse.Namespace) -> str:
+    """What an empty answer of `memfleet facts` means: no fact of these kinds for this id."""
+    which = "facts" if args.all or args.valid_at or args.known_at else "active facts"
+    user = args.user if len(args.user) <= 40 else args.user[:40] + "..."
+    where = [f"with agent {args.agent!r}" if args.agent else "",
+             f"in scope {args.scope}" if args.scope else "",
+             f"valid at {args.valid_at}" if args.valid_at else "",
+             f"known at {args.known_at}" if args.known_at else ""]
+    return " ".join(["no", which, f"for user {user!r}", *filter(None, where)]) + (
+        ": check the id" + ("" if args.all or args.valid_at or args.known_at
+                            else "; --all adds superseded facts"))
 
 
 def cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
@@ -124,6 +143,8 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
         try:
             report = asyncio.run(run_import(settings, stream, legacy=args.legacy is not None,
                                             on_problem=problem, on_report=counts))
+        except BrokenPipeError:  # stdout's reader went away: worker.cli.main says so
+            raise
         except OSError as exc:  # the file, mid-way: the servers' errors are translated
             raise MemfleetError(f"reading {path} failed: {type(exc).__name__}") from None
     # Nothing usable in the file is the one failure of the input itself; bad lines
