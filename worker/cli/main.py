@@ -102,8 +102,12 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _fail(message: str) -> int:
+    """One ``memfleet: ...`` line; what an error carries beyond its first line (an embedded
+    server's log tail) follows it indented, as details rather than more errors."""
+    first, *details = message.splitlines() or [""]
     with contextlib.suppress(OSError):  # stderr gone too: the exit code says it
-        print(f"memfleet: {message}", file=sys.stderr, flush=True)
+        print(f"memfleet: {first}", *(f"  {line}" for line in details), sep="\n",
+              file=sys.stderr, flush=True)
     return 2
 
 
