@@ -24,6 +24,7 @@ from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
+from api_stub.service_auth import ServiceKeyCheck
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
@@ -35,13 +36,15 @@ from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
+from worker.store.service_keys import ServiceKeyStore
 
 TITLE = "memfleet memory API"
 VERSION = "0.1.0"
 DESCRIPTION = (
     "A user's long-term memory: list, add, remove (supersede), trace and search facts, "
     "erase everything; and a chat stand-in that hands each turn over to the workers. "
-    "Every endpoint takes an HS256 bearer token whose `sub` is the user."
+    "Every endpoint takes a bearer credential: an end user's HS256 token whose `sub` is "
+    "the user, or a chat server's service key (`mfk_...`) whose scopes allow the route."
 )
 OPENAPI_PATH = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
 OPENAPI_URL = "/openapi.json"  # served only with MEMFLEET_API_DOCS
@@ -83,6 +86,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
             )
+            app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))
             if tune_gc:
                 quiet_garbage_collector()
             yield

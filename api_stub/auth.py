@@ -10,7 +10,8 @@ longer than MEMFLEET_JWT_MAX_LIFETIME_S. The reason goes back in the
 challenge's ``error_description`` and the JSON detail, and into the log with its
 class (``memfleet.api.auth``, INFO): fixed words, never the token nor a claim's
 value. 403: a valid token of another user. Neither says anything about the
-other user's facts.
+other user's facts. Service keys (``mfk_...``) and which routes take them:
+api_stub.service_auth.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import jwt
-from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AfterValidator
 
-from api_stub.fields import MAX_ID_CHARS, valid_id
+from api_stub.fields import MAX_ID_CHARS
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.memory_rules import id_fault
+from worker.store.service_keys import looks_like_key
 
 if TYPE_CHECKING:
     from jwt.types import Options
@@ -41,7 +42,10 @@ DEFAULT_LEEWAY_S = 30.0
 
 log = logging.getLogger("memfleet.api.auth")
 
-_bearer = HTTPBearer(auto_error=False, description="HS256 JWT; `sub` is the user id.")
+# One scheme for both credentials (api_stub.service_auth takes it too).
+bearer_scheme = HTTPBearer(auto_error=False, description=(
+    "An end user's HS256 JWT (`sub` is the user id), or a chat server's service key "
+    "`mfk_...` (docs/api.md, Service keys)."))
 
 # PyJWT checks the signature and the header only (its own claim checks are off:
 # it takes "123" for a number and lets a string `exp` through to arithmetic).
@@ -195,7 +199,7 @@ def verify_token(config: AuthConfig, token: str, *, now: float | None = None) ->
     return subject
 
 
-def _unauthorized(reason: str | None) -> HTTPException:
+def unauthorized(reason: str | None) -> HTTPException:
     # RFC 6750 section 3: error_description is printable ASCII without quotes or
     # backslashes, which the fixed reasons of InvalidToken are.
     if reason is None:
@@ -212,33 +216,25 @@ def _unauthorized(reason: str | None) -> HTTPException:
 
 async def token_subject(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> str:
-    """The verified subject of the request's bearer token, or 401."""
+    """The verified subject of the request's end-user token, or 401 (403: a service key)."""
     if credentials is None:
         log.info("memory API: 401: no bearer token")
-        raise _unauthorized(None)
+        raise unauthorized(None)
+    if looks_like_key(credentials.credentials):
+        # A route of one end user's own (the chat stand-in): a server acts through
+        # the memory routes, where its scopes say what it may do.
+        log.info("memory API: 403: a service key on an end-user route")
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            detail="this route takes an end user's token, not a service key")
     config: AuthConfig = request.app.state.auth
     try:
         return verify_token(config, credentials.credentials)
     except InvalidToken as exc:
         # The class and the fixed words; the access log's line names the route.
         log.info("memory API: 401 invalid_token (%s): %s", exc.kind, exc)
-        raise _unauthorized(str(exc)) from None
+        raise unauthorized(str(exc)) from None
 
 
-async def path_user(
-    user_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS,
-                                 description="The user; must be the token's subject."),
-                       AfterValidator(valid_id)],
-    subject: Annotated[str, Depends(token_subject)],
-) -> str:
-    """The path's user, once the token proves the caller is that user; else 401 or 403."""
-    if user_id != subject:
-        # Same answer whether or not the other user exists or has facts.
-        raise HTTPException(status.HTTP_403_FORBIDDEN, detail="the token is not for this user")
-    return user_id
-
-
-AuthedUser = Annotated[str, Depends(path_user)]
 TokenSubject = Annotated[str, Depends(token_subject)]

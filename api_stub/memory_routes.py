@@ -1,8 +1,11 @@
 """The memory API: what a user can see, add, remove, pin, trace and erase of their memory.
 
-Every route takes the user from the path, and ``AuthedUser`` has already checked
-that the bearer token's subject is that user (401/403 otherwise). Every query
-below is scoped by that user id, so another user's fact id is a plain 404.
+Every route takes the user from the path, and ``ReadUser`` (routes that only read)
+or ``AdminUser`` / ``WritingUser`` (routes that change or hand out the memory) has
+already checked the caller: an end-user token whose subject is that user, or a
+service key with the ``read`` or ``admin`` scope (api_stub.service_auth; 401/403
+otherwise). Every query below is scoped by that user id, so another user's fact
+id is a plain 404.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator
 
-from api_stub.auth import AuthedUser
 from api_stub.deps import ApiDeps
 from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses
 from api_stub.exports import SpooledExport
@@ -39,6 +41,7 @@ from api_stub.memory_models import (
     SearchResults,
     utc,
 )
+from api_stub.service_auth import AdminUser, ReadUser
 from api_stub.write_rate import WritingUser
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.ops import privacy
@@ -117,7 +120,7 @@ async def _forget_limits(deps: ApiDeps, user_id: str) -> None:
     summary="The user's active facts (or those of one time), grouped by category",
 )
 async def list_facts(
-    request: Request, user_id: AuthedUser, scope: ListScopeQuery = None,
+    request: Request, user_id: ReadUser, scope: ListScopeQuery = None,
     agent_id: AgentQuery = None, valid_at: ValidAt = None, known_at: KnownAt = None,
 ) -> ActiveFacts:
     _one_time(valid_at, known_at)
@@ -209,7 +212,7 @@ async def unpin_fact(request: Request, user_id: WritingUser, fact_id: FactId) ->
     responses={**AUTH_RESPONSES, **error_responses(503)},
     summary="Changes consolidation proposed and did not apply (pinned or outranked facts)",
 )
-async def held_proposals(request: Request, user_id: AuthedUser) -> HeldProposals:
+async def held_proposals(request: Request, user_id: ReadUser) -> HeldProposals:
     rows = await _deps(request).memory.held_proposals(user_id)
     return HeldProposals(proposals=[HeldProposal.model_validate(row) for row in rows])
 
@@ -220,7 +223,7 @@ async def held_proposals(request: Request, user_id: AuthedUser) -> HeldProposals
     responses={**AUTH_RESPONSES, **error_responses(404, 503)},
     summary="Every version of a fact (its supersession chain), oldest first",
 )
-async def fact_chain(request: Request, user_id: AuthedUser, fact_id: FactId) -> Chain:
+async def fact_chain(request: Request, user_id: ReadUser, fact_id: FactId) -> Chain:
     versions = await _deps(request).memory.chain(user_id, fact_id)
     if not versions:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
@@ -236,7 +239,7 @@ async def fact_chain(request: Request, user_id: AuthedUser, fact_id: FactId) -> 
 )
 async def search(
     request: Request,
-    user_id: AuthedUser,
+    user_id: ReadUser,
     q: SearchQuery,
     k: Annotated[int, Query(ge=1, le=100)] = 10,
     scope: ScopeQuery = "both",
@@ -264,7 +267,7 @@ async def search(
             "while the user's memory is off)",
 )
 async def known_facts_route(
-    request: Request, user_id: AuthedUser, q: OptionalQuery = None,
+    request: Request, user_id: ReadUser, q: OptionalQuery = None,
     scope: ScopeQuery = "both", agent_id: AgentQuery = None,
 ) -> KnownFacts:
     deps = _deps(request)
@@ -283,7 +286,7 @@ async def known_facts_route(
     responses={**AUTH_RESPONSES, **error_responses(503)},
     summary="Erase everything about the user (right to be forgotten): really deletes",
 )
-async def erase_user_route(request: Request, user_id: AuthedUser) -> Erased:
+async def erase_user_route(request: Request, user_id: AdminUser) -> Erased:
     deps = _deps(request)
     # The conversation first: with it gone no later turn can hand it over again.
     sessions = await deps.chat.erase_user(user_id)
@@ -299,7 +302,7 @@ async def erase_user_route(request: Request, user_id: AuthedUser) -> Erased:
     responses={**AUTH_RESPONSES, **error_responses(503)},
     summary="Whether memfleet remembers the user",
 )
-async def consent_route(request: Request, user_id: AuthedUser) -> Consent:
+async def consent_route(request: Request, user_id: ReadUser) -> Consent:
     deps = _deps(request)
     chosen = await deps.memory.consent(user_id)
     return Consent(enabled=deps.settings.memory_default if chosen is None else chosen,
@@ -340,7 +343,7 @@ async def set_consent_route(
                **error_responses(503)},
     summary="Everything memfleet holds about the user (right of access)",
 )
-async def export_route(request: Request, user_id: AuthedUser) -> SpooledExport:
+async def export_route(request: Request, user_id: AdminUser) -> SpooledExport:
     # The snapshot is read whole before the answer starts (api_stub.exports): an
     # unreachable database is a 503, and a client that does not read holds no connection.
     return await _deps(request).exports.open(user_id)

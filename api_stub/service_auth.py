@@ -1,0 +1,169 @@
+"""Who is calling: an end user (an HS256 JWT, api_stub.auth) or a chat server (a
+service key, ``mfk_...``, worker.store.service_keys), and what each may do.
+
+An end-user token acts for its own user only. A service key acts for any user
+within its scopes: ``read`` the memory routes that only read, ``admin`` those
+that change or hand out a user's memory (fact writes, consent, erase, export),
+``handover`` the hand-over (no route of this API yet). docs/api.md maps every
+route to its scope.
+
+Each API process keeps what it read of a key for KEY_CACHE_TTL_S: a revoked key
+stops working on every process within that many seconds, without a database
+round trip on every request. The secret is checked on every request, against the
+cached hash, in constant time. ``last_used_at`` is written at most every
+LAST_USED_EVERY_S per key. Neither the key nor its secret is ever logged: the
+log says the key's id and the refusal's class.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import AfterValidator
+
+from api_stub.auth import InvalidToken, bearer_scheme, unauthorized, verify_token
+from api_stub.fields import MAX_ID_CHARS, valid_id
+from worker.store.service_keys import (
+    ServiceKeyStore,
+    StoredKey,
+    looks_like_key,
+    parse_key,
+    secret_matches,
+)
+
+KEY_CACHE_TTL_S = 5.0
+LAST_USED_EVERY_S = 60.0
+_CACHE_MAX = 4096  # keys a process remembers; past it the cache starts again
+
+log = logging.getLogger("memfleet.api.auth")
+
+# The classes of a refused service key, for the log.
+MALFORMED_KEY = "malformed_key"
+UNKNOWN_KEY = "unknown_key"
+REVOKED_KEY = "revoked_key"
+WRONG_SECRET = "wrong_secret"  # noqa: S105 - a class name, not a secret
+# One reason for all of them: the caller learns nothing about which ids exist.
+_KEY_REFUSED = "the service key is not valid (unknown, revoked or a wrong secret)"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An end user (``user_id``) or a service key (``key_id`` with ``scopes``)."""
+
+    user_id: str | None = None
+    key_id: str | None = None
+    scopes: frozenset[str] = frozenset()
+
+
+class ServiceKeyCheck:
+    """One per API process: a presented key's scopes, or InvalidToken."""
+
+    def __init__(self, store: ServiceKeyStore, *, ttl_s: float = KEY_CACHE_TTL_S,
+                 last_used_every_s: float = LAST_USED_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._store, self._ttl_s, self._every_s, self._clock = \
+            store, ttl_s, last_used_every_s, clock
+        self._cache: dict[str, tuple[float, StoredKey | None]] = {}
+        self._touched: dict[str, float] = {}
+
+    async def scopes(self, token: str) -> tuple[str, frozenset[str]]:
+        """(key id, scopes) of a valid key."""
+        parts = parse_key(token)
+        if parts is None:
+            raise InvalidToken(MALFORMED_KEY, "the service key is not of the form "
+                               "mfk_<12 hex digits>_<64 hex digits>")
+        key_id, secret = parts
+        stored = await self._stored(key_id)
+        if stored is None:
+            raise InvalidToken(UNKNOWN_KEY, _KEY_REFUSED)
+        if not secret_matches(secret, stored.secret_hash):
+            raise InvalidToken(WRONG_SECRET, _KEY_REFUSED)
+        if stored.revoked:
+            raise InvalidToken(REVOKED_KEY, _KEY_REFUSED)
+        await self._touch(key_id)
+        return key_id, stored.scopes
+
+    async def _stored(self, key_id: str) -> StoredKey | None:
+        now = self._clock()
+        cached = self._cache.get(key_id)
+        if cached is not None and now - cached[0] < self._ttl_s:
+            return cached[1]
+        stored = await self._store.stored(key_id)
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[key_id] = (now, stored)
+        return stored
+
+    async def _touch(self, key_id: str) -> None:
+        now = self._clock()
+        last = self._touched.get(key_id)
+        if last is not None and now - last < self._every_s:
+            return
+        if len(self._touched) >= _CACHE_MAX:
+            self._touched.clear()
+        self._touched[key_id] = now
+        await self._store.touch(key_id, self._every_s)
+
+
+def _refused(exc: InvalidToken) -> HTTPException:
+    # The class and the fixed words; the access log's line names the route.
+    log.info("memory API: 401 invalid_token (%s): %s", exc.kind, exc)
+    return unauthorized(str(exc))
+
+
+async def caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Caller:
+    """The request's verified caller, or 401."""
+    if credentials is None:
+        log.info("memory API: 401: no bearer token")
+        raise unauthorized(None)
+    token = credentials.credentials
+    try:
+        if looks_like_key(token):
+            check: ServiceKeyCheck = request.app.state.service_keys
+            key_id, scopes = await check.scopes(token)
+            return Caller(key_id=key_id, scopes=scopes)
+        return Caller(user_id=verify_token(request.app.state.auth, token))
+    except InvalidToken as exc:
+        raise _refused(exc) from None
+
+
+UserInPath = Annotated[str, Path(
+    min_length=1, max_length=MAX_ID_CHARS,
+    description="The user: the token's subject, or any user for a service key whose "
+                "scopes allow the route."), AfterValidator(valid_id)]
+CallerOf = Annotated[Caller, Depends(caller)]
+
+
+def _for_user(scope: str) -> Callable[..., object]:
+    async def user_in_path(user_id: UserInPath, who: CallerOf) -> str:
+        if who.key_id is not None:
+            if scope not in who.scopes:
+                log.info("memory API: 403: service key %s lacks the %s scope",
+                         who.key_id, scope)
+                raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                    detail=f"the service key lacks the {scope} scope")
+            return user_id
+        if user_id != who.user_id:
+            # Same answer whether or not the other user exists or has facts.
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                detail="the token is not for this user")
+        return user_id
+
+    return user_in_path
+
+
+reading_user = _for_user("read")
+administered_user = _for_user("admin")
+
+# The path's user, once the caller may read (ReadUser) or change (AdminUser) their memory.
+ReadUser = Annotated[str, Depends(reading_user)]
+AdminUser = Annotated[str, Depends(administered_user)]
