@@ -70,7 +70,7 @@ def looks_like_key(token: str) -> bool:
 
 def parse_key(token: str) -> tuple[str, str] | None:
     """(id, secret) of a well-formed key, else None."""
-    match = _KEY.match(token)
+    match = _KEY.fullmatch(token)
     return None if match is None else (match[1], match[2])
 
 
@@ -93,7 +93,7 @@ def valid_scopes(text: str) -> tuple[str, ...]:
 
 
 def valid_key_id(text: str) -> str:
-    if not _ID.match(text):
+    if not _ID.fullmatch(text):
         raise MemfleetError(f"a key id is 12 hex digits (as `memfleet keys list` shows), "
                             f"not {text[:40]!r}")
     return text
