@@ -65,13 +65,13 @@ def _when(moment: Any) -> str:
 
 
 def cmd_create(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.store.service_keys import valid_scopes
+    from worker.store.service_keys import valid_name, valid_scopes
 
     if args.name is None or args.scope is None:
         raise MemfleetError("keys create needs --name and --scope")
-    scopes = valid_scopes(args.scope)
+    name, scopes = valid_name(args.name), valid_scopes(args.scope)
     settings = resolve(settings)
-    row, key = _with_keys(settings, lambda store: store.create(args.name, scopes))
+    row, key = _with_keys(settings, lambda store: store.create(name, scopes))
     print(key, flush=True)
     print(f"memfleet: created service key {row.id} ({row.name}; {','.join(row.scopes)}): "
           "the key above is shown this once; keep it in the chat server's secrets",

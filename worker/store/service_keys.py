@@ -92,6 +92,13 @@ def valid_scopes(text: str) -> tuple[str, ...]:
     return tuple(s for s in SCOPES if s in asked)
 
 
+def valid_name(text: str) -> str:
+    name = text.strip()
+    if not name or len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise MemfleetError(f"--name takes 1 to {MAX_NAME_CHARS} printable characters")
+    return name
+
+
 def valid_key_id(text: str) -> str:
     if not _ID.fullmatch(text):
         raise MemfleetError(f"a key id is 12 hex digits (as `memfleet keys list` shows), "
@@ -108,9 +115,7 @@ class ServiceKeyStore(PooledStore):
 
     async def create(self, name: str, scopes: tuple[str, ...]) -> tuple[ServiceKeyRow, str]:
         """The new key's row and the key itself, which is never seen again."""
-        name = name.strip()
-        if not name or len(name) > MAX_NAME_CHARS or not name.isprintable():
-            raise MemfleetError(f"--name takes 1 to {MAX_NAME_CHARS} printable characters")
+        name = valid_name(name)
         key_id, secret = secrets.token_hex(6), secrets.token_hex(32)
         row = await self._one("create_key", key_id, name, secret_hash(secret), list(scopes))
         return ServiceKeyRow.of(row), f"{PREFIX}{key_id}_{secret}"
