@@ -4,8 +4,9 @@ service key, ``mfk_...``, worker.store.service_keys), and what each may do.
 An end-user token acts for its own user only. A service key acts for any user
 within its scopes: ``read`` the memory routes that only read, ``admin`` those
 that change or hand out a user's memory (fact writes, consent, erase, export),
-``handover`` the hand-over (no route of this API yet). docs/api.md maps every
-route to its scope.
+``handover`` the hand-over over HTTP (api_stub.handover_routes; a service key
+only: an end user's token never hands over). docs/api.md maps every route to its
+scope.
 
 Each API process keeps what it read of a key for KEY_CACHE_TTL_S: a revoked key
 stops working on every process within that many seconds, without a database
@@ -161,9 +162,25 @@ def _for_user(scope: str) -> Callable[..., object]:
     return user_in_path
 
 
+async def _handing_over_user(user_id: UserInPath, who: CallerOf) -> str:
+    # A chat server hands its users' turns over; an end user holding a token must
+    # not be able to feed memory any conversation they like, so no token does.
+    if who.key_id is None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            detail="an end user's token cannot hand over; use a service key "
+                                   "with the handover scope")
+    if "handover" not in who.scopes:
+        log.info("memory API: 403: service key %s lacks the handover scope", who.key_id)
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            detail="the service key lacks the handover scope")
+    return user_id
+
+
 reading_user = _for_user("read")
 administered_user = _for_user("admin")
 
 # The path's user, once the caller may read (ReadUser) or change (AdminUser) their memory.
 ReadUser = Annotated[str, Depends(reading_user)]
 AdminUser = Annotated[str, Depends(administered_user)]
+# The path's user, once the caller is a service key with the handover scope.
+HandoverUser = Annotated[str, Depends(_handing_over_user)]

@@ -1,0 +1,113 @@
+"""The hand-over over HTTP: a chat server in any language hands a session's turns over.
+
+``POST /users/{user_id}/sessions/{session_id}/handover`` with a service key holding
+the ``handover`` scope (api_stub.service_auth; an end user's token is 403) calls
+the Python hand-over itself, ``schedule_memory_persistence``, on the API's Redis:
+the same validation, windowing and limits, the same hand-over id. Its refusals:
+InvalidHandover 400 with the reason (it names positions and limits, never text),
+HandoverTooLarge 413, a full session or user budget (HandoverBacklogFull,
+SessionBytesFull, UserSessionsFull) 429 with Retry-After (api_stub.errors; a
+budget frees itself as workers finish, as with the chat stand-in's turns), and
+HandoverUnavailable 503 within the hand-over's own bound (HANDOVER_TIMEOUT_S).
+No message text is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, status
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from api_stub.deps import ApiDeps
+from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses
+from api_stub.fields import MAX_ID_CHARS, valid_id
+from api_stub.service_auth import HandoverUser
+from worker.client.handover import schedule_memory_persistence
+from worker.errors import (
+    HandoverBacklogFull,
+    HandoverTooLarge,
+    HandoverUnavailable,
+    InvalidHandover,
+    UserSessionsFull,
+)
+
+log = logging.getLogger("memfleet.api.handover")
+
+# Seconds the hand-over may wait on Redis before it is a 503: the client's own default.
+HANDOVER_TIMEOUT_S = 1.0
+
+router = APIRouter(prefix="/users/{user_id}", tags=["handover"])
+
+SessionId = Annotated[
+    str, Path(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(valid_id)
+]
+
+
+class HandoverBody(BaseModel):
+    """What ``schedule_memory_persistence`` takes besides the ids, as JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Checked by the hand-over itself (worker.protocol.payload.parse_messages), so that
+    # HTTP and Python refuse the same lists with the same reasons.
+    messages: list[Any] = Field(
+        description="The session's messages, oldest first: [{\"role\": \"user\"|\"assistant\""
+                    "|\"system\", \"content\": \"...\"}, ...]. A session over the limits is "
+                    "handed over as its most recent window that fits.")
+    agent_id: str | None = Field(
+        default=None, description="The persona or agent instance of the session.")
+    listed_at_us: int | None = Field(
+        default=None, ge=0,
+        description="When the chat server read the list, on the Redis clock (microseconds): "
+                    "a list read before an erase of the user stores nothing.")
+
+
+class HandoverAccepted(BaseModel):
+    handover_id: int = Field(description="The hand-over's number (0: none stored); a commit "
+                                         "covering it makes its facts readable.")
+
+
+def _refused(code: int, reason: str) -> JSONResponse:
+    return JSONResponse({"detail": reason}, status_code=code)
+
+
+@router.post(
+    "/sessions/{session_id}/handover",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=HandoverAccepted,
+    responses={
+        **AUTH_RESPONSES,
+        **error_responses(429, 503),
+        400: {"model": ErrorBody,
+              "description": "The hand-over is invalid (ids, roles, empty or over-long "
+                             "messages); the reason names the position, never the text."},
+    },
+    summary="Hand a session's messages over to memory (a service key with the handover scope)",
+)
+async def hand_over(
+    request: Request, session_id: SessionId, user_id: HandoverUser, body: HandoverBody,
+) -> HandoverAccepted | JSONResponse:
+    deps: ApiDeps = request.app.state.deps
+    id_key = deps.settings.telemetry_id_key
+    try:
+        enqueued = await schedule_memory_persistence(
+            deps.redis, session_id, user_id, body.messages,
+            limits=deps.limits, queue_name=deps.settings.queue_name,
+            timeout_s=HANDOVER_TIMEOUT_S,
+            telemetry_id_key=id_key.get_secret_value() if id_key else None,
+            agent_id=body.agent_id, listed_at_us=body.listed_at_us,
+        )
+    except (HandoverBacklogFull, UserSessionsFull, HandoverTooLarge):
+        raise  # 429 with Retry-After, 413 (api_stub.errors)
+    except HandoverUnavailable as exc:
+        log.warning("handover: Redis unavailable: %s", type(exc.__cause__).__name__)
+        return JSONResponse({"detail": "Redis is unavailable; retry later"}, status_code=503,
+                            headers={"Retry-After": "1"})
+    except InvalidHandover as exc:
+        # The reason names positions, fields and limits, never the content.
+        log.info("handover: 400 invalid hand-over")
+        return _refused(400, str(exc))
+    return HandoverAccepted(handover_id=enqueued.handover_id)
