@@ -143,3 +143,23 @@ async def test_redis_gone_is_503_within_about_a_second(
     finally:
         await asyncio.to_thread(own_redis.stop)
     assert "Berlin" not in caplog.text
+
+
+async def test_a_full_user_budget_is_429_with_retry_after_and_frees_after_a_drain(
+    settings: Settings, keys: ServiceKeyStore,
+) -> None:
+    handover = await key_auth(keys, "handover")
+    one_session = api_settings(settings).model_copy(update={"max_user_sessions": 1})
+    async with (running_api(one_session) as base_url,
+                httpx.AsyncClient(base_url=base_url, timeout=30) as api):
+        first = await api.post("/users/ada/sessions/s1/handover", json=turn(SECRET_TEXT),
+                               headers=handover)
+        assert first.status_code == 202, first.text
+        full = await api.post("/users/ada/sessions/s2/handover", json=turn(SECRET_TEXT),
+                              headers=handover)
+        assert full.status_code == 429, full.text
+        assert int(full.headers["Retry-After"]) > 0
+        await drain(settings)
+        freed = await api.post("/users/ada/sessions/s2/handover", json=turn(SECRET_TEXT),
+                               headers=handover)
+        assert freed.status_code == 202, freed.text
