@@ -22,7 +22,7 @@ from worker.config import Settings
 from worker.embedded import EmbeddedRedis
 from worker.store.service_keys import ServiceKeyStore
 
-SECRET_TEXT = "I live in Berlin."  # the stub's extraction: "Lives in Berlin"
+BERLIN_TURN = "I live in Berlin."  # the stub's extraction: "Lives in Berlin"
 
 
 @pytest.fixture
@@ -50,12 +50,12 @@ async def test_a_handover_over_http_is_committed_by_a_worker(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     handover = await key_auth(keys, "handover")
-    first = await api.post("/users/ada/sessions/s1/handover", json=turn(SECRET_TEXT),
+    first = await api.post("/users/ada/sessions/s1/handover", json=turn(BERLIN_TURN),
                            headers=handover)
     assert first.status_code == 202, first.text
     assert first.json()["handover_id"] >= 1
     again = await api.post("/users/ada/sessions/s1/handover",
-                           json=turn(SECRET_TEXT) | {"agent_id": "luna"}, headers=handover)
+                           json=turn(BERLIN_TURN) | {"agent_id": "luna"}, headers=handover)
     assert again.status_code == 202, again.text
     assert again.json()["handover_id"] > first.json()["handover_id"]
     assert (await drain(settings))["failed"] == 0
@@ -102,15 +102,15 @@ async def test_a_user_token_or_a_key_without_the_scope_is_403(
     db: asyncpg.Connection,
 ) -> None:
     path = "/users/ada/sessions/s1/handover"
-    own = await api.post(path, json=turn(SECRET_TEXT), headers=bearer("ada"))
+    own = await api.post(path, json=turn(BERLIN_TURN), headers=bearer("ada"))
     assert own.status_code == 403, own.text
     assert "end user's token cannot hand over" in own.json()["detail"]
     for scopes in (("read",), ("admin",), ("read", "admin")):
-        wrong = await api.post(path, json=turn(SECRET_TEXT),
+        wrong = await api.post(path, json=turn(BERLIN_TURN),
                                headers=await key_auth(keys, *scopes))
         assert wrong.status_code == 403, scopes
         assert wrong.json()["detail"] == "the service key lacks the handover scope"
-    assert (await api.post(path, json=turn(SECRET_TEXT))).status_code == 401
+    assert (await api.post(path, json=turn(BERLIN_TURN))).status_code == 401
     await drain(settings)
     assert await active_texts(db, "ada") == [], "nothing refused was handed over"
 
@@ -128,17 +128,17 @@ async def test_redis_gone_is_503_within_about_a_second(
         async with (running_api(app_settings) as base_url,
                     httpx.AsyncClient(base_url=base_url, timeout=30) as api):
             path = "/users/ada/sessions/s1/handover"
-            ok = await api.post(path, json=turn(SECRET_TEXT), headers=handover)
+            ok = await api.post(path, json=turn(BERLIN_TURN), headers=handover)
             assert ok.status_code == 202, ok.text
             await asyncio.to_thread(own_redis.kill)  # SIGKILL: gone mid-connection
             started = time.monotonic()
-            gone = await api.post(path, json=turn(SECRET_TEXT), headers=handover)
+            gone = await api.post(path, json=turn(BERLIN_TURN), headers=handover)
             assert gone.status_code == 503, gone.text
             assert time.monotonic() - started < 2.0
             assert gone.headers["Retry-After"] == "1"
             # Restarted, the next hand-over is taken again.
             await asyncio.to_thread(own_redis.start)
-            back = await api.post(path, json=turn(SECRET_TEXT), headers=handover)
+            back = await api.post(path, json=turn(BERLIN_TURN), headers=handover)
             assert back.status_code == 202, back.text
     finally:
         await asyncio.to_thread(own_redis.stop)
@@ -152,14 +152,14 @@ async def test_a_full_user_budget_is_429_with_retry_after_and_frees_after_a_drai
     one_session = api_settings(settings).model_copy(update={"max_user_sessions": 1})
     async with (running_api(one_session) as base_url,
                 httpx.AsyncClient(base_url=base_url, timeout=30) as api):
-        first = await api.post("/users/ada/sessions/s1/handover", json=turn(SECRET_TEXT),
+        first = await api.post("/users/ada/sessions/s1/handover", json=turn(BERLIN_TURN),
                                headers=handover)
         assert first.status_code == 202, first.text
-        full = await api.post("/users/ada/sessions/s2/handover", json=turn(SECRET_TEXT),
+        full = await api.post("/users/ada/sessions/s2/handover", json=turn(BERLIN_TURN),
                               headers=handover)
         assert full.status_code == 429, full.text
         assert int(full.headers["Retry-After"]) > 0
         await drain(settings)
-        freed = await api.post("/users/ada/sessions/s2/handover", json=turn(SECRET_TEXT),
+        freed = await api.post("/users/ada/sessions/s2/handover", json=turn(BERLIN_TURN),
                                headers=handover)
         assert freed.status_code == 202, freed.text
