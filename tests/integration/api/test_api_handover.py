@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -163,3 +164,27 @@ async def test_a_full_user_budget_is_429_with_retry_after_and_frees_after_a_drai
         freed = await api.post("/users/ada/sessions/s2/handover", json=turn(BERLIN_TURN),
                                headers=handover)
         assert freed.status_code == 202, freed.text
+
+
+async def test_a_redis_that_never_answers_is_503_within_about_a_second(
+    settings: Settings, keys: ServiceKeyStore,
+) -> None:
+    # A socket that takes connections (the kernel's backlog) and never answers: the
+    # hand-over's own bound, not a refused connection, ends the wait.
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        handover = await key_auth(keys, "handover")
+        hung = api_settings(settings).model_copy(
+            update={"redis_url": f"redis://127.0.0.1:{silent.getsockname()[1]}/0"})
+        async with (running_api(hung) as base_url,
+                    httpx.AsyncClient(base_url=base_url, timeout=30) as api):
+            started = time.monotonic()
+            gone = await api.post("/users/ada/sessions/s1/handover", json=turn(BERLIN_TURN),
+                                  headers=handover)
+            took = time.monotonic() - started
+            assert gone.status_code == 503, gone.text
+            assert 0.9 < took < 2.0, took
+    finally:
+        silent.close()
