@@ -10,7 +10,6 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -19,6 +18,7 @@ import pytest
 
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain
+from tests.integration.api.conftest import key_auth, new_key
 from worker.config import Settings
 from worker.embedded import EmbeddedRedis
 from worker.store.service_keys import ServiceKeyStore
@@ -26,18 +26,8 @@ from worker.store.service_keys import ServiceKeyStore
 BERLIN_TURN = "I live in Berlin."  # the stub's extraction: "Lives in Berlin"
 
 
-@pytest.fixture
-async def keys(database_url: str) -> AsyncIterator[ServiceKeyStore]:
-    store = await ServiceKeyStore.connect(database_url)
-    try:
-        yield store
-    finally:
-        await store.aclose()
-
-
-async def key_auth(keys: ServiceKeyStore, *scopes: str) -> dict[str, str]:
-    _, key = await keys.create(f"chat server ({','.join(scopes)})", scopes)
-    return {"Authorization": f"Bearer {key}"}
+async def scoped_auth(keys: ServiceKeyStore, *scopes: str) -> dict[str, str]:
+    return key_auth(await new_key(keys, *scopes))
 
 
 def turn(text: str) -> dict[str, object]:
@@ -50,7 +40,7 @@ async def test_a_handover_over_http_is_committed_by_a_worker(
     db: asyncpg.Connection, caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    handover = await key_auth(keys, "handover")
+    handover = await scoped_auth(keys, "handover")
     first = await api.post("/users/ada/sessions/s1/handover", json=turn(BERLIN_TURN),
                            headers=handover)
     assert first.status_code == 202, first.text
@@ -70,7 +60,7 @@ async def test_the_python_handovers_refusals_are_400_and_413(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    handover = await key_auth(keys, "handover")
+    handover = await scoped_auth(keys, "handover")
     path = "/users/ada/sessions/s1/handover"
     bad_role = await api.post(path, json={"messages": [{"role": "wizard",
                                                         "content": "Secret spell"}]},
@@ -108,7 +98,7 @@ async def test_a_user_token_or_a_key_without_the_scope_is_403(
     assert "end user's token cannot hand over" in own.json()["detail"]
     for scopes in (("read",), ("admin",), ("read", "admin")):
         wrong = await api.post(path, json=turn(BERLIN_TURN),
-                               headers=await key_auth(keys, *scopes))
+                               headers=await scoped_auth(keys, *scopes))
         assert wrong.status_code == 403, scopes
         assert wrong.json()["detail"] == "the service key lacks the handover scope"
     assert (await api.post(path, json=turn(BERLIN_TURN))).status_code == 401
@@ -124,7 +114,7 @@ async def test_redis_gone_is_503_within_about_a_second(
     own_redis = EmbeddedRedis(tmp_path / "redis")
     await asyncio.to_thread(own_redis.start)
     try:
-        handover = await key_auth(keys, "handover")
+        handover = await scoped_auth(keys, "handover")
         app_settings = api_settings(settings).model_copy(update={"redis_url": own_redis.url})
         async with (running_api(app_settings) as base_url,
                     httpx.AsyncClient(base_url=base_url, timeout=30) as api):
@@ -149,7 +139,7 @@ async def test_redis_gone_is_503_within_about_a_second(
 async def test_a_full_user_budget_is_429_with_retry_after_and_frees_after_a_drain(
     settings: Settings, keys: ServiceKeyStore,
 ) -> None:
-    handover = await key_auth(keys, "handover")
+    handover = await scoped_auth(keys, "handover")
     one_session = api_settings(settings).model_copy(update={"max_user_sessions": 1})
     async with (running_api(one_session) as base_url,
                 httpx.AsyncClient(base_url=base_url, timeout=30) as api):
@@ -175,7 +165,7 @@ async def test_a_redis_that_never_answers_is_503_within_about_a_second(
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)
     try:
-        handover = await key_auth(keys, "handover")
+        handover = await scoped_auth(keys, "handover")
         hung = api_settings(settings).model_copy(
             update={"redis_url": f"redis://127.0.0.1:{silent.getsockname()[1]}/0"})
         async with (running_api(hung) as base_url,
