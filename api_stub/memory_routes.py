@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator
 
@@ -41,6 +41,8 @@ from api_stub.memory_models import (
     SearchResults,
     utc,
 )
+from api_stub.read_timing import HEADER as SERVER_TIMING
+from api_stub.read_timing import ReadTiming
 from api_stub.service_auth import AdminUser, ReadUser
 from api_stub.write_rate import WritingUser
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
@@ -90,6 +92,11 @@ WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorBody, "headers": _RETRY_AFTER,
           "description": "Too many manual writes of this user; retry after Retry-After."},
 }
+# The prompt reads' 200 says where its time went (api_stub.read_timing).
+_TIMED: dict[int | str, dict[str, Any]] = {200: {"headers": {SERVER_TIMING: {
+    "description": "Milliseconds: embed (the query's embeddings call; absent when none was "
+                   "made), store (the read outside it), total (the handler).",
+    "schema": {"type": "string"}}}}}
 _NOT_FOUND = "no such fact"
 _NOT_ACTIVE = "the fact is no longer active"
 
@@ -233,12 +240,13 @@ async def fact_chain(request: Request, user_id: ReadUser, fact_id: FactId) -> Ch
 @router.get(
     "/search",
     response_model=SearchResults,
-    responses={**AUTH_RESPONSES, **error_responses(503)},
+    responses={**_TIMED, **AUTH_RESPONSES, **error_responses(503)},
     summary="Active facts (or those of one time) by meaning and by words, fused by "
             "Reciprocal Rank Fusion (k = 60); equal scores by confidence",
 )
 async def search(
     request: Request,
+    response: Response,
     user_id: ReadUser,
     q: SearchQuery,
     k: Annotated[int, Query(ge=1, le=100)] = 10,
@@ -249,35 +257,44 @@ async def search(
 ) -> SearchResults:
     _one_time(valid_at, known_at)
     deps = _deps(request)
-    hits = await search_facts(deps.memory, deps.providers.embedder, user_id, q, top_k=k,
+    timing = ReadTiming(deps.providers.embedder, deps.providers.embedder_for)
+    hits = await search_facts(deps.memory, timing.embedder, user_id, q, top_k=k,
                               scope=scope, agent_id=agent_id, valid_at=valid_at,
-                              known_at=known_at, embedders=deps.providers.embedder_for)
-    return SearchResults(results=[
+                              known_at=known_at, embedders=timing.embedders)
+    timing.read_done()
+    results = SearchResults(results=[
         SearchHitBody(fact=Fact.of(h.fact), score=h.score, semantic_rank=h.semantic_rank,
                       lexical_rank=h.lexical_rank)
         for h in hits
     ])
+    response.headers[SERVER_TIMING] = timing.header()
+    return results
 
 
 @router.get(
     "/known-facts",
     response_model=KnownFacts,
-    responses={**AUTH_RESPONSES, **error_responses(503)},
+    responses={**_TIMED, **AUTH_RESPONSES, **error_responses(503)},
     summary="The read path over HTTP: the system-prompt block of known facts (empty "
             "while the user's memory is off)",
 )
 async def known_facts_route(
-    request: Request, user_id: ReadUser, q: OptionalQuery = None,
+    request: Request, response: Response, user_id: ReadUser, q: OptionalQuery = None,
     scope: ScopeQuery = "both", agent_id: AgentQuery = None,
 ) -> KnownFacts:
     deps = _deps(request)
+    timing = ReadTiming(deps.providers.embedder, deps.providers.embedder_for)
     # A prompt's read: empty while the user's memory is off (the routes above still
-    # show the user what is kept, until they forget it).
-    facts = await known_facts(deps.memory, deps.providers.embedder, user_id, query=q,
+    # show the user what is kept, until they forget it). A user with at most
+    # read_top_k facts gets them all, with no embeddings call.
+    facts = await known_facts(deps.memory, timing.embedder, user_id, query=q,
                               top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
-                              embedders=deps.providers.embedder_for,
+                              embedders=timing.embedders,
                               memory_default=deps.settings.memory_default)
-    return KnownFacts(block=format_block(facts), count=len(facts))
+    timing.read_done()
+    answer = KnownFacts(block=format_block(facts), count=len(facts))
+    response.headers[SERVER_TIMING] = timing.header()
+    return answer
 
 
 @router.delete(
