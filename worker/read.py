@@ -105,6 +105,18 @@ async def search_facts(
         return []  # no embeddings call for nothing
     if consent_gate is not None and not await remembered(store, user_id, consent_gate):
         return []  # nor for a user who turned memory off (the search checks it again)
+    return await _ranked(store, embedder, user_id, query, top_k=top_k, scope=scope,
+                         agent_id=agent_id, valid_at=valid_at, known_at=known_at,
+                         embedders=embedders, consent_gate=consent_gate)
+
+
+async def _ranked(
+    store: MemoryStore, embedder: Embedder, user_id: str, query: str, *, top_k: int,
+    scope: MemoryScope, agent_id: str | None, embedders: EmbedderFactory | None,
+    consent_gate: ConsentGate | None, valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+) -> list[SearchHit]:
+    # search_facts once its caller knows the user's memory is on.
     embedder = await query_embedder(store, embedder, user_id, embedders)
     answer = await embedder.embed([query])
     ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
@@ -206,8 +218,10 @@ async def known_facts(
     if await store.count_active(user_id, scope=scope, agent_id=agent_id,
                                 consent_gate=gate) <= top_k:
         return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
-    hits = await search_facts(store, embedder, user_id, query, top_k=top_k, scope=scope,
-                              agent_id=agent_id, embedders=embedders, consent_gate=gate)
+    # More than top_k found behind the gate: memory is on, no second look before the
+    # embeddings call (the search checks the gate again in its own statement).
+    hits = await _ranked(store, embedder, user_id, query, top_k=top_k, scope=scope,
+                         agent_id=agent_id, embedders=embedders, consent_gate=gate)
     return [hit.fact for hit in hits]
 
 
