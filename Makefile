@@ -52,6 +52,8 @@ trace: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.run
 	$(PY) -m bench.api_latency --requests 2000
+	$(PY) -m bench.http_handover
+	$(PY) -m bench.prompt_read
 	$(PY) -m bench.tokens
 	$(PY) -m bench.real_path
 	$(PY) -m bench.model_latency
