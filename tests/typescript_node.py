@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "typescript"
 DIST = PACKAGE / "dist"
 BUILT_STAMP = DIST / ".memfleet-stamp"
-TELEMETRY_ID_KEY = "ts-suite-telemetry-key"  # noqa: S105 - a throwaway test key
+TELEMETRY_ID_KEY = "ts-suite-telemetry-key"
 
 
 def require_build() -> None:
@@ -38,7 +38,8 @@ def require_build() -> None:
                PACKAGE / "tsconfig.json"]
     newest = max(p.stat().st_mtime for p in sources)
     if not BUILT_STAMP.exists() or BUILT_STAMP.stat().st_mtime < newest:
-        pytest.fail("typescript/dist is missing or older than typescript/src: run `make typescript`")
+        pytest.fail("typescript/dist is missing or older than typescript/src:"
+                    " run `make typescript`")
 
 
 def run_node(args: list[str], env: dict[str, str] | None = None,
@@ -124,7 +125,11 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path) -> Asy
                 }
     finally:
         await asyncio.to_thread(workers.stop)
-        for log in sorted(log_dir.glob("worker-*.log")):
-            text = log.read_text("utf-8", "replace").strip()
-            if text:
-                print(f"--- {log.name}\n{text}")  # shown by pytest when the test fails
+        await asyncio.to_thread(_show_logs, log_dir)
+
+
+def _show_logs(log_dir: Path) -> None:
+    for log in sorted(log_dir.glob("worker-*.log")):
+        text = log.read_text("utf-8", "replace").strip()
+        if text:
+            print(f"--- {log.name}\n{text}")  # shown by pytest when the test fails

@@ -10,6 +10,7 @@ module builds differ, so neither side can drift from the other unnoticed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -170,7 +171,6 @@ def _enqueue_call(user_id: str, session_id: str, limits: Limits, queue_name: str
             return [b"memfleet-job", 0, b"1"]
 
     job_hex = "0f8e4f3c2a9b4d6e8f7a6b5c4d3e2f1a"
-    import asyncio
     with _fixed(1777636800.123, job_hex):
         asyncio.run(queue.enqueue(Recorder(), SessionRef(user_id, session_id), payload=b"{}",
                                   queue_name=queue_name, limits=limits))
@@ -183,8 +183,8 @@ def _enqueue_call(user_id: str, session_id: str, limits: Limits, queue_name: str
 
 @contextmanager
 def _fixed(now_s: float, job_hex: str) -> Iterator[None]:
-    with (mock.patch.object(queue.time, "time", return_value=now_s),
-          mock.patch.object(queue.uuid, "uuid4", return_value=mock.Mock(hex=job_hex))):
+    with (mock.patch("worker.protocol.queue.time.time", return_value=now_s),
+          mock.patch("worker.protocol.queue.uuid.uuid4", return_value=mock.Mock(hex=job_hex))):
         yield
 
 
