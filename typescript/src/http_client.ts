@@ -9,7 +9,7 @@
  * never a hung chat turn. Refusals are the errors Redis mode raises, read from
  * the answer's `"error"` member (http/answers.ts).
  */
-import { DeadlinePassed } from "./deadline.js";
+import { DeadlinePassed, sleep } from "./deadline.js";
 import { HandoverUnavailable, MemfleetError } from "./errors.js";
 import { errorFor } from "./http/answers.js";
 import { SseParser } from "./http/sse.js";
@@ -65,6 +65,8 @@ export interface SessionStatusWithTag extends SessionStatus {
   sessionTag: string | null;
 }
 
+// Reconnects tried in a row after a dropped event stream before giving up.
+const RECONNECTS = 5;
 // The wait route's own bound on one long poll (docs/api.md).
 const MAX_WAIT_S = 30;
 
@@ -173,6 +175,8 @@ export class MemfleetHttpClient {
     AsyncGenerator<CommitEvent> {
     let lastId = options.after === "$" ? undefined : options.after;
     const signal = options.signal;
+    let opened = false;
+    let failures = 0;
     while (!signal?.aborted) {
       const headers: Record<string, string> = { ...this.auth(), Accept: "text/event-stream" };
       if (lastId !== undefined) headers["Last-Event-ID"] = lastId;
@@ -188,11 +192,19 @@ export class MemfleetHttpClient {
         });
       } catch (error) {
         if (signal?.aborted) return;
-        throw new HandoverUnavailable(`the memory API did not answer: ${describe(error)}`,
-          { cause: error });
+        // A first connection that fails is the caller's to know; after a drop, a few
+        // reconnects are tried (an API restarting) before giving up.
+        if (!opened || ++failures > RECONNECTS) {
+          throw new HandoverUnavailable(`the memory API did not answer: ${describe(error)}`,
+            { cause: error });
+        }
+        await sleep(Math.min(200 * 2 ** failures, 5000));
+        continue;
       } finally {
         clearTimeout(timer);
       }
+      opened = true;
+      failures = 0;
       if (!response.ok) throw await this.refusal(response, false);
       options.onOpen?.();
       const parser = new SseParser();
@@ -223,7 +235,7 @@ export class MemfleetHttpClient {
         // A dropped connection: resume after the last event seen.
       }
       if (signal?.aborted) return;
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   }
 
