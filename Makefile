@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo trace bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript test demo trace bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -31,8 +31,25 @@ lock:
 compose-secrets:
 	deploy/compose/gen-secrets
 
-test: $(STAMP) lint prometheus-tools
+test: $(STAMP) lint prometheus-tools typescript
 	$(PY) -m pytest -q
+
+# The TypeScript client (typescript/README.md): node_modules from the lock
+# file (`npm ci`), then `tsc` into typescript/dist/; each step again only when its inputs
+# change. `make test` runs its node tests (tests/unit/typescript, tests/integration/typescript).
+TS_MODULES := typescript/node_modules/.memfleet-stamp
+TS_BUILT   := typescript/dist/.memfleet-stamp
+TS_SOURCES := $(shell find typescript/src -name '*.ts' 2>/dev/null)
+
+typescript: $(TS_BUILT)
+
+$(TS_MODULES): typescript/package.json typescript/package-lock.json
+	cd typescript && npm ci --no-audit --no-fund
+	touch $@
+
+$(TS_BUILT): $(TS_MODULES) typescript/tsconfig.json $(TS_SOURCES)
+	cd typescript && npm run build
+	touch $@
 
 # promtool + prometheus (Debian package) for tests/integration/fleet/test_prometheus.py; installed
 # only as root with apt, otherwise those tests skip and say why.

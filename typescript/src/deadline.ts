@@ -1,0 +1,27 @@
+/** A bound on a call that may otherwise wait on a server that does not answer. */
+
+export class DeadlinePassed extends Error {
+  constructor(ms: number) {
+    super(`no answer within ${ms} ms`);
+    this.name = "DeadlinePassed";
+  }
+}
+
+/** `work`, or DeadlinePassed after `ms`. The work itself is not stopped: the
+ * client's own command timeout ends it soon after. */
+export async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const passed = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DeadlinePassed(ms)), ms);
+  });
+  try {
+    return await Promise.race([work, passed]);
+  } finally {
+    clearTimeout(timer);
+    work.catch(() => undefined); // a late rejection is nobody's to handle
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
