@@ -34,21 +34,22 @@ compose-secrets:
 test: $(STAMP) lint prometheus-tools typescript
 	$(PY) -m pytest -q
 
-# The TypeScript client (typescript/README.md): node_modules from the lock
-# file (`npm ci`), then `tsc` into typescript/dist/; each step again only when its inputs
+# The TypeScript client (clients/typescript/README.md): node_modules from the lock
+# file (`npm ci`), then `tsc` into clients/typescript/dist/; each step again only when its inputs
 # change. `make test` runs its node tests (tests/unit/typescript, tests/integration/typescript).
-TS_MODULES := typescript/node_modules/.memfleet-stamp
-TS_BUILT   := typescript/dist/.memfleet-stamp
-TS_SOURCES := $(shell find typescript/src -name '*.ts' 2>/dev/null)
+TS_DIR     := clients/typescript
+TS_MODULES := $(TS_DIR)/node_modules/.memfleet-stamp
+TS_BUILT   := $(TS_DIR)/dist/.memfleet-stamp
+TS_SOURCES := $(shell find $(TS_DIR)/src -name '*.ts' 2>/dev/null)
 
 typescript: $(TS_BUILT)
 
-$(TS_MODULES): typescript/package.json typescript/package-lock.json
-	cd typescript && npm ci --no-audit --no-fund
+$(TS_MODULES): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund
 	touch $@
 
-$(TS_BUILT): $(TS_MODULES) typescript/tsconfig.json $(TS_SOURCES)
-	cd typescript && npm run build
+$(TS_BUILT): $(TS_MODULES) $(TS_DIR)/tsconfig.json $(TS_SOURCES)
+	cd $(TS_DIR) && npm run build
 	touch $@
 
 # promtool + prometheus (Debian package) for tests/integration/fleet/test_prometheus.py; installed

@@ -2,7 +2,7 @@
 through HTTP (``POST /users/{u}/sessions/{s}/handover``, round-robin over the API
 processes, httpx with keep-alive) or straight to Redis
 (``schedule_memory_persistence``), and prints ``{"latencies_ms": [...], "cpu_s": s}``: the
-TypeScript client's bench (typescript/dist/bench/handover.js) prints the same, without
+TypeScript client's bench (clients/typescript/dist/bench/handover.js) prints the same, without
 ``cpu_s`` (this process's CPU seconds over the measured hand-overs).
 
 Every hand-over is a session of its own of a user of its own, so no budget refuses

@@ -5,7 +5,7 @@ api_stub.serve``, each on its own port, one Redis), creates a service key with t
 ``handover`` scope, then hands sessions over in blocks: HTTP at 1 and at 16 in flight
 (the clients round-robin over both API processes, httpx with keep-alive) and the
 Python client straight to Redis (``schedule_memory_persistence``) at 1 and 16, and
-the TypeScript client's Redis hand-over when typescript/dist/bench/handover.js is
+the TypeScript client's Redis hand-over when clients/typescript/dist/bench/handover.js is
 built. Each block is a process of its own (bench.handover_client), measuring at the
 client after a warm-up; the blocks go round in a fresh random order each round so a
 slow minute of the VM lands on every transport alike. Every hand-over is a session
@@ -40,7 +40,7 @@ from worker.store.migrate import migrate
 from worker.store.service_keys import ServiceKeyStore
 
 ROOT = Path(__file__).resolve().parents[1]
-TS_BENCH = ROOT / "typescript" / "dist" / "bench" / "handover.js"
+TS_BENCH = ROOT / "clients" / "typescript" / "dist" / "bench" / "handover.js"
 TARGET_P99_MS = 5.0
 
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     if TS_BENCH.is_file() and shutil.which("node"):
         transports.append("redis-ts")
     else:
-        ts_note = ("TypeScript rows: not run; typescript/dist/bench/handover.js is not built"
+        ts_note = ("TypeScript rows: not run; clients/typescript/dist/bench/handover.js is not built"
                    " (`make typescript`).")
     blocks = [Block(t, c) for t in transports for c in args.concurrency]
     if args.paced_requests:

@@ -1,4 +1,4 @@
-"""Running the TypeScript client's node tests from pytest (typescript/, built by
+"""Running the TypeScript client's node tests from pytest (clients/typescript/, built by
 ``make typescript``), with the servers they need: real Redis and PostgreSQL
 (tests/conftest.py), the LLM stub, a real ``memfleet worker`` process, the memory
 API on a loopback port, service keys; and two Redis URLs that fail: a closed port
@@ -25,7 +25,7 @@ from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "typescript"
+PACKAGE = ROOT / "clients" / "typescript"
 DIST = PACKAGE / "dist"
 BUILT_STAMP = DIST / ".memfleet-stamp"
 TELEMETRY_ID_KEY = "ts-suite-telemetry-key"
@@ -38,7 +38,7 @@ def require_build() -> None:
                PACKAGE / "tsconfig.json"]
     newest = max(p.stat().st_mtime for p in sources)
     if not BUILT_STAMP.exists() or BUILT_STAMP.stat().st_mtime < newest:
-        pytest.fail("typescript/dist is missing or older than typescript/src:"
+        pytest.fail("clients/typescript/dist is missing or older than clients/typescript/src:"
                     " run `make typescript`")
 
 
@@ -101,7 +101,7 @@ async def _key(database_url: str, *scopes: str) -> str:
 async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path) -> AsyncIterator[
         dict[str, str]]:
     """A worker and the API on ``settings`` with the LLM stub, and the environment the
-    node tests read (typescript/src/test/integration/env.ts)."""
+    node tests read (clients/typescript/src/test/integration/env.ts)."""
     fleet = openai_settings(settings, stub).model_copy(
         update={"telemetry_id_key": SecretStr(TELEMETRY_ID_KEY)})
     env = worker_env(fleet, llm_provider="openai", llm_base_url=stub.v1,

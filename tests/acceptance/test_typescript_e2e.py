@@ -1,4 +1,4 @@
-"""End to end in TypeScript: the example chat server (typescript/src/examples/chat_server.ts)
+"""End to end in TypeScript: the example chat server (clients/typescript/src/examples/chat_server.ts)
 hands turns over once through Redis and once through the memory API, waits until each is
 stored, and reads the known-facts block back over HTTP, against a real worker (LLM stub),
 PostgreSQL, Redis and the API. Every fact of both sessions is there, once."""
@@ -41,6 +41,6 @@ async def _chat(settings: Settings, stub: StubServer, tmp_path: Path) -> dict[st
         env = {**env, "MEMFLEET_API_URL": env["MEMFLEET_TEST_API_URL"],
                "MEMFLEET_SERVICE_KEY": env["MEMFLEET_TEST_SERVICE_KEY"]}
         done = await asyncio.to_thread(
-            run_node, ["typescript/dist/examples/chat_server.js", "tess"], env, 120)
+            run_node, ["clients/typescript/dist/examples/chat_server.js", "tess"], env, 120)
     seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return seen

@@ -1,4 +1,4 @@
-"""The TypeScript client's integration tests (typescript/src/test/integration/), run by
+"""The TypeScript client's integration tests (clients/typescript/src/test/integration/), run by
 node's test runner against real servers: Redis, PostgreSQL, a ``memfleet worker`` on the
 LLM stub, and the memory API with service keys (tests/typescript_node.py). Redis mode:
 the stored payload byte for byte as Python's, a worker committing the facts, status,
@@ -23,7 +23,7 @@ async def test_the_node_integration_suite_passes_against_real_servers(
     require_build()
     async with node_fleet(settings, stub, tmp_path) as env:
         done = await asyncio.to_thread(
-            run_node, ["--test", "--test-concurrency=1", "typescript/dist/test/integration/"],
+            run_node, ["--test", "--test-concurrency=1", "clients/typescript/dist/test/integration/"],
             env)
     print(done.stdout)  # node's own report, with -s or on a failure elsewhere
     assert "# fail 0" in done.stdout and "# pass " in done.stdout
@@ -31,7 +31,7 @@ async def test_the_node_integration_suite_passes_against_real_servers(
 
 def test_the_bench_script_prints_one_latency_a_hand_over(redis_url: str) -> None:
     require_build()
-    done = run_node(["typescript/dist/bench/handover.js", "--redis-url", redis_url,
+    done = run_node(["clients/typescript/dist/bench/handover.js", "--redis-url", redis_url,
                      "--requests", "40", "--concurrency", "4"], timeout_s=60)
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1
@@ -41,7 +41,7 @@ def test_the_bench_script_prints_one_latency_a_hand_over(redis_url: str) -> None
 
 def test_a_bench_mistake_exits_2_with_one_line() -> None:
     require_build()
-    done = subprocess.run(["node", "typescript/dist/bench/handover.js", "--requests", "0"],
+    done = subprocess.run(["node", "clients/typescript/dist/bench/handover.js", "--requests", "0"],
                           cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("bench/handover: ")

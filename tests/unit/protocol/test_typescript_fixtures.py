@@ -11,7 +11,7 @@ from tests.unit.protocol.typescript_fixtures import FIXTURE, render
 def test_the_fixtures_are_what_the_python_side_writes() -> None:
     assert FIXTURE.read_text("utf-8") == render(), (
         "tests/fixtures/protocol/handover_cases.json is stale: run"
-        " `python -m tests.unit.protocol.typescript_fixtures` and rebuild typescript/")
+        " `python -m tests.unit.protocol.typescript_fixtures` and rebuild clients/typescript/")
 
 
 def test_the_fixtures_cover_every_refusal_and_window() -> None:

@@ -1,5 +1,5 @@
 """Golden fixtures of the hand-over protocol, written by the Python reference for the
-TypeScript client's unit tests (typescript/src/test/unit/): validation reasons,
+TypeScript client's unit tests (clients/typescript/src/test/unit/): validation reasons,
 windowing, payload bytes, the ARQ job, enqueue.lua's KEYS and ARGV, session tags.
 
     python -m tests.unit.protocol.typescript_fixtures    # rewrite the file

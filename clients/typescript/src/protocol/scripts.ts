@@ -14,11 +14,11 @@ import { fileURLToPath } from "node:url";
 
 import type { Redis } from "ioredis";
 
-// dist/protocol/scripts.js -> the package root, then the repository's root.
+// dist/protocol/scripts.js -> the package root (clients/typescript/), two levels below the repository root.
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const LUA_DIRS = [
   join(PACKAGE_ROOT, "lua"),
-  join(PACKAGE_ROOT, "..", "worker", "protocol", "lua"),
+  join(PACKAGE_ROOT, "..", "..", "worker", "protocol", "lua"),
 ];
 
 export function luaDir(): string {

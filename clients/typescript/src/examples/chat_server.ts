@@ -5,7 +5,7 @@
  * block back over HTTP for the next prompt. Prints one JSON line of what it saw.
  *
  *   MEMFLEET_REDIS_URL=... MEMFLEET_QUEUE_NAME=... MEMFLEET_API_URL=...
- *   MEMFLEET_SERVICE_KEY=mfk_... node typescript/dist/examples/chat_server.js USER
+ *   MEMFLEET_SERVICE_KEY=mfk_... node clients/typescript/dist/examples/chat_server.js USER
  *
  * The service key needs the `handover` and `read` scopes.
  */

@@ -4,7 +4,7 @@
  * with performance.now() around handOver. Prints one JSON line:
  * {"latencies_ms": [...]}.
  *
- *   node typescript/dist/bench/handover.js --redis-url URL --requests N --concurrency C
+ *   node clients/typescript/dist/bench/handover.js --redis-url URL --requests N --concurrency C
  *     [--queue-name Q] [--messages M]
  */
 import { parseArgs } from "node:util";

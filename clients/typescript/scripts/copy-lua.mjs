@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const PACKAGE = join(dirname(fileURLToPath(import.meta.url)), "..");
-const SOURCE = join(PACKAGE, "..", "worker", "protocol", "lua");
+const SOURCE = join(PACKAGE, "..", "..", "worker", "protocol", "lua");
 const TARGET = join(PACKAGE, "lua");
 const FILES = ["payload_messages.lua", "enqueue.lua"];
 

@@ -3,7 +3,7 @@
  * --adapter CMD`): one JSON request a line on stdin, one JSON reply a line on
  * stdout, in order; anything else goes to stderr. Speaks both transports.
  *
- *   node typescript/dist/conformance/adapter.js
+ *   node clients/typescript/dist/conformance/adapter.js
  */
 import { createInterface } from "node:readline";
 
