@@ -1,6 +1,8 @@
 """PostgresStore: the real store, on asyncpg with binary pgvector codecs.
 
-Implements both store interfaces (worker.store.base). Every fact query takes
+Implements both store interfaces (worker.store.base); the user's corrections
+(an edit, a held proposal's answer) are in worker.store.corrections, the
+compare-and-set of the API's writes in worker.store.versioned. Every fact query takes
 the user id first, so a fact id of another user reads exactly like an id that
 does not exist. asyncpg's errors are translated at the store's edge
 (worker.store.translate).

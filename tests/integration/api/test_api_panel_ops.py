@@ -249,6 +249,27 @@ async def test_an_accepted_update_and_a_dismissed_delete(
         ("accepted", "user"), ("dismissed", "user")]
 
 
+async def test_answers_racing_each_other_end_with_one(
+    api: httpx.AsyncClient, store: PostgresStore
+) -> None:
+    jazz = await worker_fact(store, "Likes jazz")
+    await store.set_pinned("u1", jazz, True)
+    for verbs in (("accept", "accept"), ("accept", "dismiss"), ("dismiss", "accept")):
+        current = (await store.facts("u1"))[0].id
+        await hold(store, current, "UPDATE", f"Likes {'-'.join(verbs)}")
+        (proposal,) = await proposals(api, "u1")
+        answers = await asyncio.gather(*(answer(api, "u1", proposal["id"], verb)
+                                         for verb in verbs))
+        assert sorted(r.status_code for r in answers) == [200, 409], [r.text for r in answers]
+        (won,) = [verb for verb, r in zip(verbs, answers, strict=True) if r.status_code == 200]
+        (final,) = [p for p in await proposals(api, "u1", state="all")
+                    if p["id"] == proposal["id"]]
+        assert final["resolution"] == {"accept": "accepted", "dismiss": "dismissed"}[won]
+        versions = [v["text"] for v in await chain(api, "u1", jazz)]
+        assert versions.count(proposal["text"]) == (1 if won == "accept" else 0), versions
+    assert len(await store.facts("u1")) == 1
+
+
 async def test_accept_after_the_fact_changed_is_a_conflict(
     api: httpx.AsyncClient, store: PostgresStore
 ) -> None:
