@@ -165,12 +165,13 @@ async def accept_proposal(
         # Refused before spending an embedding; the store checks again in its write.
         return _answer(HeldOutcome("resolved" if proposal["resolution"] else "stale",
                                    proposal))
-    acceptance = Acceptance(resolved_by=_answerer(who),
-                            confidence=confidence_for("extracted", "stated"))
-    if proposal["event"] == "UPDATE":
+    embedding, model = None, ""
+    if proposal["event"] == "UPDATE":  # a DELETE writes no text
         embedding, model = await _embedding(deps, user_id, proposal["text"])
-        acceptance = Acceptance(resolved_by=acceptance.resolved_by, embedding=embedding,
-                                embedding_model=model, confidence=acceptance.confidence)
+    # The new version: stated in conversation and confirmed by the user.
+    acceptance = Acceptance(resolved_by=_answerer(who), embedding=embedding,
+                            embedding_model=model,
+                            confidence=confidence_for("extracted", "stated"))
     return _answer(await deps.memory.accept_held(user_id, proposal_id, acceptance))
 
 
