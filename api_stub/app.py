@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from api_stub import chat_routes, handover_routes, memory_routes
+from api_stub import chat_routes, handover_routes, memory_routes, panel_routes
 from api_stub.auth import AuthConfig
 from api_stub.chat_log import ChatLog
 from api_stub.deps import ApiDeps
@@ -110,6 +110,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.add_middleware(AccessLog)
     app.include_router(chat_routes.router)
     app.include_router(memory_routes.router)
+    app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals
     app.include_router(handover_routes.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")

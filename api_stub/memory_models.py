@@ -124,10 +124,14 @@ class HeldProposal(BaseModel):
     text: str | None = Field(description="The proposed replacement; null for a DELETE.")
     session_id: str | None
     proposed_at: datetime
-
-
-class HeldProposals(BaseModel):
-    proposals: list[HeldProposal] = Field(description="Oldest first.")
+    resolution: Literal["accepted", "dismissed"] | None = Field(
+        default=None, description="The user's answer; null while the proposal is open.")
+    resolved_at: datetime | None = None
+    resolved_by: str | None = Field(
+        default=None, description="Who answered: user (the user's own token) or "
+                                  "key:<id> (a service key).")
+    result_fact_id: int | None = Field(
+        default=None, description="An accepted UPDATE: the version it wrote.")
 
 
 class Chain(BaseModel):

@@ -33,8 +33,6 @@ from api_stub.memory_models import (
     Erased,
     Export,
     Fact,
-    HeldProposal,
-    HeldProposals,
     KnownFacts,
     NewFactBody,
     SearchHitBody,
@@ -211,17 +209,6 @@ async def pin_fact(request: Request, user_id: WritingUser, fact_id: FactId) -> F
 )
 async def unpin_fact(request: Request, user_id: WritingUser, fact_id: FactId) -> Fact:
     return await _pin(request, user_id, fact_id, False)
-
-
-@router.get(
-    "/held-proposals",
-    response_model=HeldProposals,
-    responses={**AUTH_RESPONSES, **error_responses(503)},
-    summary="Changes consolidation proposed and did not apply (pinned or outranked facts)",
-)
-async def held_proposals(request: Request, user_id: ReadUser) -> HeldProposals:
-    rows = await _deps(request).memory.held_proposals(user_id)
-    return HeldProposals(proposals=[HeldProposal.model_validate(row) for row in rows])
 
 
 @router.get(

@@ -1,7 +1,8 @@
 """A rate on each user's manual fact writes, shared by every API process through Redis.
 
-Adding, removing, pinning and unpinning facts by hand, and choosing consent,
-each take one write from the user's bucket (GCRA, ``fact_write_rate.lua``):
+Adding, editing, removing, pinning and unpinning facts by hand, accepting or
+dismissing a held proposal, and choosing consent, each take one write from the
+user's bucket (GCRA, ``fact_write_rate.lua``):
 MEMFLEET_API_FACT_WRITES_PER_MINUTE on average, up to MEMFLEET_API_FACT_WRITE_BURST
 at once. One more is a 429 whose Retry-After says when one will go. The check
 runs after the token's: nobody else can spend a user's writes. Erasing everything

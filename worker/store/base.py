@@ -19,13 +19,17 @@ from typing import Any, Protocol
 from worker.memory_rules import MemoryScope
 from worker.outcomes import DEAD_LETTERS
 from worker.store.types import (
+    Acceptance,
     ConsentGate,
     DeadLetter,
     Erasure,
     ExportSection,
+    FactEdit,
     FactRecord,
+    HeldOutcome,
     Neighbors,
     NewFact,
+    ProposalState,
     RankedFact,
     RowsToMove,
     RunCommit,
@@ -122,9 +126,40 @@ class MemoryStore(Protocol):
         the user has no such active fact."""
         ...
 
-    async def held_proposals(self, user_id: str) -> list[dict[str, Any]]:
-        """The changes consolidation proposed and did not apply (memory_held_proposal):
-        id, fact_id, run_id, event, reason, text, session_id, proposed_at; by id."""
+    async def edit_fact(self, user_id: str, fact_id: int, edit: FactEdit) -> FactRecord | None:
+        """Supersede the active, unexpired version ``fact_id`` with the user's ``edit`` (a
+        manual fact of its scope, agent and pin, in its chain); bumps the user's version.
+        None, with nothing written, when the user has no such active fact."""
+        ...
+
+    async def held_proposals(
+        self, user_id: str, *, state: ProposalState = "open"
+    ) -> list[dict[str, Any]]:
+        """The changes consolidation proposed and did not apply (memory_held_proposal),
+        open ones (not yet answered), answered ones or all, by id: id, fact_id, run_id,
+        event, reason, text, session_id, proposed_at, resolution (accepted | dismissed |
+        None), resolved_at, resolved_by, result_fact_id, and stale (open, and its fact
+        is no longer the version it was held against)."""
+        ...
+
+    async def held_proposal(self, user_id: str, proposal_id: int) -> dict[str, Any] | None:
+        """One of the user's held proposals, as ``held_proposals`` lists it."""
+        ...
+
+    async def accept_held(
+        self, user_id: str, proposal_id: int, acceptance: Acceptance
+    ) -> HeldOutcome:
+        """Apply an open proposal if its fact is still the version it was held against:
+        an UPDATE supersedes it with the proposed text, a DELETE ends it; the proposal is
+        answered 'accepted'. One transaction under the user's version; otherwise
+        nothing is written (status missing, resolved or stale)."""
+        ...
+
+    async def dismiss_held(
+        self, user_id: str, proposal_id: int, resolved_by: str
+    ) -> HeldOutcome:
+        """Answer an open proposal 'dismissed'; no fact changes (status done, missing
+        or resolved)."""
         ...
 
     async def erase_user(self, erasure: Erasure) -> dict[str, int]:

@@ -21,9 +21,9 @@ from worker.errors import UserVersionConflict
 from worker.store import halfvec, queries
 from worker.store.fence_key import FenceKeys
 from worker.store.pool import PooledStore
-from worker.store.postgres import CAS_ATTEMPTS
 from worker.store.translate import translated
 from worker.store.types import FactTerms, Vector
+from worker.store.versioned import CAS_ATTEMPTS
 
 _SPACE = re.compile(r"\s+")
 

@@ -29,6 +29,7 @@ from worker.memory_rules import MemoryScope
 from worker.outcomes import DEAD_LETTERS, Outcome
 from worker.store import visibility
 from worker.store.dead_letter_rows import dead_letters_of
+from worker.store.memory_corrections import InMemoryCorrections
 from worker.store.types import (
     PROFILE,
     ConsentGate,
@@ -62,7 +63,7 @@ class _Row:
 
 
 @dataclass(slots=True)
-class InMemoryStore:
+class InMemoryStore(InMemoryCorrections):
     cursors: dict[tuple[str, str], CursorState] = field(default_factory=dict)  # (user, session)
     versions: dict[str, int] = field(default_factory=dict)
     consents: dict[str, bool] = field(default_factory=dict)
@@ -72,6 +73,7 @@ class InMemoryStore:
     run_rows: list[dict[str, Any]] = field(default_factory=list)
     held: list[dict[str, Any]] = field(default_factory=list)  # memory_held_proposal
     _next_fact: int = 1
+    _next_held: int = 0
 
     # -- the pipeline (PipelineStore) --------------------------------------
 
@@ -144,7 +146,8 @@ class InMemoryStore:
         for write in commit.writes:
             if isinstance(write, HoldProposal):
                 if self._active(user, write.target.id) or write.target.id in self.rows:
-                    self.held.append({"id": len(self.held) + 1, "user_id": user,
+                    self._next_held += 1  # never reused, as an identity column's
+                    self.held.append({"id": self._next_held, "user_id": user,
                                       "fact_id": write.target.id,
                                       "run_id": run_id, "event": write.event,
                                       "reason": write.reason, "text": write.text,
@@ -203,7 +206,8 @@ class InMemoryStore:
     async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
         if await self.get_fact(user_id, fact_id) is None:
             return []
-        mine = {f.id: f for f in await self.facts(user_id, include_superseded=True)}
+        mine = {f.id: f for f in await self.facts(user_id, include_superseded=True,
+                                                  scope="all")}
         found, todo = set(), [fact_id]
         while todo:
             at = todo.pop()
@@ -275,10 +279,6 @@ class InMemoryStore:
         self.versions[user_id] = self.versions.get(user_id, 0) + 1
         row.fact = replace(row.fact, pinned=pinned)
         return row.fact
-
-    async def held_proposals(self, user_id: str) -> list[dict[str, Any]]:
-        return [{k: v for k, v in h.items() if k != "user_id"} for h in self.held
-                if h["user_id"] == user_id]
 
     async def erase_user(self, erasure: Erasure) -> dict[str, int]:
         user_id = erasure.user_id

@@ -1,6 +1,8 @@
 """PostgresStore: the real store, on asyncpg with binary pgvector codecs.
 
-Implements both store interfaces (worker.store.base). Every fact query takes
+Implements both store interfaces (worker.store.base); the user's corrections
+(an edit, a held proposal's answer) are in worker.store.corrections, the
+compare-and-set of the API's writes in worker.store.versioned. Every fact query takes
 the user id first, so a fact id of another user reads exactly like an id that
 does not exist. asyncpg's errors are translated at the store's edge
 (worker.store.translate).
@@ -9,21 +11,20 @@ does not exist. asyncpg's errors are translated at the store's edge
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import fields
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
 import asyncpg
 from pgvector import HalfVector
 
-from worker.errors import ConfigurationError, UserVersionConflict
+from worker.errors import ConfigurationError
 from worker.memory_rules import MemoryScope
 from worker.outcomes import ATTEMPTS, CURSOR_MOVES, DEAD_LETTERS
 from worker.store import halfvec, queries
 from worker.store.base import MemoryStore
+from worker.store.corrections import PostgresCorrections
 from worker.store.fence_key import FenceKeys
-from worker.store.pool import PooledStore
 from worker.store.run_commit import commit_arguments, flat_json
 from worker.store.translate import PG_ERRORS, commit_error, status_count, store_error, translated
 from worker.store.types import (
@@ -41,24 +42,12 @@ from worker.store.types import (
     SessionRead,
     Vector,
 )
+from worker.store.versioned import RowMissing, fact_of
 from worker.store.visibility import check_read
 
 # An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
 FENCE_LIFETIME_S = 8 * 86_400
-_FACT_COLUMNS = tuple(f.name for f in fields(FactRecord))
-
-# A lost compare-and-set in a manual write only means a worker committed for
-# this user a moment ago; trying again is cheap and almost always wins.
-CAS_ATTEMPTS = 5
-
-
-class _Missing(Exception):
-    """Internal: the targeted row is not there; rolls the transaction back."""
-
-
-def _fact(row: Any) -> FactRecord:
-    return FactRecord(**{name: row[name] for name in _FACT_COLUMNS})
 
 
 def _gate(consent_gate: ConsentGate | None) -> bool | None:
@@ -79,7 +68,7 @@ def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
     return store
 
 
-class PostgresStore(PooledStore):
+class PostgresStore(PostgresCorrections):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
@@ -196,7 +185,7 @@ class PostgresStore(PooledStore):
         async with translated("reading facts"):
             rows = await self._pool.fetch(self._facts[name], user_id, scope, agent_id, *extra,
                                           _gate(consent_gate))
-        return [_fact(row) for row in rows]
+        return [fact_of(row) for row in rows]
 
     async def count_active(
         self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
@@ -213,7 +202,7 @@ class PostgresStore(PooledStore):
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         async with translated("reading a fact"):
             row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
-        return None if row is None else _fact(row)
+        return None if row is None else fact_of(row)
 
     async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
         async with translated("reading the facts' model"):
@@ -223,7 +212,7 @@ class PostgresStore(PooledStore):
     async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
         async with translated("reading a chain"):
             rows = await self._pool.fetch(self._api["chain"], user_id, fact_id)
-        return [_fact(row) for row in rows]
+        return [fact_of(row) for row in rows]
 
     async def search(
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
@@ -243,7 +232,7 @@ class PostgresStore(PooledStore):
                 HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *extra,
                 _gate(consent_gate),
             )
-        return [RankedFact(_fact(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
+        return [RankedFact(fact_of(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 
     async def runs(
         self, user_id: str, *, session_id: str | None = None
@@ -280,7 +269,7 @@ class PostgresStore(PooledStore):
                 t.scope, t.agent_id, t.valid_from, t.valid_to, t.expires_at, fact.pinned,
                 t.basis, t.confidence,
             )
-            return _fact(row)
+            return fact_of(row)
 
         result = await self._versioned("adding a fact", user_id, write)
         assert result is not None  # an insert always returns its row
@@ -292,8 +281,8 @@ class PostgresStore(PooledStore):
         async def write(conn: Any) -> FactRecord:
             row = await conn.fetchrow(self._api["remove_fact"], user_id, fact_id)
             if row is None:
-                raise _Missing
-            return _fact(row)
+                raise RowMissing
+            return fact_of(row)
 
         return await self._versioned("removing a fact", user_id, write)
 
@@ -304,33 +293,10 @@ class PostgresStore(PooledStore):
         async def write(conn: Any) -> FactRecord:
             row = await conn.fetchrow(self._api["set_pinned"], user_id, fact_id, pinned)
             if row is None:
-                raise _Missing
-            return _fact(row)
+                raise RowMissing
+            return fact_of(row)
 
         return await self._versioned("pinning a fact", user_id, write)
-
-    async def held_proposals(self, user_id: str) -> list[dict[str, Any]]:
-        async with translated("reading held proposals"):
-            rows = await self._pool.fetch(self._api["held_proposals"], user_id)
-        return [dict(row) for row in rows]
-
-    async def _versioned(
-        self, what: str, user_id: str, write: Callable[[Any], Awaitable[FactRecord]]
-    ) -> FactRecord | None:
-        """Run ``write`` in a transaction that also wins the user-version compare-and-set."""
-        for _ in range(CAS_ATTEMPTS):
-            try:
-                async with translated(what), self._pool.acquire() as conn, conn.transaction():
-                    version = await conn.fetchval(self._api["user_version"], user_id)
-                    bumped = await conn.fetchval(self._api["bump_user_version"], user_id, version)
-                    if bumped is None:
-                        raise UserVersionConflict(user_id)
-                    return await write(conn)
-            except _Missing:
-                return None
-            except UserVersionConflict:
-                continue
-        raise UserVersionConflict(user_id)
 
     async def erase_user(self, erasure: Erasure) -> dict[str, int]:
         """One transaction under the user's advisory lock: a commit in flight

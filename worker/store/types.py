@@ -313,6 +313,51 @@ class NewFact:
     pinned: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class FactEdit:
+    """The user's new version of an active fact (the memory API's edit), whole: the
+    caller merges what the user left out from the old version. Scope, agent and pin
+    are the old version's, read in the write's own transaction."""
+
+    text: str
+    category: str
+    importance: int
+    embedding: Vector
+    embedding_model: str
+    valid_from: datetime
+    valid_to: datetime | None
+    expires_at: datetime | None
+    confidence: float = 1.0  # a manual, stated fact's
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """The user accepts a held proposal. ``resolved_by``: 'user' or 'key:<id>'."""
+
+    resolved_by: str
+    embedding: Vector | None = None  # of the proposed text: an UPDATE's
+    embedding_model: str = ""
+    confidence: float = 0.9  # of the new version: stated in conversation, confirmed
+
+
+# Which held proposals a read lists: the ones waiting for the user, or answered, or all.
+ProposalState = Literal["open", "resolved", "all"]
+# What became of an accept or a dismiss: done; no such proposal of the user; answered
+# already; or (accept only) its fact is no longer the version it was held against.
+HeldStatus = Literal["done", "missing", "resolved", "stale"]
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOutcome:
+    status: HeldStatus
+    # The proposal as it stands after the call (None: missing): id, fact_id, run_id,
+    # event, reason, text, session_id, proposed_at, resolution, resolved_at,
+    # resolved_by, result_fact_id, stale.
+    proposal: dict[str, Any] | None = None
+    # An accepted UPDATE: the new version; an accepted DELETE: the version it ended.
+    fact: FactRecord | None = None
+
+
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).

@@ -36,8 +36,10 @@ ORDER BY id;
 
 -- name: held_proposals
 -- Changes consolidation proposed and memfleet kept for the user instead of
--- applying (a pinned fact, or a more trusted one): the proposed text is theirs.
-SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at
+-- applying (a pinned fact, or a more trusted one): the proposed text is theirs,
+-- and so is their answer to it (accepted or dismissed, when, by whom).
+SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at, resolution,
+       resolved_at, resolved_by, result_fact_id
 FROM memory_held_proposal
 WHERE user_id = $1
 ORDER BY id;

@@ -191,12 +191,6 @@ RETURNING id, user_id, text, category, importance, observed_at, source_session_i
           superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
        expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
 
--- name: held_proposals
-SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at
-FROM memory_held_proposal
-WHERE user_id = $1
-ORDER BY id;
-
 -- name: lock_user
 -- The user's advisory lock, exclusive: an erase or a consent change waits for
 -- the user's commits in flight and they wait for it (memfleet_commit_run).
