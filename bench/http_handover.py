@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if TS_BENCH.is_file() and shutil.which("node"):
         transports.append("redis-ts")
     else:
-        ts_note = ("TypeScript rows: not run; clients/typescript/dist/bench/handover.js is not built"
-                   " (`make typescript`).")
+        ts_note = ("TypeScript rows: not run; clients/typescript/dist/bench/handover.js is not"
+                   " built (`make typescript`).")
     blocks = [Block(t, c) for t in transports for c in args.concurrency]
     if args.paced_requests:
         blocks += [Block(t, max(args.concurrency), args.think_ms) for t in ("http", "redis")]

@@ -23,7 +23,8 @@ async def test_the_node_integration_suite_passes_against_real_servers(
     require_build()
     async with node_fleet(settings, stub, tmp_path) as env:
         done = await asyncio.to_thread(
-            run_node, ["--test", "--test-concurrency=1", "clients/typescript/dist/test/integration/"],
+            run_node, ["--test", "--test-concurrency=1",
+                       "clients/typescript/dist/test/integration/"],
             env)
     print(done.stdout)  # node's own report, with -s or on a failure elsewhere
     assert "# fail 0" in done.stdout and "# pass " in done.stdout
