@@ -1,7 +1,8 @@
 """End to end in TypeScript: the example chat server
 (clients/typescript/src/examples/chat_server.ts) hands turns over once through Redis and
 once through the memory API, waits until each is stored, and reads the known-facts block
-back over HTTP, against a real worker (LLM stub), PostgreSQL, Redis and the API. Every fact of both sessions is there, once."""
+back over HTTP, against a real worker (LLM stub), PostgreSQL, Redis and the API. Every
+fact of both sessions is there, once."""
 
 from __future__ import annotations
 
