@@ -105,7 +105,7 @@ autoscale: $(STAMP)
 	$(PY) -m bench.autoscale
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check worker api_stub tests bench
+	$(VENV)/bin/ruff check worker api_stub conformance tests bench
 	$(VENV)/bin/mypy
 
 clean:

@@ -140,12 +140,13 @@ def _result(raw: bytes, request_id: int, op: str) -> dict[str, Any]:
     try:
         reply = json.loads(raw)
     except ValueError:
-        shown = raw[:120].decode("utf-8", "replace")
+        shown = raw[:120].decode("utf-8", "replace").rstrip("\n")
         raise AdapterBroken(f"reply to {op!r} is not JSON: {shown!r}") from None
     if not isinstance(reply, dict) or reply.get("id") != request_id:
         raise AdapterBroken(f"reply to {op!r} (id {request_id}) has another id: {raw[:120]!r}")
-    if reply.get("ok") is True and isinstance(reply.get("result"), dict):
-        return reply["result"]
+    result = reply.get("result")
+    if reply.get("ok") is True and isinstance(result, dict):
+        return result
     error = reply.get("error")
     if reply.get("ok") is False and isinstance(error, dict) \
             and error.get("kind") in ERROR_KINDS and isinstance(error.get("message"), str):

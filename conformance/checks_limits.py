@@ -108,7 +108,7 @@ async def redis_unreachable(ctx: Context) -> None:
     1.5 s, never a hang.
 
     docs/protocol.md, "Handing over" (step 3: a timeout; the chat turn goes on)."""
-    requests = [
+    requests: list[dict[str, Any]] = [
         {"op": "handover", "user_id": ctx.user(), "session_id": "s", "messages": [OK]},
         {"op": "status", "user_id": ctx.user(), "session_id": "s"},
     ]

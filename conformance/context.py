@@ -12,7 +12,13 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from conformance.adapter_process import AdapterBroken, AdapterError, AdapterProcess, adapter_env
+from conformance.adapter_process import (
+    REQUEST_TIMEOUT_S,
+    AdapterBroken,
+    AdapterError,
+    AdapterProcess,
+    adapter_env,
+)
 from conformance.stack import IDLE_QUEUE, LIVE_QUEUE, ROOT, Stack
 from worker.client import schedule_memory_persistence
 from worker.protocol import keys
@@ -28,8 +34,10 @@ class CheckFailed(AssertionError):
 
 
 class Context:
-    def __init__(self, stack: Stack, command: str, transport: str) -> None:
+    def __init__(self, stack: Stack, command: str, transport: str, *,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.stack, self.command, self.transport = stack, command, transport
+        self.request_timeout_s = request_timeout_s
         self.redis = Redis.from_url(stack.redis_url)
         self._db: asyncpg.Connection | None = None
         self._adapters: dict[str, AdapterProcess] = {}
@@ -63,7 +71,7 @@ class Context:
         process = AdapterProcess(self.command, cwd=ROOT, env=adapter_env(ROOT))
         try:
             await process.start()
-            await process.call(self.configure_request(name))
+            await process.call(self.configure_request(name), timeout_s=self.request_timeout_s)
         except AdapterError as exc:
             await process.stop()
             self._unconfigurable[name] = f"configure ({name} session) was refused: {exc}"
@@ -78,9 +86,7 @@ class Context:
     async def call(self, request: dict[str, Any], *, session: str = "live",
                    timeout_s: float | None = None) -> dict[str, Any]:
         process = await self.adapter(session)
-        if timeout_s is None:
-            return await process.call(request)
-        return await process.call(request, timeout_s=timeout_s)
+        return await process.call(request, timeout_s=timeout_s or self.request_timeout_s)
 
     async def handover(self, user_id: str, session_id: str, messages: Sequence[Any], *,
                        session: str = "live", **extra: Any) -> dict[str, Any]:

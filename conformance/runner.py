@@ -8,7 +8,7 @@ import fnmatch
 import time
 from dataclasses import asdict, dataclass
 
-from conformance.adapter_process import AdapterBroken, AdapterError
+from conformance.adapter_process import REQUEST_TIMEOUT_S, AdapterBroken, AdapterError
 from conformance.context import CheckFailed, Context
 from conformance.registry import Check, all_checks
 from conformance.stack import Stack
@@ -53,10 +53,11 @@ async def _one(ctx: Context, item: Check) -> Result:
                   round(time.monotonic() - started, 3))
 
 
-async def run_checks(stack: Stack, command: str, transport: str,
-                     checks: list[Check]) -> list[Result]:
-    """Run ``checks`` against the adapter ``command`` on ``stack``."""
-    ctx = Context(stack, command, transport)
+async def run_checks(stack: Stack, command: str, transport: str, checks: list[Check], *,
+                     request_timeout_s: float = REQUEST_TIMEOUT_S) -> list[Result]:
+    """Run ``checks`` against the adapter ``command`` on ``stack``; a request unanswered
+    for ``request_timeout_s`` (longer for a wait) fails its check."""
+    ctx = Context(stack, command, transport, request_timeout_s=request_timeout_s)
     try:
         return [await _one(ctx, item) for item in checks]
     finally:

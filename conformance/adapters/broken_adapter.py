@@ -25,9 +25,9 @@ through worker.protocol.payload:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import hmac
-import asyncio
 import json
 import os
 import sys

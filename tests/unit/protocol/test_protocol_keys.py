@@ -44,7 +44,8 @@ def _prefixes() -> set[str]:
 
 
 def _python_sources() -> list[Path]:
-    found = [p for d in ("worker", "api_stub") for p in sorted((ROOT / d).rglob("*.py"))]
+    found = [p for d in ("worker", "api_stub", "conformance")
+             for p in sorted((ROOT / d).rglob("*.py"))]
     return [p for p in found if p != ROOT / "worker" / "protocol" / "keys.py"]
 
 

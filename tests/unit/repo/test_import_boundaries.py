@@ -13,6 +13,7 @@ the domain rules.
 - api_stub never imports the ARQ settings module (worker.fleet.app); worker never
   imports api_stub.
 - worker.memory_rules needs only the standard library.
+- Nothing in worker, api_stub or bench imports the conformance suite (conformance/).
 - No worker module imports a package of the `embedded` or `api` extras at
   module level, so a worker-only install imports cleanly.
 """
@@ -127,6 +128,17 @@ def test_the_worker_never_imports_api_stub() -> None:
     for module, path in _sources("worker").items():
         names = all_imports(path)
         assert not any(n == "api_stub" or n.startswith("api_stub.") for n in names), module
+
+
+def test_nothing_shipped_imports_the_conformance_suite() -> None:
+    """conformance/ stands on worker and api_stub (the reference and the model stub);
+    it is a tool that checks clients, never a part of one (tests may drive it)."""
+    assert _sources("conformance"), "the conformance package moved: update this test"
+    for package in ("worker", "api_stub", "bench"):
+        for module, path in _sources(package).items():
+            names = all_imports(path)
+            assert not any(n == "conformance" or n.startswith("conformance.")
+                           for n in names), module
 
 
 # package of worker -> what none of its modules may import (anywhere in the module).
