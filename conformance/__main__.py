@@ -14,6 +14,7 @@ import sys
 
 from conformance.runner import as_json, run_checks, select, summary
 from conformance.stack import ROOT, running_stack
+from worker.embedded import EmbeddedServerError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     if not select(args.pattern):
         print(f"conformance: -k {args.pattern!r} names no check", file=sys.stderr)
         return 2
-    return asyncio.run(_run(args))
+    try:
+        return asyncio.run(_run(args))
+    except (RuntimeError, OSError, EmbeddedServerError) as exc:  # the servers, not a check
+        print(f"conformance: the servers did not start: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ CheckFn = Callable[[Context], Awaitable[None]]
 class Check:
     name: str
     run: CheckFn
-    promise: str  # the docstring's first line
+    promise: str  # the docstring's first paragraph
 
     @property
     def doc(self) -> str:
@@ -35,7 +35,8 @@ def check(name: str) -> Callable[[CheckFn], CheckFn]:
     def register(fn: CheckFn) -> CheckFn:
         if any(c.name == name for c in CHECKS):
             raise ValueError(f"two checks named {name}")
-        promise = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
+        doc = (fn.__doc__ or name).strip()
+        promise = " ".join(doc.split("\n\n")[0].split())  # the first paragraph
         CHECKS.append(Check(name, fn, promise))
         return fn
     return register

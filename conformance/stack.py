@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EMBED_DIM = 256
 LIVE_QUEUE = "conformance:live"
 IDLE_QUEUE = "conformance:idle"
+AWAY = "away"  # the name of the API (HTTP transport) whose Redis is away
 FENCE_KEY = "conformance-erase-fence-key-0123456789abcdef"
 START_TIMEOUT_S = 30.0
 # Small enough that every budget is reached with a few short messages; the worker
@@ -53,7 +54,7 @@ class Stack:
     telemetry_id_key: str
     limits: Limits = LIMITS
     closed_redis_url: str = ""
-    api_urls: dict[str, str] = field(default_factory=dict)  # queue name -> base URL
+    api_urls: dict[str, str] = field(default_factory=dict)  # queue name or AWAY -> URL
     service_key: str | None = None
 
     def limits_json(self) -> dict[str, int]:
@@ -137,6 +138,7 @@ async def running_stack(*, http: bool = False) -> AsyncIterator[Stack]:
     root = Path(tempfile.mkdtemp(prefix="memfleet-conformance-"))
     postgres = EmbeddedPostgres(root / "postgres", durable=False)
     redis = EmbeddedRedis(root / "redis")
+    away_redis = EmbeddedRedis(root / "redis-away")
     stub = StubServer(dim=EMBED_DIM)
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -155,21 +157,29 @@ async def running_stack(*, http: bool = False) -> AsyncIterator[Stack]:
         waits = [_wait_for_worker(stack, procs[-1], log)]
         if http:
             stack.service_key = await _service_key(database_url)
-            for queue in (LIVE_QUEUE, IDLE_QUEUE):
+            # One API a queue, and one whose Redis goes away once it has started (an API
+            # does not start without its Redis).
+            away_url = await asyncio.to_thread(away_redis.start)
+            apis = {LIVE_QUEUE: (LIVE_QUEUE, redis_url), IDLE_QUEUE: (IDLE_QUEUE, redis_url),
+                    AWAY: (LIVE_QUEUE, away_url)}
+            for name, (queue, redis_at) in apis.items():
                 port, log = free_port(), root / f"api-{len(procs)}.log"
                 procs.append(_spawn(
                     [sys.executable, "-m", "api_stub.serve", "--port", str(port),
                      "--log-level", "warning"],
-                    stack.env(queue, JWT_SECRET=secrets.token_hex(32)), log))
-                stack.api_urls[queue] = f"http://127.0.0.1:{port}"
-                waits.append(_wait_for_api(stack.api_urls[queue], procs[-1], log))
+                    stack.env(queue, REDIS_URL=redis_at, JWT_SECRET=secrets.token_hex(32)),
+                    log))
+                stack.api_urls[name] = f"http://127.0.0.1:{port}"
+                waits.append(_wait_for_api(stack.api_urls[name], procs[-1], log))
         await asyncio.gather(*waits)
+        if http:
+            await asyncio.to_thread(away_redis.stop)
         yield stack
     finally:
         for proc in procs:
             await asyncio.to_thread(_stop, proc)
         stub.stop()
-        for server in (redis, postgres):
+        for server in (redis, away_redis, postgres):
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(server.stop)
             if server.is_running():  # a stop that failed: leave no daemon behind
