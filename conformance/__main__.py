@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m conformance",
                      description="Check a memfleet client through its adapter program.")
     parser.add_argument("--adapter", required=True,
-                        help='the adapter\'s command line, e.g. "node typescript/dist/'
+                        help='the adapter\'s command line, e.g. "node clients/typescript/dist/'
                              'conformance/adapter.js" (run from the repository root)')
     parser.add_argument("--transport", choices=("redis", "http"), default="redis")
     parser.add_argument("-k", dest="pattern", help="only the checks whose name holds this")

@@ -88,9 +88,11 @@ class AdapterProcess:
             raise self._died("the adapter is not running")
         self._next_id += 1
         request_id = self._next_id
-        line = json.dumps({"id": request_id, **request}, ensure_ascii=False) + "\n"
+        # ASCII: a lone surrogate (a check sends one on purpose) travels as a \ud800
+        # escape, which every JSON parser reads back; as bytes it would not be UTF-8.
+        line = json.dumps({"id": request_id, **request}) + "\n"
         try:
-            proc.stdin.write(line.encode("utf-8", "surrogatepass"))
+            proc.stdin.write(line.encode("ascii"))
             await proc.stdin.drain()
             raw = await asyncio.wait_for(proc.stdout.readline(), timeout_s)
         except TimeoutError:
