@@ -138,12 +138,12 @@ class EventStream(Response):
             closing.cancel()
             await streams.release(self._conn)
 
-    async def _pump(self, send: Any, gone: asyncio.Future[None],
-                    closing: asyncio.Future[bool]) -> bool:
+    async def _pump(self, send: Any, gone: asyncio.Future[Any],
+                    closing: asyncio.Future[Any]) -> bool:
         """Send events until the end; True when the client is still there to be told."""
         after, block_ms = self._after, int(self._streams.keepalive_s * 1000)
         while True:
-            read = asyncio.ensure_future(read_events(
+            read: asyncio.Future[Any] = asyncio.ensure_future(read_events(
                 self._conn, self._streams.events_key, after=after, count=BATCH,
                 block_ms=block_ms))
             await asyncio.wait({read, gone, closing}, return_when=asyncio.FIRST_COMPLETED)
