@@ -17,11 +17,19 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from api_stub import chat_routes, handover_routes, memory_routes, panel_routes
+from api_stub import (
+    chat_routes,
+    event_routes,
+    handover_routes,
+    memory_routes,
+    panel_routes,
+    session_routes,
+)
 from api_stub.auth import AuthConfig
 from api_stub.chat_log import ChatLog
 from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
+from api_stub.event_stream import STATE_KEY, EventStreams
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
 from api_stub.service_auth import ServiceKeyCheck
@@ -30,6 +38,7 @@ from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.memory_rules import Limits
+from worker.protocol.keys import events_key
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
@@ -59,7 +68,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     auth = AuthConfig.from_settings(settings)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         if not settings.database_url or not settings.redis_url:
             raise ConfigurationError("the memory API needs resolved database and Redis URLs")
         # The erase needs them.
@@ -68,6 +77,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                                  max_size=settings.db_pool_max)
         redis: Redis | None = None
         providers = None
+        streams: EventStreams | None = None
         try:
             async with pool.acquire() as conn:
                 await check_schema(conn, settings.embed_dim,
@@ -77,6 +87,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
             redis = Redis.from_url(settings.redis_url, socket_timeout=5,
                                    socket_connect_timeout=2)
             providers = build_providers(settings)
+            streams = EventStreams(settings.redis_url, events_key(settings.queue_name),
+                                   max_streams=settings.api_event_streams_max,
+                                   send_timeout_s=settings.api_send_timeout_s)
             app.state.deps = ApiDeps(
                 settings=settings, pool=pool, redis=redis, memory=memory,
                 providers=providers, limits=Limits.from_settings(settings),
@@ -85,12 +98,16 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
+                streams=streams,
             )
             app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))
             if tune_gc:
                 quiet_garbage_collector()
-            yield
+            # The server's shutdown ends the open streams through it (api_stub.serve).
+            yield {STATE_KEY: streams}
         finally:
+            if streams is not None:
+                streams.close()
             if providers is not None:
                 await providers.aclose()
             if redis is not None:
@@ -112,6 +129,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.include_router(memory_routes.router)
     app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals
     app.include_router(handover_routes.router)
+    app.include_router(session_routes.router)
+    app.include_router(event_routes.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")
     async def healthz() -> dict[str, str]:

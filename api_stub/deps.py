@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api_stub.chat_log import ChatLog
+from api_stub.event_stream import EventStreams
 from api_stub.exports import ExportGate
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings
@@ -25,3 +26,4 @@ class ApiDeps:
     chat: ChatLog
     exports: ExportGate
     writes: FactWriteRate
+    streams: EventStreams

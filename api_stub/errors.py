@@ -26,6 +26,23 @@ log = logging.getLogger("memfleet.api")
 
 class ErrorBody(BaseModel):
     detail: str
+    # A refusal a client acts on names its kind (the hand-over's: InvalidHandover,
+    # HandoverTooLarge, HandoverBacklogFull, SessionBytesFull, UserSessionsFull,
+    # HandoverUnavailable), the name of the Python exception: absent on the others.
+    error: str | None = None
+
+
+def refusal(code: int, detail: str, error: str, *,
+            retry_after_s: int | None = None) -> JSONResponse:
+    """A refusal with its machine-readable kind beside the human reason."""
+    headers = None if retry_after_s is None else {"Retry-After": str(retry_after_s)}
+    return JSONResponse({"detail": detail, "error": error}, status_code=code, headers=headers)
+
+
+def handover_unavailable() -> JSONResponse:
+    """Redis did not answer the hand-over, a status or a wait in time: 503, retry."""
+    return refusal(503, "Redis is unavailable; retry later", "HandoverUnavailable",
+                   retry_after_s=1)
 
 
 _DESCRIPTIONS = {
@@ -92,13 +109,13 @@ HANDOVER_RETRY_AFTER_S = 5
 async def _handover_too_large(request: Request, exc: Exception) -> JSONResponse:
     # The message names the limit and the size, never the text.
     log.warning("chat: hand-over too large")
-    return JSONResponse({"detail": str(exc)}, status_code=413)
+    return refusal(413, str(exc), "HandoverTooLarge")
 
 
 async def _handover_budget_full(request: Request, exc: Exception) -> JSONResponse:
     log.warning("chat: hand-over refused, budget full: %s", type(exc).__name__)
-    return JSONResponse({"detail": str(exc)}, status_code=429,
-                        headers={"Retry-After": str(HANDOVER_RETRY_AFTER_S)})
+    # HandoverBacklogFull, SessionBytesFull or UserSessionsFull: the class is the kind.
+    return refusal(429, str(exc), type(exc).__name__, retry_after_s=HANDOVER_RETRY_AFTER_S)
 
 
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")

@@ -9,7 +9,9 @@ HandoverTooLarge 413, a full session or user budget (HandoverBacklogFull,
 SessionBytesFull, UserSessionsFull) 429 with Retry-After (api_stub.errors; a
 budget frees itself as workers finish, as with the chat stand-in's turns), and
 HandoverUnavailable 503 within the hand-over's own bound (HANDOVER_TIMEOUT_S).
-No message text is logged.
+Each refusal's body names its kind, the Python exception's name, in ``error``
+beside ``detail`` (a body over MEMFLEET_API_MAX_BODY_BYTES too, refused at the
+door by api_stub.guards). No message text is logged.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from api_stub.deps import ApiDeps
-from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses
+from api_stub.errors import (
+    AUTH_RESPONSES,
+    ErrorBody,
+    error_responses,
+    handover_unavailable,
+    refusal,
+)
 from api_stub.fields import MAX_ID_CHARS, valid_id
 from api_stub.service_auth import HandoverUser
 from worker.client.handover import schedule_memory_persistence
@@ -70,10 +78,6 @@ class HandoverAccepted(BaseModel):
                                          "covering it makes its facts readable.")
 
 
-def _refused(code: int, reason: str) -> JSONResponse:
-    return JSONResponse({"detail": reason}, status_code=code)
-
-
 @router.post(
     "/sessions/{session_id}/handover",
     status_code=status.HTTP_202_ACCEPTED,
@@ -104,10 +108,9 @@ async def hand_over(
         raise  # 429 with Retry-After, 413 (api_stub.errors)
     except HandoverUnavailable as exc:
         log.warning("handover: Redis unavailable: %s", type(exc.__cause__).__name__)
-        return JSONResponse({"detail": "Redis is unavailable; retry later"}, status_code=503,
-                            headers={"Retry-After": "1"})
+        return handover_unavailable()
     except InvalidHandover as exc:
         # The reason names positions, fields and limits, never the content.
         log.info("handover: 400 invalid hand-over")
-        return _refused(400, str(exc))
+        return refusal(400, str(exc), "InvalidHandover")
     return HandoverAccepted(handover_id=enqueued.handover_id)

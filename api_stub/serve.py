@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from api_stub.event_stream import STATE_KEY as STREAMS_STATE_KEY
 from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
@@ -36,6 +37,10 @@ class NoDelayHttpProtocol(HttpToolsProtocol):
     ``send_timeout_s`` (MEMFLEET_API_SEND_TIMEOUT_S, set by app_from_env in each
     server process): writing stays paused (the buffers are full) that long. A
     plain close would keep the buffers for a reader that never comes.
+
+    And it tells the app when the server starts to shut down: uvicorn then waits
+    for every open response, and an event stream (api_stub.event_stream) never
+    ends by itself; the app's EventStreams, in the lifespan state, end them.
     """
 
     send_timeout_s: float = 30.0
@@ -46,6 +51,12 @@ class NoDelayHttpProtocol(HttpToolsProtocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)
+
+    def shutdown(self) -> None:
+        streams = self.app_state.get(STREAMS_STATE_KEY)
+        if streams is not None:
+            streams.close()
+        super().shutdown()
 
     def pause_writing(self) -> None:
         super().pause_writing()

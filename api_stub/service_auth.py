@@ -176,6 +176,38 @@ async def _handing_over_user(user_id: UserInPath, who: CallerOf) -> str:
     return user_id
 
 
+# What a chat server that hands over may also do: follow what became of it.
+WATCH_SCOPES = frozenset({"handover", "read"})
+
+
+def _lacks_watch_scope(who: Caller) -> HTTPException:
+    log.info("memory API: 403: service key %s has neither the handover nor the read scope",
+             who.key_id)
+    return HTTPException(status.HTTP_403_FORBIDDEN,
+                         detail="the service key has neither the handover nor the read scope")
+
+
+async def _watching_user(user_id: UserInPath, who: CallerOf) -> str:
+    if who.key_id is not None:
+        if not who.scopes & WATCH_SCOPES:
+            raise _lacks_watch_scope(who)
+        return user_id
+    if user_id != who.user_id:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail="the token is not for this user")
+    return user_id
+
+
+async def _event_reader(who: CallerOf) -> str:
+    # The events name every user's sessions (by stand-in): a service's view, no user's.
+    if who.key_id is None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            detail="an end user's token cannot read the commit events; use a "
+                                   "service key with the handover or read scope")
+    if not who.scopes & WATCH_SCOPES:
+        raise _lacks_watch_scope(who)
+    return who.key_id
+
+
 reading_user = _for_user("read")
 administered_user = _for_user("admin")
 
@@ -184,3 +216,8 @@ ReadUser = Annotated[str, Depends(reading_user)]
 AdminUser = Annotated[str, Depends(administered_user)]
 # The path's user, once the caller is a service key with the handover scope.
 HandoverUser = Annotated[str, Depends(_handing_over_user)]
+# The path's user, once the caller may follow their sessions' memory: a service key
+# with the handover or read scope, or the user's own token.
+WatchUser = Annotated[str, Depends(_watching_user)]
+# The id of a service key with the handover or read scope (no end user's token).
+EventReader = Annotated[str, Depends(_event_reader)]

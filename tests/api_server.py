@@ -1,27 +1,37 @@
 """The memory API as a real server for tests: uvicorn on a free loopback port.
 
-The server runs in a thread with its own event loop (as it would in its own
-process), so the test talks to it over real HTTP.
+``running_api`` runs the server in a thread with its own event loop (as it would
+in its own process), so the test talks to it over real HTTP; ``api_process``
+runs ``python -m api_stub.serve`` itself, as deployed, its output in a file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import httpx
 import uvicorn
 from pydantic import SecretStr
 
 from api_stub.app import create_app
 from api_stub.auth import AuthConfig, issue_token
+from api_stub.serve import NoDelayHttpProtocol
+from tests.helpers import worker_env
 from worker.config import Settings
 
 SECRET = "memfleet-test-secret-0123456789abcdef"  # noqa: S105 - a throwaway test key
 START_TIMEOUT_S = 20.0
+PROCESS_START_TIMEOUT_S = 60.0  # a process imports everything and checks the schema
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def api_settings(settings: Settings) -> Settings:
@@ -47,7 +57,9 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))  # the kernel picks the port: no race with other tests
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # The protocol api_stub.serve runs: its shutdown ends open event streams.
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                           http=NoDelayHttpProtocol))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -61,3 +73,56 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
         server.should_exit = True
         await asyncio.to_thread(thread.join, 15)
         sock.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def spawn_api(
+    settings: Settings, port: int, log: Path, extra: dict[str, str], *,
+    log_level: str = "warning",
+) -> subprocess.Popen[bytes]:
+    env = worker_env(settings, jwt_secret=SECRET, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "api_stub.serve", "--port", str(port),
+             "--log-level", log_level], env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT)
+
+
+def log_tail(log: Path) -> str:
+    return log.read_text("utf-8", "replace")[-3000:]
+
+
+@contextlib.asynccontextmanager
+async def api_process(
+    settings: Settings, log: Path, *, log_level: str = "warning", **extra: str
+) -> AsyncIterator[str]:
+    """``python -m api_stub.serve`` on a free port, with MEMFLEET_* from ``settings``
+    and ``extra``; its output in ``log``; SIGTERM on exit (SIGKILL 20 s later)."""
+    port = free_port()
+    proc = spawn_api(settings, port, log, extra, log_level=log_level)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + PROCESS_START_TIMEOUT_S
+        async with httpx.AsyncClient(base_url=base, timeout=5) as client:
+            while True:
+                assert proc.poll() is None, log_tail(log)
+                assert time.monotonic() < deadline, "the API process did not start"
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/healthz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            await asyncio.to_thread(proc.wait, 20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await asyncio.to_thread(proc.wait, 20)

@@ -87,3 +87,10 @@ async def read_events(
     for _stream, entries in answer or []:
         events.extend(CommitEvent.parse(entry_id, fields) for entry_id, fields in entries)
     return events
+
+
+async def last_event_id(redis: Any, events_key: str) -> str:
+    """The id of the newest event kept ("0-0": none yet): reading on from it with
+    ``read_events`` gets every later event, without the gap two reads from "$" leave."""
+    newest = await redis.xrevrange(events_key, count=1)
+    return as_text(newest[0][0]) if newest else "0-0"

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
+import httpx
 import pytest
 
 from worker.store.service_keys import ServiceKeyStore
@@ -27,3 +31,42 @@ async def new_key(keys: ServiceKeyStore, *scopes: str) -> str:
 
 def key_auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+class SseReader:
+    """An open ``GET /events`` answer, read as server-sent events."""
+
+    def __init__(self, stream: httpx.Response) -> None:
+        self._lines = stream.aiter_lines()
+        self.comments: list[str] = []
+
+    async def events(self, count: int, *, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """The next ``count`` events, each {"id", "event", "data"} (data parsed); the
+        comments met on the way (``: keep-alive``) go to ``comments``."""
+        events: list[dict[str, Any]] = []
+        fields: dict[str, Any] = {}
+        async with asyncio.timeout(timeout_s):
+            while len(events) < count:
+                line = await anext(self._lines)
+                if line.startswith(":"):
+                    self.comments.append(line)
+                elif line:
+                    name, _, value = line.partition(": ")
+                    fields[name] = json.loads(value) if name == "data" else value
+                elif fields:
+                    events.append(fields)
+                    fields = {}
+        return events
+
+    async def comment(self, *, timeout_s: float) -> str:
+        """The next comment line; an event before it is a failure."""
+        async with asyncio.timeout(timeout_s):
+            while not (line := await anext(self._lines)):
+                pass
+        assert line.startswith(":"), line
+        return line
+
+    async def rest(self, *, timeout_s: float) -> list[str]:
+        """Every line up to the end of the answer (the server ended the stream)."""
+        async with asyncio.timeout(timeout_s):
+            return [line async for line in self._lines]

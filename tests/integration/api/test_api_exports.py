@@ -6,86 +6,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import select
 import socket
-import subprocess
-import sys
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 
-from tests.api_server import SECRET, bearer, token
-from tests.helpers import worker_env
+from tests.api_server import api_process, bearer, token
 from worker.config import Settings
 from worker.errors import StoreUnavailable
 from worker.ops.access_export import spool_export
 from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.pool import create_pool
 
-ROOT = Path(__file__).resolve().parents[3]
 UNREAD = 12
-START_TIMEOUT_S = 60.0
 # Coarse bounds (a loaded 2-core CI): an ordinary request normally takes milliseconds.
 ANSWER_BOUND_S = 10.0
 HEAD_WAIT_S = 60.0  # returns as soon as every download has its answer's head
 # mallory's export: about 7 MB of JSON, more than loopback socket buffers take in (4 MB).
 HEAVY_FACTS, HEAVY_CHARS = 3000, 2000
 PER_USER_DEFAULT = Settings.model_fields["api_exports_per_user"].default
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def spawn_api(
-    settings: Settings, port: int, log: Path, extra: dict[str, str]
-) -> subprocess.Popen[bytes]:
-    env = worker_env(settings, jwt_secret=SECRET, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "api_stub.serve", "--port", str(port),
-             "--log-level", "warning"], env=env, stdout=out, stderr=subprocess.STDOUT,
-            cwd=ROOT)
-
-
-def log_tail(log: Path) -> str:
-    return log.read_text("utf-8", "replace")[-3000:]
-
-
-@contextlib.asynccontextmanager
-async def api_process(settings: Settings, log: Path, **extra: str) -> AsyncIterator[str]:
-    """``python -m api_stub.serve`` on a free port, with MEMFLEET_* from ``settings``."""
-    port = free_port()
-    proc = spawn_api(settings, port, log, extra)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        async with httpx.AsyncClient(base_url=base, timeout=5) as client:
-            while True:
-                assert proc.poll() is None, log_tail(log)
-                assert time.monotonic() < deadline, "the API process did not start"
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get("/healthz")).status_code == 200:
-                        break
-                await asyncio.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            await asyncio.to_thread(proc.wait, 20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            await asyncio.to_thread(proc.wait, 20)
 
 
 @contextlib.contextmanager

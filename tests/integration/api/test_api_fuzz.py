@@ -53,6 +53,11 @@ def _sort_key(operation: Any) -> tuple[bool, str, str]:
     return (erase, operation.path, operation.method)
 
 
+def _fixed_query(operation: Any) -> dict[str, Any] | None:
+    # A long poll waits as long as it is told (up to 30 s): fuzzed, briefly.
+    return {"timeout_s": 0.05} if operation.path.endswith("/wait") else None
+
+
 def _fuzz(base_url: str, fact_ids: list[int]) -> int:
     """Run the fuzzing (synchronously: schemathesis and hypothesis drive requests)."""
     schema = schemathesis.openapi.from_dict(json.loads(OPENAPI_PATH.read_text("utf-8")))
@@ -70,7 +75,8 @@ def _fuzz(base_url: str, fact_ids: list[int]) -> int:
         for examples, fixed_path, headers in auth_variants:
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
                 strategy = operation.as_strategy(generation_mode=mode,
-                                                 path_parameters=fixed_path(operation))
+                                                 path_parameters=fixed_path(operation),
+                                                 query=_fixed_query(operation))
                 if "{fact_id}" in operation.path and fixed_path(operation):
                     # Half the time a real fact id, so the handlers' found branches run too.
                     strategy = st.tuples(strategy, st.sampled_from([None, *fact_ids])).map(

@@ -21,6 +21,7 @@ from tests.helpers import active_texts, drain
 from tests.integration.api.conftest import key_auth, new_key
 from worker.config import Settings
 from worker.embedded import EmbeddedRedis
+from worker.protocol.queue import BACKLOG_LIMIT
 from worker.store.service_keys import ServiceKeyStore
 
 BERLIN_TURN = "I live in Berlin."  # the stub's extraction: "Lives in Berlin"
@@ -67,6 +68,7 @@ async def test_the_python_handovers_refusals_are_400_and_413(
                               headers=handover)
     assert bad_role.status_code == 400, bad_role.text
     assert bad_role.json()["detail"].startswith("message 0: role")
+    assert bad_role.json()["error"] == "InvalidHandover"
     empty = await api.post(path, json={"messages": [{"role": "user", "content": "  "}]},
                            headers=handover)
     assert empty.status_code == 400 and empty.json()["detail"] == "message 0: content is empty"
@@ -81,10 +83,11 @@ async def test_the_python_handovers_refusals_are_400_and_413(
     too_large = await api.post(path, json=turn(over), headers=handover)
     assert too_large.status_code == 413, too_large.text
     assert str(settings.max_message_bytes) in too_large.json()["detail"]
+    assert too_large.json()["error"] == "HandoverTooLarge"
     # A body over MEMFLEET_API_MAX_BODY_BYTES: refused at the door.
     huge = await api.post(path, json=turn("y" * (settings.api_max_body_bytes + 1)),
                           headers=handover)
-    assert huge.status_code == 413
+    assert huge.status_code == 413 and huge.json()["error"] == "HandoverTooLarge"
     assert "Secret spell" not in caplog.text and "\N{GRINNING FACE}" not in caplog.text
 
 
@@ -127,6 +130,8 @@ async def test_redis_gone_is_503_within_about_a_second(
             assert gone.status_code == 503, gone.text
             assert time.monotonic() - started < 2.0
             assert gone.headers["Retry-After"] == "1"
+            assert gone.json() == {"detail": "Redis is unavailable; retry later",
+                                   "error": "HandoverUnavailable"}
             # Restarted, the next hand-over is taken again.
             await asyncio.to_thread(own_redis.start)
             back = await api.post(path, json=turn(BERLIN_TURN), headers=handover)
@@ -150,6 +155,7 @@ async def test_a_full_user_budget_is_429_with_retry_after_and_frees_after_a_drai
                               headers=handover)
         assert full.status_code == 429, full.text
         assert int(full.headers["Retry-After"]) > 0
+        assert full.json()["error"] == "UserSessionsFull"
         await drain(settings)
         freed = await api.post("/users/ada/sessions/s2/handover", json=turn(BERLIN_TURN),
                                headers=handover)
@@ -178,3 +184,26 @@ async def test_a_redis_that_never_answers_is_503_within_about_a_second(
             assert 0.9 < took < 2.0, took
     finally:
         silent.close()
+
+
+async def test_a_full_session_names_its_kind_in_the_429(
+    settings: Settings, keys: ServiceKeyStore,
+) -> None:
+    # No worker runs: each list that replaces the last one waits behind it, until the
+    # session's bytes (a small budget) or its count of older lists is full.
+    handover = await scoped_auth(keys, "handover")
+    small = api_settings(settings).model_copy(update={"max_session_bytes": 4096})
+    kinds: list[str] = []
+    for app_settings in (small, api_settings(settings)):
+        async with (running_api(app_settings) as base_url,
+                    httpx.AsyncClient(base_url=base_url, timeout=30) as api):
+            for n in range(BACKLOG_LIMIT + 2):
+                answer = await api.post(f"/users/ada/sessions/{len(kinds)}/handover",
+                                        json=turn(f"List {n}: " + "x" * 600),
+                                        headers=handover)
+                if answer.status_code != 202:
+                    assert answer.status_code == 429, answer.text
+                    assert int(answer.headers["Retry-After"]) > 0
+                    kinds.append(answer.json()["error"])
+                    break
+    assert kinds == ["SessionBytesFull", "HandoverBacklogFull"]

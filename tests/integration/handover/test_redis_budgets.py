@@ -223,7 +223,8 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
 
         large = await chat("1", "\U0001f511" * 17_000)
         assert large.status_code == 413
-        assert large.json() == {"detail": "the message is 68000 bytes, over the limit of 65536"}
+        assert large.json() == {"detail": "the message is 68000 bytes, over the limit of 65536",
+                                "error": "HandoverTooLarge"}
         assert await redis.exists(session_key("eve", "1")) == 0, "nothing of it stored"
 
         assert (await chat("1", "My pet is a \U0001f408.")).status_code == 200
@@ -232,7 +233,8 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
         full = await chat("2", "I live in Oslo.")
         assert full.status_code == 429 and full.headers["Retry-After"] == "5"
         assert full.json() == {"detail": "the user has 1 sessions with message lists no job"
-                                         " has finished, the limit"}
+                                         " has finished, the limit",
+                               "error": "UserSessionsFull"}
         assert await redis.lrange(session_key("eve", "2"), 0, -1) == [], "the turn taken back"
         assert len(await redis.lrange(session_key("eve", "1"), 0, -1)) == 2
         await drain(settings)
