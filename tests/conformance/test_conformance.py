@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,12 +20,13 @@ import pytest_asyncio
 from conformance.registry import all_checks
 from conformance.runner import run_checks, select
 from conformance.stack import Stack, running_stack
+from tests.typescript_node import PACKAGE, require_build
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 PYTHON_ADAPTER = f"{PY} -m conformance.adapters.python_adapter"
 BROKEN_ADAPTER = f"{PY} -m conformance.adapters.broken_adapter"
-TS_PACKAGE = ROOT / "clients" / "typescript"  # the one place this test names its directory
+TS_PACKAGE = PACKAGE  # tests/typescript_node.py names the directory once
 TS_ADAPTER = TS_PACKAGE / "dist" / "conformance" / "adapter.js"
 LINE = re.compile(r"(PASS|FAIL) (\w+)(: .+)?")
 SUMMARY = re.compile(r"(\d+) passed, (\d+) failed of (\d+) checks in [\d.]+ s")
@@ -91,12 +91,16 @@ def test_usage_mistakes_exit_2_with_one_line(flags: tuple[str, ...], want: str) 
     assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith(want), run.stderr
 
 
-@pytest.mark.skipif(not (TS_ADAPTER.is_file() and shutil.which("node")),
-                    reason=f"{TS_ADAPTER.relative_to(ROOT)} is not built or node is not on PATH")
-def test_the_typescript_adapter_passes_every_check() -> None:
-    run = _suite("--adapter", f"node {TS_ADAPTER.relative_to(ROOT)}")
+@pytest.mark.parametrize("transport", ["redis", "http"])
+def test_the_typescript_adapter_passes_every_check(transport: str) -> None:
+    """The TypeScript client over Redis, and in its HTTP mode against the memory API
+    (`make test` builds it first: a missing build fails, it does not skip)."""
+    require_build()
+    run = _suite("--adapter", f"node {TS_ADAPTER.relative_to(ROOT)}", "--transport", transport)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert set(_outcomes(run.stdout).values()) == {"PASS"}
+    outcomes = _outcomes(run.stdout)
+    assert list(outcomes) == NAMES
+    assert set(outcomes.values()) == {"PASS"}, outcomes
 
 
 # ---------------------------------------------------------------- one stack, many adapters

@@ -10,9 +10,10 @@
  * the answer's `"error"` member (http/answers.ts).
  */
 import { DeadlinePassed, sleep } from "./deadline.js";
-import { HandoverUnavailable, MemfleetError } from "./errors.js";
+import { HandoverUnavailable, InvalidHandover, MemfleetError } from "./errors.js";
 import { errorFor } from "./http/answers.js";
 import { SseParser } from "./http/sse.js";
+import { idFault } from "./protocol/validation.js";
 import type {
   CommitEvent,
   EventsQuery,
@@ -261,6 +262,12 @@ export class MemfleetHttpClient {
   }
 
   private session(session: SessionRef): string {
+    // An empty or control-character id would change the path (`/users//...` is a 404):
+    // refused here as the server would refuse it; the length limit is the server's.
+    for (const [what, id] of [["user_id", session.userId], ["session_id", session.sessionId]]) {
+      const fault = idFault(id, Number.POSITIVE_INFINITY);
+      if (fault !== null) throw new InvalidHandover(`${what} ${fault}`);
+    }
     return `/users/${enc(session.userId)}/sessions/${enc(session.sessionId)}`;
   }
 
@@ -279,7 +286,7 @@ export class MemfleetHttpClient {
         headers: { ...this.auth(), ...(options.body === undefined ? {}
           : { "Content-Type": "application/json" }) },
         body: options.body === undefined ? null : JSON.stringify(options.body),
-        signal: AbortSignal.timeout(bound),
+        signal: AbortSignal.timeout(Math.ceil(bound)),  // a whole number of ms, or node throws
       });
       text = await response.text();
     } catch (error) {

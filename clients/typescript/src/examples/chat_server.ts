@@ -61,16 +61,9 @@ async function main(): Promise<void> {
     const said = "I work at Initech.";
     const handedOver = await http.handOver({ ...two, messages: [
       { role: "user", content: said }, { role: "assistant", content: answer(said) }] });
-    // The memory API's own wait route when it has one; Redis's status otherwise.
-    try {
-      seen["http_covered"] = await http.waitForMemory(two, handedOver.handoverId,
-        { timeoutMs: 60_000 });
-    } catch (error) {
-      if ((error as { status?: number }).status !== 404) throw error;
-      seen["http_covered"] = await redis.waitForMemory(two, handedOver.handoverId,
-        { timeoutMs: 60_000 });
-      seen["http_wait"] = "redis";
-    }
+    // The memory API's wait route: a long poll until a commit covers the hand-over.
+    seen["http_covered"] = await http.waitForMemory(two, handedOver.handoverId,
+      { timeoutMs: 60_000 });
 
     // The next prompt's memory, read over HTTP.
     const facts = await http.knownFacts(userId);

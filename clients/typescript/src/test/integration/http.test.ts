@@ -1,10 +1,9 @@
 /**
  * HTTP mode against the memory API (with a real worker behind it), started by
- * tests/integration/typescript/test_node_suite.py. The status, wait and events
- * routes are skipped, saying so, on an API that does not have them yet.
+ * tests/integration/typescript/test_node_suite.py.
  */
 import assert from "node:assert/strict";
-import { before, test } from "node:test";
+import { test } from "node:test";
 
 import {
   AccessDenied,
@@ -23,13 +22,6 @@ const api = new MemfleetHttpClient({ apiUrl: env.apiUrl, serviceKey: env.service
 const readOnly = new MemfleetHttpClient({ apiUrl: env.apiUrl, serviceKey: env.readKey,
   timeoutMs: 5000 });
 const user = (text: string) => ({ role: "user" as const, content: text });
-let statusRoutes = "";
-
-before(async () => {
-  const answer = await fetch(`${env.apiUrl}/users/x/sessions/y/status`,
-    { headers: { Authorization: `Bearer ${env.serviceKey}` } });
-  if (answer.status === 404) statusRoutes = "this API has no status/wait/events routes yet";
-});
 
 test("a hand-over over HTTP is committed; known facts and search read it back", async () => {
   const who = { userId: fresh("ida"), sessionId: "1" };
@@ -53,11 +45,7 @@ test("a hand-over over HTTP is committed; known facts and search read it back", 
   assert.equal(hits[0]?.fact.text, "Lives in Berlin");
 });
 
-test("status, wait and events over HTTP follow a hand-over", async (t) => {
-  if (statusRoutes) {
-    t.skip(statusRoutes);
-    return;
-  }
+test("status, wait and events over HTTP follow a hand-over", async () => {
   const who = { userId: fresh("ivy"), sessionId: "1" };
   const result = await api.handOver({ ...who, messages: [user("I live in Rome.")] });
   const status = await api.status(who);
@@ -84,11 +72,7 @@ test("status, wait and events over HTTP follow a hand-over", async (t) => {
   assert.ok((event?.id ?? "") > last || (event?.id ?? "").length > last.length);
 });
 
-test("the wait route answers false when the time passes first", async (t) => {
-  if (statusRoutes) {
-    t.skip(statusRoutes);
-    return;
-  }
+test("the wait route answers false when the time passes first", async () => {
   const who = { userId: fresh("jo"), sessionId: "1" };
   const started = performance.now();
   assert.equal(await api.waitForMemory(who, 2 ** 52, { timeoutMs: 300 }), false);
