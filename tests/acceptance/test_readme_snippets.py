@@ -78,8 +78,8 @@ def defining(namespaces: list[dict[str, Any]], name: str) -> dict[str, Any]:
 async def test_every_python_block_of_the_readme_runs_as_a_module(
     snippets: list[dict[str, Any]],
 ) -> None:
-    # The two the chat server copies; a third block is run too, by the fixture.
-    assert len(snippets) >= 2
+    # The hand-over and the prompt's read, which a chat server copies.
+    assert len(snippets) >= 1
     defining(snippets, "after_answering")
     defining(snippets, "system_prompt")
 
