@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript test demo trace bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -31,7 +31,7 @@ lock:
 compose-secrets:
 	deploy/compose/gen-secrets
 
-test: $(STAMP) lint prometheus-tools typescript
+test: $(STAMP) lint prometheus-tools typescript browser-tools
 	$(PY) -m pytest -q
 
 # The TypeScript client (clients/typescript/README.md): node_modules from the lock
@@ -50,6 +50,23 @@ $(TS_MODULES): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 
 $(TS_BUILT): $(TS_MODULES) $(TS_DIR)/tsconfig.json $(TS_SOURCES)
 	cd $(TS_DIR) && npm run build
+	touch $@
+
+# The memory panel's browser test (tests/integration/api/test_panel_browser.py): Debian's
+# chromium, installed only as root with apt (otherwise the test skips and says why), and
+# playwright-core from tests/browser/package-lock.json (`npm ci`, again only when the lock
+# file changes), which drives that chromium: it downloads no browser of its own.
+BROWSER_DIR     := tests/browser
+BROWSER_MODULES := $(BROWSER_DIR)/node_modules/.memfleet-stamp
+
+browser-tools: $(BROWSER_MODULES)
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	else echo "chromium missing: test_panel_browser.py will skip (apt-get install chromium)"; fi
+
+$(BROWSER_MODULES): $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json
+	cd $(BROWSER_DIR) && npm ci --no-audit --no-fund
 	touch $@
 
 # promtool + prometheus (Debian package) for tests/integration/fleet/test_prometheus.py; installed

@@ -22,6 +22,7 @@ from api_stub import (
     event_routes,
     handover_routes,
     memory_routes,
+    panel_page,
     panel_routes,
     session_routes,
 )
@@ -120,6 +121,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                   docs_url=None, redoc_url=None,
                   openapi_url=OPENAPI_URL if settings.api_docs else None)
     app.state.auth = auth
+    app.state.panel = panel_page.PanelFiles.load(settings.panel_frame_ancestors)
     install_handlers(app)
     # Added last, run first: the access log sees every request, a 413 included.
     app.add_middleware(SizeLimits, max_body_bytes=settings.api_max_body_bytes,
@@ -131,6 +133,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.include_router(handover_routes.router)
     app.include_router(session_routes.router)
     app.include_router(event_routes.router)
+    app.include_router(panel_page.router)  # the memory panel's page (docs/panel.md)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")
     async def healthz() -> dict[str, str]:

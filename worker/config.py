@@ -6,6 +6,7 @@ below the CLI or the ARQ settings reads the environment itself.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -195,6 +196,9 @@ class Settings(BaseSettings):
     # Serve the OpenAPI document at /openapi.json. Off by default (it maps the API for
     # anyone who can reach it); never /docs or /redoc, whose pages load from a CDN.
     api_docs: bool = False
+    # The memory panel's (GET /panel) CSP frame-ancestors: who may embed it in a frame.
+    # 'none' (no one) unless a chat product names its own origin (docs/panel.md).
+    panel_frame_ancestors: str = "'none'"
     # Exports (api_stub.exports): each snapshot is read whole into a spool (memory, then
     # an unlinked temporary file) and its pooled connection given back before a byte is
     # sent, so a client that does not read holds no connection and no transaction.
@@ -229,6 +233,11 @@ class Settings(BaseSettings):
             raise ValueError(f"must start with {', '.join(wanted[:-1])} or {wanted[-1]}"
                              f" (got {given})")
         return url
+
+    @field_validator("panel_frame_ancestors")
+    @classmethod
+    def _frame_ancestors(cls, value: str) -> str:
+        return frame_ancestors_sources(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -279,6 +288,27 @@ def _scheme(url: str) -> str:
     plain = scheme[:1].isascii() and scheme[:1].isalpha() and all(
         c.isascii() and (c.isalnum() or c in "+.-") for c in scheme)
     return scheme if found and plain else ""
+
+
+# A CSP source as frame-ancestors takes it: a scheme (https:), or a scheme, host (a
+# leading *. allowed) and optional port, nothing after it; or 'self'. Anything else
+# (';', ',', a path, a quote) could end the directive and write another.
+_FRAME_SOURCE = re.compile(
+    r"'self'|[a-z][a-z0-9+.-]*:|"
+    r"(?:[a-z][a-z0-9+.-]*://)?(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*(?::(?:[0-9]{1,5}|\*))?",
+    re.IGNORECASE)
+
+
+def frame_ancestors_sources(value: str) -> str:
+    """MEMFLEET_PANEL_FRAME_ANCESTORS as one directive's sources, single-spaced: 'none'
+    alone, or 'self' and origins; ValueError naming the rule, never the value."""
+    sources = value.split()
+    if sources == ["'none'"]:
+        return "'none'"
+    if not sources or not all(_FRAME_SOURCE.fullmatch(s) for s in sources):
+        raise ValueError("must be 'none', or space-separated 'self' and origins "
+                         "(https://chat.example.com, https://*.example.com:8443)")
+    return " ".join(sources)
 
 
 def secret(value: SecretStr | None) -> str | None:

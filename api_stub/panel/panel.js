@@ -1,0 +1,233 @@
+// The memory panel (docs/panel.md): the user's token comes in the address's fragment,
+// #token=<JWT>, which no server ever receives. It is taken out of the address bar and
+// the history at once and kept in this page's memory only (not sessionStorage or
+// cookies): closing or reloading the tab forgets it, and the chat app hands out a
+// fresh short-lived link.
+import { ApiError, MemoryApi, claimsOf, tokenFromFragment } from './api.js';
+import { Dialogs } from './dialogs.js';
+import { el, factGroups, proposalItem, searchResults } from './view.js';
+
+const token = tokenFromFragment(window.location.hash);
+if (window.location.hash) {
+  window.history.replaceState(null, '', window.location.pathname + window.location.search);
+}
+
+const $ = (id) => document.getElementById(id);
+const state = { api: null, facts: new Map(), agents: [], groups: [], query: '', busy: false };
+
+function say(text) {
+  $('alert').textContent = '';
+  $('status').textContent = text;
+}
+
+function warn(text) {
+  $('status').textContent = '';
+  $('alert').textContent = text;
+}
+
+function signedOut(reason) {
+  $('panel').hidden = true;
+  $('signed-out-reason').textContent = reason;
+  $('signed-out').hidden = false;
+  $('status').textContent = '';
+  document.title = 'Your memory: link not valid';
+  $('signed-out-heading').focus();
+}
+
+/** Focus `selector` once the list is built again, or the list's heading: the button
+ * the user pressed was replaced. */
+function focus(selector) {
+  const target = document.querySelector(selector) || $('facts-heading');
+  target.focus();
+}
+
+function renderConsent(consent) {
+  $('memory-on').checked = consent.enabled;
+  $('memory-note').textContent = (consent.enabled
+    ? 'On: what you say in conversations is remembered and used in later ones.'
+    : 'Off: nothing new is learned and no assistant reads your memory. What is kept stays '
+      + 'below until you remove it or forget everything.')
+    + (consent.chosen ? '' : ' (The service’s default: you have not chosen yet.)');
+}
+
+function renderFacts() {
+  if (state.query) return;
+  const count = state.facts.size;
+  $('facts-summary').textContent = count === 0 ? 'Nothing is remembered about you.'
+    : `${count} ${count === 1 ? 'fact is' : 'facts are'} remembered. Pinned facts come first.`;
+  $('facts').replaceChildren(...factGroups(state.groups));
+}
+
+async function renderProposals(list) {
+  const current = new Map();
+  for (const proposal of list) {
+    let fact = state.facts.get(proposal.fact_id) || null;
+    if (!fact && !current.has(proposal.fact_id)) {
+      // Stale: its fact changed since. Show the version it was held against.
+      const versions = (await state.api.chain(proposal.fact_id)).versions;
+      fact = versions.find((v) => v.id === proposal.fact_id) || null;
+    }
+    current.set(proposal.fact_id, fact || current.get(proposal.fact_id));
+  }
+  $('proposal-list').replaceChildren(...list.map(
+    (p) => proposalItem(p, current.get(p.fact_id))));
+  $('proposals').hidden = list.length === 0;
+}
+
+async function reload() {
+  const [facts, proposals, consent] = await Promise.all(
+    [state.api.facts(), state.api.proposals(), state.api.consent()]);
+  state.groups = facts.groups;
+  state.facts = new Map(facts.groups.flatMap((g) => g.facts).map((f) => [f.id, f]));
+  state.agents = [...new Set([...state.facts.values()].map((f) => f.agent_id)
+    .filter(Boolean))].sort();
+  renderConsent(consent);
+  renderFacts();
+  await renderProposals(proposals.proposals);
+  if (state.query) await search(state.query);
+}
+
+async function search(q) {
+  state.query = q;
+  $('search-clear').hidden = !q;
+  if (!q) {
+    renderFacts();
+    return;
+  }
+  const hits = (await state.api.search(q)).results;
+  $('facts-summary').textContent = hits.length === 0 ? `Nothing matches “${q}”.`
+    : `${hits.length} ${hits.length === 1 ? 'fact matches' : 'facts match'} “${q}”.`;
+  $('facts').replaceChildren(...searchResults(hits));
+}
+
+/** Run one write, show the state after it, and say what happened. A 409 (the view was
+ * stale) shows the current state and says so; nothing the user typed is involved. */
+async function act(work, focusAfter, changes = true) {
+  if (state.busy) return;
+  state.busy = true;
+  try {
+    const message = await work();
+    if (changes) await reload();
+    say(message);
+  } catch (error) {
+    await failed(error);
+  } finally {
+    state.busy = false;
+    focus(focusAfter);
+  }
+}
+
+async function failed(error) {
+  if (!(error instanceof ApiError)) throw error;
+  if (error.status === 401) {
+    signedOut('Your link has expired or is not valid.');
+    return;
+  }
+  if (error.status === 403) {
+    signedOut('This link is for another person’s memory.');
+    return;
+  }
+  if (error.status === 409 || error.status === 404) {
+    await reload().catch(() => {});
+    warn('That changed meanwhile (in another window, or a conversation), so nothing was '
+      + 'done. The page now shows the current state.');
+  } else if (error.status === 429) {
+    warn(`Too many changes in a short time: try again in ${error.retryAfter || 'a few'} seconds.`);
+  } else if (error.status === 0 || error.status >= 500) {
+    warn('The memory service did not answer. Try again in a moment.');
+  } else {
+    warn(`That was refused: ${error.detail || `error ${error.status}`}.`);
+  }
+}
+
+async function download() {
+  const blob = await state.api.exportBlob();
+  const url = URL.createObjectURL(blob);
+  const name = `memory-export-${new Date().toISOString().slice(0, 10)}.json`;
+  const link = el('a', { href: url, download: name, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return `Your data was downloaded as ${name}.`;
+}
+
+function wire(dialogs) {
+  $('panel').addEventListener('click', (event) => {
+    const button = event.target.closest('button[data-action]');
+    if (!button) return;
+    const id = Number(button.dataset.id);
+    const fact = state.facts.get(id);
+    switch (button.dataset.action) {
+      case 'edit': if (fact) dialogs.openEdit(fact); break;
+      case 'history': dialogs.openHistory(id).catch(failed); break;
+      case 'pin': act(async () => {
+        await state.api.pin(id, !fact.pinned);
+        return fact.pinned ? 'Unpinned.' : 'Pinned: a conversation cannot change it without '
+          + 'asking you.';
+      }, `[data-action="pin"][data-id="${id}"]`); break;
+      case 'remove': act(async () => {
+        await state.api.remove(id);
+        return 'Removed. It is no longer used; its history keeps the old wording.';
+      }, '#facts-heading'); break;
+      case 'accept': act(async () => {
+        await state.api.answer(id, 'accept');
+        return 'Accepted: the fact now reads as suggested.';
+      }, '#proposals:not([hidden]) button[data-action], #facts-heading'); break;
+      case 'dismiss': act(async () => {
+        await state.api.answer(id, 'dismiss');
+        return 'Dismissed: the fact stays as it was.';
+      }, '#proposals:not([hidden]) button[data-action], #facts-heading'); break;
+      default: break;
+    }
+  });
+  $('memory-on').addEventListener('change', () => {
+    const on = $('memory-on').checked;
+    act(async () => {
+      await state.api.setConsent(on);
+      return on ? 'Memory is on.' : 'Memory is off: nothing new will be learned.';
+    }, '#memory-on');
+  });
+  $('add-open').addEventListener('click', () => dialogs.openAdd());
+  $('forget-open').addEventListener('click', () => dialogs.openForget());
+  $('export').addEventListener('click', () => act(download, '#export', false));
+  $('search-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    search($('search-q').value.trim()).catch(failed);
+  });
+  $('search-clear').addEventListener('click', () => {
+    $('search-q').value = '';
+    search('').catch(failed);
+    $('search-q').focus();
+  });
+}
+
+async function start() {
+  if (!token) {
+    signedOut('It has no sign-in token.');
+    return;
+  }
+  const claims = claimsOf(token);
+  if (!claims) {
+    signedOut('Its sign-in token cannot be read.');
+    return;
+  }
+  if (typeof claims.exp === 'number' && claims.exp * 1000 <= Date.now()) {
+    signedOut('It has expired.');
+    return;
+  }
+  state.api = new MemoryApi(token, claims.sub);
+  wire(new Dialogs({
+    api: state.api, reload, say, focus, agents: () => state.agents,
+  }));
+  try {
+    await reload();
+  } catch (error) {
+    await failed(error);
+    return;
+  }
+  $('panel').hidden = false;
+  performance.mark('panel-ready');
+}
+
+start();

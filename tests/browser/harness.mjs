@@ -1,0 +1,98 @@
+// What the panel's browser test shares: Debian's chromium through playwright-core, a
+// watch on everything a page does (requests, console, dialogs, CSP violations), and
+// the memory API over HTTP as the test checks it (not through the page).
+import assert from 'node:assert/strict';
+import { env } from 'node:process';
+import { chromium } from 'playwright-core';
+
+export const API = env.MEMFLEET_PANEL_URL;
+export const ORIGIN = new URL(API).origin;
+
+export function launch() {
+  return chromium.launch({ executablePath: '/usr/bin/chromium' });
+}
+
+/** A fresh context (no cache, no storage) and page, watched. */
+export async function openPage(browser, { width = 1100, height = 900 } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, acceptDownloads: true });
+  const page = await context.newPage();
+  const watch = { requests: [], console: [], dialogs: [], errors: [] };
+  page.on('request', (r) => watch.requests.push(r.url()));
+  page.on('console', (m) => watch.console.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => watch.errors.push(String(e)));
+  page.on('dialog', (d) => { watch.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  // Runs before the page's own scripts, outside its CSP: every violation is kept.
+  await page.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (e) => {
+      window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
+    });
+  });
+  return { context, page, watch };
+}
+
+/** The page's and the browser's own records: no CSP violation, no console error (but
+ * the refusals the test provoked: `expected` statuses), no request to another origin,
+ * no script error, no dialog. */
+export async function assertClean(page, watch, expected = []) {
+  assert.deepEqual(await page.evaluate(() => window.cspViolations), []);
+  const provoked = new RegExp(`^error: Failed to load resource: the server responded with a `
+    + `status of (${expected.join('|') || 'none'}) `);
+  assert.deepEqual(watch.console.filter((m) => /Content Security Policy|^error/i.test(m)
+    && !provoked.test(m)), []);
+  assert.deepEqual(watch.errors, []);
+  assert.deepEqual(watch.dialogs, []);
+  const elsewhere = watch.requests.filter((u) => new URL(u).origin !== ORIGIN);
+  assert.deepEqual(elsewhere, [], 'no request leaves the API origin');
+}
+
+export async function call(token, method, path, body) {
+  const headers = { Authorization: `Bearer ${token}` };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const resp = await fetch(API + path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await resp.text();
+  return { status: resp.status, body: text ? JSON.parse(text) : null };
+}
+
+/** The user's active facts by text, read through the API. */
+export async function activeFacts(token, user) {
+  const { status, body } = await call(token, 'GET', `/users/${user}/facts`);
+  assert.equal(status, 200);
+  return new Map(body.groups.flatMap((g) => g.facts).map((f) => [f.text, f]));
+}
+
+export async function chainOf(token, user, id) {
+  const { status, body } = await call(token, 'GET', `/users/${user}/facts/${id}/chain`);
+  assert.equal(status, 200);
+  return body.versions;
+}
+
+/** Every accessible name the browser itself computed (its accessibility tree) for the
+ * page's buttons and form fields: each must have one. */
+export async function unnamedControls(page) {
+  const cdp = await page.context().newCDPSession(page);
+  const { nodes } = await cdp.send('Accessibility.getFullAXTree');
+  const controls = new Set(['button', 'textbox', 'searchbox', 'combobox', 'checkbox',
+    'switch', 'link']);
+  return nodes.filter((n) => !n.ignored && controls.has(n.role?.value)
+    && !(n.name?.value || '').trim()).map((n) => n.role.value);
+}
+
+/** Tab (or shift-Tab) until `done(activeElementInfo)` holds; the keys pressed. */
+export async function tabUntil(page, done, { max = 80, back = false } = {}) {
+  for (let presses = 1; presses <= max; presses += 1) {
+    await page.keyboard.press(back ? 'Shift+Tab' : 'Tab');
+    const info = await page.evaluate(() => {
+      const a = document.activeElement;
+      return {
+        tag: a?.tagName, id: a?.id, text: a?.textContent?.trim(), action: a?.dataset?.action,
+        factId: a?.dataset?.id, inDialog: Boolean(a?.closest('dialog')),
+        outline: a ? getComputedStyle(a).outlineStyle : '',
+      };
+    });
+    if (done(info)) return { presses, info };
+  }
+  throw new Error('the keyboard never reached the control');
+}
