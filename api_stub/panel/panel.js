@@ -158,8 +158,9 @@ function wire(dialogs) {
     if (!button) return;
     const id = Number(button.dataset.id);
     const fact = state.facts.get(id);
+    if (!fact && ['edit', 'pin', 'remove'].includes(button.dataset.action)) return;
     switch (button.dataset.action) {
-      case 'edit': if (fact) dialogs.openEdit(fact); break;
+      case 'edit': dialogs.openEdit(fact); break;
       case 'history': dialogs.openHistory(id).catch(failed); break;
       case 'pin': act(async () => {
         await state.api.pin(id, !fact.pinned);
