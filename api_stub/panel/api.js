@@ -42,9 +42,11 @@ function detailOf(body) {
 export class MemoryApi {
   #token;
 
-  constructor(token, userId) {
+  /** root: the path the API is served under ('' at the origin's root; a reverse proxy
+   * may mount it under a prefix, and the page at <prefix>/panel). */
+  constructor(token, userId, root = '') {
     this.#token = token;
-    this.base = `/users/${encodeURIComponent(userId)}`;
+    this.base = `${root}/users/${encodeURIComponent(userId)}`;
   }
 
   async #send(method, path, body, asBlob = false) {

@@ -217,7 +217,8 @@ async function start() {
     signedOut('It has expired.');
     return;
   }
-  state.api = new MemoryApi(token, claims.sub);
+  const root = window.location.pathname.replace(/\/panel\/?$/, '');
+  state.api = new MemoryApi(token, claims.sub, root);
   wire(new Dialogs({
     api: state.api, reload, say, focus, agents: () => state.agents,
   }));

@@ -105,6 +105,9 @@ describe('ada works her memory through the panel', () => {
     assert.match(await proposal.textContent(),
       /suggested changing Lives in Paris to Lives in Lisbon\..*you pinned this fact/);
     await page.screenshot({ path: join(env.MEMFLEET_PANEL_SHOTS, 'panel.png'), fullPage: true });
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.screenshot({ path: join(env.MEMFLEET_PANEL_SHOTS, 'panel-phone.png') });
+    await page.setViewportSize({ width: 1100, height: 900 });
   });
 
   it('corrects a fact: a manual version supersedes it in the same chain', async () => {
@@ -274,7 +277,6 @@ describe('ada works her memory through the panel', () => {
     const box = await fact(page, 'Likes green tea').getByRole('button', { name: 'Remove' })
       .boundingBox();
     assert.ok(box.x >= 0 && box.x + box.width <= 375);
-    await page.screenshot({ path: join(env.MEMFLEET_PANEL_SHOTS, 'panel-phone.png') });
   });
 
   it('made no request elsewhere, broke no CSP rule, fired no dialog', async () => {

@@ -40,7 +40,7 @@ def test_the_page_has_no_inline_script_or_style() -> None:
     parsed = _Tags()
     parsed.feed(_text(PAGE))
     scripts = [attrs for tag, attrs in parsed.tags if tag == "script"]
-    assert scripts == [{"type": "module", "src": "/panel/static/panel.js"}]
+    assert scripts == [{"type": "module", "src": "panel/static/panel.js"}]
     assert parsed.script_text == ""
     assert not [tag for tag, _ in parsed.tags if tag == "style"]
     handlers = [(tag, name) for tag, attrs in parsed.tags for name in attrs
