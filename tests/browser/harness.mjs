@@ -69,15 +69,21 @@ export async function chainOf(token, user, id) {
   return body.versions;
 }
 
-/** Every accessible name the browser itself computed (its accessibility tree) for the
- * page's buttons and form fields: each must have one. */
+/** From the accessibility tree the browser itself computed: the roles of the
+ * buttons, links and form fields that have no accessible name (there should be
+ * none), and "name: description" of each button that has a description. */
 export async function unnamedControls(page) {
   const cdp = await page.context().newCDPSession(page);
   const { nodes } = await cdp.send('Accessibility.getFullAXTree');
   const controls = new Set(['button', 'textbox', 'searchbox', 'combobox', 'checkbox',
     'switch', 'link']);
-  return nodes.filter((n) => !n.ignored && controls.has(n.role?.value)
-    && !(n.name?.value || '').trim()).map((n) => n.role.value);
+  const shown = nodes.filter((n) => !n.ignored && controls.has(n.role?.value));
+  await cdp.detach();
+  return {
+    unnamed: shown.filter((n) => !(n.name?.value || '').trim()).map((n) => n.role.value),
+    described: shown.filter((n) => n.role.value === 'button' && n.description?.value)
+      .map((n) => `${n.name.value}: ${n.description.value}`),
+  };
 }
 
 /** Tab (or shift-Tab) until `done(activeElementInfo)` holds; the keys pressed. */

@@ -111,10 +111,16 @@ describe('ada works her memory through the panel', () => {
   });
 
   it('corrects a fact: a manual version supersedes it in the same chain', async () => {
+    // By keyboard alone: Tab to the fact's Correct button, Enter opens the dialog with
+    // the old wording selected, typing replaces it, Tab reaches Save, Enter saves.
     const nurse = (await activeFacts(ADA, 'ada')).get('Works as nurse');
-    await fact(page, 'Works as nurse').getByRole('button', { name: 'Correct' }).click();
-    await page.locator('#edit-text').fill('Works as a midwife');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.evaluate(() => document.querySelector('a.skip').focus());
+    await tabUntil(page, (a) => a.action === 'edit' && a.factId === String(nurse.id));
+    await page.keyboard.press('Enter');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'edit-text');
+    await page.keyboard.type('Works as a midwife');
+    await tabUntil(page, (a) => a.id === 'edit-save', { max: 3 });
+    await page.keyboard.press('Enter');
     await status(page, 'Corrected');
     const active = await activeFacts(ADA, 'ada');
     assert.ok(active.has('Works as a midwife') && !active.has('Works as nurse'));
@@ -150,7 +156,9 @@ describe('ada works her memory through the panel', () => {
 
   it('removes a fact: its chain ends as removed by the user', async () => {
     const porto = (await activeFacts(ADA, 'ada')).get('Favourite city is Porto');
-    await fact(page, 'Favourite city is Porto').getByRole('button', { name: 'Remove' }).click();
+    await page.evaluate(() => document.querySelector('a.skip').focus());
+    await tabUntil(page, (a) => a.action === 'remove' && a.factId === String(porto.id));
+    await page.keyboard.press('Space');
     await status(page, 'Removed');
     assert.equal((await activeFacts(ADA, 'ada')).has('Favourite city is Porto'), false);
     assert.deepEqual((await chainOf(ADA, 'ada', porto.id)).map((v) => v.superseded_reason),
@@ -254,7 +262,10 @@ describe('ada works her memory through the panel', () => {
   });
 
   it('names every control, traps focus in its dialogs, and fits a phone', async () => {
-    assert.deepEqual(await unnamedControls(page), []);
+    const { unnamed, described } = await unnamedControls(page);
+    assert.deepEqual(unnamed, []);
+    // Each fact's buttons are described by its text: "Correct" is heard with the fact.
+    assert.ok(described.includes('Correct: Likes green tea'), described.join(' | '));
     assert.deepEqual(await page.evaluate(() => [document.documentElement.lang,
       document.querySelectorAll('h1').length, document.querySelectorAll('main').length,
       [...document.querySelectorAll('input, select, textarea')].filter(
