@@ -9,8 +9,8 @@ export function tokenFromFragment(hash) {
   return token && /^[\w-]+\.[\w-]+\.[\w-]+$/.test(token) ? token : null;
 }
 
-/** The token's claims, unverified (the API verifies it): who it speaks for and until
- * when, so the page can say so before a request fails. */
+/** The token's claims, unverified (the API verifies it): who it speaks for, whose
+ * path the page calls. */
 export function claimsOf(token) {
   try {
     const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');

@@ -336,7 +336,8 @@ describe('links that cannot open a memory say so', () => {
     ['no token', '', 'It has no sign-in token'],
     ['an expired token', `#token=${env.MEMFLEET_PANEL_TOKEN_EXPIRED}`, 'It has expired'],
     ['a token the API refuses', `#token=${env.MEMFLEET_PANEL_TOKEN_FORGED}`,
-      'Your link has expired or is not valid'],
+      'The memory service does not accept its sign-in token'],
+    ['a fragment that is no token', '#token=not-a-jwt', 'It has no sign-in token'],
   ]) {
     it(`${name}`, async () => {
       const { context, page, watch } = await openPage(browser);

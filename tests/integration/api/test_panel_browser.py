@@ -37,6 +37,7 @@ BROWSER_DIR = ROOT / "tests" / "browser"
 MODULES_STAMP = BROWSER_DIR / "node_modules" / ".memfleet-stamp"
 COMMIT_TIMEOUT_S = 60
 INJECTION = "<img src=x onerror=alert(1)>"
+OTHER_KEY = "another-key-0123456789abcdef-xyz"  # signs a token the API refuses
 
 
 def require_browser() -> None:
@@ -131,7 +132,7 @@ async def test_the_panel_works_in_chromium_against_the_real_fleet(
             "MEMFLEET_PANEL_TOKEN": token("ada", ttl_s=900),
             "MEMFLEET_PANEL_TOKEN_EVE": token("eve", ttl_s=900),
             "MEMFLEET_PANEL_TOKEN_EXPIRED": token("ada", ttl_s=-120),
-            "MEMFLEET_PANEL_TOKEN_FORGED": token("ada", secret="another-key-0123456789abcdef-xyz"),
+            "MEMFLEET_PANEL_TOKEN_FORGED": token("ada", secret=OTHER_KEY),
             "MEMFLEET_PANEL_INJECTION": INJECTION,
             "MEMFLEET_PANEL_METRICS": str(metrics),
             "MEMFLEET_PANEL_SHOTS": str(ROOT / "docs" if write_shots else tmp_path),
