@@ -7,13 +7,15 @@ conversations handed over through the HTTP hand-over (a service key with the
 ``handover`` scope), each waited for until a worker's commit covers it; a pinned fact
 that a later conversation changes, so a held proposal waits for the user. Tokens are
 minted as a chat server mints them. The browser test then works the page and checks
-each change through the API. ``MEMFLEET_WRITE_SCREENSHOT=1`` also writes docs/panel.png
+each change through the API; afterwards the API's log must hold no token (it rode in the
+fragment and the bearer header). ``MEMFLEET_WRITE_SCREENSHOT=1`` also writes docs/panel.png
 (and docs/panel-phone.png); the figures it measured are printed (``-s``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -118,21 +120,25 @@ async def _service_key(database_url: str) -> str:
 
 async def test_the_panel_works_in_chromium_against_the_real_fleet(
     settings: Settings, stub: StubServer, redis: Redis, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     require_browser()
+    caplog.set_level(logging.INFO, logger="memfleet.api")
     fleet = openai_settings(settings, stub)
     metrics = tmp_path / "metrics.json"
     write_shots = os.environ.get("MEMFLEET_WRITE_SCREENSHOT") == "1"
     async with panel_fleet(fleet, tmp_path) as url, \
             httpx.AsyncClient(base_url=url, timeout=30) as api:
         await seed(api, Conversations(api, await _service_key(fleet.database_url or ""), redis))
-        env = {
-            **os.environ,
-            "MEMFLEET_PANEL_URL": url,
+        tokens = {
             "MEMFLEET_PANEL_TOKEN": token("ada", ttl_s=900),
             "MEMFLEET_PANEL_TOKEN_EVE": token("eve", ttl_s=900),
             "MEMFLEET_PANEL_TOKEN_EXPIRED": token("ada", ttl_s=-120),
             "MEMFLEET_PANEL_TOKEN_FORGED": token("ada", secret=OTHER_KEY),
+        }
+        env = {
+            **os.environ, **tokens,
+            "MEMFLEET_PANEL_URL": url,
             "MEMFLEET_PANEL_INJECTION": INJECTION,
             "MEMFLEET_PANEL_METRICS": str(metrics),
             "MEMFLEET_PANEL_SHOTS": str(ROOT / "docs" if write_shots else tmp_path),
@@ -142,3 +148,8 @@ async def test_the_panel_works_in_chromium_against_the_real_fleet(
     print(done.stdout)  # node's own report
     print("panel figures:", json.dumps(json.loads(metrics.read_text("utf-8"))))
     assert "# fail 0" in done.stdout and "# pass " in done.stdout
+    # The token rode in the fragment and the bearer header: the API's log has the page's
+    # loads and the refusals, never a token.
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "GET /panel 200" in logged and "401 invalid_token (expired)" in logged
+    assert not [name for name, value in tokens.items() if value in logged]
