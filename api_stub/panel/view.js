@@ -40,7 +40,12 @@ const SOURCE_WORDS = {
 
 function heldWords(fact) {
   const parts = [];
-  if (fact.valid_from && fact.valid_to) {
+  const never = fact.valid_from && fact.valid_to
+    && Date.parse(fact.valid_from) === Date.parse(fact.valid_to);
+  if (never) {
+    // A correction ends the old version where it began (docs/memory_model.md).
+    parts.push('Never held: corrected as never true');
+  } else if (fact.valid_from && fact.valid_to) {
     parts.push('Held from ', timeEl(fact.valid_from), ' to ', timeEl(fact.valid_to));
   } else if (fact.valid_from) {
     parts.push('Holds since ', timeEl(fact.valid_from));

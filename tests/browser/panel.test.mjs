@@ -132,7 +132,8 @@ describe('ada works her memory through the panel', () => {
     await history.click();
     const dialog = page.locator('#history-dialog[open]');
     await dialog.locator('li.version').first().waitFor();
-    assert.match(await dialog.textContent(), /Works as nurse.*Corrected by you.*Works as a midwife.*Current version/s);
+    assert.match(await dialog.textContent(),
+      /Works as nurse.*Never held.*Corrected by you.*Works as a midwife.*Current version/s);
     await page.keyboard.press('Escape');
     await dialog.waitFor({ state: 'detached' });
     assert.equal(await history.evaluate((b) => b === document.activeElement), true);
