@@ -307,10 +307,23 @@ describe('eve: a fact that is markup, then forget everything', () => {
   });
 
   it('shows the characters of <img src=x onerror=alert(1)>, creates no element', async () => {
-    assert.equal(await page.locator('li.fact .fact-text').textContent(),
-      env.MEMFLEET_PANEL_INJECTION);
+    await fact(page, env.MEMFLEET_PANEL_INJECTION).waitFor();
     assert.equal(await page.evaluate(() => document.querySelectorAll('img').length), 0);
     assert.deepEqual(watch.dialogs, []);
+  });
+
+  it('a stale held change can only be dismissed', async () => {
+    const proposal = page.locator('#proposals li.proposal');
+    assert.match(await proposal.textContent(),
+      /suggested changing Lives in Rome to Lives in Milan\..*can only be dismissed/);
+    assert.equal(await proposal.getByRole('button', { name: 'Accept' }).isDisabled(), true);
+    await proposal.getByRole('button', { name: 'Dismiss' }).click();
+    await status(page, 'Dismissed');
+    const all = await call(EVE, 'GET', '/users/eve/held-proposals?state=all');
+    assert.deepEqual(all.body.proposals.map((p) => [p.text, p.resolution, p.resolved_by]),
+      [['Lives in Milan', 'dismissed', 'user']]);
+    assert.ok((await activeFacts(EVE, 'eve')).has('Lives in Rome, Trastevere'));
+    assert.equal(await page.locator('#proposals').isVisible(), false);
   });
 
   it('forgets everything only once the word is typed', async () => {

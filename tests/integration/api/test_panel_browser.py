@@ -94,7 +94,7 @@ async def _fact_id(api: httpx.AsyncClient, user: str, text: str) -> int:
 
 async def seed(api: httpx.AsyncClient, talk: Conversations) -> None:
     """ada: profile facts, an agent's relationship facts, and a held change of a pinned
-    fact. eve: a fact whose text is markup."""
+    fact. eve: a fact whose text is markup, and a held change gone stale."""
     await talk.say("ada", "s1", "I live in Paris. I work as a nurse. I love green tea. "
                                 "My favourite city is Porto.")
     await talk.say("ada", "s2", "You can call me Captain. Our running joke is about penguins.",
@@ -107,6 +107,16 @@ async def seed(api: httpx.AsyncClient, talk: Conversations) -> None:
     assert [p["text"] for p in held["proposals"]] == ["Lives in Lisbon"], held
     added = await api.post("/users/eve/facts", json={"text": INJECTION}, headers=bearer("eve"))
     assert added.status_code == 201, added.text
+    # eve's held change goes stale: she corrects the pinned fact by hand before answering.
+    await talk.say("eve", "e1", "I live in Rome.")
+    rome = await _fact_id(api, "eve", "Lives in Rome")
+    assert (await api.put(f"/users/eve/facts/{rome}/pin", headers=bearer("eve"))).is_success
+    await talk.say("eve", "e2", "I moved to Milan.")
+    edited = await api.patch(f"/users/eve/facts/{rome}", json={"text": "Lives in Rome, Trastevere"},
+                             headers=bearer("eve"))
+    assert edited.status_code == 200, edited.text
+    held = (await api.get("/users/eve/held-proposals", headers=bearer("eve"))).json()
+    assert [(p["text"], p["stale"]) for p in held["proposals"]] == [("Lives in Milan", True)]
 
 
 async def _service_key(database_url: str) -> str:
