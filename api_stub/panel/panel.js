@@ -191,6 +191,7 @@ function wire(dialogs) {
       return on ? 'Memory is on.' : 'Memory is off: nothing new will be learned.';
     }, '#memory-on');
   });
+  $('retry').addEventListener('click', firstLoad);
   $('add-open').addEventListener('click', () => dialogs.openAdd());
   $('forget-open').addEventListener('click', () => dialogs.openForget());
   $('export').addEventListener('click', () => act(download, '#export', false));
@@ -222,12 +223,25 @@ async function start() {
   wire(new Dialogs({
     api: state.api, reload, say, focus, agents: () => state.agents,
   }));
+  await firstLoad();
+}
+
+// The first read: until it succeeds the page shows no list (an empty one would say
+// "nothing is remembered"). A service that does not answer gets a Try again button, as a
+// reload of the page would lose the token.
+async function firstLoad() {
   try {
     await reload();
   } catch (error) {
-    await failed(error);
+    if (error instanceof ApiError && (error.status === 0 || error.status >= 500)) {
+      $('unavailable').hidden = false;
+      $('unavailable-heading').focus();
+    } else {
+      await failed(error);
+    }
     return;
   }
+  $('unavailable').hidden = true;
   $('panel').hidden = false;
   performance.mark('panel-ready');
 }

@@ -345,6 +345,25 @@ describe('eve: a fact that is markup, then forget everything', () => {
   });
 });
 
+describe('a memory service that does not answer at first', () => {
+  it('says so and loads on Try again, the token still in hand', async () => {
+    const { context, page, watch } = await openPage(browser);
+    // The API answers 503 (PostgreSQL away) until the route is let through.
+    await page.route('**/users/**', (route) => route.fulfill({
+      status: 503, contentType: 'application/json', body: '{"detail": "unavailable"}' }));
+    await page.goto(`${API}/panel#token=${ADA}`);
+    await page.locator('#unavailable:not([hidden])').waitFor();
+    assert.equal(await page.locator('#panel').isVisible(), false);
+    await page.unroute('**/users/**');
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await page.locator('#panel:not([hidden])').waitFor();
+    await fact(page, 'Likes green tea').waitFor();
+    assert.equal(await page.locator('#unavailable').isVisible(), false);
+    await assertClean(page, watch, [503]);
+    await context.close();
+  });
+});
+
 describe('links that cannot open a memory say so', () => {
   for (const [name, fragment, words] of [
     ['no token', '', 'It has no sign-in token'],
