@@ -33,6 +33,7 @@ from api_stub.errors import install_handlers
 from api_stub.event_stream import STATE_KEY, EventStreams
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, SizeLimits
+from api_stub.handover_fast import HandoverFastPath
 from api_stub.service_auth import ServiceKeyCheck
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings, secret
@@ -123,6 +124,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.state.auth = auth
     app.state.panel = panel_page.PanelFiles.load(settings.panel_frame_ancestors)
     install_handlers(app)
+    app.add_middleware(HandoverFastPath)  # inside SizeLimits: a body within the limit
     # Added last, run first: the access log sees every request, a 413 included.
     app.add_middleware(SizeLimits, max_body_bytes=settings.api_max_body_bytes,
                        max_query_bytes=settings.api_max_query_bytes)

@@ -106,16 +106,19 @@ async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
 HANDOVER_RETRY_AFTER_S = 5
 
 
-async def _handover_too_large(request: Request, exc: Exception) -> JSONResponse:
-    # The message names the limit and the size, never the text.
-    log.warning("chat: hand-over too large")
-    return refusal(413, str(exc), "HandoverTooLarge")
-
-
-async def _handover_budget_full(request: Request, exc: Exception) -> JSONResponse:
+def handover_refused(exc: Exception) -> JSONResponse:
+    """A hand-over refused for its size (413) or a full budget (429, Retry-After)."""
+    if isinstance(exc, HandoverTooLarge):
+        # The message names the limit and the size, never the text.
+        log.warning("chat: hand-over too large")
+        return refusal(413, str(exc), "HandoverTooLarge")
     log.warning("chat: hand-over refused, budget full: %s", type(exc).__name__)
     # HandoverBacklogFull, SessionBytesFull or UserSessionsFull: the class is the kind.
     return refusal(429, str(exc), type(exc).__name__, retry_after_s=HANDOVER_RETRY_AFTER_S)
+
+
+async def _handover_refused(request: Request, exc: Exception) -> JSONResponse:
+    return handover_refused(exc)
 
 
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -145,6 +148,6 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StoreConflict, _store_conflict)
     app.add_exception_handler(ProviderError, _provider_error)
     app.add_exception_handler(RedisError, _redis_error)
-    app.add_exception_handler(HandoverTooLarge, _handover_too_large)
-    app.add_exception_handler(HandoverBacklogFull, _handover_budget_full)
-    app.add_exception_handler(UserSessionsFull, _handover_budget_full)
+    app.add_exception_handler(HandoverTooLarge, _handover_refused)
+    app.add_exception_handler(HandoverBacklogFull, _handover_refused)
+    app.add_exception_handler(UserSessionsFull, _handover_refused)
