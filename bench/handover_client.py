@@ -1,6 +1,8 @@
 """One load-generating process of bench.http_handover: hands sessions over, N at a time,
 through HTTP (``POST /users/{u}/sessions/{s}/handover``, round-robin over the API
-processes, httpx with keep-alive) or straight to Redis
+processes, httpx with keep-alive, or ``http-raw``: bench.raw_http, a minimal
+HTTP/1.1 client far cheaper in CPU, so that the bench measures the server) or straight
+to Redis
 (``schedule_memory_persistence``), and prints ``{"latencies_ms": [...], "cpu_s": s}``: the
 TypeScript client's bench (clients/typescript/dist/bench/handover.js) prints the same, without
 ``cpu_s`` (this process's CPU seconds over the measured hand-overs).
@@ -30,6 +32,7 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
+from bench.raw_http import RawConnection
 from worker.client.handover import schedule_memory_persistence
 
 HandOver = Callable[[str, str], Awaitable[None]]
@@ -99,6 +102,8 @@ async def main_async(args: argparse.Namespace) -> tuple[list[float], float]:
             return await measure(direct, **kwargs)
         finally:
             await redis.aclose()
+    if args.transport == "http-raw":
+        return await raw_http_measure(args, messages, kwargs)
     limits = httpx.Limits(max_connections=args.concurrency,
                           max_keepalive_connections=args.concurrency)
     clients = [httpx.AsyncClient(base_url=url, limits=limits, timeout=10,
@@ -119,10 +124,35 @@ async def main_async(args: argparse.Namespace) -> tuple[list[float], float]:
             await client.aclose()
 
 
+async def raw_http_measure(args: argparse.Namespace, messages: list[dict[str, str]],
+                           kwargs: dict[str, Any]) -> tuple[list[float], float]:
+    """The same requests through bench.raw_http: keep-alive connections, each used by one
+    hand-over at a time, round-robin over the API processes."""
+    headers = {"Authorization": f"Bearer {args.key}"}
+    idle: dict[str, list[RawConnection]] = {url: [] for url in args.api_url}
+    turn = itertools.cycle(args.api_url)
+    body = json.dumps({"messages": messages}).encode()
+    try:
+        async def over_raw_http(user: str, session: str) -> None:
+            url = next(turn)
+            conn = idle[url].pop() if idle[url] else RawConnection(url, headers)
+            resp = await conn.request("POST", f"/users/{user}/sessions/{session}/handover",
+                                      body)
+            if resp.status != 202:
+                raise RuntimeError(f"hand-over answered {resp.status}: {resp.body[:200]!r}")
+            idle[url].append(conn)
+
+        return await measure(over_raw_http, **kwargs)
+    finally:
+        for conns in idle.values():
+            for conn in conns:
+                await conn.aclose()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.handover_client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--transport", choices=("http", "redis"), required=True)
+    parser.add_argument("--transport", choices=("http", "http-raw", "redis"), required=True)
     parser.add_argument("--api-url", action="append", default=[], help="repeat: round-robin")
     parser.add_argument("--key", help="a service key with the handover scope (http)")
     parser.add_argument("--redis-url", help="the fleet's Redis (redis)")
@@ -135,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready", action="store_true",
                         help="after the warm-up print `ready`, wait for a line on stdin")
     args = parser.parse_args(argv)
-    if args.transport == "http" and not (args.api_url and args.key):
-        parser.error("--transport http needs --api-url and --key")
+    if args.transport != "redis" and not (args.api_url and args.key):
+        parser.error(f"--transport {args.transport} needs --api-url and --key")
     if args.transport == "redis" and not args.redis_url:
         parser.error("--transport redis needs --redis-url")
     took, cpu_s = asyncio.run(main_async(args))
