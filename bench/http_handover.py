@@ -3,15 +3,17 @@
 Starts throwaway PostgreSQL and Redis and two memory API processes (``python -m
 api_stub.serve``, each on its own port, one Redis), creates a service key with the
 ``handover`` scope, then hands sessions over in blocks: HTTP at 1 and at 16 in flight
-(the clients round-robin over both API processes, httpx with keep-alive) and the
-Python client straight to Redis (``schedule_memory_persistence``) at 1 and 16, and
+(the clients round-robin over both API processes with keep-alive: bench.raw_http, a
+minimal client that costs its process a tenth of what httpx does, so the row measures
+the server; and httpx, as a Python chat server would send) and the Python client
+straight to Redis (``schedule_memory_persistence``) at 1 and 16, and
 the TypeScript client's Redis hand-over when clients/typescript/dist/bench/handover.js is
 built. Each block is a process of its own (bench.handover_client), measuring at the
 client after a warm-up; the blocks go round in a fresh random order each round so a
 slow minute of the VM lands on every transport alike. Every hand-over is a session
 of a user of its own (no budget ever refuses one) and Redis is emptied between
 blocks (no worker runs, so nothing else would). Target: HTTP p99 at most 5 ms with
-16 in flight.
+16 in flight (the raw client's row is the server's figure).
 
     .venv/bin/python -m bench.http_handover [--requests 4000] [--client-procs 1]
 """
@@ -42,11 +44,13 @@ from worker.store.service_keys import ServiceKeyStore
 ROOT = Path(__file__).resolve().parents[1]
 TS_BENCH = ROOT / "clients" / "typescript" / "dist" / "bench" / "handover.js"
 TARGET_P99_MS = 5.0
+HTTP = ("http-raw", "http")
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    transport: str  # "http", "redis" (Python), "redis-ts" (TypeScript)
+    transport: str  # "http-raw" (bench.raw_http), "http" (httpx), "redis" (Python),
+    # "redis-ts" (TypeScript)
     concurrency: int
     think_ms: float = 0.0  # 0: hand-overs back to back; else turns waiting for answers
 
@@ -79,7 +83,7 @@ def client_argv(block: Block, in_flight: int, requests: int, tag: str, *, api_ur
     argv = [sys.executable, "-m", "bench.handover_client", "--transport", block.transport,
             "--requests", str(requests), "--concurrency", str(in_flight), "--tag", tag,
             "--warmup", str(warmup), "--ready", "--think-ms", str(block.think_ms)]
-    if block.transport == "http":
+    if block.transport in HTTP:
         argv += [a for url in api_urls for a in ("--api-url", url)] + ["--key", key]
     else:
         argv += ["--redis-url", redis_url]
@@ -140,7 +144,8 @@ def merge(into: Measured, block: Measured) -> None:
 
 
 def report(results: dict[Block, Measured], procs: int) -> str:
-    names = {"http": "HTTP (2 API processes)", "redis": "Redis, Python client",
+    names = {"http-raw": "HTTP, raw client (2 API processes)",
+             "http": "HTTP, httpx (2 API processes)", "redis": "Redis, Python client",
              "redis-ts": "Redis, TypeScript client"}
     headers = ["hand-over", "in flight", "n", "p50 ms", "p95 ms", "p99 ms", "max ms",
                "per s", "client CPU ms each", "API CPU ms each"]
@@ -151,13 +156,14 @@ def report(results: dict[Block, Measured], procs: int) -> str:
                      ms(pct(lat, 50)), ms(pct(lat, 95)), ms(pct(lat, 99)), ms(max(lat)),
                      f"{n / m.wall_s:.0f}" if m.wall_s else "-",
                      "-" if m.client_cpu_s is None else ms(m.client_cpu_s * 1000 / n),
-                     ms(m.api_cpu_s * 1000 / n) if block.transport == "http" else "-"])
+                     ms(m.api_cpu_s * 1000 / n) if block.transport in HTTP else "-"])
     lines = [table(headers, rows), ""]
     for block, m in results.items():
-        if block.transport == "http" and block.concurrency >= 16:
+        if block.transport in HTTP and block.concurrency >= 16:
             p99 = pct(m.latencies_ms, 99)
             verdict = "PASS" if p99 <= TARGET_P99_MS else "FAIL"
-            lines.append(f"HTTP hand-over p99, {block.in_flight} in flight: {p99:.2f} ms"
+            lines.append(f"{names[block.transport]} hand-over p99, {block.in_flight} in flight:"
+                         f" {p99:.2f} ms"
                          f" (target <= {TARGET_P99_MS:g} ms): {verdict}")
     lines.append(f"client processes per block at 16 in flight: {procs}")
     return "\n".join(lines)
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-procs", type=int, default=1,
                         help="load-generating processes a block's callers are spread over")
     args = parser.parse_args(argv)
-    transports = ["http", "redis"]
+    transports = ["http-raw", "http", "redis"]
     ts_note = ""
     if TS_BENCH.is_file() and shutil.which("node"):
         transports.append("redis-ts")
@@ -196,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                    " built (`make typescript`).")
     blocks = [Block(t, c) for t in transports for c in args.concurrency]
     if args.paced_requests:
-        blocks += [Block(t, max(args.concurrency), args.think_ms) for t in ("http", "redis")]
+        blocks += [Block(t, max(args.concurrency), args.think_ms)
+                   for t in ("http-raw", "http", "redis")]
     results = {block: Measured() for block in blocks}
     with throwaway_servers(durable=False) as servers, ExitStack() as stack:
         asyncio.run(migrate(servers.database_url, embed_dim=1536))

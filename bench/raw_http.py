@@ -13,6 +13,7 @@ RawHttpError, and the connection is not used again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -94,7 +95,5 @@ class RawConnection:
         writer, self._reader, self._writer = self._writer, None, None
         if writer is not None:
             writer.close()
-            try:
+            with contextlib.suppress(OSError):
                 await writer.wait_closed()
-            except OSError:
-                pass

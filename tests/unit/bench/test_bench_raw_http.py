@@ -51,8 +51,11 @@ async def server_url() -> AsyncIterator[str]:
                             lifespan="off")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
+    for _ in range(1000):  # 10 s
+        if server.started or task.done():
+            break
         await asyncio.sleep(0.01)
+    assert server.started, "the test server did not start"
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
