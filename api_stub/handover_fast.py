@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from api_stub.auth import InvalidToken
 from api_stub.fields import MAX_ID_CHARS
-from api_stub.handover_routes import hand_over_now
+from api_stub.handover_routes import hand_over_now, router
 from api_stub.service_auth import ServiceKeyCheck
 from worker.errors import StoreError
 from worker.memory_rules import id_fault
@@ -85,7 +85,9 @@ def _fields(body: bytes) -> tuple[list[Any], str | None, int | None] | None:
 class HandoverFastPath:
     def __init__(self, app: App) -> None:
         self.app = app
-        self._route: APIRoute | None = None
+        # What the access log names (api_stub.guards.AccessLog reads its template).
+        self._route = next(route for route in router.routes
+                           if isinstance(route, APIRoute) and route.name == "hand_over")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
@@ -109,20 +111,12 @@ class HandoverFastPath:
         if fields is None or not await _may_hand_over(app_state.service_keys, key):
             await self.app(scope, replay, send)
             return
-        scope["route"] = self._declared_route(scope["app"])
+        scope["route"] = self._route
         messages, agent_id, listed_at_us = fields
         response: Response = await hand_over_now(
             app_state.deps, session_id, user_id, messages, agent_id=agent_id,
             listed_at_us=listed_at_us)
         await response(scope, receive, send)
-
-    def _declared_route(self, app: Any) -> APIRoute | None:
-        # What the access log names (api_stub.guards.AccessLog reads its template).
-        if self._route is None:
-            for route in app.routes:
-                if isinstance(route, APIRoute) and route.name == "hand_over":
-                    self._route = route
-        return self._route
 
 
 async def _may_hand_over(check: ServiceKeyCheck, key: str) -> bool:
