@@ -105,19 +105,19 @@ async def search_facts(
         return []  # no embeddings call for nothing
     if consent_gate is not None and not await remembered(store, user_id, consent_gate):
         return []  # nor for a user who turned memory off (the search checks it again)
+    embedder = await query_embedder(store, embedder, user_id, embedders)
     return await _ranked(store, embedder, user_id, query, top_k=top_k, scope=scope,
                          agent_id=agent_id, valid_at=valid_at, known_at=known_at,
-                         embedders=embedders, consent_gate=consent_gate)
+                         consent_gate=consent_gate)
 
 
 async def _ranked(
     store: MemoryStore, embedder: Embedder, user_id: str, query: str, *, top_k: int,
-    scope: MemoryScope, agent_id: str | None, embedders: EmbedderFactory | None,
-    consent_gate: ConsentGate | None, valid_at: datetime | None = None,
-    known_at: datetime | None = None,
+    scope: MemoryScope, agent_id: str | None, consent_gate: ConsentGate | None,
+    valid_at: datetime | None = None, known_at: datetime | None = None,
 ) -> list[SearchHit]:
-    # search_facts once its caller knows the user's memory is on.
-    embedder = await query_embedder(store, embedder, user_id, embedders)
+    # search_facts once its caller knows the user's memory is on, and ``embedder`` is
+    # the one of the user's facts (query_embedder).
     answer = await embedder.embed([query])
     ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
                                 scope=scope, agent_id=agent_id, valid_at=valid_at,
@@ -148,8 +148,13 @@ async def query_embedder(
     (``Providers.embedder_for``) builds it; without one, ``embedder`` as it is."""
     if embedders is None:
         return embedder
-    on = await store.active_embedding(user_id)
-    if on is None or on == (embedder.model, embedder.dim):
+    return embedder_on(await store.active_embedding(user_id), embedder, embedders)
+
+
+def embedder_on(on: tuple[str, int] | None, embedder: Embedder,
+                embedders: EmbedderFactory | None) -> Embedder:
+    """``query_embedder`` given the user's (model, dimension), ``active_embedding``."""
+    if embedders is None or on is None or on == (embedder.model, embedder.dim):
         return embedder
     return embedders(*on)
 
@@ -212,16 +217,21 @@ async def known_facts(
     # Each read checks consent in its own statement: memory off, each finds nothing
     # (a count of 0 takes the no-search branch, so no embeddings call either).
     gate = ConsentGate(memory_default)
-    if query is None or not query.strip() or top_k is None:
-        facts = await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
-        return facts if top_k is None else facts[-top_k:]  # the newest when no query
-    if await store.count_active(user_id, scope=scope, agent_id=agent_id,
-                                consent_gate=gate) <= top_k:
+    if top_k is None:
+        return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
+    if query is None or not query.strip():
+        # The newest top_k, picked by the store: the others are never fetched.
+        return await store.newest_facts(user_id, top_k, scope=scope, agent_id=agent_id,
+                                        consent_gate=gate)
+    # The count and the facts' model in one round trip.
+    plan = await store.read_plan(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
+    if plan.active <= top_k:
         return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
     # More than top_k found behind the gate: memory is on, no second look before the
     # embeddings call (the search checks the gate again in its own statement).
-    hits = await _ranked(store, embedder, user_id, query, top_k=top_k, scope=scope,
-                         agent_id=agent_id, embedders=embedders, consent_gate=gate)
+    hits = await _ranked(store, embedder_on(plan.embedding, embedder, embedders), user_id,
+                         query, top_k=top_k, scope=scope, agent_id=agent_id,
+                         consent_gate=gate)
     return [hit.fact for hit in hits]
 
 

@@ -16,6 +16,7 @@ from worker.store.types import (
     FactTerms,
     HoldProposal,
     NewFact,
+    ReadPlan,
     SupersedeFact,
 )
 
@@ -213,3 +214,31 @@ async def test_a_consent_gated_read_finds_nothing_while_memory_is_off(store: Sto
     assert await texts(store, "u2", consent_gate=ConsentGate(memory_default=False)) == []
     assert await texts(store, "u1", consent_gate=ConsentGate(memory_default=False)) == [
         "Lives in Lisbon"], "an explicit choice outranks the default"
+
+
+async def test_a_prompt_reads_plan_and_newest_facts_agree_with_the_reads_they_replace(
+    store: Store,
+) -> None:
+    """read_plan is count_active and active_embedding in one; newest_facts the last
+    ``limit`` of facts, in facts' order; both behind the consent gate."""
+    assert await store.read_plan("u1") == ReadPlan(0, None)
+    for n in range(5):
+        await store.add_fact("u1", profile(f"Profile fact {n}"))
+    await store.add_fact("u1", about("sam", "Calls the assistant Sam"))
+    await store.add_fact("u1", NewFact("Moved fact", "fact", 5, vec(2), "other-model"))
+    await store.add_fact("u2", profile("Another user's fact"))
+    gate = ConsentGate(memory_default=True)
+    for read in ({}, {"agent_id": "sam"}, {"scope": "relationship", "agent_id": "sam"},
+                 {"scope": "all"}, {"scope": "none"}, {"consent_gate": gate}):
+        plan = await store.read_plan("u1", **read)
+        assert plan == ReadPlan(await store.count_active("u1", **read),
+                                await store.active_embedding("u1")), read
+        listed = await store.facts("u1", **read)
+        for limit in (1, 3, 50):
+            newest = await store.newest_facts("u1", limit, **read)
+            assert [f.id for f in newest] == [f.id for f in listed[-limit:]], (read, limit)
+    assert (await store.read_plan("u1")).embedding == ("test", len(vec(0)))
+    await store.set_consent("u1", False)
+    assert (await store.read_plan("u1", consent_gate=gate)).active == 0
+    assert await store.newest_facts("u1", 3, consent_gate=gate) == []
+    assert len(await store.newest_facts("u1", 3)) == 3, "the user's own view"

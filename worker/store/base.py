@@ -31,6 +31,7 @@ from worker.store.types import (
     NewFact,
     ProposalState,
     RankedFact,
+    ReadPlan,
     RowsToMove,
     RunCommit,
     RunRecord,
@@ -91,6 +92,20 @@ class MemoryStore(Protocol):
         self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
         consent_gate: ConsentGate | None = None,
     ) -> int: ...
+
+    async def newest_facts(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        """The last ``limit`` of ``facts`` (active ones, oldest observation first)."""
+        ...
+
+    async def read_plan(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
+    ) -> ReadPlan:
+        """``count_active`` and ``active_embedding`` at once (one round trip)."""
+        ...
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
 

@@ -46,6 +46,7 @@ from worker.store.types import (
     Neighbors,
     NewFact,
     RankedFact,
+    ReadPlan,
     RunCommit,
     RunRecord,
     SessionRead,
@@ -190,6 +191,22 @@ class InMemoryStore(InMemoryCorrections):
     ) -> int:
         return len(await self.facts(user_id, scope=scope, agent_id=agent_id,
                                     consent_gate=consent_gate))
+
+    async def newest_facts(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        facts = await self.facts(user_id, scope=scope, agent_id=agent_id,
+                                 consent_gate=consent_gate)
+        return facts[-limit:] if limit >= 1 else []
+
+    async def read_plan(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
+    ) -> ReadPlan:
+        active = await self.count_active(user_id, scope=scope, agent_id=agent_id,
+                                         consent_gate=consent_gate)
+        return ReadPlan(active, await self.active_embedding(user_id))
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         row = self.rows.get(fact_id)

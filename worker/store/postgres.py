@@ -37,6 +37,7 @@ from worker.store.types import (
     Neighbors,
     NewFact,
     RankedFact,
+    ReadPlan,
     RunCommit,
     RunRecord,
     SessionRead,
@@ -198,6 +199,30 @@ class PostgresStore(PostgresCorrections):
             count: int = await self._pool.fetchval(self._api["count_active"], user_id, scope,
                                                    agent_id, _gate(consent_gate))
         return count
+
+    async def newest_facts(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        check_read(scope)
+        if scope == "none" or limit < 1:
+            return []
+        async with translated("reading facts"):
+            rows = await self._pool.fetch(self._facts["newest_active_facts"], user_id, scope,
+                                          agent_id, _gate(consent_gate), limit)
+        return [fact_of(row) for row in reversed(rows)]
+
+    async def read_plan(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
+    ) -> ReadPlan:
+        check_read(scope)
+        async with translated("counting facts"):
+            row = await self._pool.fetchrow(self._api["read_plan"], user_id, scope, agent_id,
+                                            _gate(consent_gate))
+        model = row["embedding_model"]
+        # scope "none" matches no row: a count of 0.
+        return ReadPlan(row["active"], None if model is None else (model, row["embedding_dim"]))
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         async with translated("reading a fact"):

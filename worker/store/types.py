@@ -47,6 +47,15 @@ class ConsentGate:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadPlan:
+    """What a prompt's read needs before it searches, read together: how many facts
+    ``count_active`` finds, and the (model, dimension) of ``active_embedding``."""
+
+    active: int
+    embedding: tuple[str, int] | None
+
+
+@dataclass(frozen=True, slots=True)
 class Erasure:
     """An erase in PostgreSQL: the user's rows go, and a fence against hand-overs
     numbered up to ``erased_seq`` (the Redis clock when the user's hand-overs were

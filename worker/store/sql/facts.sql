@@ -25,6 +25,22 @@ WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_
        OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
 ORDER BY observed_at, id;
 
+-- name: newest_active_facts
+-- The newest $5 of active_facts, newest first (the caller reverses them): a prompt's
+-- read without a question keeps only those, so the others are never fetched.
+SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+FROM memory_fact
+WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
+       OR (scope = 'relationship' AND agent_id = $3::text
+           AND $2::text IN ('relationship', 'both')))
+  AND ($4::boolean IS NULL
+       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
+ORDER BY observed_at DESC, id DESC
+LIMIT $5;
+
 -- name: all_facts
 SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
        superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,

@@ -180,6 +180,30 @@ WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_
   AND ($4::boolean IS NULL
        OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4));
 
+-- name: read_plan
+-- What a prompt's read needs before it searches, in one round trip: the count of
+-- count_active ($2 scope, $3 agent, $4 consent gate) and the model and dimension
+-- of active_embedding (NULL when the user has no active fact).
+SELECT (SELECT count(*) FROM memory_fact
+        WHERE user_id = $1 AND superseded_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now())
+          AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
+               OR (scope = 'relationship' AND agent_id = $3::text
+                   AND $2::text IN ('relationship', 'both')))
+          AND ($4::boolean IS NULL
+               OR coalesce((SELECT c.enabled FROM user_memory_consent AS c
+                            WHERE c.user_id = $1), $4))) AS active,
+       m.embedding_model, m.embedding_dim
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT embedding_model, embedding_dim
+    FROM memory_fact
+    WHERE user_id = $1 AND superseded_at IS NULL
+    GROUP BY embedding_model, embedding_dim
+    ORDER BY count(*) DESC, embedding_model, embedding_dim
+    LIMIT 1
+) AS m ON true;
+
 -- name: set_pinned
 -- The user pins or unpins an active, unexpired fact; consolidation then holds
 -- its changes to it for the user (memory_held_proposal).
