@@ -8,8 +8,10 @@ process of its own; the API's embeddings go to the stub over HTTP (the openai
 provider, 1536 dimensions). Users with 50 and with 1,000 active facts are written
 through the store (PostgresStore.add_fact, as the API's manual writes are), their
 embeddings asked of the stub, so the neighbour query ranks real vectors. Then N reads
-per row, each with a question (or none), one client with keep-alive, over the rows in
-rounds so a slow minute of the VM lands on every row alike.
+per row, each with a question (or none), one client with keep-alive (bench.raw_http,
+which costs its process a tenth of httpx's CPU, so the figure is the server's; or
+``--client httpx``), over the rows in rounds so a slow minute of the VM lands on
+every row alike.
 
 Per read: the client's wall time (``total``), the embeddings call as the API timed it
 (``embed`` of the Server-Timing header; api_stub.read_timing) and the difference,
@@ -30,11 +32,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import urlencode
 
 import httpx
 
 from bench.api_procs import api_argv, api_env, free_port, running, stub_argv
 from bench.proc import load_1min
+from bench.raw_http import RawConnection
 from bench.servers import Servers, throwaway_servers
 from bench.stats import ms, pct, table
 from worker.config import Settings
@@ -152,21 +157,60 @@ async def read_key(database_url: str) -> str:
         await keys.aclose()
 
 
-async def run_row(client: httpx.AsyncClient, stub: httpx.AsyncClient, row: Row,
+class Reads(Protocol):
+    async def get(self, path: str, params: dict[str, str]) -> tuple[int, str | None]:
+        """(status, the Server-Timing header) of ``GET path?params``."""
+        ...
+
+
+class HttpxReads:
+    """httpx with keep-alive, as a Python chat server would read."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def get(self, path: str, params: dict[str, str]) -> tuple[int, str | None]:
+        resp = await self._client.get(path, params=params)
+        return resp.status_code, resp.headers.get("server-timing")
+
+
+class RawReads:
+    """bench.raw_http: a keep-alive connection per read in flight, a tenth of httpx's
+    CPU per request, so the figure is the server's."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self._url, self._headers = url, {"Authorization": f"Bearer {key}"}
+        self._idle: list[RawConnection] = []
+
+    async def get(self, path: str, params: dict[str, str]) -> tuple[int, str | None]:
+        conn = self._idle.pop() if self._idle else RawConnection(self._url, self._headers)
+        query = f"?{urlencode(params)}" if params else ""
+        resp = await conn.request("GET", path + query)
+        self._idle.append(conn)
+        return resp.status, resp.headers.get("server-timing")
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.aclose()
+
+
+async def run_row(reads: Reads, stub: httpx.AsyncClient, row: Row,
                   users: Sequence[str], asked: Sequence[str], count: int,
                   into: Measured) -> None:
     await stub.delete("/_stub/requests")
-    reads = iter(range(count))
+    pending = iter(range(count))
 
     async def reader() -> None:
-        for n in reads:
+        for n in pending:
             params = {"q": asked[n % len(asked)]} if row.query else {}
             started = time.perf_counter()
-            resp = await client.get(f"/users/{users[n % len(users)]}/known-facts",
-                                    params=params)
+            status, timing = await reads.get(f"/users/{users[n % len(users)]}/known-facts",
+                                             params)
             took = (time.perf_counter() - started) * 1000
-            resp.raise_for_status()
-            into.add(took, timing_parts(resp.headers.get("server-timing")))
+            if status != 200:
+                raise RuntimeError(f"the read answered {status}")
+            into.add(took, timing_parts(timing))
 
     await asyncio.gather(*(reader() for _ in range(row.concurrency)))
     sent = (await stub.get("/_stub/requests")).json()["requests"]
@@ -175,21 +219,26 @@ async def run_row(client: httpx.AsyncClient, stub: httpx.AsyncClient, row: Row,
 
 async def measure(api_url: str, stub_url: str, key: str, rows: list[Row],
                   users: dict[int, list[str]], requests: int, rounds: int,
-                  warmup: int) -> dict[Row, Measured]:
+                  warmup: int, client: str = "raw") -> dict[Row, Measured]:
     asked = questions()
     random.Random(28).shuffle(asked)
     results = {row: Measured() for row in rows}
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
+    raw = RawReads(api_url, key)
     async with httpx.AsyncClient(base_url=api_url, limits=limits, timeout=30,
-                                 headers={"Authorization": f"Bearer {key}"}) as client, \
+                                 headers={"Authorization": f"Bearer {key}"}) as api, \
             httpx.AsyncClient(base_url=stub_url, timeout=30) as stub:
-        for row in rows:  # connections, prepared statements, the key's cache
-            await run_row(client, stub, row, users[row.facts], asked, warmup, Measured())
-        order = random.Random(7)
-        for _ in range(rounds):
-            for row in order.sample(rows, len(rows)):
-                await run_row(client, stub, row, users[row.facts], asked,
-                              requests // rounds, results[row])
+        reads: Reads = raw if client == "raw" else HttpxReads(api)
+        try:
+            for row in rows:  # connections, prepared statements, the key's cache
+                await run_row(reads, stub, row, users[row.facts], asked, warmup, Measured())
+            order = random.Random(7)
+            for _ in range(rounds):
+                for row in order.sample(rows, len(rows)):
+                    await run_row(reads, stub, row, users[row.facts], asked,
+                                  requests // rounds, results[row])
+        finally:
+            await raw.aclose()
     return results
 
 
@@ -236,7 +285,7 @@ def run(servers: Servers, args: argparse.Namespace) -> dict[Row, Measured]:
         with running(api_argv(api_port, workers=args.workers), api_env(servers, **embeddings),
                      api_url, "/healthz"):
             return asyncio.run(measure(api_url, stub_url, key, rows, sizes, args.requests,
-                                       args.rounds, args.warmup))
+                                       args.rounds, args.warmup, args.client))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,11 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1],
                         help="reads in flight (one client, keep-alive)")
     parser.add_argument("--workers", type=int, default=1, help="API server processes")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="raw: bench.raw_http (the server's figure); httpx: as a Python"
+                             " chat server reads, about 0.8 ms more CPU per read")
     args = parser.parse_args(argv)
     with throwaway_servers(durable=False) as servers:
         asyncio.run(migrate(servers.database_url, embed_dim=DIM))
         results = run(servers, args)
     print(f"{args.workers} API process(es); {args.users} users of each size; read_top_k 50;"
+          f" the {args.client} client;"
           f" load {load_1min()} at the end.")
     print()
     print(report(results))

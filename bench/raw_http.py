@@ -46,6 +46,9 @@ class RawConnection:
         self._writer: asyncio.StreamWriter | None = None
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._reader is not None and self._reader.at_eof():
+            # The server closed it while it was idle (its keep-alive timeout): a new one.
+            await self.aclose()
         if self._reader is None or self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         return self._reader, self._writer

@@ -16,6 +16,7 @@ import uvicorn
 from bench.raw_http import RawConnection, RawHttpError
 
 Scope = dict[str, Any]
+KEEP_ALIVE_S = 1  # the server closes a connection idle this long
 
 
 async def app(scope: Scope, receive: Any, send: Any) -> None:
@@ -48,7 +49,7 @@ async def server_url() -> AsyncIterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(app, http="httptools", log_level="warning", access_log=False,
-                            lifespan="off")
+                            lifespan="off", timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     for _ in range(1000):  # 10 s
@@ -105,6 +106,20 @@ async def test_connection_close_opens_a_new_connection_next_time(server_url: str
         await conn.aclose()
     assert closing.status == after.status == 200
     assert json.loads(closing.body)["client_port"] != json.loads(after.body)["client_port"]
+
+
+async def test_a_connection_the_server_closed_while_idle_is_opened_again(
+    server_url: str,
+) -> None:
+    conn = RawConnection(server_url)
+    try:
+        before = await conn.request("POST", "/x", b"{}")
+        await asyncio.sleep(KEEP_ALIVE_S + 0.5)
+        after = await conn.request("POST", "/x", b"{}")
+    finally:
+        await conn.aclose()
+    assert before.status == after.status == 200
+    assert json.loads(before.body)["client_port"] != json.loads(after.body)["client_port"]
 
 
 async def test_a_chunked_body_is_refused_and_the_connection_dropped(server_url: str) -> None:
