@@ -181,28 +181,28 @@ WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_
        OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4));
 
 -- name: read_plan
--- What a prompt's read needs before it searches, in one round trip: the count of
--- count_active ($2 scope, $3 agent, $4 consent gate) and the model and dimension
--- of active_embedding (NULL when the user has no active fact).
-SELECT (SELECT count(*) FROM memory_fact
-        WHERE user_id = $1 AND superseded_at IS NULL
-          AND (expires_at IS NULL OR expires_at > now())
-          AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-               OR (scope = 'relationship' AND agent_id = $3::text
-                   AND $2::text IN ('relationship', 'both')))
-          AND ($4::boolean IS NULL
-               OR coalesce((SELECT c.enabled FROM user_memory_consent AS c
-                            WHERE c.user_id = $1), $4))) AS active,
-       m.embedding_model, m.embedding_dim
-FROM (SELECT 1) AS one
-LEFT JOIN LATERAL (
-    SELECT embedding_model, embedding_dim
+-- What a prompt's read needs before it searches, in one round trip and one pass over
+-- the user's active rows: the count of count_active ($2 scope, $3 agent, $4 consent
+-- gate) and the model and dimension of active_embedding (NULL: no active fact).
+SELECT coalesce(sum(g.visible), 0)::bigint AS active,
+       (array_agg(g.embedding_model ORDER BY g.n DESC, g.embedding_model, g.embedding_dim))[1]
+           AS embedding_model,
+       (array_agg(g.embedding_dim ORDER BY g.n DESC, g.embedding_model, g.embedding_dim))[1]
+           AS embedding_dim
+FROM (
+    SELECT embedding_model, embedding_dim, count(*) AS n,
+           count(*) FILTER (
+               WHERE (expires_at IS NULL OR expires_at > now())
+                 AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
+                      OR (scope = 'relationship' AND agent_id = $3::text
+                          AND $2::text IN ('relationship', 'both')))
+                 AND ($4::boolean IS NULL
+                      OR coalesce((SELECT c.enabled FROM user_memory_consent AS c
+                                   WHERE c.user_id = $1), $4))) AS visible
     FROM memory_fact
     WHERE user_id = $1 AND superseded_at IS NULL
     GROUP BY embedding_model, embedding_dim
-    ORDER BY count(*) DESC, embedding_model, embedding_dim
-    LIMIT 1
-) AS m ON true;
+) AS g;
 
 -- name: set_pinned
 -- The user pins or unpins an active, unexpired fact; consolidation then holds
