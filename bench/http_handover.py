@@ -38,6 +38,7 @@ from bench.api_procs import api_argv, api_env, free_port, running
 from bench.proc import cpu_s, load_1min
 from bench.servers import throwaway_servers
 from bench.stats import ms, pct, table
+from worker.embedded.process import read_int
 from worker.store.migrate import migrate
 from worker.store.service_keys import ServiceKeyStore
 
@@ -66,6 +67,7 @@ class Measured:
     latencies_ms: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     api_cpu_s: float = 0.0
+    redis_cpu_s: float = 0.0
     client_cpu_s: float | None = 0.0  # None: the client does not say (TypeScript)
 
 
@@ -91,7 +93,7 @@ def client_argv(block: Block, in_flight: int, requests: int, tag: str, *, api_ur
 
 
 def run_block(block: Block, requests: int, procs: int, tag: str, api_pids: list[int],
-              **where: object) -> Measured:
+              redis_pid: int, **where: object) -> Measured:
     """One block: its client processes warmed up, started together, their answers read."""
     shares = split(block.concurrency, 1 if block.transport == "redis-ts" else procs)
     started_procs = []
@@ -106,7 +108,7 @@ def run_block(block: Block, requests: int, procs: int, tag: str, api_pids: list[
                 assert proc.stdout is not None
                 if proc.stdout.readline().strip() != "ready":
                     raise RuntimeError(f"a {block.transport} client failed to warm up")
-        api_before = sum(cpu_s(pid) for pid in api_pids)
+        api_before, redis_before = sum(cpu_s(pid) for pid in api_pids), cpu_s(redis_pid)
         began = time.perf_counter()
         for proc in started_procs:
             assert proc.stdin is not None
@@ -125,6 +127,7 @@ def run_block(block: Block, requests: int, procs: int, tag: str, api_pids: list[
                 measured.client_cpu_s = None
         measured.wall_s = time.perf_counter() - began
         measured.api_cpu_s = sum(cpu_s(pid) for pid in api_pids) - api_before
+        measured.redis_cpu_s = cpu_s(redis_pid) - redis_before
         return measured
     finally:
         for proc in started_procs:
@@ -137,6 +140,7 @@ def merge(into: Measured, block: Measured) -> None:
     into.latencies_ms += block.latencies_ms
     into.wall_s += block.wall_s
     into.api_cpu_s += block.api_cpu_s
+    into.redis_cpu_s += block.redis_cpu_s
     if into.client_cpu_s is not None and block.client_cpu_s is not None:
         into.client_cpu_s += block.client_cpu_s
     else:
@@ -148,7 +152,7 @@ def report(results: dict[Block, Measured], procs: int) -> str:
              "http": "HTTP, httpx (2 API processes)", "redis": "Redis, Python client",
              "redis-ts": "Redis, TypeScript client"}
     headers = ["hand-over", "in flight", "n", "p50 ms", "p95 ms", "p99 ms", "max ms",
-               "per s", "client CPU ms each", "API CPU ms each"]
+               "per s", "client CPU ms each", "API CPU ms each", "Redis CPU ms each"]
     rows = []
     for block, m in results.items():
         n, lat = len(m.latencies_ms), m.latencies_ms
@@ -156,7 +160,8 @@ def report(results: dict[Block, Measured], procs: int) -> str:
                      ms(pct(lat, 50)), ms(pct(lat, 95)), ms(pct(lat, 99)), ms(max(lat)),
                      f"{n / m.wall_s:.0f}" if m.wall_s else "-",
                      "-" if m.client_cpu_s is None else ms(m.client_cpu_s * 1000 / n),
-                     ms(m.api_cpu_s * 1000 / n) if block.transport in HTTP else "-"])
+                     ms(m.api_cpu_s * 1000 / n) if block.transport in HTTP else "-",
+                     ms(m.redis_cpu_s * 1000 / n)])
     lines = [table(headers, rows), ""]
     for block, m in results.items():
         if block.transport in HTTP and block.concurrency >= 16:
@@ -213,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         pids = [stack.enter_context(running(api_argv(port), api_env(servers), url, "/healthz"))
                 for port, url in zip(ports, urls, strict=True)]
         redis = stack.enter_context(Redis.from_url(servers.redis_url))
+        redis_pid = read_int(servers.root / "redis" / "redis.pid")
+        if redis_pid is None:
+            raise RuntimeError("the bench's Redis wrote no pid file")
         order = random.Random(28)
         for r in range(args.rounds):
             for block in order.sample(blocks, len(blocks)):
@@ -220,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 tag = f"r{r}{block.transport}{block.concurrency}t{block.think_ms:g}"
                 count = args.paced_requests if block.think_ms else args.requests
                 merge(results[block], run_block(
-                    block, count // args.rounds, args.client_procs, tag, pids,
+                    block, count // args.rounds, args.client_procs, tag, pids, redis_pid,
                     api_urls=urls, key=key, redis_url=servers.redis_url,
                     warmup=args.warmup))
     print(f"2 API processes, one Redis; {args.rounds} rounds; load {load_1min()} at the end.")
