@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -62,10 +63,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running(argv: list[str], env: dict[str, str], url: str, health: str) -> Iterator[int]:
+def running(argv: list[str], env: dict[str, str], url: str, health: str, *,
+            cwd: Path | None = None) -> Iterator[int]:
     """``argv`` as a process (its output dropped), up once ``url + health`` answers 200;
     yields its pid, stopped on exit."""
-    proc = subprocess.Popen(argv, env=env,  # noqa: S603 - our own modules
+    proc = subprocess.Popen(argv, env=env, cwd=cwd,  # noqa: S603 - our own modules
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_healthy(url, proc, health)
