@@ -112,7 +112,7 @@ async def schedule_memory_persistence(
         span.set_attribute("memfleet.handover.windowed", len(messages) > len(handover.messages))
         try:
             # A timeout scope, not wait_for: on 3.11 wait_for wraps the call in a task of
-            # its own: 8% of the direct hand-over's CPU (docs/bench.md, issue 28).
+            # its own: 5 to 8% of the direct hand-over's CPU (docs/bench.md, issue 28).
             async with asyncio.timeout(timeout_s):
                 enqueued = await queue.enqueue(redis, session, payload=payload,
                                                queue_name=queue_name, limits=limits)
