@@ -32,7 +32,7 @@ from api_stub.deps import ApiDeps
 from api_stub.errors import install_handlers
 from api_stub.event_stream import STATE_KEY, EventStreams
 from api_stub.exports import ExportGate
-from api_stub.guards import AccessLog, SizeLimits
+from api_stub.guards import AccessLog, NoStore, SizeLimits
 from api_stub.handover_fast import HandoverFastPath
 from api_stub.service_auth import ServiceKeyCheck
 from api_stub.write_rate import FactWriteRate
@@ -129,6 +129,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.add_middleware(SizeLimits, max_body_bytes=settings.api_max_body_bytes,
                        max_query_bytes=settings.api_max_query_bytes)
     app.add_middleware(AccessLog)
+    app.add_middleware(NoStore)
     app.include_router(chat_routes.router)
     app.include_router(memory_routes.router)
     app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals

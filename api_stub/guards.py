@@ -122,3 +122,26 @@ class AccessLog:
             template = getattr(route, "path", None) or "(no route)"
             log.info("%s %s %d %.1f ms", scope["method"], template, status,
                      (time.perf_counter() - started) * 1000)
+
+
+class NoStore:
+    """``Cache-Control: no-store`` on every answer but the panel's own files (which set
+    their own caching, api_stub.panel_page): the answers carry a user's memory and
+    conversation, which no browser or proxy should keep."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path", "").startswith("/panel"):
+            await self.app(scope, receive, send)
+            return
+
+        async def no_store(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(name, value) for name, value in message.get("headers", [])
+                           if name.lower() != b"cache-control"]
+                message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+            await send(message)
+
+        await self.app(scope, receive, no_store)

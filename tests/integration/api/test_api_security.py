@@ -178,3 +178,25 @@ async def test_no_key_secret_or_token_reaches_a_real_servers_log_or_an_error_bod
     for leak in secrets | {c for c in credentials if not c.startswith("mfk_")}:
         assert leak not in logged, "a secret in the server's log"
         assert not any(leak in body for body in bodies), "a secret in an error body"
+
+
+async def test_no_answer_about_a_user_may_be_kept_by_a_browser_or_a_proxy(
+    api: httpx.AsyncClient, keys: ServiceKeyStore,
+) -> None:
+    """Cache-Control: no-store on the memory routes, the hand-over (its hot path too),
+    refusals and the status; the panel's own files keep their caching."""
+    both = key_auth(await new_key(keys, "handover", "read"))
+    answers = [
+        await api.get("/users/ada/facts", headers=bearer("ada")),
+        await api.get("/users/ada/known-facts", headers=both),
+        await api.post(HANDOVER, json=TURN, headers=both),  # the hot path's answer
+        await api.post(HANDOVER, json={"messages": "no"}, headers=both),  # FastAPI's 422
+        await api.get("/users/ada/facts"),  # 401
+        await api.get(WATCH_ROUTES[0][0], headers=both),
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 202, 422, 401, 200]
+    for answer in answers:
+        assert answer.headers.get_list("cache-control") == ["no-store"], answer.request.url
+    page = await api.get("/panel")
+    assert page.status_code == 200
+    assert page.headers["cache-control"] != "no-store"
