@@ -30,6 +30,7 @@ from worker.outcomes import DEAD_LETTERS, Outcome
 from worker.store import visibility
 from worker.store.dead_letter_rows import dead_letters_of
 from worker.store.memory_corrections import InMemoryCorrections
+from worker.store.memory_reads import InMemoryDerivedReads
 from worker.store.types import (
     PROFILE,
     ConsentGate,
@@ -46,7 +47,6 @@ from worker.store.types import (
     Neighbors,
     NewFact,
     RankedFact,
-    ReadPlan,
     RunCommit,
     RunRecord,
     SessionRead,
@@ -64,7 +64,7 @@ class _Row:
 
 
 @dataclass(slots=True)
-class InMemoryStore(InMemoryCorrections):
+class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
     cursors: dict[tuple[str, str], CursorState] = field(default_factory=dict)  # (user, session)
     versions: dict[str, int] = field(default_factory=dict)
     consents: dict[str, bool] = field(default_factory=dict)
@@ -185,29 +185,6 @@ class InMemoryStore(InMemoryCorrections):
         return sorted((f for f in facts if _visible(f, now, valid_at, known_at)),
                       key=lambda f: (f.observed_at, f.id))
 
-    async def count_active(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
-        consent_gate: ConsentGate | None = None,
-    ) -> int:
-        return len(await self.facts(user_id, scope=scope, agent_id=agent_id,
-                                    consent_gate=consent_gate))
-
-    async def newest_facts(
-        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
-        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
-    ) -> list[FactRecord]:
-        facts = await self.facts(user_id, scope=scope, agent_id=agent_id,
-                                 consent_gate=consent_gate)
-        return facts[-limit:] if limit >= 1 else []
-
-    async def read_plan(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
-        consent_gate: ConsentGate | None = None,
-    ) -> ReadPlan:
-        active = await self.count_active(user_id, scope=scope, agent_id=agent_id,
-                                         consent_gate=consent_gate)
-        return ReadPlan(active, await self.active_embedding(user_id))
-
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         row = self.rows.get(fact_id)
         return row.fact if row is not None and row.fact.user_id == user_id else None
@@ -219,22 +196,6 @@ class InMemoryStore(InMemoryCorrections):
         if not pairs:
             return None
         return min(set(pairs), key=lambda pair: (-pairs.count(pair), pair))
-
-    async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
-        if await self.get_fact(user_id, fact_id) is None:
-            return []
-        mine = {f.id: f for f in await self.facts(user_id, include_superseded=True,
-                                                  scope="all")}
-        found, todo = set(), [fact_id]
-        while todo:
-            at = todo.pop()
-            if at in found or at not in mine:
-                continue
-            found.add(at)
-            successor = mine[at].superseded_by
-            todo += [successor] if successor is not None else []
-            todo += [f.id for f in mine.values() if f.superseded_by == at]
-        return [mine[i] for i in sorted(found)]
 
     async def search(
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
