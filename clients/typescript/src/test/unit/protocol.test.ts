@@ -1,7 +1,7 @@
 /** enqueue.lua's replies as results and errors; the Lua as the Python side sends it. */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -58,8 +58,9 @@ test("enqueue.lua is payload_messages.lua and enqueue.lua of the repository, con
   assert.equal(script.sha, createHash("sha1").update(text).digest("hex"));
 });
 
-test("a packed copy of the scripts is read from the folder given", () => {
+test("a packed copy of the scripts is read from the folder given", (t) => {
   const dir = mkdtempSync(join(tmpdir(), "memfleet-lua-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));  // nothing left in /tmp
   writeFileSync(join(dir, "a.lua"), "-- a\n");
   writeFileSync(join(dir, "b.lua"), "return 1\n");
   assert.equal(new LuaScript("b.lua", ["a.lua"], dir).text, "-- a\nreturn 1\n");
