@@ -81,7 +81,7 @@ def client_argv(block: Block, in_flight: int, requests: int, tag: str, *, api_ur
                 key: str, redis_url: str, warmup: int) -> list[str]:
     if block.transport == "redis-ts":
         return ["node", str(TS_BENCH), "--redis-url", redis_url, "--requests", str(requests),
-                "--concurrency", str(in_flight)]
+                "--concurrency", str(in_flight), "--warmup", str(warmup)]
     argv = [sys.executable, "-m", "bench.handover_client", "--transport", block.transport,
             "--requests", str(requests), "--concurrency", str(in_flight), "--tag", tag,
             "--warmup", str(warmup), "--ready", "--think-ms", str(block.think_ms)]
