@@ -46,6 +46,21 @@ async def _drain(receive: Receive, already: int) -> None:
         size += len(message.get("body", b""))
 
 
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the app ``body`` (already read whole) once, then the
+    connection's own messages (a disconnect)."""
+    replayed = False
+
+    async def replay() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 async def _refuse(scope: Scope, send: Send) -> None:
     body = _HANDOVER_TOO_LARGE if _HANDOVER_PATH.match(scope.get("path", "")) else _TOO_LARGE
     await send({"type": "http.response.start", "status": 413,
@@ -87,16 +102,7 @@ class SizeLimits:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        body, replayed = b"".join(chunks), False
-
-        async def replay() -> Any:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
 
 class AccessLog:

@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from api_stub.auth import InvalidToken
 from api_stub.fields import MAX_ID_CHARS
+from api_stub.guards import replaying
 from api_stub.handover_routes import hand_over_now, router
 from api_stub.service_auth import ServiceKeyCheck
 from worker.errors import StoreError
@@ -138,13 +139,5 @@ async def _read_body(receive: Any) -> tuple[bytes, Any]:
             break
         chunks.append(message.get("body", b""))
         more = message.get("more_body", False)
-    body, replayed = b"".join(chunks), False
-
-    async def replay() -> Any:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
+    body = b"".join(chunks)
+    return body, replaying(body, receive)

@@ -9,8 +9,33 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
+from api_stub.llm_stub import StubServer
+from tests.api_server import api_settings, running_api
+from tests.openai_stub import openai_settings
+from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore
+
+# The fleet's telemetry key, shared by the workers and the API: the session tags of
+# the status route and of the commit events are then the same.
+ID_KEY = "session-tags-shared-by-the-fleet-and-the-api"
+
+
+@pytest.fixture
+def llm(settings: Settings, stub: StubServer) -> Settings:
+    """Workers and API on the stub, with the fleet's telemetry key (session tags)."""
+    return openai_settings(settings, stub, extract_model="stub-extract",
+                           consolidate_model="stub-consolidate",
+                           telemetry_id_key=SecretStr(ID_KEY))
+
+
+@pytest.fixture
+async def client(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The memory API on ``llm``'s settings, over real HTTP."""
+    async with (running_api(api_settings(llm)) as base_url,
+                httpx.AsyncClient(base_url=base_url, timeout=60) as api):
+        yield api
 
 
 @pytest.fixture

@@ -11,25 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
-from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from api_stub.llm_stub import StubServer
 from tests.api_server import api_process, api_settings, running_api
 from tests.helpers import drain
-from tests.integration.api.conftest import SseReader, key_auth, new_key
-from tests.openai_stub import openai_settings
+from tests.integration.api.conftest import ID_KEY, SseReader, key_auth, new_key
 from worker.client import session_tag
 from worker.config import Settings
 from worker.protocol.keys import events_key
 from worker.store.service_keys import ServiceKeyStore
 
-ID_KEY = "session-tags-shared-by-the-fleet-and-the-api"
 EVENT_FIELDS = ["session", "handover", "older_lists", "outcome", "added", "updated",
                 "deleted", "at"]
 
@@ -37,20 +31,6 @@ EVENT_FIELDS = ["session", "handover", "older_lists", "outcome", "added", "updat
 def turn(text: str) -> dict[str, object]:
     return {"messages": [{"role": "user", "content": text},
                          {"role": "assistant", "content": "Noted."}]}
-
-
-@pytest.fixture
-def llm(settings: Settings, stub: StubServer) -> Settings:
-    return openai_settings(settings, stub, extract_model="stub-extract",
-                           consolidate_model="stub-consolidate",
-                           telemetry_id_key=SecretStr(ID_KEY))
-
-
-@pytest.fixture
-async def client(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with (running_api(api_settings(llm)) as base_url,
-                httpx.AsyncClient(base_url=base_url, timeout=60) as api):
-        yield api
 
 
 async def commit(api: httpx.AsyncClient, llm: Settings, auth: dict[str, str], session: str,

@@ -11,25 +11,20 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain
-from tests.integration.api.conftest import key_auth, new_key
-from tests.openai_stub import openai_settings
+from tests.integration.api.conftest import ID_KEY, key_auth, new_key
 from worker.client import session_tag
 from worker.config import Settings
 from worker.embedded import EmbeddedRedis
 from worker.store.service_keys import ServiceKeyStore
 
-ID_KEY = "session-tags-shared-by-the-fleet-and-the-api"
 TURN = {"messages": [{"role": "user", "content": "I live in Berlin."},
                      {"role": "assistant", "content": "Noted."}]}
 STATUS = "/users/ada/sessions/s1/status"
@@ -37,21 +32,6 @@ STATUS = "/users/ada/sessions/s1/status"
 
 def wait_path(handover_id: int, user: str = "ada") -> str:
     return f"/users/{user}/sessions/s1/handovers/{handover_id}/wait"
-
-
-@pytest.fixture
-def llm(settings: Settings, stub: StubServer) -> Settings:
-    """Workers and API on the stub, with the fleet's telemetry key (session tags)."""
-    return openai_settings(settings, stub, extract_model="stub-extract",
-                           consolidate_model="stub-consolidate",
-                           telemetry_id_key=SecretStr(ID_KEY))
-
-
-@pytest.fixture
-async def client(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with (running_api(api_settings(llm)) as base_url,
-                httpx.AsyncClient(base_url=base_url, timeout=60) as api):
-        yield api
 
 
 async def hand_over(api: httpx.AsyncClient, auth: dict[str, str]) -> int:
