@@ -16,12 +16,22 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from worker.cli import dead_letters, demo, fleet, handover, keys, maintenance, memory, servers
+from worker.cli import (
+    dead_letters,
+    demo,
+    evaluation,
+    fleet,
+    handover,
+    keys,
+    maintenance,
+    memory,
+    servers,
+)
 from worker.cli.common import Commands, Handler
 from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
-GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, keys, demo)
+GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, keys, demo, evaluation)
 
 # What `memfleet --help` says, and the order it lists the commands in: as it was
 # before the commands had groups (what users know), not by group.
@@ -35,7 +45,7 @@ servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts the
 """
 LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "enqueue", "facts",
           "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
-          "demo")
+          "demo", "eval")
 
 
 class Parser(argparse.ArgumentParser):

@@ -302,6 +302,16 @@ def breaker_probe_key(queue_name: str) -> str:
     return BREAKER_PROBE_PREFIX + queue_name
 
 
+def queue_keys(queue_name: str) -> tuple[str, ...]:
+    """Every key of a queue itself (not its jobs' or sessions'): what is left of a
+    throwaway queue (`memfleet eval`'s) once its jobs are done and its users erased."""
+    return (queue_name, pending_key(queue_name), claimed_key(queue_name),
+            waiting_key(queue_name), events_key(queue_name), workers_key(queue_name),
+            suspects_key(queue_name), breaker_open_key(queue_name),
+            breaker_failures_key(queue_name), breaker_probe_key(queue_name),
+            queue_name + ARQ_HEALTH_CHECK_SUFFIX)
+
+
 # ---------------------------------------------------------------- others
 
 def budget_key(endpoint: str, part: str) -> str:

@@ -1,0 +1,105 @@
+"""How well memory remembers, measured: `memfleet eval` (docs/eval.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from worker.cli.common import Commands, resolve
+from worker.config import Settings
+from worker.errors import MemfleetError
+
+# worker.ops.eval_suite.KINDS' names (a test holds them equal): building the parser
+# imports nothing of worker.ops.
+KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
+         "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
+         "two_agents", "non_english", "injection")
+CONTROLS = ("add-only",)
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def register(commands: Commands) -> None:
+    parser = commands.add_parser(
+        "eval", help="run the memory scenarios through the real pipeline on the configured "
+                     "models and score the memory they leave (docs/eval.md)")
+    parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
+                        help="run only this kind of scenario (repeat for several): "
+                             + ", ".join(KINDS))
+    parser.add_argument("--scenarios", type=Path, metavar="DIR",
+                        help="a folder of scenario files (*.json) to run instead of the "
+                             "suite memfleet ships")
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="also write the scores, per kind and per assertion, as JSON")
+    parser.add_argument("--plot", type=Path, metavar="FILE",
+                        help="also draw the accuracy per kind (.png, .svg or .pdf; needs "
+                             "matplotlib)")
+    parser.add_argument("--min-score", type=float, metavar="X",
+                        help="exit 1 when the total accuracy (assertions held) is below X, "
+                             "a fraction from 0 to 1")
+    parser.add_argument("--control", choices=CONTROLS,
+                        help="add-only: turn every consolidation decision into ADD, to see "
+                             "what a memory that never supersedes scores")
+    parser.set_defaults(handler=cmd_eval)
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Mistakes found before a run that may take long with a real model."""
+    if args.min_score is not None and not 0 <= args.min_score <= 1:
+        raise MemfleetError(f"eval: --min-score is a fraction from 0 to 1, got {args.min_score}")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None and not path.parent.resolve().is_dir():
+            raise MemfleetError(f"eval: {flag} {path}: no folder {path.parent}")
+    if args.plot is not None:
+        if args.plot.suffix.lower() not in PLOT_SUFFIXES:
+            raise MemfleetError(f"eval: --plot {args.plot}: the file must end in "
+                                + ", ".join(PLOT_SUFFIXES))
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise MemfleetError("eval: --plot needs matplotlib: pip install matplotlib") \
+                from None
+
+
+def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.ops.eval_report import RunInfo, plot, report_json, table
+    from worker.ops.eval_run import run_suite
+    from worker.ops.eval_score import by_kind
+    from worker.ops.eval_suite import load_suite
+    from worker.telemetry import configure_logging
+
+    _check(args)
+    scenarios = load_suite(args.scenarios)
+    if args.kind:
+        scenarios = [s for s in scenarios if s.kind in args.kind]
+        if not scenarios:
+            raise MemfleetError(f"eval: no scenario of kind {', '.join(args.kind)}")
+    settings = resolve(settings)
+    # The worker's per-job lines would bury the table; warnings still reach stderr.
+    configure_logging("WARNING", http_requests=settings.log_http_requests)
+
+    def progress(line: str) -> None:
+        print(f"memfleet eval: {line}", file=sys.stderr, flush=True)
+
+    progress(f"{len(scenarios)} scenarios")
+    run = asyncio.run(run_suite(settings, scenarios, add_only=args.control == "add-only",
+                                progress=progress))
+    info = RunInfo.of(settings, args.control)
+    print(table(run.scores, info, run.outcomes, shift_years=run.shift_years))
+    document = report_json(run.scores, info, run.outcomes, run.shift_years)
+    if args.json is not None:
+        try:
+            args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n",
+                                 encoding="utf-8")
+        except OSError as exc:
+            raise MemfleetError(f"eval: --json {args.json}: {exc.strerror}") from None
+    if args.plot is not None:
+        plot(run.scores, info, args.plot)
+    accuracy = by_kind(run.scores)[1].accuracy
+    if args.min_score is not None and accuracy < args.min_score:
+        print(f"memfleet eval: total accuracy {accuracy:.4f} is below --min-score "
+              f"{args.min_score}", file=sys.stderr)
+        return 1
+    return 0
