@@ -68,6 +68,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.eval_run import run_suite
     from worker.ops.eval_score import by_kind
     from worker.ops.eval_suite import load_suite
+    from worker.ops.preflight import check_servers
     from worker.telemetry import configure_logging
 
     _check(args)
@@ -77,6 +78,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         if not scenarios:
             raise MemfleetError(f"eval: no scenario of kind {', '.join(args.kind)}")
     settings = resolve(settings)
+    # Unreachable servers or a database not migrated: one line now, not a traceback later.
+    asyncio.run(check_servers(settings))
     # The worker's per-job lines would bury the table; warnings still reach stderr.
     configure_logging("WARNING", http_requests=settings.log_http_requests)
 

@@ -40,10 +40,14 @@ RULES_TOTAL = (103, 127)
 SUPERSEDING = ("updates", "retractions", "aba", "contradictions", "paraphrase")
 
 
+def _memfleet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "worker.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
 def _eval(env: dict[str, str], tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     out = tmp_path / f"eval-{len(list(tmp_path.iterdir()))}.json"
-    done = subprocess.run([sys.executable, "-m", "worker.cli", "eval", "--json", str(out), *args],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = _memfleet(env, "eval", "--json", str(out), *args)
     assert done.returncode in (0, 1), done.stderr
     print(done.stdout)
     return done.returncode, json.loads(out.read_text("utf-8")), done.stdout
@@ -127,7 +131,18 @@ async def test_the_openai_providers_on_the_stub_score_as_the_rules_do(
 @pytest.mark.parametrize(("minimum", "code"), [("0.5", 0), ("1", 1)])
 async def test_min_score_exits_1_below_it(settings: Settings, tmp_path: Path, minimum: str,
                                           code: int) -> None:
+    plot = tmp_path / "scores.png"
     got, document, _ = _eval(worker_env(settings), tmp_path, "--kind", "retractions",
-                             "--min-score", minimum)
+                             "--min-score", minimum, "--plot", str(plot))
     assert document["total"]["accuracy"] == pytest.approx(5 / 8, abs=1e-4)
     assert got == code
+    assert plot.read_bytes().startswith(b"\x89PNG")  # drawn whatever the exit code
+
+
+async def test_servers_not_migrated_are_one_line_and_exit_2(
+        settings: Settings, empty_database_url: str, tmp_path: Path) -> None:
+    env = worker_env(settings.model_copy(update={"database_url": empty_database_url}))
+    done = _memfleet(env, "eval")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("memfleet: ") and "memfleet migrate" in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
