@@ -46,7 +46,6 @@ from worker.store.fence_key import fence_keys
 from worker.store.postgres import PostgresStore
 from worker.telemetry import hide_job_arguments, setup_telemetry
 
-EVAL_QUEUE_PREFIX = "memfleet:eval:"
 TURN_GAP = timedelta(minutes=1)  # between two user turns of a session
 
 
@@ -159,7 +158,7 @@ async def run_suite(
     """Run the scenarios and score their end states; every trace of the run is erased
     at the end, however it ends."""
     run = secrets.token_hex(4)
-    settings = settings.model_copy(update={"queue_name": EVAL_QUEUE_PREFIX + run,
+    settings = settings.model_copy(update={"queue_name": keys.eval_queue(run),
                                            "expiry_interval_s": 0.0})
     years = cycles_after(min(s.sessions[0].at for s in scenarios), now or datetime.now(UTC))
     moved = [shifted(s, years) for s in scenarios]

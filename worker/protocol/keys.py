@@ -50,6 +50,8 @@ class KeySpec:
 
 
 DEFAULT_QUEUE = "memfleet:queue"  # ARQ's queue, a sorted set; MEMFLEET_QUEUE_NAME
+# `memfleet eval`'s throwaway queues (+ a run's id): no fleet worker listens on them.
+EVAL_QUEUE_PREFIX = "memfleet:eval:"
 
 # The hand-over, per session (+ {<user>}:<session id>) and per user (+ {<user>}).
 HANDOVER_PREFIX = "memfleet:handover:"
@@ -300,6 +302,11 @@ def breaker_failures_key(queue_name: str) -> str:
 
 def breaker_probe_key(queue_name: str) -> str:
     return BREAKER_PROBE_PREFIX + queue_name
+
+
+def eval_queue(run: str) -> str:
+    """The queue one `memfleet eval` run hands its scenarios over to."""
+    return EVAL_QUEUE_PREFIX + run
 
 
 def queue_keys(queue_name: str) -> tuple[str, ...]:
