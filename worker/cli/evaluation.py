@@ -31,6 +31,15 @@ def register(commands: Commands) -> None:
     parser.add_argument("--scenarios", type=Path, metavar="DIR",
                         help="a folder of scenario files (*.json) to run instead of the "
                              "suite memfleet ships")
+    parser.add_argument("--longmemeval", type=Path, metavar="FILE",
+                        help="run LongMemEval's knowledge-update and temporal-reasoning "
+                             "items from this file (longmemeval_s.json, _m or _oracle, "
+                             "which you supply) instead of the suite")
+    parser.add_argument("--longmemeval-limit", type=int, default=20, metavar="N",
+                        help="take at most N LongMemEval items (default 20)")
+    parser.add_argument("--longmemeval-others", type=int, default=2, metavar="K",
+                        help="keep an item's answer sessions and up to K of its other "
+                             "sessions (default 2)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="also write the scores, per kind and per assertion, as JSON")
     parser.add_argument("--plot", type=Path, metavar="FILE",
@@ -49,6 +58,17 @@ def _check(args: argparse.Namespace) -> None:
     """Mistakes found before a run that may take long with a real model."""
     if args.min_score is not None and not 0 <= args.min_score <= 1:
         raise MemfleetError(f"eval: --min-score is a fraction from 0 to 1, got {args.min_score}")
+    if args.longmemeval is not None:
+        for flag, given in (("--scenarios", args.scenarios), ("--kind", args.kind)):
+            if given:
+                raise MemfleetError(f"eval: {flag} does not go with --longmemeval")
+        if not args.longmemeval.is_file():
+            raise MemfleetError(f"eval: --longmemeval {args.longmemeval}: no such file")
+    for flag, number in (("--longmemeval-limit", args.longmemeval_limit),
+                         ("--longmemeval-others", args.longmemeval_others)):
+        if number < 0 or (number == 0 and flag == "--longmemeval-limit"):
+            raise MemfleetError(f"eval: {flag} must be at least "
+                                f"{1 if flag == '--longmemeval-limit' else 0}, got {number}")
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
         if path is not None and not path.parent.resolve().is_dir():
             raise MemfleetError(f"eval: {flag} {path}: no folder {path.parent}")
@@ -72,7 +92,17 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     from worker.telemetry import configure_logging
 
     _check(args)
-    scenarios = load_suite(args.scenarios)
+    counts = None
+    if args.longmemeval is not None:
+        from worker.ops.eval_longmemeval import load_longmemeval
+
+        loaded = load_longmemeval(args.longmemeval, limit=args.longmemeval_limit,
+                                  others=args.longmemeval_others)
+        if not loaded.scenarios:
+            raise MemfleetError(f"eval: {loaded.line()}: nothing to run")
+        scenarios, counts = loaded.scenarios, loaded
+    else:
+        scenarios = load_suite(args.scenarios)
     if args.kind:
         scenarios = [s for s in scenarios if s.kind in args.kind]
         if not scenarios:
@@ -90,8 +120,12 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     run = asyncio.run(run_suite(settings, scenarios, add_only=args.control == "add-only",
                                 progress=progress))
     info = RunInfo.of(settings, args.control)
+    if counts is not None:
+        print(counts.line())
     print(table(run.scores, info, run.outcomes, shift_years=run.shift_years))
     document = report_json(run.scores, info, run.outcomes, run.shift_years)
+    if counts is not None:
+        document["longmemeval"] = counts.as_json()
     if args.json is not None:
         try:
             args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n",

@@ -51,6 +51,13 @@ KINDS: dict[str, str] = {
     "injection": "instructions inside messages are not obeyed as memory commands",
 }
 
+# Kinds of scenarios made from LongMemEval's items (worker.ops.eval_longmemeval), named
+# as its question types; not in the shipped suite, so not among --kind's choices.
+LONGMEMEVAL_KINDS: dict[str, str] = {
+    "knowledge-update": "LongMemEval: the final value of something the user updated",
+    "temporal-reasoning": "LongMemEval: what a question about time needs remembered",
+}
+
 SUITE_PACKAGE = "worker.ops.eval_scenarios"
 CYCLE_YEARS = 28  # the Gregorian calendar repeats every 28 years within 1901-2099
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
@@ -181,7 +188,7 @@ class Scenario(_Frozen):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        if kind not in KINDS:
+        if kind not in KINDS and kind not in LONGMEMEVAL_KINDS:
             raise ValueError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
         return kind
 

@@ -3,6 +3,7 @@ long): one `memfleet: ...` line and exit 2, no server touched."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,21 @@ from worker.cli.main import main
     (["--json", "{tmp}/no/such/folder/x.json"], "memfleet: eval: --json {tmp}/no/such/folder/"
                                                 "x.json: no folder"),
     (["--scenarios", "{tmp}/nowhere"], "memfleet: --scenarios {tmp}/nowhere: not a folder"),
+    (["--longmemeval", "{tmp}/none.json"], "memfleet: eval: --longmemeval {tmp}/none.json: "
+                                          "no such file"),
+    (["--longmemeval", "{tmp}/lme.json", "--kind", "plain"],
+     "memfleet: eval: --kind does not go with --longmemeval"),
+    (["--longmemeval-limit", "0"], "memfleet: eval: --longmemeval-limit must be at least 1"),
+    (["--longmemeval-others", "-1"], "memfleet: eval: --longmemeval-others must be at least 0"),
+    (["--longmemeval", "{tmp}/notjson.json"], "memfleet: --longmemeval {tmp}/notjson.json: "
+                                              "not JSON: "),
+    (["--longmemeval", "{tmp}/object.json"], "memfleet: --longmemeval {tmp}/object.json: not "
+                                             "a JSON list of LongMemEval items"),
+    (["--longmemeval", "{tmp}/lme.json"], "memfleet: --longmemeval {tmp}/lme.json: item 1: "
+                                          "no field 'question_date'"),
+    (["--longmemeval", "{tmp}/other.json"], "memfleet: eval: longmemeval: 1 items, 0 taken "
+                                            "(none); skipped: 1 single-session-user: nothing "
+                                            "to run"),
 ])
 def test_an_eval_mistake_is_one_line_and_exit_2(
     args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -30,6 +46,16 @@ def test_an_eval_mistake_is_one_line_and_exit_2(
     monkeypatch.setenv("MEMFLEET_HOME_DIR", str(tmp_path / "home"))
     for name in ("MEMFLEET_DATABASE_URL", "MEMFLEET_REDIS_URL"):
         monkeypatch.delenv(name, raising=False)
+    item = {"question_id": "q1", "question_type": "knowledge-update", "question": "?",
+            "answer": "Lisbon", "question_date": "2023/07/01 (Sat) 10:00",
+            "haystack_session_ids": [], "haystack_dates": [], "haystack_sessions": [],
+            "answer_session_ids": []}
+    (tmp_path / "notjson.json").write_text("[{", encoding="utf-8")
+    (tmp_path / "object.json").write_text("{}", encoding="utf-8")
+    missing = {k: v for k, v in item.items() if k != "question_date"}
+    (tmp_path / "lme.json").write_text(json.dumps([item, missing]), encoding="utf-8")
+    other = {**item, "question_type": "single-session-user"}
+    (tmp_path / "other.json").write_text(json.dumps([other]), encoding="utf-8")
     argv = ["eval", *(a.replace("{tmp}", str(tmp_path)) for a in args)]
     try:
         code = main(argv)

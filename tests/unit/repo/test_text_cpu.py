@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from bench.text_cpu import timing_the_loop
 from worker import log_redaction, memory_rules, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
-from worker.ops import eval_suite
+from worker.ops import eval_longmemeval, eval_suite
 from worker.pipeline import extract
 from worker.providers import hashing, llm_json, rules, rules_patterns, rules_time
 from worker.providers.openai_chat import parse_completion
@@ -63,6 +63,7 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/pipeline/extract.py", "worker/store/imports.py", "worker/store/memory.py",
     "worker/log_redaction.py",  # every log line, whatever an exception quoted
     "worker/ops/eval_suite.py",  # `memfleet eval`'s gold words over a model's fact texts
+    "worker/ops/eval_longmemeval.py",  # a LongMemEval file's answers and dates
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log,
     # an operator's webhook URL and event id
@@ -176,6 +177,10 @@ def _every_parse(text: str) -> None:
     read.words_query(text)
     # `memfleet eval`'s gold words (literal alternatives) over a model's fact text.
     eval_suite.Absent(words=("Lisbon|Lisboa", "allerg*"), unless=("moved",)).false_in(text)
+    eval_longmemeval.distinctive_words(text)
+    for date_text in (text, "2023/05/20 (Sat)" + text):
+        with contextlib.suppress(ValueError):  # not a date: the loader names the field
+            eval_longmemeval.parse_date(date_text)
     imports.normalised(text)
     {w.lower() for w in re.findall(r"\w+", text)}  # worker.store.memory's word match
     log_redaction.redact_urls_in(text)
