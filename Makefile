@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -106,6 +106,12 @@ bench-scale: $(STAMP)
 # from PyPI into throwaway virtualenvs (about a minute of installs, two of runs).
 bench-mem0: $(STAMP)
 	$(PY) -m bench.mem0_compare
+
+# `memfleet eval`'s suite scored for memfleet (and memfleet with every decision ADD), mem0
+# 1.0.9 and the newest mem0, all on one stub model (docs/eval.md, "Beside mem0"); writes
+# docs/eval_mem0.png. Never in `make test`: it pip-installs mem0 into throwaway virtualenvs.
+eval-mem0: $(STAMP)
+	$(PY) -m bench.eval_mem0
 
 # The long fault runs, each printing its figures: 200 sessions through every fault at
 # once; the model endpoint down for two minutes (default breaker and tries); recovery

@@ -9,6 +9,10 @@ decisions are the same ones:
 - mem0 1.x fact extraction (system prompt "Personal Information Organizer",
   user message ``Input:\\n<role>: <content>`` lines): ``{"facts": [...]}``, the
   rules extractor's fact texts of the user's lines;
+- mem0 1.x agent fact extraction (system prompt "Assistant Information Organizer",
+  used when an ``add`` names an agent and its messages hold an assistant's): the
+  prompt asks for facts from the assistant's messages only, so the rules extractor
+  reads the assistant's lines (as if first-person statements) and nothing else;
 - mem0 1.x memory update (one user message: mem0's update prompt, the old
   memories and the new facts as Python literals in triple backticks):
   ``{"memory": [{"id", "text", "event", "old_memory"?}]}``, the rules
@@ -40,6 +44,7 @@ from worker.providers.wire import (
 )
 
 EXTRACTION_MARK = "Personal Information Organizer"  # mem0 1.x USER_MEMORY_EXTRACTION_PROMPT
+AGENT_EXTRACTION_MARK = "Assistant Information Organizer"  # mem0 1.x AGENT_MEMORY_EXTRACTION_PROMPT
 UPDATE_MARK = "smart memory manager"  # mem0 1.x DEFAULT_UPDATE_MEMORY_PROMPT
 ADDITIVE_MARK = "Memory Extractor"  # mem0 2.x ADDITIVE_EXTRACTION_PROMPT
 _ROLE_LINE = re.compile(r"^(system|user|assistant): ?", re.MULTILINE)
@@ -64,9 +69,13 @@ def _conversation(text: str) -> list[WireMessage]:
     return out
 
 
-def _facts(conversation: str) -> list[str]:
+def _facts(conversation: str, *, assistant_only: bool = False) -> list[str]:
+    messages = _conversation(conversation)
+    if assistant_only:  # the assistant's lines, read as statements of their speaker
+        messages = [WireMessage(role="user", content=m.content) for m in messages
+                    if m.role == "assistant"]
     request = ExtractionRequest(observed_at=_today(), summary=None, context=(),
-                                messages=tuple(_conversation(conversation)))
+                                messages=tuple(messages))
     return [fact.text for fact in extract_facts(request).facts]
 
 
@@ -134,6 +143,8 @@ def mem0_answer(body: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if system and EXTRACTION_MARK in system[0] and user[-1].startswith("Input:"):
         return {"facts": _facts(user[-1].removeprefix("Input:"))}
+    if system and AGENT_EXTRACTION_MARK in system[0] and user[-1].startswith("Input:"):
+        return {"facts": _facts(user[-1].removeprefix("Input:"), assistant_only=True)}
     if system and ADDITIVE_MARK in system[0] and "## New Messages" in user[-1]:
         return _additive(user[-1])
     if UPDATE_MARK in user[-1] and _NEW_FACTS.search(user[-1]):

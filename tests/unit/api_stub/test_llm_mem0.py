@@ -1,7 +1,7 @@
 """The LLM stub's mem0 answer mode, on prompts mem0 itself built.
 
 tests/fixtures/mem0/ holds chat requests made with mem0's own prompt functions
-(mem0ai 1.0.9: get_fact_retrieval_messages + ensure_json_instruction, and
+(mem0ai 1.0.9: get_fact_retrieval_messages (user and agent) + ensure_json_instruction, and
 get_update_memory_messages; mem0ai 2.2.1: ADDITIVE_EXTRACTION_PROMPT and
 generate_additive_extraction_prompt), captured in those versions' virtualenvs.
 """
@@ -32,6 +32,15 @@ def test_mem0_1_fact_extraction_answers_facts_from_the_user_lines_only() -> None
     # The rules extractor's texts, the assistant's lines ignored: mem0's {"facts": [str]}.
     assert answer == {"facts": ["Lives in Porto", "Works at Kalo Labs", "No longer uses Venmo",
                                 "Is learning Rust"]}
+
+
+def test_mem0_1_agent_extraction_answers_facts_from_the_assistant_lines_only() -> None:
+    # mem0 1.x asks for the assistant's facts when an add names an agent: "call me Jo",
+    # the user's line, is not among them.
+    answer = mem0_answer(_prompts("1.0.9")["agent_extraction"])
+    assert answer is not None
+    texts = " ".join(answer["facts"]).lower()
+    assert "astronomy" in texts and "jo" not in texts.split()
 
 
 def test_mem0_1_memory_update_answers_events_on_mem0s_ids() -> None:
