@@ -140,6 +140,17 @@ class Position:
     def new_messages(self, handover: Handover) -> Sequence[Message]:
         return handover.messages[self.piece.start : self.piece.end]
 
+    def unsummarised_messages(self, handover: Handover) -> Sequence[Message]:
+        """The slice, and before it the user turns no summary has read yet (the cursor's
+        count since the last refresh), as far back as this list still holds them: a
+        refresh reads every turn since the previous one, not only the last slice."""
+        start = self.piece.start
+        owed = self.cursor.user_turns_since_summary if self.cursor is not None else 0
+        while owed > 0 and start > 0:
+            start -= 1
+            owed -= handover.messages[start].role == "user"
+        return handover.messages[start : self.piece.end]
+
     def user_turns(self, handover: Handover) -> int:
         return sum(1 for m in self.new_messages(handover) if m.role == "user")
 

@@ -1,11 +1,13 @@
 """Summary stage: refresh the session's rolling summary when it is due.
 
 Due every N user turns, and whenever the chat server summarised the history
-(the cursor was not found). The new summary is stored by the persist
-transaction together with the slice it covers, and feeds the next slice's
-extraction, not this slice's decisions: the pipeline asks it beside extraction
-and consolidation (worker.pipeline.run), once per run, so a consolidation re-run
-(another job of the user committed first) does not ask for it twice.
+(the cursor was not found). It reads the previous summary and every turn since it
+(as far back as the hand-over's list still holds them), not only this run's slice.
+The new summary is stored by the persist transaction together with the slice it
+covers, and feeds the next slice's extraction, not this slice's decisions: the
+pipeline asks it beside extraction and consolidation (worker.pipeline.run), once
+per run, so a consolidation re-run (another job of the user committed first) does
+not ask for it twice.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ def build_request(handover: Handover, position: Position) -> SummaryRequest:
     return SummaryRequest(
         observed_at=observed_label(handover.handed_over_at),
         previous_summary=position.cursor.summary if position.cursor else None,
+        # Every turn since the last refresh: with a slice per turn, the turns between
+        # two refreshes would otherwise never reach a summary.
         messages=tuple(WireMessage(role=m.role, content=m.content)
-                       for m in position.new_messages(handover)),
+                       for m in position.unsummarised_messages(handover)),
     )
 
 

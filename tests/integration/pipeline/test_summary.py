@@ -95,6 +95,44 @@ async def test_a_failing_summarizer_keeps_the_facts_and_asks_again_next_run(
     assert cursor["summary"] and cursor["user_turns_since_summary"] == 0
 
 
+class RecordingSummarizer:
+    """Summarises like the given one and keeps every request it was asked."""
+
+    provider_name, model = "memfleet.test", "test-double"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.requests = inner, list[SummaryRequest]()
+
+    async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
+        self.requests.append(request)
+        answer: Answer[SummaryAnswer] = await self.inner.summarize(request)
+        return answer
+
+
+async def test_a_refresh_reads_every_turn_since_the_last_one_not_only_its_slice(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # A fleet that keeps up commits a slice per turn; the refresh after the third must
+    # still read the first two, or "the Danish one" loses what it answers.
+    settings = settings.model_copy(update={"summary_every_user_turns": 3})
+    base = build_providers(settings)
+    recording = RecordingSummarizer(base.summarizer)
+    providers = replace(base, summarizer=recording)
+    said: list[dict[str, str]] = []
+    for n, line in enumerate(["Which is better, the Danish offer or the Dutch one?",
+                              "Tell me more about both.", "The Danish one, I think."]):
+        said += [user_msg(line), {"role": "assistant", "content": f"Reply {n}."}]
+        assert await _hand_over_and_run(settings, redis, providers, said, f"j{n}") \
+            == "committed"
+    [request] = recording.requests
+    read = [m.content for m in request.messages]
+    assert read[0] == "Which is better, the Danish offer or the Dutch one?"
+    assert read.count("Tell me more about both.") == 1
+    assert read[-2:] == ["The Danish one, I think.", "Reply 2."]
+    cursor = await _cursor(db, "s1")
+    assert cursor["summary"] and cursor["user_turns_since_summary"] == 0
+
+
 async def test_a_summarizer_with_bad_settings_fails_the_job_instead_of_being_ignored(
     settings: Settings, redis: Redis, db: asyncpg.Connection
 ) -> None:
