@@ -102,3 +102,54 @@ export async function tabUntil(page, done, { max = 80, back = false } = {}) {
   }
   throw new Error('the keyboard never reached the control');
 }
+
+/** Every visible piece of text whose contrast with what is behind it is below WCAG 2's
+ * AA level (4.5:1; 3:1 for large text: 24 px, or 18.66 px bold), as
+ * "ratio 'text' (colour on background)". The background is the nearest ancestor's
+ * that is not transparent, with translucent ones blended over it; disabled controls
+ * are exempt (WCAG's own exception), and so is text under a background image. */
+export async function lowContrast(page) {
+  return page.evaluate(() => {
+    const rgba = (value) => {
+      const m = value.match(/rgba?\(([\d.]+),? ([\d.]+),? ([\d.]+)(?:,? \/? ?([\d.]+))?\)/);
+      if (!m) throw new Error(`unread colour ${value}`);
+      return [Number(m[1]), Number(m[2]), Number(m[3]), m[4] === undefined ? 1 : Number(m[4])];
+    };
+    const over = (top, bottom) => top.slice(0, 3).map((c, i) => c * top[3]
+      + bottom[i] * (1 - top[3])).concat(1);
+    const luminance = ([r, g, b]) => {
+      const lin = (c) => { const s = c / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+    };
+    const background = (el) => {
+      const layers = [];
+      for (let e = el; e; e = e.parentElement) {
+        const colour = rgba(getComputedStyle(e).backgroundColor);
+        if (colour[3] > 0) layers.push(colour);
+        if (colour[3] === 1) break;
+      }
+      let result = [255, 255, 255, 1]; // the canvas behind everything
+      for (const layer of layers.reverse()) result = over(layer, result);
+      return result;
+    };
+    const failures = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent.trim();
+      const el = node.parentElement;
+      if (!text || !el || !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) continue;
+      if (el.closest('button:disabled, input:disabled')) continue;
+      const style = getComputedStyle(el);
+      const bg = background(el);
+      const fg = over(rgba(style.color), bg);
+      const [l1, l2] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
+      const ratio = (l1 + 0.05) / (l2 + 0.05);
+      const size = parseFloat(style.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) {
+        failures.push(`${ratio.toFixed(2)} '${text.slice(0, 30)}' (${style.color} on rgb(${bg.slice(0, 3).map(Math.round).join(', ')}))`);
+      }
+    }
+    return failures;
+  });
+}

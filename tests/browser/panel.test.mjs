@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { env } from 'node:process';
 import { after, before, describe, it } from 'node:test';
 import {
-  API, activeFacts, assertClean, call, chainOf, launch, openPage, tabUntil, unnamedControls,
+  API, activeFacts, assertClean, call, chainOf, launch, lowContrast, openPage, tabUntil,
+  unnamedControls,
 } from './harness.mjs';
 
 const ADA = env.MEMFLEET_PANEL_TOKEN;
@@ -289,6 +290,16 @@ describe('ada works her memory through the panel', () => {
     const box = await fact(page, 'Likes green tea').getByRole('button', { name: 'Remove' })
       .boundingBox();
     assert.ok(box.x >= 0 && box.x + box.width <= 375);
+  });
+
+  it('reads at WCAG AA contrast in the light and the dark scheme', async () => {
+    // Every text on the page as it stands (facts, a pinned one, held changes, notes,
+    // buttons), checked against the colour actually behind it, in both schemes.
+    for (const colorScheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme });
+      assert.deepEqual(await lowContrast(page), [], `${colorScheme} scheme`);
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
   });
 
   it('made no request elsewhere, broke no CSP rule, fired no dialog', async () => {
