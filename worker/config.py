@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     extract_model: str = "gpt-4o-mini"
     consolidate_model: str = "gpt-4o-mini"
     summary_model: str | None = None
+    # `memfleet eval --qa` (docs/eval.md): the model that answers the questions (None: the
+    # extraction model), and the judge that grades the answers (None: exact match only).
+    eval_answer_model: str | None = None
+    eval_judge_model: str | None = None
     embed_provider: Literal["openai", "hashing"] = "hashing"
     embed_base_url: str | None = None
     embed_api_key: SecretStr | None = None
