@@ -15,18 +15,22 @@ moment.
 ``--qa``: the answer model (MEMFLEET_EVAL_ANSWER_MODEL, else the extraction model;
 the rules with the rules provider) answers from the block; the answer is scored by
 exact match (eval_qa_score) and, with MEMFLEET_EVAL_JUDGE_MODEL, by the judge model.
-``--retrieval``: the search for the question (worker.read.search_facts, the memory
-API's search) ranks the user's facts; the gold fact's rank is kept.
+``--retrieval``: after the answers, the user's facts get the haystack's distractors
+(eval_haystack), and the search for the question (worker.read.search_facts, the
+memory API's search) ranks them; the gold fact's rank is kept, in the fused list the
+read uses and in the list by meaning alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from worker.config import Settings
 from worker.errors import ConfigurationError
+from worker.ops.eval_haystack import add_distractors
 from worker.ops.eval_qa_score import QuestionScore, exact_match
 from worker.ops.eval_suite import Question, Scenario
 from worker.providers.base import Embedder
@@ -39,7 +43,7 @@ from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
 
 RETRIEVAL_K = 3  # the retrieval table's second column: the gold fact within the top 3
-SEARCH_DEPTH = 20  # hits asked of the search: room for facts the scenario clock expired
+SEARCH_DEPTH = 50  # hits asked of the search: the haystack and the scenario's own facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +81,11 @@ def _live(facts: Sequence[FactRecord], moment: datetime) -> list[FactRecord]:
     return [f for f in facts if f.expires_at is None or f.expires_at > moment]
 
 
-async def _ask(reader: MemoryReader, scenario: Scenario, user_id: str, question: Question,
-               choice: QaChoice, answerer: Answerer | None, judge: Judge | None,
-               top_k: int) -> QuestionScore:
-    moment = scenario.ends_at
+async def _answer(reader: MemoryReader, scenario: Scenario, user_id: str,
+                  question: Question, choice: QaChoice, answerer: Answerer | None,
+                  judge: Judge | None, top_k: int) -> QuestionScore:
     facts = _live(await reader.known_facts(user_id, query=question.ask, top_k=top_k,
-                                           agent_id=question.agent), moment)
+                                           agent_id=question.agent), scenario.ends_at)
     block = "" if choice.empty_read else format_block(facts)
     answer, exact, judged = "", False, None
     if answerer is not None:
@@ -93,15 +96,25 @@ async def _ask(reader: MemoryReader, scenario: Scenario, user_id: str, question:
             verdict = await judge.judge(JudgeRequest(question=question.ask,
                                                      reference=question.answer, answer=answer))
             judged = verdict.value.correct
-    rank = None
-    if choice.retrieval:
-        hits = await reader.search(user_id, question.ask, top_k=SEARCH_DEPTH,
-                                   agent_id=question.agent)
-        ranked = _live([h.fact for h in hits], moment)
-        gold = question.gold_fact
-        rank = next((i for i, f in enumerate(ranked, 1) if gold.found_in(f.text)), None)
     return QuestionScore(scenario.id, scenario.kind, question.ask, question.answer, answer,
-                         exact, judged, 0 if choice.empty_read else len(facts), rank)
+                         exact, judged, 0 if choice.empty_read else len(facts))
+
+
+async def _ranked(reader: MemoryReader, scenario: Scenario, user_id: str, question: Question,
+                  score: QuestionScore) -> QuestionScore:
+    """``score`` with the gold fact's ranks in the search for the question."""
+    hits = await reader.search(user_id, question.ask, top_k=SEARCH_DEPTH,
+                               agent_id=question.agent)
+    by_meaning = sorted((h for h in hits if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
+    return dataclasses.replace(
+        score, rank=_gold_rank(question, _live([h.fact for h in hits], scenario.ends_at)),
+        semantic_rank=_gold_rank(question, _live([h.fact for h in by_meaning],
+                                                 scenario.ends_at)))
+
+
+def _gold_rank(question: Question, ranked: Sequence[FactRecord]) -> int | None:
+    gold = question.gold_fact
+    return next((i for i, f in enumerate(ranked, 1) if gold.found_in(f.text)), None)
 
 
 async def ask_questions(
@@ -109,18 +122,25 @@ async def ask_questions(
     users: dict[str, str], choice: QaChoice, progress: Callable[[str], None],
 ) -> list[QuestionScore]:
     """Every question of the scenarios, asked of its scenario's user (``users``: id to
-    user) at the scenario's end; the models and the embedder closed at the end."""
-    asked = [s for s in scenarios if s.questions]
+    user) at the scenario's end: answered first, then (``--retrieval``) ranked with the
+    haystack's distractors added (eval_haystack). The models and the embedder are
+    closed at the end; the distractors go with the run's erase."""
+    asked = [(s, q) for s in scenarios for q in s.questions]
     if not asked:
         return []
     answerer, judge = build_qa(settings) if choice.answer else (None, None)
     embedder: Embedder = build_embedder(settings, embedding_model(settings), settings.embed_dim)
     reader = MemoryReader(store, embedder, memory_default=settings.memory_default)
     try:
-        progress(f"{sum(len(s.questions) for s in asked)} questions")
-        return [await _ask(reader, s, users[s.id], q, choice, answerer, judge,
-                           settings.read_top_k)
-                for s in asked for q in s.questions]
+        progress(f"{len(asked)} questions")
+        scores = [await _answer(reader, s, users[s.id], q, choice, answerer, judge,
+                                settings.read_top_k) for s, q in asked]
+        if not choice.retrieval:
+            return scores
+        for user_id in {users[s.id] for s, _ in asked}:
+            await add_distractors(store, embedder, user_id)
+        return [await _ranked(reader, s, users[s.id], q, score)
+                for (s, q), score in zip(asked, scores, strict=True)]
     finally:
         for closable in (answerer, judge, embedder):
             close = getattr(closable, "aclose", None)

@@ -54,7 +54,7 @@ def _columns(info: QaInfo) -> tuple[str, ...]:
         if info.judge_model:
             head += ["right", "right %"]
     if info.retrieval:
-        head += ["gold@1", f"gold@{RETRIEVAL_K}"]
+        head += ["gold@1", f"gold@{RETRIEVAL_K}", "meaning@1"]
     return tuple(head)
 
 
@@ -65,7 +65,8 @@ def _row(k: QaKindScore, info: QaInfo) -> tuple[str, ...]:
         if info.judge_model:
             row += [f"{k.judged}/{k.judged_questions}", _percent(k.judged, k.judged_questions)]
     if info.retrieval:
-        row += [f"{k.at_1}/{k.questions}", f"{k.at_k}/{k.questions}"]
+        row += [f"{k.at_1}/{k.questions}", f"{k.at_k}/{k.questions}",
+                f"{k.semantic_at_1}/{k.questions}"]
     return tuple(row)
 
 
@@ -80,7 +81,10 @@ def qa_table(answers: Sequence[QuestionScore], info: QaInfo, *, details: bool = 
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                          for i, (c, w) in enumerate(zip(row, widths, strict=True)))
 
-    out = [f"questions: {len(answers)}; {info.line()}", "", *(line(r) for r in rows)]
+    mean = f"{total.facts / total.questions:.1f}" if total.questions else "0"
+    out = [f"questions: {len(answers)}; {info.line()}",
+           f"facts in a question's known-facts block: {mean} on average", "",
+           *(line(r) for r in rows)]
     wrong = [a for a in answers if info.answered and not a.right]
     if details and wrong:
         out += ["", "answered wrong:"]
@@ -104,7 +108,8 @@ def _kind_json(k: QaKindScore, info: QaInfo) -> dict[str, Any]:
             out |= {"judged": k.judged,
                     "judged_accuracy": _fraction(k.judged, k.judged_questions)}
     if info.retrieval:
-        out |= {"gold_at_1": k.at_1, f"gold_at_{RETRIEVAL_K}": k.at_k}
+        out |= {"gold_at_1": k.at_1, f"gold_at_{RETRIEVAL_K}": k.at_k,
+                "gold_by_meaning_at_1": k.semantic_at_1}
     return out
 
 
@@ -124,5 +129,6 @@ def qa_json(answers: Sequence[QuestionScore], info: QaInfo) -> dict[str, Any]:
         "questions": [{"scenario": a.scenario, "kind": a.kind, "ask": a.ask, "gold": a.gold,
                        "answer": a.answer if info.answered else None,
                        "exact": a.exact if info.answered else None, "judged": a.judged,
-                       "facts": a.facts, "rank": a.rank} for a in answers],
+                       "facts": a.facts, "rank": a.rank, "semantic_rank": a.semantic_rank}
+                      for a in answers],
     }

@@ -106,6 +106,9 @@ class QuestionScore:
     # Where the gold fact ranked in the search for the question (1: first); None: not
     # among the hits, or retrieval was not measured.
     rank: int | None = None
+    # Its rank by meaning alone (the embedder's own list, before the words' list is
+    # fused with it): what tells two embedders apart.
+    semantic_rank: int | None = None
 
     @property
     def right(self) -> bool:
@@ -124,6 +127,8 @@ class QaKindScore:
     judged_questions: int = 0
     at_1: int = 0  # the gold fact ranked first in the search for the question
     at_k: int = 0  # the gold fact within the first RETRIEVAL_K
+    semantic_at_1: int = 0  # the gold fact first by meaning alone
+    facts: int = 0  # facts in the blocks the questions were answered from, summed
 
     def add(self, score: QuestionScore, k: int) -> None:
         self.questions += 1
@@ -133,6 +138,8 @@ class QaKindScore:
             self.judged += score.judged
         self.at_1 += score.rank == 1
         self.at_k += score.rank is not None and score.rank <= k
+        self.semantic_at_1 += score.semantic_rank == 1
+        self.facts += score.facts
 
     @property
     def right(self) -> int:
