@@ -24,6 +24,7 @@ import unicodedata
 
 from worker.providers.base import Answer, Usage
 from worker.providers.qa_wire import (
+    MAX_ANSWER_CHARS,
     UNKNOWN,
     AnswerRequest,
     JudgeRequest,
@@ -99,7 +100,8 @@ def answer_question(request: AnswerRequest) -> QuestionAnswer:
         value = _value(line["text"], line["date"], asked, about_time)
         if value and _fold(value) not in {_fold(v) for v in values}:
             values.append(value)
-    return QuestionAnswer(answer=" or ".join(values) if values else UNKNOWN)
+    # A value is a fact's words, up to a fact's 1000 characters: joined, cut to fit.
+    return QuestionAnswer(answer=" or ".join(values)[:MAX_ANSWER_CHARS] if values else UNKNOWN)
 
 
 def judge_answer(request: JudgeRequest) -> JudgeVerdict:
