@@ -189,6 +189,9 @@ def _embedder_factory(
             # One function whatever the name: the name only labels the rows.
             return HashingEmbedder(dim, model)
         if settings.embed_provider == "local":
+            if model != embedding_model(settings):
+                raise ConfigurationError(f"the local embeddings provider only embeds with "
+                                         f"{embedding_model(settings)}, not {model}")
             return _local_embedder(dim)
         return OpenAIEmbedder(_embed_options(settings, on_failure, budgets, model=model,
                                              dim=dim))

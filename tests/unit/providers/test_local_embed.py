@@ -22,6 +22,9 @@ def test_the_local_provider_needs_384_dimensions_or_more() -> None:
     assert embedding_model(settings) == "all-MiniLM-L6-v2"
     with pytest.raises(ConfigurationError, match="at least 384, got 256"):
         build_embedder(settings, embedding_model(settings), 256)
+    # Rows labelled with another model's name would lie about what embedded them.
+    with pytest.raises(ConfigurationError, match="only embeds with all-MiniLM-L6-v2"):
+        build_embedder(settings, "text-embedding-3-small", 1536)
 
 
 def test_without_the_model_package_it_says_how_to_install_it(

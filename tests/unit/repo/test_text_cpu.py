@@ -32,8 +32,7 @@ from worker import log_redaction, memory_rules, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.ops import eval_longmemeval, eval_qa_score, eval_suite
 from worker.pipeline import extract
-from worker.providers import hashing, llm_json, qa_rules, rules, rules_patterns, rules_time
-from worker.providers import qa_wire
+from worker.providers import hashing, llm_json, qa_rules, qa_wire, rules, rules_patterns, rules_time
 from worker.providers.openai_chat import parse_completion
 from worker.providers.openai_embed import parse_embeddings
 from worker.providers.wire import (
