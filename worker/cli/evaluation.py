@@ -71,8 +71,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.control == "empty-read" and not args.qa:
         raise MemfleetError("eval: --control empty-read needs --qa")
     if args.longmemeval is not None:
-        for flag, given in (("--scenarios", args.scenarios), ("--kind", args.kind),
-                            ("--qa", args.qa), ("--retrieval", args.retrieval)):
+        for flag, given in (("--scenarios", args.scenarios), ("--kind", args.kind)):
             if given:
                 raise MemfleetError(f"eval: {flag} does not go with --longmemeval")
         if not args.longmemeval.is_file():

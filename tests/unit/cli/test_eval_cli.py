@@ -36,10 +36,8 @@ from worker.cli.main import main
                                           "no field 'question_date'"),
     (["--control", "empty-read"], "memfleet: eval: --control empty-read needs --qa"),
     (["--qa", "--control", "nothing"], "memfleet: eval: argument --control: invalid choice"),
-    (["--longmemeval", "{tmp}/lme.json", "--qa"],
-     "memfleet: eval: --qa does not go with --longmemeval"),
-    (["--longmemeval", "{tmp}/lme.json", "--retrieval"],
-     "memfleet: eval: --retrieval does not go with --longmemeval"),
+    (["--longmemeval", "{tmp}/none.json", "--qa"], "memfleet: eval: --longmemeval "
+                                                   "{tmp}/none.json: no such file"),
     (["--qa", "--scenarios", "{tmp}/unasked"], "memfleet: eval: --qa and --retrieval need "
                                                "questions: no scenario chosen has any"),
     (["--retrieval", "--kind", "retractions"], "memfleet: eval: --qa and --retrieval need "
