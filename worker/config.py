@@ -52,7 +52,12 @@ class Settings(BaseSettings):
     extract_model: str = "gpt-4o-mini"
     consolidate_model: str = "gpt-4o-mini"
     summary_model: str | None = None
-    embed_provider: Literal["openai", "hashing"] = "hashing"
+    # `memfleet eval --qa` (docs/eval.md): the model that answers the questions (None: the
+    # extraction model), and the judge that grades the answers (None: exact match only).
+    eval_answer_model: str | None = None
+    eval_judge_model: str | None = None
+    # local: all-MiniLM-L6-v2 on this machine, from a registry package (docs/eval.md)
+    embed_provider: Literal["openai", "hashing", "local"] = "hashing"
     embed_base_url: str | None = None
     embed_api_key: SecretStr | None = None
     embed_model: str = "text-embedding-3-small"

@@ -17,7 +17,7 @@ from worker.errors import MemfleetError
 KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
          "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
          "two_agents", "non_english", "injection")
-CONTROLS = ("add-only",)
+CONTROLS = ("add-only", "empty-read")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
@@ -50,7 +50,17 @@ def register(commands: Commands) -> None:
                              "a fraction from 0 to 1")
     parser.add_argument("--control", choices=CONTROLS,
                         help="add-only: turn every consolidation decision into ADD, to see "
-                             "what a memory that never supersedes scores")
+                             "what a memory that never supersedes scores; empty-read (with "
+                             "--qa): answer from an empty known-facts block, to see what the "
+                             "answer model gets right without memory")
+    parser.add_argument("--qa", action="store_true",
+                        help="also ask each scenario's questions at its end: the answer model "
+                             "(MEMFLEET_EVAL_ANSWER_MODEL) answers from the known-facts block "
+                             "a chat server would read; scored by exact match, and by "
+                             "MEMFLEET_EVAL_JUDGE_MODEL when set")
+    parser.add_argument("--retrieval", action="store_true",
+                        help="also rank the facts for each question with the search a chat "
+                             "server uses, and count the gold fact in the top 1 and top 3")
     parser.set_defaults(handler=cmd_eval)
 
 
@@ -58,6 +68,8 @@ def _check(args: argparse.Namespace) -> None:
     """Mistakes found before a run that may take long with a real model."""
     if args.min_score is not None and not 0 <= args.min_score <= 1:
         raise MemfleetError(f"eval: --min-score is a fraction from 0 to 1, got {args.min_score}")
+    if args.control == "empty-read" and not args.qa:
+        raise MemfleetError("eval: --control empty-read needs --qa")
     if args.longmemeval is not None:
         for flag, given in (("--scenarios", args.scenarios), ("--kind", args.kind)):
             if given:
@@ -84,11 +96,14 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.ops.eval_qa import QaChoice, qa_names
+    from worker.ops.eval_qa_report import QaInfo, qa_json, qa_table
     from worker.ops.eval_report import RunInfo, plot, report_json, table
     from worker.ops.eval_run import run_suite
     from worker.ops.eval_score import by_kind
     from worker.ops.eval_suite import load_suite
     from worker.ops.preflight import check_servers
+    from worker.providers.factory import embedding_model
     from worker.telemetry import configure_logging
 
     _check(args)
@@ -107,6 +122,19 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         scenarios = [s for s in scenarios if s.kind in args.kind]
         if not scenarios:
             raise MemfleetError(f"eval: no scenario of kind {', '.join(args.kind)}")
+    choice = QaChoice(answer=args.qa, retrieval=args.retrieval,
+                      empty_read=args.control == "empty-read")
+    qa_info = None
+    if choice.any:
+        if not any(s.questions for s in scenarios):
+            raise MemfleetError("eval: --qa and --retrieval need questions: no scenario "
+                                "chosen has any")
+        answer_name, judge_name = qa_names(settings)
+        qa_info = QaInfo(answered=choice.answer, retrieval=choice.retrieval,
+                         answer_model=answer_name, judge_model=judge_name,
+                         read_top_k=settings.read_top_k,
+                         embeddings=f"{embedding_model(settings)} ({settings.embed_dim} dims)",
+                         control="empty-read" if choice.empty_read else None)
     settings = resolve(settings)
     # Unreachable servers or a database not migrated: one line now, not a traceback later.
     asyncio.run(check_servers(settings))
@@ -118,12 +146,16 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
     progress(f"{len(scenarios)} scenarios")
     run = asyncio.run(run_suite(settings, scenarios, add_only=args.control == "add-only",
-                                progress=progress))
-    info = RunInfo.of(settings, args.control)
+                                progress=progress, questions=choice))
+    info = RunInfo.of(settings, "add-only" if args.control == "add-only" else None)
     if counts is not None:
         print(counts.line())
     print(table(run.scores, info, run.outcomes, shift_years=run.shift_years))
     document = report_json(run.scores, info, run.outcomes, run.shift_years)
+    if qa_info is not None:
+        print()
+        print(qa_table(run.answers, qa_info))
+        document["qa"] = qa_json(run.answers, qa_info)
     if counts is not None:
         document["longmemeval"] = counts.as_json()
     if args.json is not None:

@@ -8,7 +8,8 @@ haystack's order) and whose one gold assertion is that the gold answer's distinc
 words are in an active fact when the question is asked. For knowledge-update items
 the answer is the final value, and it must be held by one active fact only (``once``):
 a reader given the memory gets that value, not it and a stale copy. No model answers
-the question: this measures recall of the answer into memory, not answering.
+the question: this measures recall of the answer into memory, not answering. With
+`--qa`, the item's question is also asked, and answered from the known-facts block.
 
 Only knowledge-update and temporal-reasoning items are taken; abstention items (ids
 ending in ``_abs``: the answer is not in the history) and other types are skipped and
@@ -27,7 +28,7 @@ from typing import Any
 
 from worker.errors import MemfleetError
 from worker.ops.eval_suite import LONGMEMEVAL_KINDS as TYPES
-from worker.ops.eval_suite import Active, Expect, Scenario, Session, Turn
+from worker.ops.eval_suite import Active, Expect, Question, Scenario, Session, Turn, Words
 
 FIELDS: dict[str, type] = {
     "question_id": str, "question_type": str, "question": str, "answer": object,
@@ -158,6 +159,11 @@ def to_scenario(index: int, item: dict[str, Any], others: int) -> Scenario | Non
         id=f"lme-{slug}", kind=kind, about=item["question"][:200] or kind,
         sessions=tuple(kept),
         expect=Expect(active=(Active(words=words, once=kind == "knowledge-update"),)),
+        # `--qa`: the item's own question and gold answer (a judge model suits its
+        # sentence-long answers better than exact match); its fact, found by the
+        # answer's distinctive words as the assertion finds it.
+        questions=(Question(ask=item["question"] or kind, answer=str(item["answer"]),
+                            fact=Words(words=words)),),
     )
     # Read when the question is asked, if that is after the last session (as it is).
     if asked > scenario.ends_at:

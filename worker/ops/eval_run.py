@@ -33,6 +33,8 @@ from worker.config import Settings, secret
 from worker.conversation import Handover
 from worker.fleet.app import worker_options
 from worker.memory_rules import Limits
+from worker.ops.eval_qa import QaChoice, ask_questions
+from worker.ops.eval_qa_score import QuestionScore
 from worker.ops.eval_score import ScenarioScore, score_scenario
 from worker.ops.eval_suite import Scenario, cycles_after, shifted
 from worker.ops.privacy import erase_user
@@ -91,6 +93,7 @@ class SuiteRun:
     scores: list[ScenarioScore]
     outcomes: dict[str, int]  # the runs' outcomes (memory_run), over every scenario
     shift_years: int  # how far the scenario clock was moved (eval_suite)
+    answers: list[QuestionScore] = dataclasses.field(default_factory=list)  # --qa, --retrieval
 
 
 class AddOnlyConsolidator:
@@ -154,9 +157,11 @@ async def _hand_over(redis: Redis, settings: Settings, limits: Limits, user_id: 
 async def run_suite(
     settings: Settings, scenarios: Sequence[Scenario], *, add_only: bool = False,
     progress: Callable[[str], None] = lambda _: None, now: datetime | None = None,
+    questions: QaChoice | None = None,
 ) -> SuiteRun:
-    """Run the scenarios and score their end states; every trace of the run is erased
-    at the end, however it ends."""
+    """Run the scenarios and score their end states, and ask their questions when
+    ``questions`` says so (eval_qa); every trace of the run is erased at the end,
+    however it ends."""
     run = secrets.token_hex(4)
     settings = settings.model_copy(update={"queue_name": keys.eval_queue(run),
                                            "expiry_interval_s": 0.0})
@@ -188,7 +193,10 @@ async def run_suite(
             facts = await store.facts(user_id, include_superseded=True, scope="all")
             scores.append(score_scenario(scenario, facts))
             outcomes.update(str(r["outcome"]) for r in await store.runs(user_id))
-        return SuiteRun(scores, dict(outcomes), years)
+        answers = []
+        if questions is not None and questions.any:
+            answers = await ask_questions(settings, store, moved, users, questions, progress)
+        return SuiteRun(scores, dict(outcomes), years, answers)
     finally:
         try:
             for user_id in users.values():

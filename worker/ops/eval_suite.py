@@ -14,8 +14,8 @@ gold dates are worked out from), but the fleet's expiry reads the real clock: a 
 moment it is stored. So each run moves every scenario forward by whole 28-year
 cycles, until it lies after the real clock: between 1901 and 2099 the calendar
 repeats every 28 years (weekdays, month lengths, leap days), so every date the
-conversation implies moves with it. Session moments, gold dates and the years the
-messages name move together (``shifted``).
+conversation implies moves with it. Session moments, gold dates, the years the
+messages name and the questions' years move together (``shifted``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from worker.errors import MemfleetError
 
@@ -175,6 +182,46 @@ class Session(_Frozen):
         return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
+class Question(_Frozen):
+    """A question asked at the scenario's end, whose answer is in its end state
+    (docs/eval.md, "Question answering"). ``answer`` is the gold: a word, a name, or
+    with ``match`` "date" a date (YYYY, YYYY-MM or YYYY-MM-DD); ``also``: other ways to
+    say it right; ``wrong``: a stale or false value that makes an answer naming it
+    wrong (a hedge between the old and the new city does not know which holds).
+    ``agent``: asked in a session with that agent (its relationship facts are read).
+    ``fact``: words that find the fact holding the answer (the retrieval measure);
+    by default the answer's own (any of ``answer`` and ``also``)."""
+
+    ask: str = Field(min_length=1)
+    answer: str = Field(min_length=1)
+    also: tuple[str, ...] = ()
+    wrong: tuple[str, ...] = ()
+    match: Literal["words", "date"] = "words"
+    agent: str | None = None
+    fact: Words | None = None
+
+    @field_validator("answer", "also", "wrong")
+    @classmethod
+    def _has_words(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        for text in (value,) if isinstance(value, str) else value:
+            if not re.search(r"\w", text):
+                raise ValueError(f"no word in {text!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _dated(self) -> Question:
+        if self.match == "date" and not _DATE.match(self.answer):
+            raise ValueError("a date answer is YYYY, YYYY-MM or YYYY-MM-DD")
+        if self.match == "date" and self.fact is None:
+            raise ValueError("a date question needs `fact`: the words of the fact it is about")
+        return self
+
+    @property
+    def gold_fact(self) -> Words:
+        alternatives = "|".join(a.replace("|", " ") for a in (self.answer, *self.also))
+        return self.fact if self.fact is not None else Words(words=(alternatives,))
+
+
 class Scenario(_Frozen):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
     kind: str
@@ -184,6 +231,8 @@ class Scenario(_Frozen):
     # after the last session's last turn.
     end_at: datetime | None = None
     expect: Expect
+    # Asked at the end with `memfleet eval --qa` (docs/eval.md, "Question answering").
+    questions: tuple[Question, ...] = ()
 
     @field_validator("kind")
     @classmethod
@@ -278,8 +327,14 @@ def shifted(scenario: Scenario, years: int) -> Scenario:
     }) for s in scenario.sessions)
     active = tuple(a.model_copy(update={"valid_from": _years_in(a.valid_from, years)})
                    if a.valid_from else a for a in scenario.expect.active)
+    questions = tuple(q.model_copy(update={
+        "ask": _years_in(q.ask, years), "answer": _years_in(q.answer, years),
+        "also": tuple(_years_in(a, years) for a in q.also),
+        "wrong": tuple(_years_in(w, years) for w in q.wrong),
+    }) for q in scenario.questions)
     return scenario.model_copy(update={
         "sessions": sessions,
         "end_at": _plus_years(scenario.end_at, years) if scenario.end_at else None,
         "expect": scenario.expect.model_copy(update={"active": active}),
+        "questions": questions,
     })

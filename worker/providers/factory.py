@@ -158,11 +158,25 @@ def _embed_options(
     )
 
 
+EMBED_PROVIDERS = ("hashing", "openai", "local")
+
+
 def embedding_model(settings: Settings) -> str:
     """The model name the settings' embedder writes on its rows."""
     if settings.embed_provider == "hashing":
         return HashingEmbedder(settings.embed_dim).model
+    if settings.embed_provider == "local":
+        from worker.providers.local_embed import MODEL as LOCAL_MODEL
+
+        return LOCAL_MODEL
     return settings.embed_model
+
+
+def _local_embedder(dim: int) -> Embedder:
+    # Imported here: numpy's model and its readers only for those who chose it.
+    from worker.providers.local_embed import LocalEmbedder
+
+    return LocalEmbedder(dim)
 
 
 def _embedder_factory(
@@ -174,6 +188,11 @@ def _embedder_factory(
         if settings.embed_provider == "hashing":
             # One function whatever the name: the name only labels the rows.
             return HashingEmbedder(dim, model)
+        if settings.embed_provider == "local":
+            if model != embedding_model(settings):
+                raise ConfigurationError(f"the local embeddings provider only embeds with "
+                                         f"{embedding_model(settings)}, not {model}")
+            return _local_embedder(dim)
         return OpenAIEmbedder(_embed_options(settings, on_failure, budgets, model=model,
                                              dim=dim))
 
@@ -186,7 +205,7 @@ def build_embedder(
 ) -> Embedder:
     """An embedder of ``model`` at ``dim`` from the settings' provider, endpoint and key,
     its calls within the fleet's model budget (``redis``) like the workers' calls."""
-    if settings.embed_provider not in ("hashing", "openai"):
+    if settings.embed_provider not in EMBED_PROVIDERS:
         raise ConfigurationError(f"unknown MEMFLEET_EMBED_PROVIDER {settings.embed_provider!r}")
     return _embedder_factory(settings, None, _Budgets(settings, redis, metrics))(model, dim)
 
@@ -203,7 +222,7 @@ def build_providers(
     ``redis`` carries the fleet's model budget, ``metrics`` records its waits."""
     if settings.llm_provider not in ("rules", "openai"):  # only if built without validation
         raise ConfigurationError(f"unknown MEMFLEET_LLM_PROVIDER {settings.llm_provider!r}")
-    if settings.embed_provider not in ("hashing", "openai"):
+    if settings.embed_provider not in EMBED_PROVIDERS:
         raise ConfigurationError(f"unknown MEMFLEET_EMBED_PROVIDER {settings.embed_provider!r}")
     # Every option is checked before any client exists, so a bad setting leaks no client.
     budgets = _Budgets(settings, redis, metrics)
@@ -236,7 +255,12 @@ def build_providers(
         extractor = OpenAIExtractor(chat[0], client=clients.of(*_endpoint_of(chat[0])))
         consolidator = OpenAIConsolidator(chat[1], client=clients.of(*_endpoint_of(chat[1])))
         summarizer = OpenAISummarizer(chat[2], client=clients.of(*_endpoint_of(chat[2])))
-    embedder: Embedder = HashingEmbedder(settings.embed_dim) if embed is None else (
-        OpenAIEmbedder(embed, client=clients.of(*_endpoint_of(embed))))
+    embedder: Embedder
+    if embed is not None:
+        embedder = OpenAIEmbedder(embed, client=clients.of(*_endpoint_of(embed)))
+    elif settings.embed_provider == "local":
+        embedder = _local_embedder(settings.embed_dim)
+    else:
+        embedder = HashingEmbedder(settings.embed_dim)
     return Providers(extractor, consolidator, summarizer, embedder,
                      _embedder_factory(settings, on_failure, budgets))

@@ -34,6 +34,15 @@ from worker.cli.main import main
                                              "a JSON list of LongMemEval items"),
     (["--longmemeval", "{tmp}/lme.json"], "memfleet: --longmemeval {tmp}/lme.json: item 1: "
                                           "no field 'question_date'"),
+    (["--control", "empty-read"], "memfleet: eval: --control empty-read needs --qa"),
+    (["--qa", "--control", "nothing"], "memfleet: eval: argument --control: invalid choice"),
+    (["--longmemeval", "{tmp}/none.json", "--qa"], "memfleet: eval: --longmemeval "
+                                                   "{tmp}/none.json: no such file"),
+    (["--qa", "--scenarios", "{tmp}/unasked"], "memfleet: eval: --qa and --retrieval need "
+                                               "questions: no scenario chosen has any"),
+    (["--retrieval", "--kind", "retractions"], "memfleet: eval: --qa and --retrieval need "
+                                               "questions"),
+    (["--qa", "--judge", "gpt"], "memfleet: unrecognized arguments: --judge gpt"),
     (["--longmemeval", "{tmp}/other.json"], "memfleet: eval: longmemeval: 1 items, 0 taken "
                                             "(none); skipped: 1 single-session-user: nothing "
                                             "to run"),
@@ -56,6 +65,12 @@ def test_an_eval_mistake_is_one_line_and_exit_2(
     (tmp_path / "lme.json").write_text(json.dumps([item, missing]), encoding="utf-8")
     other = {**item, "question_type": "single-session-user"}
     (tmp_path / "other.json").write_text(json.dumps([other]), encoding="utf-8")
+    (tmp_path / "unasked").mkdir()
+    (tmp_path / "unasked" / "plain.json").write_text(json.dumps([{
+        "id": "p", "kind": "plain", "about": "no question",
+        "sessions": [{"id": "s1", "at": "2026-03-02T09:00:00Z",
+                      "turns": [{"role": "user", "content": "I live in Leeds."}]}],
+        "expect": {"active": [{"words": ["Leeds"]}]}}]), encoding="utf-8")
     argv = ["eval", *(a.replace("{tmp}", str(tmp_path)) for a in args)]
     try:
         code = main(argv)
@@ -64,3 +79,27 @@ def test_an_eval_mistake_is_one_line_and_exit_2(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith(says.replace("{tmp}", str(tmp_path))), err
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"MEMFLEET_EVAL_JUDGE_MODEL": " "}, "memfleet: MEMFLEET_EVAL_JUDGE_MODEL is blank"),
+    ({"MEMFLEET_LLM_PROVIDER": "openai", "MEMFLEET_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+      "MEMFLEET_EXTRACT_MODEL": " "},
+     "memfleet: memfleet eval --qa needs MEMFLEET_EVAL_ANSWER_MODEL or MEMFLEET_EXTRACT_MODEL"),
+])
+def test_a_qa_model_that_cannot_answer_is_one_line_before_the_run(
+    env: dict[str, str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMFLEET_HOME_DIR", str(tmp_path / "home"))
+    for name in ("MEMFLEET_DATABASE_URL", "MEMFLEET_REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    try:
+        code = main(["eval", "--qa", "--kind", "plain"])
+    except SystemExit as exited:
+        code = exited.code  # type: ignore[assignment]
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(says), err

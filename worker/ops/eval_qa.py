@@ -1,0 +1,148 @@
+"""`memfleet eval --qa` and `--retrieval`: each scenario's questions, asked at its end
+through the read a chat server makes (docs/eval.md, "Question answering" and
+"Retrieval").
+
+The read is the chat server's (worker.read, as api_stub's chat turn calls it): the
+known-facts block of the scenario's user, with the question as the query and
+MEMFLEET_READ_TOP_K as top-k (all active facts while the user has no more; else the
+top-k by the hybrid search), the agent's relationship facts when the question names
+one. The block is worker.read.format_block's, byte for byte. One difference: the
+store reads by the real clock and the scenario clock lies ahead of it (eval_suite),
+so a fact that had expired by the scenario's end is still active for the store; it
+is dropped from what the read returned, as the store itself would drop it at that
+moment.
+
+``--qa``: the answer model (MEMFLEET_EVAL_ANSWER_MODEL, else the extraction model;
+the rules with the rules provider) answers from the block; the answer is scored by
+exact match (eval_qa_score) and, with MEMFLEET_EVAL_JUDGE_MODEL, by the judge model.
+``--retrieval``: after the answers, the user's facts get the haystack's distractors
+(eval_haystack), and the search for the question (worker.read.search_facts, the
+memory API's search) ranks them; the gold fact's rank is kept, in the fused list the
+read uses and in the list by meaning alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from worker.config import Settings
+from worker.errors import ConfigurationError
+from worker.ops.eval_haystack import add_distractors
+from worker.ops.eval_qa_score import QuestionScore, exact_match
+from worker.ops.eval_suite import Question, Scenario
+from worker.providers.base import Embedder
+from worker.providers.factory import build_embedder, embedding_model
+from worker.providers.qa_openai import answer_model, build_qa
+from worker.providers.qa_wire import Answerer, AnswerRequest, Judge, JudgeRequest
+from worker.providers.rules import MODEL as RULES_MODEL
+from worker.read import MemoryReader, format_block
+from worker.store.postgres import PostgresStore
+from worker.store.types import FactRecord
+
+RETRIEVAL_K = 3  # the retrieval table's second column: the gold fact within the top 3
+SEARCH_DEPTH = 50  # hits asked of the search: the haystack and the scenario's own facts
+
+
+@dataclass(frozen=True, slots=True)
+class QaChoice:
+    """What `memfleet eval` was asked to do with the questions."""
+
+    answer: bool = False  # --qa
+    retrieval: bool = False  # --retrieval
+    # --control empty-read: answer from an empty known-facts block (memory's floor)
+    empty_read: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.answer or self.retrieval
+
+
+def qa_names(settings: Settings) -> tuple[str, str | None]:
+    """The answer model's and the judge's names (None: exact match only), checked
+    before a run that may take long: a blank one is a ConfigurationError."""
+    judge = settings.eval_judge_model
+    if judge is not None and not judge.strip():
+        raise ConfigurationError("MEMFLEET_EVAL_JUDGE_MODEL is blank: unset it for exact "
+                                 "match only")
+    if settings.llm_provider == "rules":
+        return RULES_MODEL, RULES_MODEL if judge else None
+    model = answer_model(settings)
+    if not model.strip():
+        raise ConfigurationError("memfleet eval --qa needs MEMFLEET_EVAL_ANSWER_MODEL or "
+                                 "MEMFLEET_EXTRACT_MODEL")
+    return model, judge
+
+
+def _live(facts: Sequence[FactRecord], moment: datetime) -> list[FactRecord]:
+    """What the read returned, less what had expired by the scenario's end."""
+    return [f for f in facts if f.expires_at is None or f.expires_at > moment]
+
+
+async def _answer(reader: MemoryReader, scenario: Scenario, user_id: str,
+                  question: Question, choice: QaChoice, answerer: Answerer | None,
+                  judge: Judge | None, top_k: int) -> QuestionScore:
+    facts = _live(await reader.known_facts(user_id, query=question.ask, top_k=top_k,
+                                           agent_id=question.agent), scenario.ends_at)
+    block = "" if choice.empty_read else format_block(facts)
+    answer, exact, judged = "", False, None
+    if answerer is not None:
+        reply = await answerer.answer(AnswerRequest(question=question.ask, known_facts=block))
+        answer = reply.value.answer
+        exact = exact_match(question, answer)
+        if judge is not None:
+            verdict = await judge.judge(JudgeRequest(question=question.ask,
+                                                     reference=question.answer, answer=answer))
+            judged = verdict.value.correct
+    return QuestionScore(scenario.id, scenario.kind, question.ask, question.answer, answer,
+                         exact, judged, 0 if choice.empty_read else len(facts))
+
+
+async def _ranked(reader: MemoryReader, scenario: Scenario, user_id: str, question: Question,
+                  score: QuestionScore) -> QuestionScore:
+    """``score`` with the gold fact's ranks in the search for the question."""
+    hits = await reader.search(user_id, question.ask, top_k=SEARCH_DEPTH,
+                               agent_id=question.agent)
+    by_meaning = sorted((h for h in hits if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
+    return dataclasses.replace(
+        score, rank=_gold_rank(question, _live([h.fact for h in hits], scenario.ends_at)),
+        semantic_rank=_gold_rank(question, _live([h.fact for h in by_meaning],
+                                                 scenario.ends_at)))
+
+
+def _gold_rank(question: Question, ranked: Sequence[FactRecord]) -> int | None:
+    gold = question.gold_fact
+    return next((i for i, f in enumerate(ranked, 1) if gold.found_in(f.text)), None)
+
+
+async def ask_questions(
+    settings: Settings, store: PostgresStore, scenarios: Sequence[Scenario],
+    users: dict[str, str], choice: QaChoice, progress: Callable[[str], None],
+) -> list[QuestionScore]:
+    """Every question of the scenarios, asked of its scenario's user (``users``: id to
+    user) at the scenario's end: answered first, then (``--retrieval``) ranked with the
+    haystack's distractors added (eval_haystack). The models and the embedder are
+    closed at the end; the distractors go with the run's erase."""
+    asked = [(s, q) for s in scenarios for q in s.questions]
+    if not asked:
+        return []
+    answerer, judge = build_qa(settings) if choice.answer else (None, None)
+    embedder: Embedder = build_embedder(settings, embedding_model(settings), settings.embed_dim)
+    reader = MemoryReader(store, embedder, memory_default=settings.memory_default)
+    try:
+        progress(f"{len(asked)} questions")
+        scores = [await _answer(reader, s, users[s.id], q, choice, answerer, judge,
+                                settings.read_top_k) for s, q in asked]
+        if not choice.retrieval:
+            return scores
+        for user_id in {users[s.id] for s, _ in asked}:
+            await add_distractors(store, embedder, user_id)
+        return [await _ranked(reader, s, users[s.id], q, score)
+                for (s, q), score in zip(asked, scores, strict=True)]
+    finally:
+        for closable in (answerer, judge, embedder):
+            close = getattr(closable, "aclose", None)
+            if close is not None:
+                await close()
