@@ -18,7 +18,8 @@ Then, on each, with a pool built as the worker's (generic plans):
 - vacuum: 1 active row in 20 superseded (dead versions on every user's pages),
   then ``VACUUM memory_fact`` timed whole (every partition, in turn); again,
   then VACUUM of the unit an (auto)vacuum worker takes on at once (the whole
-  table, or one partition); then ``ANALYZE memory_fact``.
+  table, or one partition); then ``ANALYZE memory_fact``;
+- and last, the upgrade: 0013 applied to the filled unpartitioned database.
 
     .venv/bin/python -m bench.partitions [--facts 1000000] [--partitions 16]
 """
@@ -43,7 +44,6 @@ import numpy as np
 from bench.neighbors_scale import BYTES_PER_FACT, FILL_POOL, MODEL
 from bench.servers import SHARED_BUFFERS, throwaway_servers
 from bench.stats import ms, pct, table
-from worker.store import halfvec
 from worker.store.fence_key import FenceKeys
 from worker.store.migrate import default_schema_dir, migrate
 from worker.store.pool import GENERIC_PLANS, create_pool
@@ -65,9 +65,9 @@ K = 5
 NEW_FACTS = 3
 DEAD_EVERY = 20
 
-DEAD_ROWS = f"""
+DEAD_ROWS = """
 UPDATE memory_fact SET superseded_at = now(), superseded_reason = 'deleted'
-WHERE superseded_at IS NULL AND id % {DEAD_EVERY} = $1::int
+WHERE superseded_at IS NULL AND id % $2::int = $1::int
 """
 
 FILL_FACTS = """
@@ -172,12 +172,12 @@ async def _measure(dsn: str, users: int, args: argparse.Namespace) -> list[str]:
     try:
         # Dead rows spread over every user: 1 row in DEAD_EVERY superseded (a new
         # version of the row, the old one dead), as a day of consolidation leaves them.
-        await conn.execute(DEAD_ROWS, 0)
+        await conn.execute(DEAD_ROWS, 0, DEAD_EVERY)
         began = time.perf_counter()
         await conn.execute("VACUUM memory_fact")
         vacuum_s = time.perf_counter() - began
         # What one (auto)vacuum worker takes on at once: the whole table, or one partition.
-        await conn.execute(DEAD_ROWS, 1)
+        await conn.execute(DEAD_ROWS, 1, DEAD_EVERY)
         unit = await conn.fetchval(
             "SELECT coalesce(max(c.relname::text), 'memory_fact') FROM pg_inherits AS i"
             " JOIN pg_class AS c ON c.oid = i.inhrelid"
@@ -195,7 +195,7 @@ async def _measure(dsn: str, users: int, args: argparse.Namespace) -> list[str]:
             f"{analyze_s:.1f}"]
 
 
-async def _bench(args: argparse.Namespace, url: str, root: Path) -> list[list[str]]:
+async def _bench(args: argparse.Namespace, url: str, root: Path) -> tuple[list[list[str]], float]:
     base = url.rsplit("/", 1)[0]
     admin = await asyncpg.connect(url)
     try:
@@ -215,7 +215,10 @@ async def _bench(args: argparse.Namespace, url: str, root: Path) -> list[list[st
         rows.append([label, f"{size / 2**20:,.0f}", f"{fill_s:.0f}",
                      *await _measure(dsn, users, args)])
         print(f"  {label}: measured", file=sys.stderr, flush=True)
-    return rows
+    # The upgrade itself: 0013 on the filled unpartitioned database (its lock's length).
+    began = time.perf_counter()
+    await migrate(flat, embed_dim=DIM, pg_partitions=args.partitions)
+    return rows, time.perf_counter() - began
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -228,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     began = time.perf_counter()
     with throwaway_servers(durable=False) as servers:
-        rows = asyncio.run(_bench(args, servers.database_url, servers.root))
+        rows, migrate_s = asyncio.run(_bench(args, servers.database_url, servers.root))
     print(f"# The fact table unpartitioned and partitioned by user ({os.cpu_count()} CPUs;"
           " this machine's times)")
     print()
@@ -243,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(["fact table", "MiB", "fill s", "commit p50 ms", "commit p95 ms",
                  "neighbours p50 ms", "neighbours p95 ms", "VACUUM s",
                  "VACUUM of one unit s", "ANALYZE s"], rows))
+    print()
+    print(f"0013 on the unpartitioned database ({args.partitions} partitions, every row"
+          f" copied, keys checked, analyzed): {migrate_s:.0f} s")
     return 0
 
 

@@ -219,7 +219,7 @@ async def test_the_check_sees_a_statement_without_its_user(
     conn = await _connect(database_url)
     try:
         seen = scanned([await explain(
-            conn, f"SELECT text FROM memory_fact {predicate} AND $1::text IS NOT NULL")],
+            conn, f"SELECT text FROM memory_fact {predicate} AND $1::text IS NOT NULL")],  # noqa: S608
             await _parents(conn))
     finally:
         await conn.close()
