@@ -102,8 +102,9 @@ bench-scale: $(STAMP)
 	$(PY) -m bench.neighbors_scale
 
 # The fact table unpartitioned (schema up to 0012) beside hash-partitioned by user (0013):
-# commit, neighbour query, VACUUM, at 3,000,000 facts in each (about 8 minutes and 30 GB
-# of disk in the temp dir; docs/capacity.md). Not in `make test` nor `make bench`.
+# commit, neighbour query, VACUUM, and the upgrade's time, at 3,000,000 facts in each (about
+# 8 minutes, about 50 GB of disk in the temp dir at the peak; docs/capacity.md). Not in
+# `make test` nor `make bench`.
 bench-partitions: $(STAMP)
 	$(PY) -m bench.partitions --facts 3000000
 
