@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 bench-scale chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 bench-scale bench-partitions chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -100,6 +100,13 @@ bench: $(STAMP)
 # fact table grows to 1,000,000 facts (about 4 GB of disk in the temp dir).
 bench-scale: $(STAMP)
 	$(PY) -m bench.neighbors_scale
+
+# The fact table unpartitioned (schema up to 0012) beside hash-partitioned by user (0013):
+# commit, neighbour query, VACUUM, and the upgrade's time, at 3,000,000 facts in each (about
+# 8 minutes, about 50 GB of disk in the temp dir at the peak; docs/capacity.md). Not in
+# `make test` nor `make bench`.
+bench-partitions: $(STAMP)
+	$(PY) -m bench.partitions --facts 3000000
 
 # mem0 1.0.9 and the newest mem0 beside memfleet on one stub and one PostgreSQL (docs/bench.md):
 # the last step of `make bench`, and alone here; never in `make test`, as it pip-installs mem0

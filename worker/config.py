@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     embed_api_key: SecretStr | None = None
     embed_model: str = "text-embedding-3-small"
     embed_dim: int = Field(default=1536, ge=8, le=16000)
+    # Hash partitions of each per-user table, fixed when `memfleet migrate` partitions
+    # them (install); migrate refuses another count later (docs/capacity.md).
+    pg_partitions: int = Field(default=16, ge=1, le=1024)
 
     # The queue.
     # worker.protocol.keys.DEFAULT_QUEUE (a top-level module imports no package).

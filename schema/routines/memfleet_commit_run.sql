@@ -157,7 +157,8 @@ BEGIN
             superseded_reason = CASE WHEN s.successor IS NULL THEN 'deleted' ELSE 'updated' END,
             valid_to = coalesce(f.valid_to, greatest(f.valid_from, coalesce(
                 (SELECT n.valid_from FROM memory_fact AS n
-                 WHERE n.id = v_new_ids[s.successor]), p_observed_at)))
+                 WHERE n.user_id = v_user AND n.id = v_new_ids[s.successor]),
+                p_observed_at)))
         FROM unnest(p_sup_target, p_sup_target_new, p_sup_successor)
              AS s (target, target_new, successor)
         WHERE f.id = coalesce(s.target, v_new_ids[s.target_new])

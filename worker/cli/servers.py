@@ -49,6 +49,8 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from worker.store.migrate import migrate
 
     settings = resolve(settings)
-    applied = asyncio.run(migrate(settings.database_url or "", embed_dim=settings.embed_dim))
+    applied = asyncio.run(migrate(
+        settings.database_url or "", embed_dim=settings.embed_dim,
+        pg_partitions=settings.pg_partitions))
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     return 0

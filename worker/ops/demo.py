@@ -155,7 +155,9 @@ async def _hand_over_session(redis: Redis, settings: Settings, session_id: str,
 
 async def run_demo(settings: Settings) -> int:
     print(f"database: {settings.database_url}\nredis:    {settings.redis_url}")
-    applied = await migrate(settings.database_url or "", embed_dim=settings.embed_dim)
+    applied = await migrate(
+        settings.database_url or "", embed_dim=settings.embed_dim,
+        pg_partitions=settings.pg_partitions)
     print("migrated: " + (", ".join(applied) if applied else "already up to date"))
     redis = Redis.from_url(settings.redis_url or "")
     store = await PostgresStore.connect(

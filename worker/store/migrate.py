@@ -90,16 +90,29 @@ def load_schema(schema_dir: Path) -> SchemaFiles:
     return SchemaFiles(baseline, tuple(migrations), routines)
 
 
-def render(sql: str, embed_dim: int) -> str:
-    return sql.replace("{embed_dim}", str(int(embed_dim)))
+# MEMFLEET_PG_PARTITIONS when it is not given: how many hash partitions each
+# per-user table gets (schema/0013_partition_by_user.sql, docs/capacity.md).
+DEFAULT_PG_PARTITIONS = 16
+
+
+def render(sql: str, embed_dim: int, pg_partitions: int = DEFAULT_PG_PARTITIONS) -> str:
+    return (sql.replace("{embed_dim}", str(int(embed_dim)))
+            .replace("{pg_partitions}", str(int(pg_partitions))))
 
 
 def checksum(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -> list[str]:
-    """Apply what is missing; return the names applied (empty when up to date)."""
+async def migrate(
+    dsn: str, *, embed_dim: int, pg_partitions: int = DEFAULT_PG_PARTITIONS,
+    schema_dir: Path | None = None,
+) -> list[str]:
+    """Apply what is missing; return the names applied (empty when up to date).
+    ``pg_partitions`` counts only when the partitioning migration runs (at install,
+    or on the upgrade that brings it); later, another count is refused."""
+    if pg_partitions < 1:
+        raise ConfigurationError(f"MEMFLEET_PG_PARTITIONS={pg_partitions}: 1 or more")
     files = load_schema(schema_dir or default_schema_dir())
     sql = queries.load("migrate")
     try:
@@ -109,7 +122,7 @@ async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -
     try:
         await conn.execute(sql["lock"])
         try:
-            return await _apply(conn, sql, files, embed_dim)
+            return await _apply(conn, sql, files, embed_dim, pg_partitions)
         finally:
             await conn.execute(sql["unlock"])
     except asyncpg.PostgresError as exc:
@@ -119,10 +132,13 @@ async def migrate(dsn: str, *, embed_dim: int, schema_dir: Path | None = None) -
 
 
 async def _apply(
-    conn: asyncpg.Connection, sql: dict[str, str], files: SchemaFiles, embed_dim: int
+    conn: asyncpg.Connection, sql: dict[str, str], files: SchemaFiles, embed_dim: int,
+    pg_partitions: int,
 ) -> list[str]:
     await conn.execute(sql["ensure_tables"])
     done = {row["version"]: row for row in await conn.fetch(sql["applied"])}
+    if done:
+        await _refuse_other_partitions(conn, sql, pg_partitions)
     applied_now: list[str] = []
     if not done:
         pending = [files.baseline, *files.migrations]
@@ -134,7 +150,7 @@ async def _apply(
     else:
         pending = list(files.migrations)
     for migration in pending:
-        text = render(migration.sql, embed_dim)
+        text = render(migration.sql, embed_dim, pg_partitions)
         if migration.version in done:
             if done[migration.version]["checksum"] != checksum(text):
                 raise ConfigurationError(
@@ -155,6 +171,23 @@ async def _apply(
             await conn.execute(sql["record_routine"], routine.name, checksum(routine.sql))
         applied_now.append(f"routines/{routine.name}")
     return applied_now
+
+
+async def _refuse_other_partitions(
+    conn: asyncpg.Connection, sql: dict[str, str], pg_partitions: int
+) -> None:
+    """The count is fixed when the tables are partitioned: a hash partition's rows
+    are those of one remainder, so another count means moving every row. Refused
+    rather than ignored, so an operator who asked for 64 does not believe they have them."""
+    try:
+        recorded = await conn.fetchval(sql["pg_partitions"])
+    except asyncpg.UndefinedTableError:  # a database that stopped before the baseline
+        return
+    if recorded is not None and int(recorded) != pg_partitions:
+        raise ConfigurationError(
+            f"MEMFLEET_PG_PARTITIONS={pg_partitions} but the database was partitioned into"
+            f" {recorded} at install: the count does not change in place (docs/capacity.md);"
+            f" set MEMFLEET_PG_PARTITIONS={recorded}")
 
 
 async def check_schema(

@@ -21,12 +21,13 @@ async def test_a_short_fact_with_a_full_size_embedding_keeps_its_text_in_the_row
             "INSERT INTO memory_fact (user_id, text, category, importance, embedding,"
             " embedding_model, observed_at) VALUES ('ann', 'Keeps bees in Lisbon',"
             " 'fact', 5, $1, 'm', now())", vector)
-        toast = await conn.fetchval(
-            "SELECT pg_relation_size(reltoastrelid) FROM pg_class"
-            " WHERE relname = 'memory_fact'")
-        assert toast == 0, "text or text_search went out of line"
-        options = await conn.fetchval(
-            "SELECT reloptions FROM pg_class WHERE relname = 'memory_fact'")
-        assert "toast_tuple_target=8160" in options
+        # Facts are hash-partitioned by user (0013): the option is each partition's.
+        partitions = await conn.fetch(
+            "SELECT c.relname, c.reloptions, pg_relation_size(c.reltoastrelid) AS toast"
+            " FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'memory_fact'::regclass")
+        assert partitions
+        assert all(p["toast"] == 0 for p in partitions), "text or text_search went out of line"
+        assert all("toast_tuple_target=8160" in p["reloptions"] for p in partitions)
     finally:
         await conn.close()

@@ -184,7 +184,8 @@ async def test_a_move_killed_midway_and_run_again_ends_verified_with_nothing_dup
     record = await db.fetchrow("SELECT moved, finished_at FROM memory_reembed")
     assert record["moved"] == users * facts and record["finished_at"] is not None
     settings_rows = dict(await db.fetch("SELECT key, value FROM memfleet_setting"))
-    assert settings_rows == {"embed_dim": str(NEW_DIM), "embed_model": NEW}
+    assert settings_rows == {"embed_dim": str(NEW_DIM), "embed_model": NEW,
+                             "pg_partitions": "16"}
     # Every user's version moved: a consolidation that read before the move re-reads.
     versions = dict(await db.fetch("SELECT user_id, version FROM user_memory_state"))
     assert len(versions) == users

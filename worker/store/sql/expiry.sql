@@ -24,7 +24,7 @@ FOR UPDATE OF s SKIP LOCKED;
 -- consolidation in flight reads again; an erased user has no rows to update,
 -- so no version row is made again for them.
 WITH due AS (
-    SELECT f.id
+    SELECT f.user_id, f.id
     FROM memory_fact AS f
     WHERE f.superseded_at IS NULL AND f.expires_at <= now()
       AND (f.user_id = ANY($1::text[])
@@ -37,7 +37,7 @@ WITH due AS (
     SET superseded_at = f.expires_at, superseded_reason = 'expired',
         valid_to = coalesce(f.valid_to, greatest(f.valid_from, f.expires_at))
     FROM due
-    WHERE f.id = due.id
+    WHERE f.user_id = due.user_id AND f.id = due.id
     RETURNING f.user_id
 ), bumped AS (
     INSERT INTO user_memory_state AS s (user_id, version)

@@ -36,6 +36,10 @@ ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now(
 -- name: embed_dim
 SELECT value FROM memfleet_setting WHERE key = 'embed_dim';
 
+-- name: pg_partitions
+-- How many hash partitions the per-user tables were given (schema/0013).
+SELECT value FROM memfleet_setting WHERE key = 'pg_partitions';
+
 -- name: embed_model
 -- The model the fleet embeds with; none until `memfleet reembed` finished a move.
 SELECT value FROM memfleet_setting WHERE key = 'embed_model';
