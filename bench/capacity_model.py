@@ -10,7 +10,7 @@ core (its commands run on one thread), PostgreSQL spends its measured CPU per jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SECONDS_PER_DAY = 86_400
 
@@ -88,10 +88,6 @@ def capacity(costs: UnitCosts, load: Load) -> Capacity:
 
 def users_at_share(costs: UnitCosts, load: Load, server: str, share: float = 1.0) -> float:
     """Users at which ``server``'s CPU share at the peak reaches ``share`` (linear)."""
-    one = capacity(costs, Load(**{**_fields(load), "users": 1}))
+    one = capacity(costs, replace(load, users=1))
     per_user = one.redis_core_share if server == "Redis" else one.pg_cpu_share
     return share / per_user if per_user > 0 else float("inf")
-
-
-def _fields(load: Load) -> dict[str, float | int]:
-    return {name: getattr(load, name) for name in Load.__dataclass_fields__}

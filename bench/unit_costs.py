@@ -48,16 +48,18 @@ from bench.unit_costs_probe import (
     fact_storage,
     pg_counters,
     pg_delta,
-    redis_counters,
     postgres_cpu_s,
+    redis_counters,
     redis_delta,
     wal_stats,
 )
+from bench.unit_costs_report import render
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue, new_event_loop
 from worker.protocol import keys
 from worker.protocol.session_ref import SessionRef
+from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 
 PACINGS = (
@@ -188,7 +190,6 @@ async def _bench(args: argparse.Namespace, database_url: str, redis_url: str, ho
                         embed_base_url=stub.v1, embed_dim=jobs.EMBED_DIM)
     spans = JobSpans()  # each job's stage times, from the spans it opens
     telemetry = setup_telemetry(settings, span_exporter=spans)
-    from worker.store.migrate import migrate
     await migrate(database_url, embed_dim=jobs.EMBED_DIM)
     redis = Redis.from_url(redis_url)
     db = await asyncpg.connect(database_url)
@@ -229,21 +230,20 @@ async def _bench(args: argparse.Namespace, database_url: str, redis_url: str, ho
 
 def unit_costs(raw: dict[str, Any]) -> UnitCosts:
     first, follow, job, fact = raw["first"], raw["follow_up"], raw["job"], raw["fact"]
-    ins, upd = job["pg_rows_by_table"].get("memory_fact", [0, 0, 0])[:2]
-    del upd
+    inserted = job["pg_rows_by_table"].get("memory_fact", [0, 0, 0])[0]
     return UnitCosts(
         redis_cpu_ms_per_handover=(first["cpu_ms"] + follow["cpu_ms"]) / 2,
         redis_cpu_ms_per_job=job["redis_cpu_ms"],
         redis_bytes_per_pending_session=first["used_memory"],
-        pg_cpu_ms_per_job=job["pg_cpu_ms"], pg_commit_ms=job["persist_ms_p50"], pg_wal_bytes_per_job=job["wal_bytes"],
+        pg_cpu_ms_per_job=job["pg_cpu_ms"], pg_commit_ms=job["persist_ms_p50"],
+        pg_wal_bytes_per_job=job["wal_bytes"],
         pg_rows_per_job=job["pg_rows"],
         bytes_per_fact=(fact["heap"] + fact["toast"] + fact["indexes"]) / fact["rows"],
-        facts_added_per_job=ins,
+        facts_added_per_job=inserted,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench.unit_costs_report import render
     args = _args(argv)
     configure_logging("WARNING")
     began = time.perf_counter()
