@@ -262,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw[part].pop("job_ids", None)
     print(render(raw))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(raw, indent=2, default=str))
     return 0
 
