@@ -216,11 +216,25 @@ async def _bench(args: argparse.Namespace, database_url: str, redis_url: str, ho
         if not args.quick:
             for i, pacing in enumerate(PACINGS):
                 print(f"paced: {pacing.name} ...", file=sys.stderr)
+                r_before, p_before = await redis_counters(redis), await pg_counters(db)
+                cpu_before = postgres_cpu_s(home.parent)
                 result = await paced(redis, db, settings, stub, telemetry, pacing,
                                      first_user=10_000 + 1000 * i, seed=args.seed)
-                out["paced"].append({**asdict(result.pacing), "handovers": result.handovers,
-                                     "jobs_queued": result.jobs_queued, "runs": result.runs,
-                                     "ratio": result.ratio, "seconds": result.seconds})
+                r_after, p_after = await redis_counters(redis), await pg_counters(db)
+                pg_cpu = postgres_cpu_s(home.parent) - cpu_before
+                r, p = redis_delta(r_before, r_after), await pg_delta(db, p_before, p_after)
+                runs = max(result.runs, 1)
+                out["paced"].append({
+                    **asdict(result.pacing), "handovers": result.handovers,
+                    "jobs_queued": result.jobs_queued, "runs": result.runs,
+                    "ratio": result.ratio, "seconds": result.seconds,
+                    # Hand-overs, jobs and the worker's polls together, per hand-over:
+                    "redis_cpu_ms_per_handover": 1000 * r.cpu_s / result.handovers,
+                    "redis_commands_per_handover": r.total_calls / result.handovers,
+                    "pg_cpu_ms_per_run": 1000 * pg_cpu / runs,
+                    "wal_bytes_per_run": p.wal_bytes / runs,
+                    "pg_rows_per_run": p.rows_written / runs,
+                    "fact_rows_per_run": p.rows.get("memory_fact", (0, 0, 0))[0] / runs})
     finally:
         await db.close()
         await redis.aclose()

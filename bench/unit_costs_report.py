@@ -78,6 +78,12 @@ def _costs_rows(raw: dict[str, Any]) -> list[list[str]]:
             f" model {p['latency_ms']} ms)",
             f"{p['handovers']} hand-overs / {p['jobs_queued']} jobs = {p['ratio']:.2f}"
             f" ({p['runs']} runs)", CMD])
+        rows.append([
+            f"paced ({p['name']}): per hand-over, Redis CPU / commands (jobs and polls"
+            " included); per run, PostgreSQL CPU / WAL / rows / memory_fact rows inserted",
+            f"{p['redis_cpu_ms_per_handover']:.3f} ms / {p['redis_commands_per_handover']:.1f};"
+            f" {p['pg_cpu_ms_per_run']:.2f} ms / {p['wal_bytes_per_run']:,.0f} B /"
+            f" {p['pg_rows_per_run']:.1f} / {p['fact_rows_per_run']:.1f}", CMD])
     for m in raw["max_jobs"]:
         rows.append([f"one replica, model {m['latency_ms']} ms, max_jobs {m['max_jobs']}:"
                      " jobs/s all slots busy (whole drain)",
@@ -85,24 +91,47 @@ def _costs_rows(raw: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def paced_costs(raw: dict[str, Any]) -> tuple[UnitCosts, float] | None:
+    """Unit costs from the first paced run with a worker keeping up (one job per chat
+    turn, as chats produce them), and its coalescing ratio."""
+    kept_up = [p for p in raw["paced"] if p["max_jobs"] > 1]
+    if not kept_up:
+        return None
+    p = kept_up[0]
+    drained = UnitCosts(**raw["unit_costs"])
+    return UnitCosts(
+        redis_cpu_ms_per_handover=p["redis_cpu_ms_per_handover"], redis_cpu_ms_per_job=0.0,
+        redis_bytes_per_pending_session=drained.redis_bytes_per_pending_session,
+        pg_cpu_ms_per_job=p["pg_cpu_ms_per_run"], pg_commit_ms=drained.pg_commit_ms,
+        pg_wal_bytes_per_job=p["wal_bytes_per_run"], pg_rows_per_job=p["pg_rows_per_run"],
+        bytes_per_fact=drained.bytes_per_fact, facts_added_per_job=p["fact_rows_per_run"],
+    ), min(q["ratio"] for q in kept_up)
+
+
 def _model_rows(raw: dict[str, Any]) -> tuple[list[list[str]], list[str]]:
-    costs = UnitCosts(**raw["unit_costs"])
     ratios = [p["ratio"] for p in raw["paced"] if p["max_jobs"] > 1]
     ratio = min(ratios) if ratios else 1.0  # the least coalescing seen with a worker keeping up
+    variants = [("10-candidate jobs", UnitCosts(**raw["unit_costs"]), ratio)]
+    if (paced := paced_costs(raw)) is not None:
+        variants.append(("paced chat jobs", *paced))
     rows = []
-    for users in (1_000_000, 10_000_000, 100_000_000):
-        c = capacity(costs, Load(users=users, handovers_per_job=ratio))
-        rows.append([f"{users:,}", f"{c.handovers_per_s_peak:,.0f}", f"{c.jobs_per_s_peak:,.0f}",
+    for (name, costs, handovers_per_job), users in (
+            (v, u) for v in variants for u in (1_000_000, 10_000_000, 100_000_000)):
+        c = capacity(costs, Load(users=users, handovers_per_job=handovers_per_job))
+        rows.append([name, f"{users:,}", f"{c.handovers_per_s_peak:,.0f}",
+                     f"{c.jobs_per_s_peak:,.0f}",
                      f"{c.redis_core_share:.2f}", f"{c.redis_pending_bytes / 2**20:,.0f} MiB",
                      f"{c.pg_cpu_share:.2f}", f"{c.pg_wal_bytes_per_s / 2**20:,.1f} MiB/s",
                      f"{c.pg_wal_bytes_per_day / 2**40:,.2f} TiB",
                      f"{c.fact_rows / 1e9:,.2f} G", f"{c.fact_bytes / 2**40:,.2f} TiB",
                      c.first_limit])
-    base = Load(users=1, handovers_per_job=ratio)
+    costs = variants[-1][1]
+    base = Load(users=1, handovers_per_job=variants[-1][2])
     notes = [f"coalescing ratio used: {ratio:.2f} hand-overs per job (the lowest measured with"
              " a worker keeping up); 20 turns/user/day, peak 3x the day's average, 200 facts"
              " per user (bench.workload's seeded users), pending lists held 30 s",
-             f"users at which Redis's one core is full at the peak:"
+             f"with the {variants[-1][0]}' costs, users at which Redis's one core is full"
+             " at the peak:"
              f" {users_at_share(costs, base, 'Redis'):,.0f}; at which one PostgreSQL core"
              " is full (CPU per job):"
              f" {users_at_share(costs, base, 'PostgreSQL'):,.0f}"]
@@ -121,8 +150,9 @@ def render(raw: dict[str, Any]) -> str:
         "",
         "# Capacity model (bench.capacity_model over the figures above)",
         "",
-        table(["users", "hand-overs/s peak", "jobs/s peak", "Redis core share",
-               "Redis pending", "PG CPU share (1 core)", "WAL at peak", "WAL per day",
+        table(["costs per job from", "users", "hand-overs/s peak", "jobs/s peak",
+               "Redis core share", "Redis pending", "PG CPU share (1 core)", "WAL at peak",
+               "WAL per day",
                "fact rows", "fact bytes", "nearer its limit"], rows),
         "",
         *(f"- {n}" for n in notes),
