@@ -17,6 +17,7 @@ each) and sessions. Steps, each read as counter deltas (bench.unit_costs_probe):
    default) and 50: ``python -m bench.max_jobs`` with ``--jobs`` small.
 
     python -m bench.unit_costs [--sessions 100] [--users 10] [--json FILE] [--quick]
+    python -m bench.unit_costs --report FILE   (the tables again, from a --json file)
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write the raw figures here")
     parser.add_argument("--max-jobs-jobs", type=int, default=100,
                         help="--jobs of each bench.max_jobs run")
+    parser.add_argument("--report", type=Path, default=None, metavar="JSON",
+                        help="measure nothing: print the tables from a --json file of a run")
     parser.add_argument("--quick", action="store_true",
                         help="skip the paced runs and the bench.max_jobs runs")
     args = parser.parse_args(argv)
@@ -259,6 +262,14 @@ def unit_costs(raw: dict[str, Any]) -> UnitCosts:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
+    if args.report is not None:
+        try:
+            print(render(json.loads(args.report.read_text())))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"python -m bench.unit_costs: cannot read {args.report}: {exc!r}",
+                  file=sys.stderr)
+            return 2
+        return 0
     configure_logging("WARNING")
     began = time.perf_counter()
     load_start = os.getloadavg()

@@ -124,6 +124,7 @@ def _model_rows(raw: dict[str, Any]) -> tuple[list[list[str]], list[str]]:
                      f"{c.pg_cpu_share:.2f}", f"{c.pg_wal_bytes_per_s / 2**20:,.1f} MiB/s",
                      f"{c.pg_wal_bytes_per_day / 2**40:,.2f} TiB",
                      f"{c.fact_rows / 1e9:,.2f} G", f"{c.fact_bytes / 2**40:,.2f} TiB",
+                     f"{c.fact_rows_added_per_day / 1e6:,.0f} M",
                      c.first_limit])
     costs = variants[-1][1]
     base = Load(users=1, handovers_per_job=variants[-1][2])
@@ -153,7 +154,7 @@ def render(raw: dict[str, Any]) -> str:
         table(["costs per job from", "users", "hand-overs/s peak", "jobs/s peak",
                "Redis core share", "Redis pending", "PG CPU share (1 core)", "WAL at peak",
                "WAL per day",
-               "fact rows", "fact bytes", "nearer its limit"], rows),
+               "fact rows", "fact bytes", "fact rows added/day", "nearer its limit"], rows),
         "",
         *(f"- {n}" for n in notes),
     ])
