@@ -8,6 +8,9 @@ from bench.capacity_model import Load, UnitCosts, capacity, users_at_share
 from bench.stats import table
 
 CMD = "python -m bench.unit_costs"
+# An assumption, not a measurement: the cores of the one PostgreSQL server the model
+# gives the jobs (Redis runs its commands on one thread whatever the machine).
+PG_CORES = 32
 
 
 def _top(by_command: dict[str, float], n: int = 6) -> str:
@@ -117,7 +120,8 @@ def _model_rows(raw: dict[str, Any]) -> tuple[list[list[str]], list[str]]:
     rows = []
     for (name, costs, handovers_per_job), users in (
             (v, u) for v in variants for u in (1_000_000, 10_000_000, 100_000_000)):
-        c = capacity(costs, Load(users=users, handovers_per_job=handovers_per_job))
+        c = capacity(costs, Load(users=users, handovers_per_job=handovers_per_job,
+                                 pg_cores=PG_CORES))
         rows.append([name, f"{users:,}", f"{c.handovers_per_s_peak:,.0f}",
                      f"{c.jobs_per_s_peak:,.0f}",
                      f"{c.redis_core_share:.2f}", f"{c.redis_pending_bytes / 2**20:,.0f} MiB",
@@ -126,16 +130,15 @@ def _model_rows(raw: dict[str, Any]) -> tuple[list[list[str]], list[str]]:
                      f"{c.fact_rows / 1e9:,.2f} G", f"{c.fact_bytes / 2**40:,.2f} TiB",
                      f"{c.fact_rows_added_per_day / 1e6:,.0f} M",
                      c.first_limit])
-    costs = variants[-1][1]
-    base = Load(users=1, handovers_per_job=variants[-1][2])
     notes = [f"coalescing ratio used: {ratio:.2f} hand-overs per job (the lowest measured with"
              " a worker keeping up); 20 turns/user/day, peak 3x the day's average, 200 facts"
-             " per user (bench.workload's seeded users), pending lists held 30 s",
-             f"with the {variants[-1][0]}' costs, users at which Redis's one core is full"
-             " at the peak:"
-             f" {users_at_share(costs, base, 'Redis'):,.0f}; at which one PostgreSQL core"
-             " is full (CPU per job):"
-             f" {users_at_share(costs, base, 'PostgreSQL'):,.0f}"]
+             " per user (bench.workload's seeded users), pending lists held 30 s"]
+    for name, costs, handovers_per_job in variants:
+        base = Load(users=1, handovers_per_job=handovers_per_job, pg_cores=PG_CORES)
+        notes.append(f"with the {name}' costs: users at which Redis's one core is full at the"
+                     f" peak {users_at_share(costs, base, 'Redis'):,.0f}; at which a"
+                     f" {PG_CORES}-core PostgreSQL is full (CPU per job)"
+                     f" {users_at_share(costs, base, 'PostgreSQL'):,.0f}")
     return rows, notes
 
 
@@ -152,7 +155,7 @@ def render(raw: dict[str, Any]) -> str:
         "# Capacity model (bench.capacity_model over the figures above)",
         "",
         table(["costs per job from", "users", "hand-overs/s peak", "jobs/s peak",
-               "Redis core share", "Redis pending", "PG CPU share (1 core)", "WAL at peak",
+               "Redis core share", "Redis pending", f"PG CPU share ({PG_CORES} cores)", "WAL at peak",
                "WAL per day",
                "fact rows", "fact bytes", "fact rows added/day", "nearer its limit"], rows),
         "",
