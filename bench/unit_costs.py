@@ -90,6 +90,8 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.users < 1:
         parser.error("--sessions and --users must be at least 1")
+    if args.sessions > args.users * workload.MAX_JOBS_PER_USER:
+        parser.error(f"at most {workload.MAX_JOBS_PER_USER} sessions per user: add --users")
     return args
 
 
