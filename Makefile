@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 bench-scale bench-partitions chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -107,6 +107,12 @@ bench-scale: $(STAMP)
 # `make test` nor `make bench`.
 bench-partitions: $(STAMP)
 	$(PY) -m bench.partitions --facts 3000000
+
+# What one Redis and one PostgreSQL spend per hand-over, per job and per stored fact, the
+# coalescing ratio of paced chats and per-replica jobs/s at a 300 ms and a 1 s model, then
+# the capacity model over those figures (docs/capacity.md); about 10 minutes.
+bench-capacity: $(STAMP)
+	$(PY) -m bench.unit_costs --json .memfleet/unit_costs.json
 
 # mem0 1.0.9 and the newest mem0 beside memfleet on one stub and one PostgreSQL (docs/bench.md):
 # the last step of `make bench`, and alone here; never in `make test`, as it pip-installs mem0
