@@ -44,6 +44,15 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     home_dir: Path = Path(".memfleet")
+    # --- Several Redis primaries (worker.protocol.shards; docs/operations.md, "Several
+    # Redis"): `name=url` entries, comma or space separated, in a fixed order. Unset:
+    # MEMFLEET_REDIS_URL is the one shard, named `default`. Set: MEMFLEET_REDIS_URL is
+    # the first shard's URL (unset, or the same). A shard being added is named in
+    # MEMFLEET_REDIS_SHARDS_PENDING, then in MEMFLEET_REDIS_SHARDS_JOINING, never both.
+    redis_shards: str | None = None
+    redis_shards_pending: str | None = None
+    redis_shards_joining: str | None = None
+    # --- end of the shard map.
 
     # Providers.
     llm_provider: Literal["openai", "rules"] = "rules"
@@ -234,6 +243,47 @@ class Settings(BaseSettings):
                              f" (got {given})")
         return url
 
+    @model_validator(mode="before")
+    @classmethod
+    def _redis_url_is_the_first_shard(cls, data: Any) -> Any:
+        # Every command that needs one Redis alone (preflight, embedded servers, eval)
+        # keeps reading redis_url: with a shard map, that is its first shard.
+        if not isinstance(data, dict) or not data.get("redis_shards"):
+            return data
+        entries = shard_entries(str(data["redis_shards"]))
+        first = entries[0][1]
+        if data.get("redis_url") and data["redis_url"] != first:
+            raise ValueError("MEMFLEET_REDIS_URL and MEMFLEET_REDIS_SHARDS disagree: with a "
+                             "shard map, leave MEMFLEET_REDIS_URL unset (it is the first "
+                             "shard's URL)")
+        return {**data, "redis_url": first}
+
+    @model_validator(mode="after")
+    def _check_shard_states(self) -> Settings:
+        names = [name for name, _ in self.redis_shard_entries]
+        pending = shard_names(self.redis_shards_pending, "PENDING")
+        joining = shard_names(self.redis_shards_joining, "JOINING")
+        for which, listed in (("PENDING", pending), ("JOINING", joining)):
+            unknown = [name for name in listed if name not in names]
+            if unknown:
+                raise ValueError(f"MEMFLEET_REDIS_SHARDS_{which} names {unknown[0]!r}, which "
+                                 "is not in MEMFLEET_REDIS_SHARDS")
+        if pending and joining:
+            raise ValueError("one shard change at a time: MEMFLEET_REDIS_SHARDS_PENDING and "
+                             "MEMFLEET_REDIS_SHARDS_JOINING cannot both be set")
+        if len(set(pending) | set(joining)) >= len(names):
+            raise ValueError("at least one shard of MEMFLEET_REDIS_SHARDS must be neither "
+                             "pending nor joining")
+        return self
+
+    @property
+    def redis_shard_entries(self) -> tuple[tuple[str, str], ...]:
+        """The shard map, (name, url) in order: MEMFLEET_REDIS_SHARDS, or the one shard
+        ``default`` at MEMFLEET_REDIS_URL (empty while that is unresolved)."""
+        if self.redis_shards:
+            return shard_entries(self.redis_shards)
+        return ((DEFAULT_SHARD, self.redis_url),) if self.redis_url else ()
+
     @field_validator("panel_frame_ancestors")
     @classmethod
     def _frame_ancestors(cls, value: str) -> str:
@@ -279,6 +329,45 @@ class Settings(BaseSettings):
         if fault is not None:
             raise ValueError(fault)
         return self
+
+
+# The one shard's name when MEMFLEET_REDIS_URL alone is set (worker.protocol.shards).
+DEFAULT_SHARD = "default"
+# A shard's name: routing hashes it (docs/protocol.md, "Shards"), so it is short and plain.
+SHARD_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+
+
+def shard_entries(value: str) -> tuple[tuple[str, str], ...]:
+    """MEMFLEET_REDIS_SHARDS as (name, url) pairs, in order; ValueError naming the rule
+    broken (a name, never a URL: it may hold a password)."""
+    entries: list[tuple[str, str]] = []
+    for item in value.replace(",", " ").split():
+        name, found, url = item.partition("=")
+        if not found or not url:
+            raise ValueError("MEMFLEET_REDIS_SHARDS: each entry is name=url, such as "
+                             "a=redis://redis-a:6379/0 (comma or space separated)")
+        if not SHARD_NAME.fullmatch(name):
+            raise ValueError(f"MEMFLEET_REDIS_SHARDS: shard name {name[:40]!r} must be 1 to "
+                             "32 of a-z, 0-9, _ and -, starting with a letter or digit")
+        if any(name == known for known, _ in entries):
+            raise ValueError(f"MEMFLEET_REDIS_SHARDS: shard {name!r} is named twice")
+        scheme = _scheme(url).lower()
+        if scheme not in SERVER_URL_SCHEMES["redis_url"]:
+            raise ValueError(f"MEMFLEET_REDIS_SHARDS: shard {name!r}'s URL must start with "
+                             "redis://, rediss:// or unix://")
+        entries.append((name, url))
+    if not entries:
+        raise ValueError("MEMFLEET_REDIS_SHARDS is set but names no shard")
+    return tuple(entries)
+
+
+def shard_names(value: str | None, which: str) -> tuple[str, ...]:
+    """MEMFLEET_REDIS_SHARDS_<which>: shard names, comma or space separated."""
+    names = tuple((value or "").replace(",", " ").split())
+    bad = [name for name in names if not SHARD_NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"MEMFLEET_REDIS_SHARDS_{which}: {bad[0][:40]!r} is not a shard name")
+    return names
 
 
 def _scheme(url: str) -> str:

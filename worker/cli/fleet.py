@@ -17,6 +17,9 @@ from worker.errors import MemfleetError
 def register(commands: Commands) -> None:
     worker = commands.add_parser("worker", help="run a worker")
     worker.add_argument("--burst", action="store_true", help="drain the queue and exit")
+    worker.add_argument("--shard", action="append", metavar="NAME",
+                        help="serve this shard of MEMFLEET_REDIS_SHARDS (repeatable; "
+                             "default: every shard)")
     add_log_level(worker)
     worker.set_defaults(handler=cmd_worker)
     exporter = commands.add_parser("exporter", help="serve the fleet's queue, lag and worker "
@@ -46,6 +49,14 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.preflight import check_servers
     from worker.telemetry import configure_logging, setup_telemetry
 
+    names = [name for name, _ in settings.redis_shard_entries]
+    if args.shard and not settings.redis_shards:
+        raise MemfleetError("--shard needs MEMFLEET_REDIS_SHARDS (with MEMFLEET_REDIS_URL "
+                            "alone there is one shard, and every worker serves it)")
+    unknown = [name for name in args.shard or () if name not in names]
+    if unknown:
+        raise MemfleetError(f"--shard {unknown[0]}: no such shard in MEMFLEET_REDIS_SHARDS "
+                            f"(shards: {', '.join(names)})")
     configure_logging(args.log_level, http_requests=settings.log_http_requests)
     settings = resolve(settings)
     asyncio.run(check_servers(settings))
@@ -54,7 +65,14 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        build_worker(settings, burst=args.burst, telemetry=telemetry, tune_gc=True).run()
+        if settings.redis_shards:
+            from worker.fleet.shard_workers import build_shard_workers, run_all
+
+            workers = build_shard_workers(settings, args.shard or names, burst=args.burst,
+                                          telemetry=telemetry, tune_gc=True)
+            loop.run_until_complete(run_all(workers, burst=args.burst))
+        else:
+            build_worker(settings, burst=args.burst, telemetry=telemetry, tune_gc=True).run()
     finally:
         telemetry.shutdown()
         asyncio.set_event_loop(None)
