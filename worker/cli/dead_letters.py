@@ -9,7 +9,6 @@ import json
 import sys
 from typing import Any
 
-
 from worker.cli.common import Commands, open_redis, resolve, with_store
 from worker.config import Settings
 from worker.errors import MemfleetError

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 from worker.cli.common import Commands, open_redis, resolve
 from worker.config import Settings
 from worker.errors import MemfleetError

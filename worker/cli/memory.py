@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from worker.cli.common import Commands, moment, open_redis, resolve, with_store
 from worker.config import Settings
 from worker.errors import MemfleetError

@@ -7,8 +7,9 @@ Light on purpose: it imports no stage, provider or database code.
 ``redis`` is the chat server's own ``redis.asyncio.Redis`` (an ``arq.ArqRedis``
 works too), or, for a fleet with several Redis primaries, a ``ShardedRedis``
 (worker.protocol.shards: one client per shard and the shard map), which every
-call here routes by the user (docs/protocol.md, "Shards"). The job is written with memfleet's JSON serializer whatever the
-client's settings. A session longer than ``limits.max_messages`` or than
+call here routes by the user (docs/protocol.md, "Shards"). The job is written
+with memfleet's JSON serializer whatever the client's settings. A session longer
+than ``limits.max_messages`` or than
 ``limits.max_handover_bytes`` (its payload, UTF-8 JSON) is handed over as its
 most recent window that fits (worker.protocol.payload.recent_window, fit_handover). Bad
 input raises InvalidHandover (HandoverTooLarge for a message over

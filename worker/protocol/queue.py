@@ -51,8 +51,8 @@ from typing import Any
 
 from worker.errors import (
     HandoverBacklogFull,
-    MemfleetError,
     HandoverTooLarge,
+    MemfleetError,
     SessionBytesFull,
     UserSessionsFull,
 )
