@@ -271,7 +271,7 @@ class Settings(BaseSettings):
         if pending and joining:
             raise ValueError("one shard change at a time: MEMFLEET_REDIS_SHARDS_PENDING and "
                              "MEMFLEET_REDIS_SHARDS_JOINING cannot both be set")
-        if len(set(pending) | set(joining)) >= len(names):
+        if (pending or joining) and len(set(pending) | set(joining)) >= len(names):
             raise ValueError("at least one shard of MEMFLEET_REDIS_SHARDS must be neither "
                              "pending nor joining")
         return self

@@ -3,6 +3,7 @@ naming the rule (never a URL), and the CLI's exit 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -79,8 +80,8 @@ def test_the_cli_routes_and_lists_without_secrets() -> None:
     routed = subprocess.run([sys.executable, "-m", "worker.cli", "shards", "route", "--user",
                              "u1"], env=env, capture_output=True, text=True, timeout=60,
                             check=True)
-    assert routed.stdout.strip() == '{"shard": "%s", "moving_to": null, "mode": null}' % (
-        ShardMap(("a", "b")).route("u1").home)
+    assert json.loads(routed.stdout) == {"shard": ShardMap(("a", "b")).route("u1").home,
+                                         "moving_to": None, "mode": None}
     bad = subprocess.run([sys.executable, "-m", "worker.cli", "worker", "--shard", "z"],
                          env=env, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

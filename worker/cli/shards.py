@@ -14,22 +14,28 @@ from worker.cli.common import Commands
 from worker.config import Settings
 from worker.errors import MemfleetError
 
+ACTIONS = ("list", "route", "drain")
+
 
 def register(commands: Commands) -> None:
     shards = commands.add_parser("shards", help="the Redis shard map: list it, route a user, "
                                                 "check a shard being added has drained")
-    actions = shards.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="each shard's name, state and host")
-    listing.set_defaults(handler=cmd_list)
-    route = actions.add_parser("route", help="the shard a user's hand-overs go to")
-    route.add_argument("--user", required=True, help="the user's id")
-    route.set_defaults(handler=cmd_route)
-    drain = actions.add_parser(
-        "drain", help="moving users still holding unfinished lists on their old shard "
-                      "(0 everywhere: the joining shard may be settled)")
-    drain.add_argument("--wait", type=float, metavar="SECONDS", default=0.0,
-                       help="look again every 2 s until none is left, at most this long")
-    drain.set_defaults(handler=cmd_drain)
+    shards.add_argument("action", choices=ACTIONS,
+                        help="list: each shard's name, state and host; route: the shard of "
+                             "--user; drain: moving users still holding unfinished lists on "
+                             "their old shard (none left: the joining shard may be settled)")
+    shards.add_argument("--user", help="the user's id (route)")
+    shards.add_argument("--wait", type=float, metavar="SECONDS", default=0.0,
+                        help="drain: look again every 2 s until none is left, at most this "
+                             "long")
+    shards.set_defaults(handler=cmd_shards)
+
+
+def cmd_shards(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "route" and not args.user:
+        raise MemfleetError("shards route needs --user")
+    handler = {"list": cmd_list, "route": cmd_route, "drain": cmd_drain}[args.action]
+    return handler(settings, args)
 
 
 def _map(settings: Settings) -> Any:
