@@ -40,7 +40,7 @@ from worker.embedded import EmbeddedPostgres
 from worker.protocol import keys
 from worker.store.migrate import migrate
 
-SESSIONS = int(os.environ.get("MEMFLEET_SHARDS_SESSIONS", "16"))
+SESSIONS = int(os.environ.get("MEMFLEET_SHARDS_SESSIONS", "24"))
 KILLS = int(os.environ.get("MEMFLEET_SHARDS_KILLS", "1"))
 WORKERS = 1 if KILLS <= 1 else 2
 QUEUE = "memfleet:queue"
