@@ -86,3 +86,14 @@ def test_the_cli_routes_and_lists_without_secrets() -> None:
                          env=env, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "no such shard" in bad.stderr
+
+
+def test_the_webhook_sender_needs_a_shard_with_several() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
+    env.update({"MEMFLEET_REDIS_SHARDS": f"a={A} b={B}", "MEMFLEET_WEBHOOK_UNSIGNED": "true"})
+    for extra, said in (([], "needs --shard NAME"), (["--shard", "z"], "no such shard")):
+        done = subprocess.run([sys.executable, "-m", "worker.cli", "webhook", "--url",
+                               "http://127.0.0.1:9/hook", *extra], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1

@@ -37,6 +37,9 @@ def register(commands: Commands) -> None:
     webhook.add_argument("--from-event", metavar="ID",
                          help="send every event from event ID on again (the id in the body, "
                               "as the receiver got it), like --from-start")
+    webhook.add_argument("--shard", metavar="NAME",
+                         help="with MEMFLEET_REDIS_SHARDS: the shard whose events this sender "
+                              "delivers (one sender per shard; required with several)")
     webhook.add_argument("--unsigned", action="store_true",
                          help="send deliveries unsigned (default: MEMFLEET_WEBHOOK_SECRET "
                               "is required; MEMFLEET_WEBHOOK_UNSIGNED=true does the same)")
@@ -104,6 +107,17 @@ def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     url = args.url or settings.webhook_url
     if not url:
         raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
+    # Each shard has its own events stream: one sender per shard.
+    shards = dict(settings.redis_shard_entries) if settings.redis_shards else {}
+    if args.shard is not None and args.shard not in shards:
+        raise MemfleetError(f"--shard {args.shard}: no such shard in MEMFLEET_REDIS_SHARDS"
+                            + (f" (shards: {', '.join(shards)})" if shards else ""))
+    if len(shards) > 1 and args.shard is None:
+        raise MemfleetError("with several Redis shards, memfleet webhook needs --shard NAME "
+                            "(one sender per shard: " + ", ".join(shards) + ")")
+    if args.shard is not None:
+        settings = settings.model_copy(update={"redis_url": shards[args.shard],
+                                               "redis_shards": None})
     # Checked before any server is started: a URL, a secret, a host name or a start
     # that cannot work fails now.
     replay = replay_of(args.from_start, args.from_event)
