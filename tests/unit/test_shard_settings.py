@@ -11,9 +11,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from worker.config import DEFAULT_SHARD, Settings, settings_error
+from worker.config import Settings, settings_error
 from worker.protocol.shards import DEFAULT_SHARD as PROTOCOL_DEFAULT_SHARD
 from worker.protocol.shards import ShardMap
+from worker.redis_shards import DEFAULT_SHARD
 
 A, B = "redis://:s3cret@redis-a:6379/0", "redis://redis-b:6380/1"
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from worker.errors import ConfigurationError
 
-DEFAULT_SHARD = "default"  # worker.config.DEFAULT_SHARD (a top-level module imports no package)
+DEFAULT_SHARD = "default"  # worker.redis_shards.DEFAULT_SHARD (worker.config imports no package)
 # How a moving user's hand-over treats the old shard (worker/protocol/lua/enqueue.lua).
 STAY = "stay"  # the new shard is pending: here, unless the user is marked moved
 HOLD = "hold"  # the new shard is joining: here while the user has unfinished lists here
