@@ -127,11 +127,13 @@ eval-mem0: $(STAMP)
 	$(PY) -m bench.eval_mem0
 
 # The long fault runs, each printing its figures: 200 sessions through every fault at
-# once; the model endpoint down for two minutes (default breaker and tries); recovery
-# time after worker SIGKILLs (default lock TTL and recovery pass).
+# once; the model endpoint down for two minutes (default breaker and tries); two Redis
+# shards, 160 sessions, each Redis SIGKILLed twice and a worker once; recovery time
+# after worker SIGKILLs (default lock TTL and recovery pass).
 chaos: $(STAMP)
 	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_chaos.py
 	MEMFLEET_MODEL_OUTAGE_S=120 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_outages.py -k model_outage
+	MEMFLEET_SHARDS_SESSIONS=160 MEMFLEET_SHARDS_KILLS=4 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_redis_shards.py -k sigkilled
 	$(PY) -m bench.recovery --trials 10
 
 # Autoscaling on this machine: a controller applying KEDA's formula to the exporter's

@@ -41,6 +41,7 @@ from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.memory_rules import Limits
 from worker.protocol.keys import events_key
+from worker.protocol.shards import ShardedRedis
 from worker.providers.factory import build_providers, embedding_model
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
@@ -78,6 +79,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
         pool = await create_pool(settings.database_url, min_size=settings.db_pool_min,
                                  max_size=settings.db_pool_max)
         redis: Redis | None = None
+        sharded: ShardedRedis | None = None
         providers = None
         streams: EventStreams | None = None
         try:
@@ -88,12 +90,16 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
             await memory.check_fence_key()
             redis = Redis.from_url(settings.redis_url, socket_timeout=5,
                                    socket_connect_timeout=2)
+            if settings.redis_shards:  # several Redis primaries (worker.protocol.shards)
+                sharded = ShardedRedis.from_settings(settings, socket_timeout=5,
+                                                     socket_connect_timeout=2)
             providers = build_providers(settings)
             streams = EventStreams(settings.redis_url, events_key(settings.queue_name),
                                    max_streams=settings.api_event_streams_max,
                                    send_timeout_s=settings.api_send_timeout_s)
             app.state.deps = ApiDeps(
                 settings=settings, pool=pool, redis=redis, memory=memory,
+                handover=redis if sharded is None else sharded,
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),
@@ -114,6 +120,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 await providers.aclose()
             if redis is not None:
                 await redis.aclose()
+            if sharded is not None:
+                await sharded.aclose()
             await pool.close()
 
     # No Swagger UI or ReDoc: FastAPI's pages load their scripts from a CDN. The

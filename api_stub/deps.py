@@ -19,7 +19,8 @@ from worker.store.base import MemoryStore
 class ApiDeps:
     settings: Settings
     pool: Any
-    redis: Any
+    redis: Any  # the first shard's client: the API's own keys (chat, exports, write rate)
+    handover: Any  # hand-overs, status, erase: ``redis``, or a ShardedRedis routing by user
     memory: MemoryStore
     providers: Providers
     limits: Limits

@@ -109,7 +109,7 @@ async def hand_over_now(
     id_key = deps.settings.telemetry_id_key
     try:
         enqueued = await schedule_memory_persistence(
-            deps.redis, session_id, user_id, messages,
+            deps.handover, session_id, user_id, messages,
             limits=deps.limits, queue_name=deps.settings.queue_name,
             timeout_s=HANDOVER_TIMEOUT_S,
             telemetry_id_key=id_key.get_secret_value() if id_key else None,

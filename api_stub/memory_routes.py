@@ -294,7 +294,7 @@ async def erase_user_route(request: Request, user_id: AdminUser) -> Erased:
     deps = _deps(request)
     # The conversation first: with it gone no later turn can hand it over again.
     sessions = await deps.chat.erase_user(user_id)
-    deleted = await privacy.erase_user(deps.redis, deps.memory, user_id,
+    deleted = await privacy.erase_user(deps.handover, deps.memory, user_id,
                                        queue_name=deps.settings.queue_name)
     await _forget_limits(deps, user_id)
     return Erased(user_id=user_id, deleted={**deleted, "chat_sessions": sessions})
@@ -324,7 +324,7 @@ async def set_consent_route(
 ) -> ConsentChanged:
     deps = _deps(request)
     sessions = await deps.chat.erase_user(user_id) if body.forget else None
-    deleted = await privacy.set_memory(deps.redis, deps.memory, user_id,
+    deleted = await privacy.set_memory(deps.handover, deps.memory, user_id,
                                        enabled=body.enabled, forget=body.forget,
                                        queue_name=deps.settings.queue_name)
     if deleted is not None and sessions is not None:

@@ -75,7 +75,7 @@ async def session_status(
 ) -> SessionStatus | JSONResponse:
     deps: ApiDeps = request.app.state.deps
     try:
-        state = await memory_status(deps.redis, session_id, user_id, timeout_s=REDIS_TIMEOUT_S)
+        state = await memory_status(deps.handover, session_id, user_id, timeout_s=REDIS_TIMEOUT_S)
     except HandoverUnavailable as exc:
         log.warning("status: Redis unavailable: %s", type(exc.__cause__).__name__)
         return handover_unavailable()
@@ -102,7 +102,7 @@ async def wait_for_handover(
     ] = DEFAULT_WAIT_S,
 ) -> WaitOutcome | Response:
     deps: ApiDeps = request.app.state.deps
-    waiting = asyncio.ensure_future(wait_for_memory(deps.redis, session_id, user_id,
+    waiting = asyncio.ensure_future(wait_for_memory(deps.handover, session_id, user_id,
                                                     handover_id, timeout_s=timeout_s))
     gone = asyncio.ensure_future(_until_disconnect(request))
     closing = asyncio.ensure_future(deps.streams.closing.wait())
@@ -115,7 +115,7 @@ async def wait_for_handover(
         return Response(status_code=499)  # nobody reads it; the access log has it
     try:
         covered = waiting.result() if waiting.done() and not waiting.cancelled() else False
-        state = await memory_status(deps.redis, session_id, user_id, timeout_s=REDIS_TIMEOUT_S)
+        state = await memory_status(deps.handover, session_id, user_id, timeout_s=REDIS_TIMEOUT_S)
     except HandoverUnavailable as exc:
         log.warning("wait: Redis unavailable: %s", type(exc.__cause__).__name__)
         return handover_unavailable()

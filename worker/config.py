@@ -31,6 +31,7 @@ from worker.memory_rules import (
     DEFAULT_MAX_USER_SESSIONS,
     byte_limits_fault,
 )
+from worker.redis_shards import DEFAULT_SHARD, shard_entries, shard_names
 
 # What each server URL may start with: the drivers' own schemes (asyncpg, redis-py).
 SERVER_URL_SCHEMES = {"database_url": ("postgresql", "postgres"),
@@ -44,6 +45,15 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     home_dir: Path = Path(".memfleet")
+    # --- Several Redis primaries (worker.protocol.shards; docs/operations.md, "Several
+    # Redis"): `name=url` entries, comma or space separated, in a fixed order. Unset:
+    # MEMFLEET_REDIS_URL is the one shard, named `default`. Set: MEMFLEET_REDIS_URL is
+    # the first shard's URL (unset, or the same). A shard being added is named in
+    # MEMFLEET_REDIS_SHARDS_PENDING, then in MEMFLEET_REDIS_SHARDS_JOINING, never both.
+    redis_shards: str | None = None
+    redis_shards_pending: str | None = None
+    redis_shards_joining: str | None = None
+    # --- end of the shard map.
 
     # Providers.
     llm_provider: Literal["openai", "rules"] = "rules"
@@ -241,6 +251,47 @@ class Settings(BaseSettings):
             raise ValueError(f"must start with {', '.join(wanted[:-1])} or {wanted[-1]}"
                              f" (got {given})")
         return url
+
+    @model_validator(mode="before")
+    @classmethod
+    def _redis_url_is_the_first_shard(cls, data: Any) -> Any:
+        # Every command that needs one Redis alone (preflight, embedded servers, eval)
+        # keeps reading redis_url: with a shard map, that is its first shard.
+        if not isinstance(data, dict) or not data.get("redis_shards"):
+            return data
+        entries = shard_entries(str(data["redis_shards"]))
+        first = entries[0][1]
+        if data.get("redis_url") and data["redis_url"] != first:
+            raise ValueError("MEMFLEET_REDIS_URL and MEMFLEET_REDIS_SHARDS disagree: with a "
+                             "shard map, leave MEMFLEET_REDIS_URL unset (it is the first "
+                             "shard's URL)")
+        return {**data, "redis_url": first}
+
+    @model_validator(mode="after")
+    def _check_shard_states(self) -> Settings:
+        names = [name for name, _ in self.redis_shard_entries]
+        pending = shard_names(self.redis_shards_pending, "PENDING")
+        joining = shard_names(self.redis_shards_joining, "JOINING")
+        for which, listed in (("PENDING", pending), ("JOINING", joining)):
+            unknown = [name for name in listed if name not in names]
+            if unknown:
+                raise ValueError(f"MEMFLEET_REDIS_SHARDS_{which} names {unknown[0]!r}, which "
+                                 "is not in MEMFLEET_REDIS_SHARDS")
+        if pending and joining:
+            raise ValueError("one shard change at a time: MEMFLEET_REDIS_SHARDS_PENDING and "
+                             "MEMFLEET_REDIS_SHARDS_JOINING cannot both be set")
+        if (pending or joining) and len(set(pending) | set(joining)) >= len(names):
+            raise ValueError("at least one shard of MEMFLEET_REDIS_SHARDS must be neither "
+                             "pending nor joining")
+        return self
+
+    @property
+    def redis_shard_entries(self) -> tuple[tuple[str, str], ...]:
+        """The shard map, (name, url) in order: MEMFLEET_REDIS_SHARDS, or the one shard
+        ``default`` at MEMFLEET_REDIS_URL (empty while that is unresolved)."""
+        if self.redis_shards:
+            return shard_entries(self.redis_shards)
+        return ((DEFAULT_SHARD, self.redis_url),) if self.redis_url else ()
 
     @field_validator("panel_frame_ancestors")
     @classmethod

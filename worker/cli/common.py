@@ -63,6 +63,18 @@ def resolve(settings: Settings, *, database: bool = True, create: bool = False) 
     return settings.model_copy(update=update)
 
 
+def open_redis(settings: Settings, **options: Any) -> Any:
+    """The fleet's Redis for a command that acts on users: MEMFLEET_REDIS_URL's client, or
+    with a shard map a ShardedRedis (worker.protocol.shards) that routes each user."""
+    if not settings.redis_shards:
+        from redis.asyncio import Redis
+
+        return Redis.from_url(settings.redis_url or "", **options)
+    from worker.protocol.shards import ShardedRedis
+
+    return ShardedRedis.from_settings(settings, **options)
+
+
 def _servers(postgres: bool, redis: bool) -> str:
     return "PostgreSQL and Redis" if postgres and redis else "PostgreSQL" if postgres else "Redis"
 

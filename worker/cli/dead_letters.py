@@ -9,9 +9,7 @@ import json
 import sys
 from typing import Any
 
-from redis.asyncio import Redis
-
-from worker.cli.common import Commands, resolve, with_store
+from worker.cli.common import Commands, open_redis, resolve, with_store
 from worker.config import Settings
 from worker.errors import MemfleetError
 from worker.outcomes import DEAD_LETTERS, parse_dead_letter_outcomes
@@ -76,7 +74,7 @@ def cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
     settings = resolve(settings)
 
     async def go(store: Any) -> Any:
-        redis = Redis.from_url(settings.redis_url or "")
+        redis = open_redis(settings)
         try:
             if args.failed:
                 return await redrive_failed(redis, store, settings.queue_name)

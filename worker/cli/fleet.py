@@ -17,6 +17,9 @@ from worker.errors import MemfleetError
 def register(commands: Commands) -> None:
     worker = commands.add_parser("worker", help="run a worker")
     worker.add_argument("--burst", action="store_true", help="drain the queue and exit")
+    worker.add_argument("--shard", action="append", metavar="NAME",
+                        help="serve this shard of MEMFLEET_REDIS_SHARDS (repeatable; "
+                             "default: every shard)")
     add_log_level(worker)
     worker.set_defaults(handler=cmd_worker)
     exporter = commands.add_parser("exporter", help="serve the fleet's queue, lag and worker "
@@ -34,6 +37,9 @@ def register(commands: Commands) -> None:
     webhook.add_argument("--from-event", metavar="ID",
                          help="send every event from event ID on again (the id in the body, "
                               "as the receiver got it), like --from-start")
+    webhook.add_argument("--shard", metavar="NAME",
+                         help="with MEMFLEET_REDIS_SHARDS: the shard whose events this sender "
+                              "delivers (one sender per shard; required with several)")
     webhook.add_argument("--unsigned", action="store_true",
                          help="send deliveries unsigned (default: MEMFLEET_WEBHOOK_SECRET "
                               "is required; MEMFLEET_WEBHOOK_UNSIGNED=true does the same)")
@@ -46,6 +52,14 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.preflight import check_servers
     from worker.telemetry import configure_logging, setup_telemetry
 
+    names = [name for name, _ in settings.redis_shard_entries]
+    if args.shard and not settings.redis_shards:
+        raise MemfleetError("--shard needs MEMFLEET_REDIS_SHARDS (with MEMFLEET_REDIS_URL "
+                            "alone there is one shard, and every worker serves it)")
+    unknown = [name for name in args.shard or () if name not in names]
+    if unknown:
+        raise MemfleetError(f"--shard {unknown[0]}: no such shard in MEMFLEET_REDIS_SHARDS "
+                            f"(shards: {', '.join(names)})")
     configure_logging(args.log_level, http_requests=settings.log_http_requests)
     settings = resolve(settings)
     asyncio.run(check_servers(settings))
@@ -54,7 +68,14 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        build_worker(settings, burst=args.burst, telemetry=telemetry, tune_gc=True).run()
+        if settings.redis_shards:
+            from worker.fleet.shard_workers import build_shard_workers, run_all
+
+            workers = build_shard_workers(settings, args.shard or names, burst=args.burst,
+                                          telemetry=telemetry, tune_gc=True)
+            loop.run_until_complete(run_all(workers, burst=args.burst))
+        else:
+            build_worker(settings, burst=args.burst, telemetry=telemetry, tune_gc=True).run()
     finally:
         telemetry.shutdown()
         asyncio.set_event_loop(None)
@@ -86,6 +107,17 @@ def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
     url = args.url or settings.webhook_url
     if not url:
         raise MemfleetError("memfleet webhook needs --url or MEMFLEET_WEBHOOK_URL")
+    # Each shard has its own events stream: one sender per shard.
+    shards = dict(settings.redis_shard_entries) if settings.redis_shards else {}
+    if args.shard is not None and args.shard not in shards:
+        raise MemfleetError(f"--shard {args.shard}: no such shard in MEMFLEET_REDIS_SHARDS"
+                            + (f" (shards: {', '.join(shards)})" if shards else ""))
+    if len(shards) > 1 and args.shard is None:
+        raise MemfleetError("with several Redis shards, memfleet webhook needs --shard NAME "
+                            "(one sender per shard: " + ", ".join(shards) + ")")
+    if args.shard is not None:
+        settings = settings.model_copy(update={"redis_url": shards[args.shard],
+                                               "redis_shards": None})
     # Checked before any server is started: a URL, a secret, a host name or a start
     # that cannot work fails now.
     replay = replay_of(args.from_start, args.from_event)

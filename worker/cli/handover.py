@@ -8,9 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
-
-from worker.cli.common import Commands, resolve
+from worker.cli.common import Commands, open_redis, resolve
 from worker.config import Settings
 from worker.errors import MemfleetError
 
@@ -33,7 +31,7 @@ async def _enqueue(settings: Settings, session: str, user: str, messages: Any,
     # Redis unreachable: said by the check, naming the server (the hand-over's own
     # error names no server, as it is meant for chat servers' logs).
     await check_redis(settings)
-    redis = Redis.from_url(settings.redis_url or "")
+    redis = open_redis(settings)
     try:
         result = await schedule_memory_persistence(
             redis, session, user, messages, limits=Limits.from_settings(settings),

@@ -26,12 +26,14 @@ from worker.cli import (
     maintenance,
     memory,
     servers,
+    shards,
 )
 from worker.cli.common import Commands, Handler
 from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
-GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, keys, demo, evaluation)
+GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, keys, demo, evaluation,
+          shards)
 
 # What `memfleet --help` says, and the order it lists the commands in: as it was
 # before the commands had groups (what users know), not by group.
@@ -45,7 +47,7 @@ servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts the
 """
 LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "enqueue", "facts",
           "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
-          "demo", "eval")
+          "demo", "eval", "shards")
 
 
 class Parser(argparse.ArgumentParser):

@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
-
-from worker.cli.common import Commands, moment, resolve, with_store
+from worker.cli.common import Commands, moment, open_redis, resolve, with_store
 from worker.config import Settings
 from worker.errors import MemfleetError
 from worker.memory_rules import MEMORY_SCOPES
@@ -106,7 +104,7 @@ def cmd_consent(settings: Settings, args: argparse.Namespace) -> int:
             chosen = await store.consent(args.user)
             enabled = settings.memory_default if chosen is None else chosen
             return {"enabled": enabled, "chosen": chosen is not None}
-        redis = Redis.from_url(settings.redis_url or "")
+        redis = open_redis(settings)
         try:
             if args.action == "erase":
                 return {"deleted": await privacy.erase_user(

@@ -27,6 +27,7 @@ from worker.errors import (
 from worker.memory_rules import Limits
 from worker.protocol.events import CommitEvent
 from worker.protocol.queue import Enqueued, HandoverState, redis_clock
+from worker.protocol.shards import ShardedRedis
 from worker.protocol.webhook_signature import SignatureInvalid
 from worker.protocol.webhook_signature import verify as verify_webhook
 
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidHandover",
     "Limits",
     "SessionBytesFull",
+    "ShardedRedis",
     "SignatureInvalid",
     "UserSessionsFull",
     "memory_events",

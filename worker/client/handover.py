@@ -5,8 +5,11 @@ Light on purpose: it imports no stage, provider or database code.
     await schedule_memory_persistence(redis, session_id, user_id, messages)
 
 ``redis`` is the chat server's own ``redis.asyncio.Redis`` (an ``arq.ArqRedis``
-works too). The job is written with memfleet's JSON serializer whatever the
-client's settings. A session longer than ``limits.max_messages`` or than
+works too), or, for a fleet with several Redis primaries, a ``ShardedRedis``
+(worker.protocol.shards: one client per shard and the shard map), which every
+call here routes by the user (docs/protocol.md, "Shards"). The job is written
+with memfleet's JSON serializer whatever the client's settings. A session longer
+than ``limits.max_messages`` or than
 ``limits.max_handover_bytes`` (its payload, UTF-8 JSON) is handed over as its
 most recent window that fits (worker.protocol.payload.recent_window, fit_handover). Bad
 input raises InvalidHandover (HandoverTooLarge for a message over
@@ -52,7 +55,7 @@ from worker.errors import (
     HandoverUnavailable,
     UserSessionsFull,
 )
-from worker.protocol import events, keys, queue
+from worker.protocol import events, keys, queue, shards
 from worker.protocol.payload import (
     Handover,
     Limits,
@@ -114,8 +117,7 @@ async def schedule_memory_persistence(
             # A timeout scope, not wait_for: on 3.11 wait_for wraps the call in a task of
             # its own: 5 to 8% of the direct hand-over's CPU (docs/bench.md, issue 28).
             async with asyncio.timeout(timeout_s):
-                enqueued = await queue.enqueue(redis, session, payload=payload,
-                                               queue_name=queue_name, limits=limits)
+                enqueued = await _enqueue_routed(redis, session, payload, queue_name, limits)
         except (HandoverBacklogFull, UserSessionsFull, HandoverTooLarge) as exc:
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
             raise
@@ -130,16 +132,54 @@ async def schedule_memory_persistence(
         return enqueued
 
 
+async def _enqueue_routed(redis: Any, session: SessionRef, payload: bytes, queue_name: str,
+                          limits: Limits) -> queue.Enqueued:
+    """The hand-over on the user's shard: while a shard is added and the user moves, the
+    old shard's script decides (worker.protocol.shards), then the new one takes it."""
+    if not isinstance(redis, shards.ShardedRedis):
+        return await queue.enqueue(redis, session, payload=payload, queue_name=queue_name,
+                                   limits=limits)
+    route = redis.route(session.user_id)
+    if route.moving:
+        held = await queue.enqueue_on_old_shard(
+            redis.client(route.home), session, payload=payload, mode=route.mode,
+            queue_name=queue_name, limits=limits)
+        if held is not None:
+            return held
+    return await queue.enqueue(redis.client(route.target), session, payload=payload,
+                               queue_name=queue_name, limits=limits)
+
+
+async def _states(redis: Any, session: SessionRef) -> list[queue.HandoverState]:
+    """The session's state on every shard that may hold its lists (two while its
+    user moves to a new shard, one otherwise)."""
+    return [await queue.handover_state(client, session)
+            for client in shards.user_clients(redis, session.user_id)]
+
+
 async def memory_status(
     redis: Any, session_id: str, user_id: str, *, timeout_s: float = 1.0
 ) -> queue.HandoverState:
     """Where the session's memory stands: its latest hand-over's number, the number
     of the latest one a commit finished, and older lists still waiting."""
     try:
-        return await asyncio.wait_for(
-            queue.handover_state(redis, SessionRef(user_id, session_id)), timeout_s)
+        states = await asyncio.wait_for(_states(redis, SessionRef(user_id, session_id)),
+                                        timeout_s)
     except (RedisError, OSError, TimeoutError) as exc:
         raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+    # Moving: the latest hand-over's shard, and the older lists of both.
+    latest = max(states, key=lambda state: state.latest)
+    return queue.HandoverState(latest.latest, latest.finished,
+                               sum(state.older_lists for state in states))
+
+
+async def _covered(redis: Any, session: SessionRef, handover_id: int) -> bool:
+    try:
+        states = await asyncio.wait_for(_states(redis, session), 1.0)
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+    # A hand-over's number is its own shard's: covered where it was taken.
+    return any(state.covers(handover_id) for state in states)
 
 
 async def wait_for_memory(
@@ -153,7 +193,7 @@ async def wait_for_memory(
     deadline = asyncio.get_running_loop().time() + timeout_s
     delay = poll_s
     while True:
-        if (await memory_status(redis, session_id, user_id)).covers(handover_id):
+        if await _covered(redis, SessionRef(user_id, session_id), handover_id):
             return True
         left = deadline - asyncio.get_running_loop().time()
         if left <= 0:
@@ -164,11 +204,18 @@ async def wait_for_memory(
 
 async def memory_events(
     redis: Any, *, after: str = "$", count: int = 100, block_ms: int | None = None,
-    queue_name: str = keys.DEFAULT_QUEUE,
+    queue_name: str = keys.DEFAULT_QUEUE, shard: str | None = None,
 ) -> list[events.CommitEvent]:
     """Commit events after stream id ``after`` (worker.protocol.events): each names a session
     by its stand-in (``session_tag``), the hand-over it finished and its counts,
-    never ids or text. Pass the last event's ``id`` as ``after`` to read on."""
+    never ids or text. Pass the last event's ``id`` as ``after`` to read on.
+    Each shard has its own stream: with a ``ShardedRedis``, ``shard`` names the one
+    read (stream ids are per shard; a reader keeps one position per shard)."""
+    if isinstance(redis, shards.ShardedRedis):
+        if shard is None or shard not in redis.names:
+            raise ValueError("memory_events on a ShardedRedis needs shard=, one of "
+                             + ", ".join(redis.names))
+        redis = redis.client(shard)
     try:
         return await events.read_events(redis, keys.events_key(queue_name), after=after,
                                         count=count, block_ms=block_ms)

@@ -9,6 +9,7 @@ from typing import Any
 import structlog
 from arq.connections import RedisSettings
 from arq.worker import func
+from redis.asyncio import Redis
 from redis.asyncio.retry import Retry as RedisRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -90,12 +91,22 @@ def worker_options(
         store = PostgresStore(pool, fences)
         await store.check_fence_key()
         ctx["pool"] = pool
+        # The model budget is the fleet's, on the first shard whichever shard this
+        # worker serves (docs/protocol.md, "Shards").
+        budget_redis = ctx["redis"]
+        first_shard = (settings.redis_shard_entries or ((None, settings.redis_url),))[0][1]
+        if settings.redis_shards and first_shard != settings.redis_url:
+            budget_redis = ctx["budget_redis"] = Redis.from_url(
+                first_shard or "", retry=RedisRetry(
+                    ExponentialBackoff(cap=REDIS_BACKOFF_CAP_S, base=0.1),
+                    settings.redis_retries),
+                retry_on_error=[RedisConnectionError, RedisTimeoutError, OSError])
         ctx["deps"] = Deps(
             settings=settings,
             redis=ctx["redis"],
             store=store,
             providers=build_providers(settings, on_failure=lambda kind: (
-                telemetry.metrics.llm_errors.add(1, {"kind": kind})), redis=ctx["redis"],
+                telemetry.metrics.llm_errors.add(1, {"kind": kind})), redis=budget_redis,
                 metrics=telemetry.metrics),
             limits=Limits.from_settings(settings),
             telemetry=telemetry,
@@ -140,6 +151,9 @@ def worker_options(
         pool = ctx.get("pool")
         if pool is not None:
             await pool.close()
+        budget_redis = ctx.get("budget_redis")
+        if budget_redis is not None:
+            await budget_redis.aclose()
 
     return {
         "functions": [

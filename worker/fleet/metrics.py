@@ -24,10 +24,11 @@ from worker.fleet.probe import FleetSnapshot
 @dataclass
 class FleetMetrics:
     """The fleet-wide gauges, exported by the one exporter process
-    (worker.fleet.metrics_exporter)."""
+    (worker.fleet.metrics_exporter), one series per Redis shard (label ``shard``:
+    ``default`` with MEMFLEET_REDIS_URL alone; worker.protocol.shards)."""
 
     meter: Meter
-    fleet: FleetSnapshot = field(default_factory=FleetSnapshot)
+    fleet: dict[str, FleetSnapshot] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         m = self.meter
@@ -43,24 +44,32 @@ class FleetMetrics:
         m.create_observable_gauge("memfleet.fleet.workers", [self._observe_workers],
                                   "{worker}", "Worker processes alive, by their heartbeats")
 
+    def _shards(self) -> Iterable[tuple[dict[str, str], FleetSnapshot]]:
+        for shard, fleet in sorted(self.fleet.items()):
+            yield {"shard": shard}, fleet
+
     def _observe_depth(self, options: CallbackOptions) -> Iterable[Observation]:
-        fleet = self.fleet
-        yield Observation(fleet.ready, {"state": "ready"})
-        yield Observation(fleet.in_progress - fleet.orphaned, {"state": "in_progress"})
-        yield Observation(fleet.orphaned, {"state": "orphaned"})
-        yield Observation(fleet.deferred, {"state": "deferred"})
+        for shard, fleet in self._shards():
+            yield Observation(fleet.ready, {**shard, "state": "ready"})
+            yield Observation(fleet.in_progress - fleet.orphaned, {**shard, "state": "in_progress"})
+            yield Observation(fleet.orphaned, {**shard, "state": "orphaned"})
+            yield Observation(fleet.deferred, {**shard, "state": "deferred"})
 
     def _observe_age(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.fleet.oldest_ready_age_s)
+        for shard, fleet in self._shards():
+            yield Observation(fleet.oldest_ready_age_s, shard)
 
     def _observe_lag(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.fleet.lag_s)
+        for shard, fleet in self._shards():
+            yield Observation(fleet.lag_s, shard)
 
     def _observe_waiting(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.fleet.sessions_waiting)
+        for shard, fleet in self._shards():
+            yield Observation(fleet.sessions_waiting, shard)
 
     def _observe_workers(self, options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self.fleet.workers)
+        for shard, fleet in self._shards():
+            yield Observation(fleet.workers, shard)
 
 
 HealthCheck = Callable[[], Awaitable[None]]

@@ -36,31 +36,45 @@ def fleet_meter(registry: CollectorRegistry) -> tuple[MeterProvider, FleetMetric
     return provider, FleetMetrics(provider.get_meter("memfleet.exporter"))
 
 
-async def keep_probing(metrics: FleetMetrics, redis: Redis, settings: Settings) -> None:
-    """Probe until cancelled. A failed probe never stops the exporter: the last
-    numbers stay, and /healthz says Redis is not answering."""
+async def keep_probing(metrics: FleetMetrics, shards: dict[str, Redis],
+                       settings: Settings) -> None:
+    """Probe every shard until cancelled. A failed probe never stops the exporter: that
+    shard's last numbers stay, and /healthz says a Redis is not answering."""
 
     async def probe_once() -> None:
-        metrics.fleet = await probe.probe(redis, settings.queue_name)
+        failed: BaseException | None = None
+        for name, redis in shards.items():
+            try:
+                metrics.fleet[name] = await probe.probe(redis, settings.queue_name)
+            except Exception as exc:  # noqa: BLE001 - the other shards are still probed
+                failed = exc
+        if failed is not None:
+            raise failed
 
     await periodic.every(settings.queue_probe_interval_s, probe_once, name="fleet probe")
 
 
 async def run_exporter(settings: Settings) -> None:
-    """Serve the fleet's gauges until cancelled."""
+    """Serve the fleet's gauges, per shard (label ``shard``), until cancelled."""
     registry = CollectorRegistry()
     provider, metrics = fleet_meter(registry)
-    redis = Redis.from_url(settings.redis_url or "")
-    server = MetricsServer(lambda: bytes(generate_latest(registry)), redis.ping)
+    shards = {name: Redis.from_url(url) for name, url in settings.redis_shard_entries}
+
+    async def every_shard_answers() -> None:
+        for redis in shards.values():
+            await redis.ping()
+
+    server = MetricsServer(lambda: bytes(generate_latest(registry)), every_shard_answers)
     port = await server.start(settings.metrics_host,
                               DEFAULT_PORT if settings.metrics_port is None
                               else settings.metrics_port)
     log.info("serving the fleet's /metrics and /healthz", port=port)
-    probing = asyncio.create_task(keep_probing(metrics, redis, settings))
+    probing = asyncio.create_task(keep_probing(metrics, shards, settings))
     try:
         await probing
     finally:
         await periodic.stop(probing)
         await server.stop()
-        await redis.aclose()
+        for redis in shards.values():
+            await redis.aclose()
         provider.shutdown()

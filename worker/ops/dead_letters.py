@@ -17,7 +17,7 @@ from typing import Any
 
 from worker.errors import MemfleetError
 from worker.outcomes import Outcome
-from worker.protocol import keys, queue
+from worker.protocol import keys, queue, shards
 from worker.protocol.session_ref import SessionRef
 from worker.store.base import MemoryStore
 from worker.store.types import DeadLetter
@@ -74,12 +74,15 @@ async def redrive_session(
 
 
 async def _queue(redis: Any, session: SessionRef, queue_name: str) -> Redriven | None:
-    """Queue a job for the session if its hand-over is in Redis; None if it is not."""
-    if not await redis.exists(keys.handover_key(session)):
-        return None
-    enqueued = await queue.enqueue(redis, session, payload=None, queue_name=queue_name)
-    return Redriven(session.user_id, session.session_id,
-                    Redrive.QUEUED if enqueued.job_id else Redrive.ALREADY_QUEUED)
+    """Queue a job for the session if its hand-over is in Redis; None if it is not.
+    ``redis``: a client, or a ShardedRedis (the user's shard, both while they move)."""
+    for client in shards.user_clients(redis, session.user_id):
+        if await client.exists(keys.handover_key(session)):
+            enqueued = await queue.enqueue(client, session, payload=None,
+                                           queue_name=queue_name)
+            return Redriven(session.user_id, session.session_id,
+                            Redrive.QUEUED if enqueued.job_id else Redrive.ALREADY_QUEUED)
+    return None
 
 
 def describe(letter: DeadLetter) -> dict[str, Any]:

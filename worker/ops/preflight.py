@@ -30,21 +30,27 @@ async def check_servers(settings: Settings) -> None:
 
 async def check_redis(settings: Settings) -> None:
     """Raise HandoverUnavailable when Redis does not answer (for the commands that
-    need Redis alone: the exporter, the webhook sender)."""
-    redis = Redis.from_url(settings.redis_url or "", socket_connect_timeout=CONNECT_TIMEOUT_S,
-                           socket_timeout=CONNECT_TIMEOUT_S)
-    try:
-        await redis.ping()
-    except (RedisError, OSError) as exc:
-        raise HandoverUnavailable(redis_failure(settings.redis_url, exc)) from exc
-    finally:
-        await redis.aclose()
+    need Redis alone: the exporter, the webhook sender); with a shard map, when any
+    shard does not."""
+    setting = "MEMFLEET_REDIS_SHARDS" if settings.redis_shards else "MEMFLEET_REDIS_URL"
+    for name, url in settings.redis_shard_entries or ((None, settings.redis_url),):
+        redis = Redis.from_url(url or "", socket_connect_timeout=CONNECT_TIMEOUT_S,
+                               socket_timeout=CONNECT_TIMEOUT_S)
+        try:
+            await redis.ping()
+        except (RedisError, OSError) as exc:
+            failure = redis_failure(url, exc, setting)
+            if settings.redis_shards:
+                failure = f"shard {name}: {failure}"
+            raise HandoverUnavailable(failure) from exc
+        finally:
+            await redis.aclose()
 
 
-def redis_failure(url: str | None, exc: BaseException) -> str:
+def redis_failure(url: str | None, exc: BaseException,
+                  setting: str = "MEMFLEET_REDIS_URL") -> str:
     """Why Redis at ``url`` did not answer PING, in one line that names the server (never
     the URL's credentials) and what to check."""
-    setting = "MEMFLEET_REDIS_URL"
     if isinstance(exc, AuthenticationError) or (
             isinstance(exc, ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS"))):
         return (f"Redis at {address(url)} refused the login ({type(exc).__name__}): check the "

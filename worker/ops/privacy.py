@@ -32,7 +32,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from worker.errors import HandoverUnavailable
-from worker.protocol import keys, queue
+from worker.protocol import keys, queue, shards
 from worker.store.base import MemoryStore
 from worker.store.types import Erasure
 
@@ -44,13 +44,22 @@ async def erase_user(
     """Everything held about the user goes; counts per table (and ``handovers``
     for the sessions whose pending hand-over went, ``jobs`` for the queued jobs)."""
     try:
-        cleared = await queue.erase_user(redis, user_id, queue_name)
+        everywhere = [await _erase_on(client, user_id, queue_name)
+                      for _, client in shards.every_shard(redis)]
     except (RedisError, OSError) as exc:
         raise HandoverUnavailable(
             f"Redis did not take the erase: {type(exc).__name__}") from exc
-    removed = await store.erase_user(Erasure(user_id, cleared.erased_seq,
-                                             keep_opt_out=keep_opt_out))
-    return {**removed, "handovers": cleared.handovers, "jobs": cleared.jobs}
+    erased_seq = max(cleared.erased_seq for cleared in everywhere)
+    removed = await store.erase_user(Erasure(user_id, erased_seq, keep_opt_out=keep_opt_out))
+    return {**removed, "handovers": sum(cleared.handovers for cleared in everywhere),
+            "jobs": sum(cleared.jobs for cleared in everywhere)}
+
+
+async def _erase_on(redis: Any, user_id: str, queue_name: str) -> queue.ClearedUser:
+    cleared = await queue.erase_user(redis, user_id, queue_name)
+    # The marker of a move to a new shard names the user (worker.protocol.shards).
+    await redis.delete(keys.user_moved_key(user_id))
+    return cleared
 
 
 async def set_memory(

@@ -61,6 +61,8 @@ QUEUED_PREFIX = "memfleet:queued:"
 LOCK_PREFIX = "memory-task-lock:"
 USER_SESSIONS_PREFIX = "memfleet:sessions:"
 USER_ACTIVE_PREFIX = "memfleet:active:"
+# While a shard is added (worker.protocol.shards), on a moving user's old shard.
+USER_MOVED_PREFIX = "memfleet:moved:"
 # The fleet, per queue (+ <queue>).
 PENDING_PREFIX = "memfleet:pending:"
 CLAIMED_PREFIX = "memfleet:claimed:"
@@ -118,6 +120,10 @@ KEYS: tuple[KeySpec, ...] = (
             "enqueue.lua (SADD, prunes at the cap); release.lua (SREM); erase_user.lua",
             "enqueue.lua (the MEMFLEET_MAX_USER_SESSIONS cap)",
             "7 days after the user's last hand-over; a session leaves when its lists finish"),
+    KeySpec(USER_MOVED_PREFIX + "{<user>}", "string",
+            "enqueue.lua (SET '1' in hold mode: the user's hand-overs go to the joining"
+            " shard now); the erase (DEL)", "enqueue.lua (stay and hold modes)",
+            "7 days (PAYLOAD_TTL_MS); only ever on a moving user's old shard"),
     # ---- the fleet, per queue
     KeySpec("<queue>", "zset",
             "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"
@@ -253,6 +259,10 @@ def user_sessions_key(user_id: str) -> str:
 
 def user_active_key(user_id: str) -> str:
     return USER_ACTIVE_PREFIX + user_tag(user_id)
+
+
+def user_moved_key(user_id: str) -> str:
+    return USER_MOVED_PREFIX + user_tag(user_id)
 
 
 def user_keys(user_id: str) -> tuple[str, ...]:

@@ -52,6 +52,7 @@ from typing import Any
 from worker.errors import (
     HandoverBacklogFull,
     HandoverTooLarge,
+    MemfleetError,
     SessionBytesFull,
     UserSessionsFull,
 )
@@ -72,6 +73,7 @@ from worker.protocol.keys import (
     pending_key,
     queued_key,
     user_active_key,
+    user_moved_key,
     user_session_prefix,
     user_sessions_key,
     waiting_key,
@@ -131,9 +133,32 @@ async def enqueue(
     ``limits.max_user_sessions`` other sessions with unfinished lists, and
     HandoverTooLarge when the payload is over ``limits.max_handover_bytes``.
     """
+    enqueued = await enqueue_on_old_shard(redis, session, payload=payload,
+                                          queue_name=queue_name, defer_ms=defer_ms,
+                                          limits=limits, mode=None)
+    if enqueued is None:  # only a shard mode refuses so; there is none here
+        raise MemfleetError("the hand-over script refused a hand-over with no shard mode")
+    return enqueued
+
+
+async def enqueue_on_old_shard(
+    redis: Any,
+    session: SessionRef,
+    *,
+    payload: bytes | None,
+    mode: str | None,
+    queue_name: str = DEFAULT_QUEUE,
+    defer_ms: int = 0,
+    limits: Limits | None = None,
+) -> Enqueued | None:
+    """``enqueue`` on a moving user's old shard while a shard is added (``mode``:
+    worker.protocol.shards.STAY or HOLD; None: plain ``enqueue``): None when the
+    script refused because the user's hand-overs go to the new shard now."""
     limits = limits or Limits()
     now = int(time.time() * 1000)
     job_id = f"memfleet-{uuid.uuid4().hex}"
+    shard_args: list[Any] = [] if mode is None else [
+        mode, user_moved_key(session.user_id), PAYLOAD_TTL_MS]
     result = await _ENQUEUE(
         redis,
         [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
@@ -144,7 +169,7 @@ async def enqueue(
          session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id,
          limits.max_handover_bytes, limits.max_session_bytes, limits.max_user_sessions,
          user_session_prefix(META_PREFIX, session.user_id),
-         user_session_prefix(BACKLOG_PREFIX, session.user_id)],
+         user_session_prefix(BACKLOG_PREFIX, session.user_id), *shard_args],
     )
     if result == -1:
         raise HandoverBacklogFull(
@@ -156,6 +181,8 @@ async def enqueue(
             raise SessionBytesFull(figure, limits.max_session_bytes)
         if code == -3:
             raise UserSessionsFull(limits.max_user_sessions)
+        if code == -5:
+            return None
         raise HandoverTooLarge("the hand-over", figure, limits.max_handover_bytes)
     job, kept, seq = result
     return Enqueued(None if job is None else as_text(job), bool(kept), int(seq))

@@ -184,7 +184,8 @@ def json_candidates(text: str) -> Iterator[Any]:
             return
         try:
             value, end = decoder.raw_decode(text, index)
-        except (json.JSONDecodeError, RecursionError):
+        # ValueError: also a number past Python's 4,300-digit int conversion limit.
+        except (ValueError, RecursionError):
             index = text.find("{", index + 1)
             continue
         yield value
@@ -232,7 +233,7 @@ def parse_answer(content: str | None, model: type[M]) -> M:
     cleaned = strip_reasoning(content).strip()
     try:
         whole = json.loads(cleaned)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, or a 4,301-digit number
         candidates: list[Any] = list(json_candidates(cleaned))
     else:
         candidates = [_wrap_bare_list(whole, model)]

@@ -30,6 +30,7 @@ export type { ErrorKind } from "./errors.js";
 export { DEFAULT_LIMITS } from "./limits.js";
 export type { Limits } from "./limits.js";
 export { sessionTag } from "./protocol/session_tag.js";
+export { shardFor, shardScore } from "./protocol/shards.js";
 export { covers, eventCovers } from "./types.js";
 export type {
   CommitEvent,

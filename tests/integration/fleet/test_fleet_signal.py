@@ -205,13 +205,15 @@ async def test_the_exporter_serves_the_fleets_numbers_once(
                     body = (await http.get("/metrics")).text
                 except httpx.TransportError:
                     return False
-                return "memfleet_fleet_sessions_waiting 1.0" in body
+                return 'memfleet_fleet_sessions_waiting{shard="default"} 1.0' in body
 
             await wait_until(scraped, 30)
             body = (await http.get("/metrics")).text
-            assert 'memfleet_queue_depth{state="ready"} 1.0' in body
-            assert 'memfleet_queue_depth{state="orphaned"} 0.0' in body
-            assert "memfleet_fleet_lag_seconds" in body and "memfleet_fleet_workers 0.0" in body
+            # One series per Redis shard: with MEMFLEET_REDIS_URL alone, `default`.
+            assert 'memfleet_queue_depth{shard="default",state="ready"} 1.0' in body
+            assert 'memfleet_queue_depth{shard="default",state="orphaned"} 0.0' in body
+            assert "memfleet_fleet_lag_seconds" in body
+            assert 'memfleet_fleet_workers{shard="default"} 0.0' in body
             assert "u1" not in body and "chat1" not in body
             # Every metric the dashboard reads from the exporter's job is served here.
             assert dashboard_metric_names("memfleet-exporter") <= set(exported(body)) | {"up"}

@@ -27,6 +27,7 @@ SURFACE = [
     "InvalidHandover",
     "Limits",
     "SessionBytesFull",
+    "ShardedRedis",
     "SignatureInvalid",
     "UserSessionsFull",
     "memory_events",

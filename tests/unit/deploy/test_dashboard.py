@@ -141,7 +141,7 @@ def render_exporter_metrics() -> str:
     """The fleet exporter's /metrics text (worker.fleet.metrics_exporter), through the real code."""
     registry = CollectorRegistry()
     provider, metrics = fleet_meter(registry)
-    metrics.fleet = FleetSnapshot(ready=3, deferred=1, in_progress=2, orphaned=1,
+    metrics.fleet["default"] = FleetSnapshot(ready=3, deferred=1, in_progress=2, orphaned=1,
                                   oldest_ready_age_s=1.5, lag_s=4.0, sessions_waiting=5,
                                   workers=2)
     try:

@@ -73,6 +73,7 @@ OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own 
     "worker/store/migrate.py", "worker/fleet/webhook.py", "worker/fleet/webhook_start.py",
     "worker/store/service_keys.py",  # a bearer token or a key id (both fixed-length)
     "worker/config.py",  # MEMFLEET_PANEL_FRAME_ANCESTORS, an operator's setting
+    "worker/redis_shards.py",  # MEMFLEET_REDIS_SHARDS shard names, an operator's setting
 }
 
 

@@ -69,10 +69,18 @@
 -- ARGV[15] the user sessions limit
 -- ARGV[16] the user's prefix of a session's meta key (through the hash tag and ':')
 -- ARGV[17] the user's prefix of a session's backlog key (likewise)
+-- ARGV[18] optional, only while a shard is added (worker.protocol.shards) and only
+--          for a user it moves: 'stay' (the new shard is pending) refuses the
+--          hand-over ({-5, 0}) if the user is marked moved; 'hold' (joining) also
+--          marks the user moved and refuses when no session of the user holds an
+--          unfinished list here. Refused, the caller hands over on the new shard.
+--          Absent: the hand-over as it always was.
+-- ARGV[19] with ARGV[18]: the user's moved marker (memfleet:moved:{<user>})
+-- ARGV[20] with ARGV[18]: the marker's TTL (ms)
 -- Returns {the new job's id, or false when a waiting job will read the
 -- payload; 1 when the previous list went to the backlog, else 0; the
 -- hand-over's number ('0' without a payload)}, or -1 when the backlog holds
--- the most lists, or {-2|-3|-4, figure} as above.
+-- the most lists, or {-2|-3|-4|-5, figure} as above.
 
 -- messages_of: worker/protocol/lua/payload_messages.lua, loaded before this script.
 
@@ -81,6 +89,20 @@ local function unfinished(meta_key, backlog_key)
   if redis.call('EXISTS', backlog_key) == 1 then return true end
   local qd = redis.call('HMGET', meta_key, 'q', 'd')
   return qd[1] ~= false and qd[1] ~= qd[2]
+end
+
+if ARGV[18] == 'stay' or ARGV[18] == 'hold' then
+  if redis.call('EXISTS', ARGV[19]) == 1 then return {-5, 0} end
+  if ARGV[18] == 'hold' then
+    local busy = false
+    for _, sid in ipairs(redis.call('SMEMBERS', KEYS[9])) do
+      if unfinished(ARGV[16] .. sid, ARGV[17] .. sid) then busy = true break end
+    end
+    if not busy then
+      redis.call('SET', ARGV[19], '1', 'PX', ARGV[20])
+      return {-5, 0}
+    end
+  end
 end
 
 local kept = 0

@@ -1,0 +1,65 @@
+"""`memfleet exporter` with several Redis shards: one series per shard (label `shard`),
+each from its own Redis; `/healthz` fails while any shard does not answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.helpers import start_exporter, stop_process, user_msg, worker_env
+from tests.shard_servers import aof_servers, shard_map, sharded
+from worker.client import ShardedRedis, schedule_memory_persistence
+from worker.config import Settings
+from worker.embedded import free_port
+from worker.protocol.shards import ShardMap
+
+
+async def _until(check: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"not within {timeout_s} s")
+
+
+async def test_the_exporter_serves_each_shard_apart(settings: Settings, tmp_path: Path) -> None:
+    async with aof_servers(tmp_path, "a", "b") as servers:
+        two = sharded(settings, servers)
+        shard_map_ = ShardMap.from_settings(two)
+        users = [f"user{i}" for i in range(12)]
+        on_a = [u for u in users if shard_map_.route(u).home == "a"]
+        on_b = [u for u in users if shard_map_.route(u).home == "b"]
+        client = ShardedRedis.from_settings(two)
+        port = free_port()
+        exporter = start_exporter(worker_env(two, redis_shards=shard_map(servers),
+                                             metrics_port=str(port),
+                                             queue_probe_interval_s="0.2"), tmp_path)
+        try:
+            for user in on_a[:1] + on_b[:2]:
+                await schedule_memory_persistence(client, "s1", user, [user_msg("I use Zig.")])
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                async def scraped() -> bool:
+                    try:
+                        body = (await http.get("/metrics")).text
+                    except httpx.TransportError:
+                        return False
+                    return ('memfleet_fleet_sessions_waiting{shard="a"} 1.0' in body
+                            and 'memfleet_fleet_sessions_waiting{shard="b"} 2.0' in body)
+
+                await _until(scraped, 30)
+                body = (await http.get("/metrics")).text
+                assert 'memfleet_queue_depth{shard="a",state="ready"} 1.0' in body
+                assert 'memfleet_queue_depth{shard="b",state="ready"} 2.0' in body
+                assert (await http.get("/healthz")).status_code == 200
+                await asyncio.to_thread(servers["b"].kill)
+                async def unhealthy() -> bool:
+                    return (await http.get("/healthz")).status_code == 503
+                await _until(unhealthy, 30)
+                await asyncio.to_thread(servers["b"].start)
+        finally:
+            stop_process(exporter)
+            await client.aclose()
