@@ -12,7 +12,8 @@ A stand-in, not a reader: it understands no sentence. What it does, and all it d
   that the question does not already say, cut before "instead" or "than" (what
   it replaced); for a question about a time ("when", a date, a month, a year), the
   value is the fact's own words if they hold a number or a month, else the date the
-  block gives the line (the date it was last said, not when it became true).
+  block gives the line: when it became true ("since") if the block says, else when
+  it was last said.
 - judge: correct when every word of the reference occurs in the answer (cased
   alike, punctuation dropped), and the answer names one candidate only (no " or ").
 """
@@ -34,7 +35,9 @@ from worker.providers.qa_wire import (
 from worker.providers.rules import MODEL as RULES_MODEL
 
 _WORD = re.compile(r"\w+")
-_LINE = re.compile(r"^- (?:\[[^\]]*\] )?(?P<text>.*?)(?: \((?P<date>\d{4}-\d{2}-\d{2})\))?$")
+_LINE = re.compile(r"^- (?:\[[^\]]*\] )?(?P<text>.*?)"
+                   r"(?: \((?:since (?P<since>\d{4}-\d{2}-\d{2}); said )?"
+                   r"(?P<date>\d{4}-\d{2}-\d{2})\))?$")
 _STOP_WORDS = """
 a an the and or but of to in on at for from by with as is are was were be been being it its
 this that these those what which who whom whose where when why how do does did has have had
@@ -97,7 +100,7 @@ def answer_question(request: AnswerRequest) -> QuestionAnswer:
             tied.append(line)
     values: list[str] = []
     for line in tied:
-        value = _value(line["text"], line["date"], asked, about_time)
+        value = _value(line["text"], line["since"] or line["date"], asked, about_time)
         if value and _fold(value) not in {_fold(v) for v in values}:
             values.append(value)
     # A value is a fact's words, up to a fact's 1000 characters: joined, cut to fit.

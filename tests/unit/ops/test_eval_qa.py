@@ -147,7 +147,7 @@ def block(*texts: str) -> str:
     ("Which city does the user live in?", ("Lives in Vienna", "Lives in Vienna"), "Vienna"),
     ("What is the name of the user's dog?", ("Dog's name is Biscuit",), "Biscuit"),
     ("When is the user's birthday?", ("Birthday is on July 3",), "July 3"),
-    # A time asked of a fact whose words hold none: the date the line was said.
+    # A time asked of a fact whose words hold none and no "since": the day it was said.
     ("On which date did the user move to Cork?", ("Lives in Cork",), "2054-03-18"),
     ("Which diet did the user choose?", ("Lives in Cork",), UNKNOWN),  # no shared word
 ])
@@ -155,6 +155,18 @@ def test_the_rules_answer_from_the_fact_sharing_most_words(ask: str, facts: tupl
                                                            answer: str) -> None:
     got = answer_question(AnswerRequest(question=ask, known_facts=block(*facts)))
     assert got.answer == answer
+
+
+def test_a_time_question_gets_the_day_a_fact_became_true_when_the_block_says() -> None:
+    from datetime import UTC, datetime
+
+    from tests.unit.ops.test_eval_score import fact
+
+    moved = fact(1, "Lives in Cork", at=datetime(2054, 3, 18, 10, tzinfo=UTC),
+                 valid_from=datetime(2054, 3, 17, tzinfo=UTC))
+    got = answer_question(AnswerRequest(question="On which date did the user move to Cork?",
+                                        known_facts=format_block([moved])))
+    assert got.answer == "2054-03-17"
 
 
 def test_the_rules_answer_unknown_from_an_empty_block_and_stem_crudely() -> None:

@@ -94,6 +94,17 @@ def test_block_groups_by_category_newest_first_one_line_per_fact() -> None:
     assert format_block([]) == ""
 
 
+def test_block_says_since_when_a_fact_became_true_on_another_day() -> None:
+    moved = replace(_fact(1, "Lives in Cork", "fact", 18),
+                    valid_from=datetime(2026, 11, 17, 21, tzinfo=UTC))
+    same_day = replace(_fact(2, "Uses Kotlin", "fact", 18),
+                       valid_from=datetime(2026, 11, 18, 6, tzinfo=UTC))
+    assert format_block([moved, same_day]).splitlines()[1:] == [
+        "- [fact] Lives in Cork (since 2026-11-17; said 2026-11-18)",
+        "- [fact] Uses Kotlin (2026-11-18)",
+    ]
+
+
 def test_recall_order_is_pinned_category_importance_confidence_newest() -> None:
     base = _fact(1, "x", "fact", 10)
     facts = {
