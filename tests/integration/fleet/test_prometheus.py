@@ -199,8 +199,8 @@ async def test_prometheus_scrapes_a_worker_and_the_dashboard_queries_return_data
                          f"memfleet_stage_duration_seconds_bucket{{{w}}}{ri})))", "stage")
             assert set(STAGES) <= p95
             e = 'job="memfleet-exporter"'
-            assert labels(f"sum by (state) (max by (shard, state) (memfleet_queue_depth{{{e}}}))", "state") == {
-                "ready", "in_progress", "orphaned", "deferred"}
+            depth = f"sum by (state) (max by (shard, state) (memfleet_queue_depth{{{e}}}))"
+            assert labels(depth, "state") == {"ready", "in_progress", "orphaned", "deferred"}
             (lag,) = results[f"max(memfleet_fleet_lag_seconds{{{e}}})"]
             assert float(lag["value"][1]) >= 0
             events = labels(f"sum by (event) (rate(memfleet_decisions_total{{{w}}}{ri}))", "event")
