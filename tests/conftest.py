@@ -102,7 +102,9 @@ async def throwaway_database(server: EmbeddedPostgres, template: str | None) -> 
     name = f"t_{uuid.uuid4().hex[:12]}"
     conn = await asyncpg.connect(server.url)
     try:
-        from_template = f" TEMPLATE {template}" if template else ""
+        # FILE_COPY: the template's files copied whole, about half the time of the default
+        # WAL_LOG's block-by-block copy for a schema of many relations (partitions).
+        from_template = f" TEMPLATE {template} STRATEGY FILE_COPY" if template else ""
         await conn.execute(f"CREATE DATABASE {name}{from_template}")
     finally:
         await conn.close()
