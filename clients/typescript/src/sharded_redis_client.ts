@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto";
 
 import { Redis } from "ioredis";
 
-import { withDeadline, sleep } from "./deadline.js";
+import { DeadlinePassed, sleep, withDeadline } from "./deadline.js";
 import { ConfigurationError, HandoverUnavailable, MemfleetError } from "./errors.js";
 import { type Limits, limitsWith } from "./limits.js";
 import { enqueueCall, readShardReply } from "./protocol/enqueue.js";
@@ -64,7 +64,7 @@ export interface ShardEventsQuery extends EventsQuery {
 function unavailable(error: unknown, what: string): MemfleetError {
   if (error instanceof MemfleetError) return error;
   const code = (error as { code?: unknown } | null)?.code;
-  const reason = error instanceof Error && error.name === "DeadlinePassed" ? "TimeoutError"
+  const reason = error instanceof DeadlinePassed ? "TimeoutError"
     : typeof code === "string" ? code : error instanceof Error ? error.name : "Error";
   return new HandoverUnavailable(`${what}: ${reason}`, { cause: error });
 }

@@ -2,7 +2,8 @@
 node's test runner against two real Redis servers and a real ``memfleet worker`` serving
 both; then the Python side checks what node handed over: each hand-over is on the shard
 Python's ShardMap routes its user to (settled, pending, joining), Python's ShardedRedis
-reads the same hand-over numbers, and the worker stored each spread user's fact once."""
+reads the same hand-over numbers, and the worker stored each spread user's fact once.
+A shard that is down fails only its users' calls, within the bound."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from api_stub.llm_stub import StubServer
 from tests.helpers import WorkerProcesses, active_texts, worker_env
 from tests.openai_stub import openai_settings
 from tests.shard_servers import aof_servers, shard_map, sharded
-from tests.typescript_node import require_build, run_node
+from tests.typescript_node import closed_port, require_build, run_node
 from worker.client import ShardedRedis, memory_status
 from worker.config import Settings
 from worker.protocol import keys
@@ -42,11 +43,12 @@ async def test_the_sharded_node_suite_routes_as_python_does(
                            "clients/typescript/dist/test/shards/"],
                 {**env, "MEMFLEET_TEST_SHARDS": shard_map(servers),
                  "MEMFLEET_TEST_QUEUE": two.queue_name,
-                 "MEMFLEET_TEST_SHARD_REPORT": str(report_path)})
+                 "MEMFLEET_TEST_SHARD_REPORT": str(report_path),
+                 "MEMFLEET_TEST_CLOSED_REDIS_URL": f"redis://127.0.0.1:{closed_port()}"})
         finally:
             await asyncio.to_thread(workers.stop)
         print(done.stdout)
-        assert "# fail 0" in done.stdout and "# pass 5" in done.stdout
+        assert "# fail 0" in done.stdout and "# pass 6" in done.stdout
 
         report = json.loads(report_path.read_text("utf-8"))
         plain = {name: Redis.from_url(server.url) for name, server in servers.items()}

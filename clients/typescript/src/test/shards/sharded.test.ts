@@ -12,6 +12,7 @@ import { Redis } from "ioredis";
 
 import {
   ConfigurationError,
+  HandoverUnavailable,
   MemfleetShardedRedisClient,
   shardFor,
   type HandoverResult,
@@ -180,4 +181,29 @@ test("a map that cannot work is a ConfigurationError; events need a shard", asyn
   await assert.rejects(fleet.events({ shard: "zz" }), RangeError);
   const events = await fleet.events({ shard: A, after: "0", count: 10 });
   assert.ok(Array.isArray(events));
+});
+
+test("a shard that is down fails its users' calls within the bound, not the others'", async () => {
+  const closed = need("MEMFLEET_TEST_CLOSED_REDIS_URL");
+  const fleet = new MemfleetShardedRedisClient({ shards: [[A, shards[0]?.[1] as string],
+    [B, closed]], queueName: idle, timeoutMs: 1000 });
+  clients.push(fleet);
+  const [onA] = users("down-a", 1, false) as [string];
+  const [onB] = users("down-b", 1, true) as [string];
+  const fine = await fleet.handOver({ userId: onA, sessionId: "s1", messages: [user("a")] });
+  assert.ok(fine.handoverId > 0);
+  const started = performance.now();
+  await assert.rejects(fleet.handOver({ userId: onB, sessionId: "s1", messages: [user("a")] }),
+    (error: unknown) => error instanceof HandoverUnavailable
+      && /^Redis did not take the hand-over: /.test(error.message));
+  await assert.rejects(fleet.status({ userId: onB, sessionId: "s1" }),
+    (error: unknown) => error instanceof HandoverUnavailable
+      && /^Redis did not answer: /.test(error.message));
+  assert.ok(performance.now() - started < 2500, "within the bound");
+  // A moving user's status reads both shards: the one down fails it.
+  const moving = new MemfleetShardedRedisClient({ shards: [[A, shards[0]?.[1] as string],
+    [B, closed]], queueName: idle, pending: [B] });
+  clients.push(moving);
+  await moving.handOver({ userId: onB, sessionId: "s1", messages: [user("a")] }); // stays on A
+  await assert.rejects(moving.status({ userId: onB, sessionId: "s1" }), HandoverUnavailable);
 });
