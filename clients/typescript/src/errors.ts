@@ -9,7 +9,8 @@
  *   │   ├── HandoverBacklogFull    the session holds 32 unfinished older lists
  *   │   │   └── SessionBytesFull   the session's lists would pass the byte budget
  *   │   └── UserSessionsFull       the user has too many unfinished sessions
- *   └── AccessDenied               HTTP only: the key is missing, wrong or lacks the scope
+ *   ├── AccessDenied               HTTP only: the key is missing, wrong or lacks the scope
+ *   └── ConfigurationError         settings that cannot work (a shard map): fix them first
  *
  * Every HandoverUnavailable is transient: hand the session over again later.
  */
@@ -61,6 +62,8 @@ export class SessionBytesFull extends HandoverBacklogFull {}
 export class UserSessionsFull extends HandoverUnavailable {}
 
 export class AccessDenied extends MemfleetError {}
+
+export class ConfigurationError extends MemfleetError {}
 
 /** Every error class by its name, for the memory API's `"error"` member. */
 export const ERROR_CLASSES = {

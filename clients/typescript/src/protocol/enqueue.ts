@@ -5,6 +5,7 @@
  */
 import {
   HandoverBacklogFull,
+  MemfleetError,
   HandoverTooLarge,
   SessionBytesFull,
   UserSessionsFull,
@@ -23,10 +24,12 @@ import {
   userActiveKey,
   userBacklogPrefix,
   userMetaPrefix,
+  userMovedKey,
   userSessionsKey,
   waitingKey,
 } from "./keys.js";
 import { jobJson } from "./payload.js";
+import type { ShardMode } from "./shards.js";
 
 // Older lists a session may hold unfinished; one more refuses the hand-over.
 export const BACKLOG_LIMIT = 32;
@@ -49,6 +52,8 @@ export interface EnqueueInput {
   jobId: string;
   /** ms since the epoch, the caller's clock. */
   nowMs: number;
+  /** On a moving user's old shard while a shard is added: ARGV 18 to 20. */
+  mode?: ShardMode | null;
 }
 
 export function enqueueCall(input: EnqueueInput): EnqueueCall {
@@ -59,7 +64,8 @@ export function enqueueCall(input: EnqueueInput): EnqueueCall {
     args: [input.payload, PAYLOAD_TTL_MS, input.jobId, jobJson(u, s, now), now,
       JOB_EXPIRES_MS, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, sessionKey(u, s),
       now + PENDING_GRACE_MS, BACKLOG_LIMIT, s, limits.maxHandoverBytes,
-      limits.maxSessionBytes, limits.maxUserSessions, userMetaPrefix(u), userBacklogPrefix(u)],
+      limits.maxSessionBytes, limits.maxUserSessions, userMetaPrefix(u), userBacklogPrefix(u),
+      ...(input.mode ? [input.mode, userMovedKey(u), PAYLOAD_TTL_MS] : [])],
   };
 }
 
@@ -69,6 +75,16 @@ function asText(value: unknown): string {
 
 /** The script's reply as a result, or the refusal as its error (queue.enqueue). */
 export function readEnqueueReply(reply: unknown, limits: Limits): HandoverResult {
+  const result = readShardReply(reply, limits);
+  if (result === null) { // only a shard mode refuses so; there is none here
+    throw new MemfleetError("the hand-over script refused a hand-over with no shard mode");
+  }
+  return result;
+}
+
+/** The same, on a moving user's old shard (queue.enqueue_on_old_shard): null when the
+ * script refused (`{-5, 0}`) because the user's hand-overs go to the new shard now. */
+export function readShardReply(reply: unknown, limits: Limits): HandoverResult | null {
   if (reply === -1) {
     throw new HandoverBacklogFull(
       `the session holds ${BACKLOG_LIMIT} older message lists no job has finished yet`);
@@ -87,6 +103,7 @@ export function readEnqueueReply(reply: unknown, limits: Limits): HandoverResult
       throw new UserSessionsFull(`the user has ${limits.maxUserSessions} sessions with message`
         + " lists no job has finished, the limit");
     }
+    if (code === -5) return null;
     throw HandoverTooLarge.of("the hand-over", figure, limits.maxHandoverBytes);
   }
   const [job, kept, number] = reply as [unknown, unknown, unknown];

@@ -13,6 +13,7 @@ const BACKLOG_PREFIX = "memfleet:backlog:";
 const QUEUED_PREFIX = "memfleet:queued:";
 const USER_SESSIONS_PREFIX = "memfleet:sessions:";
 const USER_ACTIVE_PREFIX = "memfleet:active:";
+const USER_MOVED_PREFIX = "memfleet:moved:";
 const PENDING_PREFIX = "memfleet:pending:";
 const WAITING_PREFIX = "memfleet:waiting:";
 const EVENTS_PREFIX = "memfleet:events:";
@@ -40,6 +41,8 @@ export const backlogKey = (u: string, s: string): string => BACKLOG_PREFIX + ses
 export const queuedKey = (u: string, s: string): string => QUEUED_PREFIX + sessionKey(u, s);
 export const userSessionsKey = (u: string): string => USER_SESSIONS_PREFIX + userTag(u);
 export const userActiveKey = (u: string): string => USER_ACTIVE_PREFIX + userTag(u);
+/** Set by enqueue.lua's `hold` on a moving user's old shard: the user's hand-overs go on. */
+export const userMovedKey = (u: string): string => USER_MOVED_PREFIX + userTag(u);
 /** The prefix of the user's other sessions' meta keys, for enqueue.lua's ARGV 16. */
 export const userMetaPrefix = (u: string): string => `${META_PREFIX}${userTag(u)}:`;
 /** The same of backlog keys, for ARGV 17. */
