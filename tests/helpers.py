@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -149,3 +151,12 @@ def lock_key(user_id: str, session_id: str) -> str:
     from worker.protocol.session_ref import SessionRef
 
     return session_lock_key(SessionRef(user_id, session_id))
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+    """Wait until ``check()`` holds, looking every 0.1 s; AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s")
+        await asyncio.sleep(0.1)

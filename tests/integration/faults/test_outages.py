@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
-from tests.helpers import WorkerProcesses, active_texts, drain, user_msg, worker_env
+from tests.helpers import WorkerProcesses, active_texts, drain, eventually, user_msg, worker_env
 from tests.tcp_proxy import SwitchableProxy
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
@@ -69,14 +69,6 @@ def logged(log_dir: Path, *words: str, times: int) -> Callable[[], Awaitable[boo
     async def check() -> bool:
         return await asyncio.to_thread(count) >= times
     return check
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s")
-        await asyncio.sleep(0.2)
 
 
 async def test_handovers_survive_a_redis_crash_with_its_append_only_file(

@@ -4,26 +4,16 @@ each from its own Redis; `/healthz` fails while any shard does not answer."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
 
-from tests.helpers import start_exporter, stop_process, user_msg, worker_env
+from tests.helpers import eventually, start_exporter, stop_process, user_msg, worker_env
 from tests.shard_servers import aof_servers, shard_map, sharded
 from worker.client import ShardedRedis, schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import free_port
 from worker.protocol.shards import ShardMap
-
-
-async def _until(check: object, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s} s")
 
 
 async def test_the_exporter_serves_each_shard_apart(settings: Settings, tmp_path: Path) -> None:
@@ -50,7 +40,7 @@ async def test_the_exporter_serves_each_shard_apart(settings: Settings, tmp_path
                     return ('memfleet_fleet_sessions_waiting{shard="a"} 1.0' in body
                             and 'memfleet_fleet_sessions_waiting{shard="b"} 2.0' in body)
 
-                await _until(scraped, 30)
+                await eventually(scraped, 30)
                 body = (await http.get("/metrics")).text
                 assert 'memfleet_queue_depth{shard="a",state="ready"} 1.0' in body
                 assert 'memfleet_queue_depth{shard="b",state="ready"} 2.0' in body
@@ -58,7 +48,7 @@ async def test_the_exporter_serves_each_shard_apart(settings: Settings, tmp_path
                 await asyncio.to_thread(servers["b"].kill)
                 async def unhealthy() -> bool:
                     return (await http.get("/healthz")).status_code == 503
-                await _until(unhealthy, 30)
+                await eventually(unhealthy, 30)
                 await asyncio.to_thread(servers["b"].start)
         finally:
             stop_process(exporter)

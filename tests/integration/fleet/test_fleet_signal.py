@@ -3,8 +3,6 @@ dead workers, the commit events, and the exporter that serves them once per flee
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from tests.conftest import TEST_EMBED_DIM
 from tests.helpers import (
     WorkerProcesses,
     drain,
+    eventually,
     job_deps,
     lock_key,
     run_job,
@@ -62,7 +61,7 @@ async def test_lag_grows_while_a_handover_waits_and_ends_with_its_commit(
     async def lagging() -> bool:
         return (await probe(redis, keyed)).lag_s >= 0.3
 
-    await wait_until(lagging, 30)  # the lag grows while nothing is done
+    await eventually(lagging, 30)  # the lag grows while nothing is done
     later = await probe(redis, keyed)
     assert 0.3 <= later.lag_s < 30, "the lag counts from the oldest hand-over"
 
@@ -99,7 +98,7 @@ async def test_a_handover_made_during_a_run_keeps_the_session_waiting_from_its_o
         seconds, micros = await redis.time()
         return seconds * 1000 + micros // 1000 > first.handover_id // 1000
 
-    await wait_until(a_later_millisecond, 30)
+    await eventually(a_later_millisecond, 30)
     second = await schedule_memory_persistence(
         redis, "chat1", "u1", [user_msg("I use Zig."), user_msg("I like tea.")],
         queue_name=keyed.queue_name)
@@ -136,15 +135,6 @@ def stub() -> Iterator[StubServer]:
         yield server
 
 
-async def wait_until(check: object, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s} s")
-
-
 async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
     settings: Settings, redis: Redis, stub: StubServer, tmp_path: Path,
 ) -> None:
@@ -158,14 +148,14 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
         async def one_worker() -> bool:
             return (await probe(redis, settings)).workers == 1
 
-        await wait_until(one_worker, 30)
+        await eventually(one_worker, 30)
         await schedule_memory_persistence(redis, "chat1", "u1", [user_msg("I use Zig.")],
                                           queue_name=settings.queue_name)
 
         async def in_flight() -> bool:
             return any(r["path"] == CHAT for r in stub.recorded())
 
-        await wait_until(in_flight, 30)
+        await eventually(in_flight, 30)
 
         job_id = (await redis.zrange(settings.queue_name, 0, 0))[0]
 
@@ -173,7 +163,7 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
             entries = await redis.hvals(keys.workers_key(settings.queue_name))
             return any(job_id in entry for entry in entries)
 
-        await wait_until(named_by_a_beat, 30)
+        await eventually(named_by_a_beat, 30)
         alive = await probe(redis, settings)
         assert (alive.ready, alive.in_progress, alive.orphaned, alive.workers) == (0, 1, 0, 1)
 
@@ -183,7 +173,7 @@ async def test_a_job_whose_worker_was_killed_counts_as_orphaned(
         async def orphaned() -> bool:
             return (await probe(redis, settings)).orphaned == 1
 
-        await wait_until(orphaned, fleet_probe.ORPHAN_SLACK_MS / 1000 + 10)
+        await eventually(orphaned, fleet_probe.ORPHAN_SLACK_MS / 1000 + 10)
         dead = await probe(redis, settings)
         assert (dead.in_progress, dead.workers, dead.sessions_waiting) == (1, 0, 1)
     finally:
@@ -207,7 +197,7 @@ async def test_the_exporter_serves_the_fleets_numbers_once(
                     return False
                 return 'memfleet_fleet_sessions_waiting{shard="default"} 1.0' in body
 
-            await wait_until(scraped, 30)
+            await eventually(scraped, 30)
             body = (await http.get("/metrics")).text
             # One series per Redis shard: with MEMFLEET_REDIS_URL alone, `default`.
             assert 'memfleet_queue_depth{shard="default",state="ready"} 1.0' in body

@@ -7,13 +7,12 @@ import asyncio
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import asyncpg
 from redis.asyncio import Redis
 
-from tests.helpers import active_texts, user_msg, worker_env
+from tests.helpers import active_texts, eventually, user_msg, worker_env
 from tests.shard_servers import aof_servers, shard_map, sharded
 from worker.client import ShardedRedis, schedule_memory_persistence
 from worker.config import Settings
@@ -21,15 +20,6 @@ from worker.protocol import keys
 from worker.protocol.shards import ShardMap
 
 QUEUE = "memfleet:queue"
-
-
-async def _until(check: object, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout_s} s")
 
 
 def _worker(env: dict[str, str], log: Path, *shards: str) -> subprocess.Popen[bytes]:
@@ -59,21 +49,21 @@ async def test_one_process_serves_the_shards_it_is_given_and_stops_on_all(
                 return await active_texts(db, user) == [
                     "Uses Zig" if user == user_a else "Uses Go"]
 
-            await _until(lambda: done(user_a), 60)
+            await eventually(lambda: done(user_a), 60)
             await asyncio.sleep(1.0)
             assert not await done(user_b)  # nobody serves b yet
             assert await plain["b"].hlen(keys.workers_key(QUEUE)) == 0
             both = _worker(env, tmp_path / "both.log")
-            await _until(lambda: done(user_b), 60)
+            await eventually(lambda: done(user_b), 60)
 
             async def beats(count_a: int, count_b: int) -> bool:
                 return (await plain["a"].hlen(keys.workers_key(QUEUE)),
                         await plain["b"].hlen(keys.workers_key(QUEUE))) == (count_a, count_b)
 
-            await _until(lambda: beats(2, 1), 30)
+            await eventually(lambda: beats(2, 1), 30)
             both.send_signal(signal.SIGTERM)
             assert await asyncio.to_thread(both.wait, 30) == 0
-            await _until(lambda: beats(1, 0), 10)  # its heartbeats went from both shards
+            await eventually(lambda: beats(1, 0), 10)  # its heartbeats went from both shards
             only_a.send_signal(signal.SIGTERM)
             assert await asyncio.to_thread(only_a.wait, 30) == 0
         finally:
