@@ -21,7 +21,7 @@ import asyncpg
 from api_stub.llm_stub import StubServer
 from bench.eval_mem0.mem0_state import Mem0Row, mem0_adds, mem0_facts
 from bench.eval_mem0.report import System, comparison, plot_systems
-from bench.mem0_compare.__main__ import mem0_venv
+from bench.mem0_compare.__main__ import create_database, mem0_venvs
 from bench.mem0_compare.report import OLD_MEM0
 from bench.servers import Servers, throwaway_servers
 from worker.ops.eval_report import RunInfo, report_json, table
@@ -67,15 +67,7 @@ class Endpoint:
 
 
 def _database(servers: Servers, name: str) -> str:
-    async def create() -> None:
-        conn = await asyncpg.connect(servers.database_url)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-
-    asyncio.run(create())
-    return servers.database_url.rsplit("/", 1)[0] + "/" + name
+    return asyncio.run(create_database(servers, name))
 
 
 # ---------------------------------------------------------------- memfleet
@@ -212,12 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memfleet-evalmem0-") as tmp:
         work = Path(tmp)
         venv_root = args.venvs or work / "venvs"
-        venvs = {}
-        for version in args.mem0:
-            name = f"mem0-{version}"
-            print(f"{name}: virtualenv ...", file=sys.stderr, flush=True)
-            venvs[name] = mem0_venv(venv_root / name,
-                                    "mem0ai" if version == "latest" else f"mem0ai=={version}")
+        venvs = mem0_venvs(args.mem0, venv_root)
         systems: list[System] = []
         with throwaway_servers(durable=False) as servers, _endpoint(args) as endpoint:
             systems.append(run_memfleet(servers, endpoint, args.kind, None, work))

@@ -59,7 +59,7 @@ def workload_turns(seed: int, users: int, turns: int) -> list[Turn]:
 # ---------------------------------------------------------------- servers and counts
 
 
-async def _create_database(servers: Servers, name: str) -> str:
+async def create_database(servers: Servers, name: str) -> str:
     conn = await asyncpg.connect(servers.database_url)
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
@@ -119,6 +119,17 @@ def mem0_venv(where: Path, spec: str) -> Path:
     return python
 
 
+def mem0_venvs(versions: Sequence[str], root: Path) -> dict[str, Path]:
+    """``mem0-<version>`` -> its virtualenv's python, one per version ('latest': the newest)."""
+    venvs = {}
+    for version in versions:
+        name = f"mem0-{version}"
+        print(f"{name}: virtualenv ...", file=sys.stderr, flush=True)
+        venvs[name] = mem0_venv(root / name,
+                                "mem0ai" if version == "latest" else f"mem0ai=={version}")
+    return venvs
+
+
 def mem0_config(stub: StubServer, database_url: str, home: Path) -> dict[str, Any]:
     openai = {"openai_base_url": stub.v1, "api_key": "stub"}
     return {
@@ -137,7 +148,7 @@ def mem0_config(stub: StubServer, database_url: str, home: Path) -> dict[str, An
 async def run_mem0(name: str, python: Path, turns: list[Turn], servers: Servers,
                    stub: StubServer, work: Path, round_: int) -> Outcome:
     database = f"{name}_r{round_}".replace(".", "_").replace("-", "_")
-    database_url = await _create_database(servers, database)
+    database_url = await create_database(servers, database)
     home = work / database
     home.mkdir(parents=True)
     spec_path, result_path = home / "spec.json", home / "result.json"
@@ -177,7 +188,7 @@ def _memfleet_command() -> list[str]:
 async def run_memfleet(turns: list[Turn], servers: Servers, stub: StubServer, work: Path,
                        max_jobs: int, redis_db: int, round_: int) -> Outcome:
     name = f"memfleet_jobs{max_jobs}_r{round_}"
-    database_url = await _create_database(servers, name)
+    database_url = await create_database(servers, name)
     await migrate(database_url, embed_dim=EMBED_DIM)
     redis_url = servers.redis_url.rsplit("/", 1)[0] + f"/{redis_db}"  # redis://host:port/0
     redis = Redis.from_url(redis_url)
@@ -194,7 +205,8 @@ async def run_memfleet(turns: list[Turn], servers: Servers, stub: StubServer, wo
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
     env.update({
         "MEMFLEET_DATABASE_URL": database_url, "MEMFLEET_REDIS_URL": redis_url,
-        "MEMFLEET_HOME_DIR": str(home), "MEMFLEET_QUEUE_NAME": QUEUE,
+        "MEMFLEET_HOME_DIR": str(servers.root / "home"),  # the fence key
+        "MEMFLEET_QUEUE_NAME": QUEUE,
         "MEMFLEET_LLM_PROVIDER": "openai", "MEMFLEET_LLM_BASE_URL": stub.v1,
         "MEMFLEET_LLM_API_KEY": "stub", "MEMFLEET_EMBED_PROVIDER": "openai",
         "MEMFLEET_EMBED_DIM": str(EMBED_DIM), "MEMFLEET_MAX_JOBS": str(max_jobs),
@@ -297,12 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     with _workdir(None) as work, _workdir(args.venvs) as venv_root:
-        venvs = {}
-        for version in args.mem0:
-            name = f"mem0-{version}"
-            print(f"{name}: virtualenv ...", file=sys.stderr, flush=True)
-            venvs[name] = mem0_venv(venv_root / name,
-                                    "mem0ai" if version == "latest" else f"mem0ai=={version}")
+        venvs = mem0_venvs(args.mem0, venv_root)
         rounds = asyncio.run(_run(args, venvs, work))
     turns = args.users * args.turns
     print(f"{args.users} users x {args.turns} turns x 10 facts per turn; one zero-latency stub,"
