@@ -21,6 +21,10 @@ RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements/build.txt \
     && pip install --no-cache-dir --require-hashes -r /tmp/requirements/api.txt \
     && pip install --no-cache-dir --no-deps /wheels/*.whl \
     && rm -rf /wheels /tmp/requirements \
-    && useradd --system --no-create-home memfleet
-USER memfleet
+    && groupadd --system --gid 10001 memfleet \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin memfleet
+# Numeric, so that Kubernetes' runAsNonRoot can verify it (a name it cannot); the
+# manifests and compose run it with a read-only root file system and /tmp writable.
+USER 10001:10001
 CMD ["python", "-m", "api_stub.serve", "--host", "0.0.0.0", "--port", "8088"]

@@ -26,7 +26,7 @@ import type {
 export interface HttpClientOptions {
   /** The memory API's base URL, e.g. http://memory.internal:8080 */
   apiUrl: string;
-  /** A service key (`mk_...`); a user's own token works for that user's status and wait. */
+  /** A service key (`mfk_...`); a user's own token works for that user's status and wait. */
   serviceKey: string;
   /** The bound on each request, in ms, beyond any wait it asks for (2000). */
   timeoutMs?: number;
@@ -83,14 +83,16 @@ function enc(part: string): string {
 export class MemfleetHttpClient {
   readonly apiUrl: string;
   readonly timeoutMs: number;
-  private readonly serviceKey: string;
+  // A true private field: `private` is only checked by tsc, and console.log,
+  // JSON.stringify, Object.keys and spreading would show the key.
+  readonly #serviceKey: string;
 
   constructor(options: HttpClientOptions) {
     if (!options.apiUrl || !options.serviceKey) {
       throw new TypeError("MemfleetHttpClient needs apiUrl and serviceKey");
     }
     this.apiUrl = options.apiUrl.replace(/\/+$/, "");
-    this.serviceKey = options.serviceKey;
+    this.#serviceKey = options.serviceKey;
     this.timeoutMs = options.timeoutMs ?? 2000;
   }
 
@@ -272,7 +274,7 @@ export class MemfleetHttpClient {
   }
 
   private auth(): Record<string, string> {
-    return { Authorization: `Bearer ${this.serviceKey}` };
+    return { Authorization: `Bearer ${this.#serviceKey}` };
   }
 
   private async request(method: string, path: string,

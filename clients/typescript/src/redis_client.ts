@@ -85,24 +85,26 @@ export class MemfleetRedisClient {
   readonly queueName: string;
   readonly limits: Limits;
   readonly timeoutMs: number;
-  private readonly redis: Redis;
-  private readonly owned: boolean;
-  private readonly telemetryIdKey: string | null;
+  // True private fields: the connections' options hold the Redis password and the
+  // telemetry id key is a secret; console.log or JSON.stringify of the client shows neither.
+  readonly #redis: Redis;
+  readonly #owned: boolean;
+  readonly #telemetryIdKey: string | null;
   // XREAD BLOCK holds its connection: never the one hand-overs go through.
-  private blocking: Redis | undefined;
+  #blocking: Redis | undefined;
 
   constructor(options: RedisClientOptions) {
     this.queueName = options.queueName ?? DEFAULT_QUEUE;
     this.limits = limitsWith(options.limits);
     this.timeoutMs = options.timeoutMs ?? 1000;
-    this.telemetryIdKey = options.telemetryIdKey || null;
+    this.#telemetryIdKey = options.telemetryIdKey || null;
     if (options.redis !== undefined) {
-      this.redis = options.redis;
-      this.owned = false;
+      this.#redis = options.redis;
+      this.#owned = false;
     } else if (options.redisUrl !== undefined) {
-      this.redis = new Redis(options.redisUrl, boundedOptions(this.timeoutMs));
-      this.redis.on("error", () => undefined); // each call reports its own failure
-      this.owned = true;
+      this.#redis = new Redis(options.redisUrl, boundedOptions(this.timeoutMs));
+      this.#redis.on("error", () => undefined); // each call reports its own failure
+      this.#owned = true;
     } else {
       throw new TypeError("MemfleetRedisClient needs redisUrl or redis");
     }
@@ -129,7 +131,7 @@ export class MemfleetRedisClient {
     let reply: unknown;
     try {
       reply = await withDeadline(this.connected().then(
-        () => enqueueLua().call(this.redis, call.keys, call.args)), this.timeoutMs);
+        () => enqueueLua().call(this.#redis, call.keys, call.args)), this.timeoutMs);
     } catch (error) {
       throw unavailable(error, "Redis did not take the hand-over");
     }
@@ -140,7 +142,7 @@ export class MemfleetRedisClient {
   async status(session: SessionRef): Promise<SessionStatus> {
     const { userId, sessionId } = session;
     try {
-      const answer = await withDeadline(this.connected().then(() => this.redis.pipeline()
+      const answer = await withDeadline(this.connected().then(() => this.#redis.pipeline()
         .hmget(metaKey(userId, sessionId), "q", "d")
         .llen(backlogKey(userId, sessionId))
         .exec()), this.timeoutMs);
@@ -182,7 +184,7 @@ export class MemfleetRedisClient {
       let answer: unknown;
       if (blockMs === undefined) {
         answer = await withDeadline(this.connected().then(
-          () => this.redis.xread("COUNT", count, "STREAMS", key, after)), this.timeoutMs);
+          () => this.#redis.xread("COUNT", count, "STREAMS", key, after)), this.timeoutMs);
       } else {
         const blocking = this.blockingConnection();
         answer = await withDeadline(blocking.connect().catch(() => undefined).then(
@@ -202,15 +204,15 @@ export class MemfleetRedisClient {
 
   /** The stand-in events name the session by; null without MEMFLEET_TELEMETRY_ID_KEY. */
   sessionTag(session: SessionRef): string | null {
-    return this.telemetryIdKey === null ? null
-      : sessionTag(session.userId, session.sessionId, this.telemetryIdKey);
+    return this.#telemetryIdKey === null ? null
+      : sessionTag(session.userId, session.sessionId, this.#telemetryIdKey);
   }
 
   /** The Redis clock in us: what hand-overs are numbered from, for `listedAtUs`. */
   async redisClock(): Promise<number> {
     try {
       const [seconds, micros] = await withDeadline(
-        this.connected().then(() => this.redis.time()), this.timeoutMs);
+        this.connected().then(() => this.#redis.time()), this.timeoutMs);
       return Number(seconds) * 1_000_000 + Number(micros);
     } catch (error) {
       throw unavailable(error, "Redis did not answer");
@@ -220,27 +222,27 @@ export class MemfleetRedisClient {
   /** Close the connections this client opened (not a client passed in). */
   async close(): Promise<void> {
     this.dropBlocking();
-    if (this.owned) this.redis.disconnect();
+    if (this.#owned) this.#redis.disconnect();
   }
 
   private async connected(): Promise<void> {
     // lazyConnect: the first call connects, within its own bound; later calls
     // find the connection up, or ioredis reconnecting, and fail fast.
-    if (this.redis.status === "wait") await this.redis.connect();
+    if (this.#redis.status === "wait") await this.#redis.connect();
   }
 
   private blockingConnection(): Redis {
-    if (this.blocking === undefined) {
-      this.blocking = this.redis.duplicate({
+    if (this.#blocking === undefined) {
+      this.#blocking = this.#redis.duplicate({
         ...boundedOptions(this.timeoutMs), commandTimeout: undefined,
       });
-      this.blocking.on("error", () => undefined);
+      this.#blocking.on("error", () => undefined);
     }
-    return this.blocking;
+    return this.#blocking;
   }
 
   private dropBlocking(): void {
-    this.blocking?.disconnect();
-    this.blocking = undefined;
+    this.#blocking?.disconnect();
+    this.#blocking = undefined;
   }
 }

@@ -74,9 +74,10 @@ export class MemfleetShardedRedisClient {
   readonly queueName: string;
   readonly limits: Limits;
   readonly timeoutMs: number;
-  private readonly redis = new Map<string, Redis>();
-  private readonly clients = new Map<string, MemfleetRedisClient>();
-  private readonly owned: Redis[] = [];
+  // True private fields: the connections' options hold the shards' passwords.
+  readonly #redis = new Map<string, Redis>();
+  readonly #clients = new Map<string, MemfleetRedisClient>();
+  readonly #owned: Redis[] = [];
 
   constructor(options: ShardedRedisClientOptions) {
     const entries: (readonly [string, ShardTarget])[] = Array.isArray(options.shards)
@@ -100,12 +101,12 @@ export class MemfleetShardedRedisClient {
       if (typeof target === "string") {
         redis = new Redis(target, boundedOptions(this.timeoutMs));
         redis.on("error", () => undefined); // each call reports its own failure
-        this.owned.push(redis);
+        this.#owned.push(redis);
       } else {
         redis = target;
       }
-      this.redis.set(name, redis);
-      this.clients.set(name, new MemfleetRedisClient({
+      this.#redis.set(name, redis);
+      this.#clients.set(name, new MemfleetRedisClient({
         redis, queueName: this.queueName, limits: options.limits,
         telemetryIdKey: options.telemetryIdKey ?? null, timeoutMs: this.timeoutMs }));
     }
@@ -122,7 +123,7 @@ export class MemfleetShardedRedisClient {
 
   /** The single-Redis client of shard `name` (for its clock or its events). */
   client(name: string): MemfleetRedisClient {
-    const client = this.clients.get(name);
+    const client = this.#clients.get(name);
     if (client === undefined) {
       throw new RangeError(`no shard ${JSON.stringify(name)}; the shards: ${this.names.join(", ")}`);
     }
@@ -152,7 +153,7 @@ export class MemfleetShardedRedisClient {
     });
     const route = this.route(userId);
     const enqueue = async (shard: string, mode: Route["mode"]): Promise<unknown> => {
-      const redis = this.redis.get(shard) as Redis;
+      const redis = this.#redis.get(shard) as Redis;
       if (redis.status === "wait") await redis.connect();
       const call = enqueueCall({
         userId, sessionId, payload, queueName: this.queueName, limits, mode,
@@ -211,7 +212,7 @@ export class MemfleetShardedRedisClient {
    * reader keeps a position per shard). */
   async events(query: ShardEventsQuery): Promise<CommitEvent[]> {
     const { shard, ...rest } = query;
-    if (!this.clients.has(shard)) {
+    if (!this.#clients.has(shard)) {
       throw new RangeError("events on a sharded client needs shard, one of "
         + this.names.join(", "));
     }
@@ -230,8 +231,8 @@ export class MemfleetShardedRedisClient {
 
   /** Close the connections this client opened (not the clients passed in). */
   async close(): Promise<void> {
-    for (const client of this.clients.values()) await client.close();
-    for (const redis of this.owned) redis.disconnect();
+    for (const client of this.#clients.values()) await client.close();
+    for (const redis of this.#owned) redis.disconnect();
   }
 
   private async states(session: SessionRef): Promise<SessionStatus[]> {

@@ -439,8 +439,8 @@ def test_redis_requires_its_password_and_keeps_protected_mode() -> None:
     assert settings["protected-mode"] == "yes"
     assert "requirepass" not in settings  # the password is not in a ConfigMap
     redis = _container(_one("StatefulSet", "memfleet-redis")["spec"]["template"], "redis")
-    command = redis["command"]
-    assert command[command.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    args = redis["args"]  # after the image's entrypoint (test_least_privilege.py)
+    assert args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
     password = next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")
     assert password["valueFrom"] == {"secretKeyRef": {"name": "memfleet-redis",
                                                       "key": "password"}}
