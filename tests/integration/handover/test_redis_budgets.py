@@ -214,7 +214,8 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
     settings: Settings, redis: Redis
 ) -> None:
     async with (
-        running_api(api_settings(settings.model_copy(update={"max_user_sessions": 1}))) as url,
+        running_api(api_settings(settings.model_copy(update={"max_user_sessions": 1}),
+                                 chat_standin=True)) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as api,
     ):
         async def chat(session: str, text: str) -> httpx.Response:
