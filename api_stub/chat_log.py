@@ -125,8 +125,9 @@ class ChatLog:
                              answer: str) -> None:
         """Remove a turn ``append_turn`` stored (its hand-over was refused: the
         turn is refused as a whole and the client sends it again)."""
-        await _TAKE_BACK_TURN(self._redis, [session_key(user_id, session_id)],
-                              [_item("user", content), _item("assistant", answer)])
+        await _TAKE_BACK_TURN(self._redis, [session_key(user_id, session_id),
+                                            chat_sessions_key(user_id)],
+                              [_item("user", content), _item("assistant", answer), session_id])
 
     async def erase_user(self, user_id: str) -> int:
         """Delete the user's sessions; how many went."""

@@ -220,7 +220,8 @@ KEYS: tuple[KeySpec, ...] = (
             "the chat stand-in", "MEMFLEET_CHAT_TTL_S after the session's last turn"),
     KeySpec(CHAT_SESSIONS_PREFIX + "{<user>}", "zset",
             "chat_admit_turn.lua, chat_append_turn.lua (session id by its last turn, ms;"
-            " prunes the lapsed); chat_erase_user.lua (DEL)",
+            " prunes the lapsed); chat_take_back_turn.lua (ZREM a session left empty);"
+            " chat_erase_user.lua (DEL)",
             "chat_admit_turn.lua (MEMFLEET_CHAT_SESSIONS_PER_USER), chat_erase_user.lua",
             "MEMFLEET_CHAT_TTL_S after the user's last turn"),
     KeySpec(CHAT_TURNS_PREFIX + "{<user>}", "string",

@@ -237,6 +237,8 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
                                          " has finished, the limit",
                                "error": "UserSessionsFull"}
         assert await redis.lrange(session_key("eve", "2"), 0, -1) == [], "the turn taken back"
+        assert await redis.zscore(keys.chat_sessions_key("eve"), "2") is None, \
+            "a session left empty does not count against the user's cap on sessions"
         assert len(await redis.lrange(session_key("eve", "1"), 0, -1)) == 2
         await drain(settings)
         assert (await chat("2", "I live in Oslo.")).status_code == 200
