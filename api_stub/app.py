@@ -54,7 +54,7 @@ TITLE = "memfleet memory API"
 VERSION = "0.1.0"
 DESCRIPTION = (
     "A user's long-term memory: list, add, remove (supersede), trace and search facts, "
-    "erase everything; and a chat stand-in that hands each turn over to the workers. "
+    "erase everything; hand sessions over to the workers. "
     "Every endpoint takes a bearer credential: an end user's HS256 token whose `sub` is "
     "the user, or a chat server's service key (`mfk_...`) whose scopes allow the route."
 )
@@ -101,8 +101,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 settings=settings, pool=pool, redis=redis, memory=memory,
                 handover=redis if sharded is None else sharded,
                 providers=providers, limits=Limits.from_settings(settings),
-                chat=ChatLog(redis, max_messages=settings.max_messages,
-                             ttl_s=settings.chat_ttl_s),
+                chat=ChatLog.from_settings(redis, settings),  # the erase uses it, mounted or not
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
@@ -138,7 +137,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                        max_query_bytes=settings.api_max_query_bytes)
     app.add_middleware(AccessLog)
     app.add_middleware(NoStore)
-    app.include_router(chat_routes.router)
+    if settings.chat_standin:  # a reference chat server, never in production (docs/api.md)
+        app.include_router(chat_routes.router)
     app.include_router(memory_routes.router)
     app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals
     app.include_router(handover_routes.router)
@@ -154,9 +154,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
 
 
 def openapi_document() -> dict[str, Any]:
-    """The OpenAPI document; it depends on no setting (docs/openapi.json is this)."""
+    """The OpenAPI document; it depends on no setting (docs/openapi.json is this): the
+    production API's, without the chat stand-in."""
     placeholder = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
-                           redis_url="redis://unused")
+                           redis_url="redis://unused", chat_standin=False)
     return create_app(placeholder).openapi()
 
 

@@ -11,7 +11,14 @@
 4. return the answer. A Redis outage or a list the hand-over refuses as invalid
    never fails the turn.
 
-The byte budgets (worker.memory_rules) are the exceptions, each answered before or
+Mounted only with MEMFLEET_CHAT_STANDIN (api_stub.app): a token of any user feeds
+memory whatever that user types here, which a production chat server's own turns
+should do, not an open route. Before step 2 the turn is admitted (api_stub.chat_log):
+a new session beyond MEMFLEET_CHAT_SESSIONS_PER_USER, or a turn beyond the user's
+MEMFLEET_CHAT_TURNS_PER_MINUTE and burst, is 429 with Retry-After and stores
+nothing, before any answer (a model's spend) is made.
+
+The byte budgets (worker.memory_rules) are the other exceptions, each answered before or
 instead of storing the turn, so a retry does not store it twice: a message over
 MEMFLEET_MAX_MESSAGE_BYTES is 413 before anything is done; a hand-over refused
 because the session's or the user's budget is full (older lists no worker has
@@ -30,13 +37,14 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, Response, status
+from fastapi.responses import JSONResponse
 from pydantic import AfterValidator
 from redis.exceptions import RedisError
 
 from api_stub.auth import TokenSubject
 from api_stub.chat_models import ChatBody, ChatReply, HandoverOutcome
 from api_stub.deps import ApiDeps
-from api_stub.errors import AUTH_RESPONSES, error_responses
+from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses, refusal
 from api_stub.fields import MAX_ID_CHARS, valid_id
 from worker.client.handover import schedule_memory_persistence
 from worker.errors import (
@@ -66,7 +74,14 @@ SessionId = Annotated[
     response_model=ChatReply,
     responses={
         **AUTH_RESPONSES,
-        **error_responses(400, 429, 503),
+        **error_responses(400, 503),
+        429: {"model": ErrorBody, "headers": {"Retry-After": {
+            "description": "Seconds until the turn may be sent again.",
+            "schema": {"type": "string"},
+        }}, "description": "Nothing was kept: a new session beyond the user's cap "
+                           "(ChatSessionsFull), a turn beyond the user's rate "
+                           "(ChatTurnsTooFast), or a full memory budget in Redis "
+                           "(HandoverBacklogFull, SessionBytesFull, UserSessionsFull)."},
         200: {"headers": {HANDOVER_HEADER: {
             "description": "Milliseconds the memory hand-over added to this turn.",
             "schema": {"type": "string"},
@@ -80,11 +95,16 @@ async def chat_turn(
     session_id: SessionId,
     body: ChatBody,
     user_id: TokenSubject,
-) -> ChatReply:
+) -> ChatReply | JSONResponse:
     deps: ApiDeps = request.app.state.deps
     size = len(body.content.encode("utf-8"))  # CleanText: valid UTF-8
     if size > deps.limits.max_message_bytes:
         raise HandoverTooLarge("the message", size, deps.limits.max_message_bytes)
+    refused = await deps.chat.admit_turn(user_id, session_id)  # Redis away: 503
+    if refused is not None:
+        log.info("chat: turn refused: %s", refused.error)
+        return refusal(429, refused.detail, refused.error,
+                       retry_after_s=refused.retry_after_s)
     try:
         facts = await known_facts(deps.memory, deps.providers.embedder, user_id,
                                   query=body.content, top_k=deps.settings.read_top_k,

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import httpx
 
 from api_stub.auth import AuthConfig, issue_token
-from bench.servers import throwaway_servers
+from bench.servers import Servers, throwaway_servers
 from bench.stats import pct
 from worker.store.migrate import migrate
 
@@ -143,12 +143,18 @@ def free_port() -> int:
 
 
 def start_api(
-    database_url: str, redis_url: str, workers: int, answer_ms: int = 0
+    servers: Servers, workers: int, answer_ms: int = 0
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
-    env.update({"MEMFLEET_DATABASE_URL": database_url, "MEMFLEET_REDIS_URL": redis_url,
-                "MEMFLEET_JWT_SECRET": SECRET, "MEMFLEET_CHAT_ANSWER_MS": str(answer_ms)})
+    env.update({"MEMFLEET_DATABASE_URL": servers.database_url,
+                "MEMFLEET_REDIS_URL": servers.redis_url,
+                # The erase fence key throwaway_servers made (the API needs one to start).
+                "MEMFLEET_HOME_DIR": str(servers.root / "home"),
+                "MEMFLEET_JWT_SECRET": SECRET, "MEMFLEET_CHAT_ANSWER_MS": str(answer_ms),
+                # The stand-in is off unless asked; its per-user turn rate would refuse
+                # the bench's 40 turns per user in seconds (4 sessions each: within the cap).
+                "MEMFLEET_CHAT_STANDIN": "true", "MEMFLEET_CHAT_TURNS_PER_MINUTE": "0"})
     proc = subprocess.Popen(  # noqa: S603 - our own server module
         [sys.executable, "-m", "api_stub.serve", "--port", str(port), "--log-level", "warning",
          "--workers", str(workers)],
@@ -187,14 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     answering: Result | None = None
     with throwaway_servers(durable=False) as servers:
         asyncio.run(migrate(servers.database_url, embed_dim=1536))
-        proc, base_url = start_api(servers.database_url, servers.redis_url, args.workers)
+        proc, base_url = start_api(servers, args.workers)
         try:
             results = asyncio.run(_bench(base_url, proc, args.requests, args.concurrency))
         finally:
             stop_api(proc)
         if args.answer_ms:
-            proc, base_url = start_api(servers.database_url, servers.redis_url, args.workers,
-                                       answer_ms=args.answer_ms)
+            proc, base_url = start_api(servers, args.workers, answer_ms=args.answer_ms)
             try:
                 [answering] = asyncio.run(_bench(base_url, proc, args.requests // 2,
                                                  [args.in_flight], args.answer_ms))

@@ -34,8 +34,11 @@ PROCESS_START_TIMEOUT_S = 60.0  # a process imports everything and checks the sc
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def api_settings(settings: Settings) -> Settings:
-    return settings.model_copy(update={"jwt_secret": SecretStr(SECRET)})
+def api_settings(settings: Settings, *, chat_standin: bool = False) -> Settings:
+    """The API's settings: the test key; the chat stand-in mounted only when asked, as
+    in production (a test that chats says so)."""
+    return settings.model_copy(update={"jwt_secret": SecretStr(SECRET),
+                                       "chat_standin": chat_standin})
 
 
 def token(user_id: str, *, ttl_s: float = 600, secret: str = SECRET) -> str:

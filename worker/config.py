@@ -107,11 +107,23 @@ class Settings(BaseSettings):
     # URLs redacted all the same; off, since they add nothing memfleet does not log.
     log_http_requests: bool = False
 
-    # The API's chat stand-in keeps a session's messages this long after its last turn.
-    chat_ttl_s: int = Field(default=30 * 86_400, gt=0)
+    # --- The API's chat stand-in (api_stub.chat_routes), a reference chat server for
+    # demos, benches and tests: its routes are not mounted unless this is on. Never in
+    # production: it lets an end user's token feed memory any conversation.
+    chat_standin: bool = False
+    # It keeps a session's messages this long after its last turn: a conversation
+    # paused overnight goes on; memory keeps what matters, not a noeviction Redis.
+    chat_ttl_s: int = Field(default=86_400, gt=0)
+    # Turns per user, fleet-wide through Redis: this many a minute on average, up to the
+    # burst at once; more: 429 before any answer is made (a model's spend). 0: none.
+    chat_turns_per_minute: int = Field(default=20, ge=0)
+    chat_turn_burst: int = Field(default=10, ge=1)
+    # Sessions of one user with a turn within chat_ttl_s; a new one beyond: 429.
+    chat_sessions_per_user: int = Field(default=16, ge=1)
     # How long the stand-in takes to answer, as a chat model would (benches, demos): the
     # turns waiting for their answer are the turns in flight of a real chat server.
     chat_answer_ms: int = Field(default=0, ge=0, le=60_000)
+    # --- end of the chat stand-in.
 
     # --- CPU work on user text (worker.providers.cpu_budget): CPU seconds one call
     # of the offline rules provider may spend on a slice, in a thread off the

@@ -14,10 +14,14 @@ from worker.config import Settings
 
 
 @pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of the memory API served by uvicorn on a loopback port."""
+async def api(
+    settings: Settings, request: pytest.FixtureRequest
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the memory API served by uvicorn on a loopback port; with the chat
+    stand-in mounted when the test is marked ``chat_standin``."""
+    chat = request.node.get_closest_marker("chat_standin") is not None
     async with (
-        running_api(api_settings(settings)) as base_url,
+        running_api(api_settings(settings, chat_standin=chat)) as base_url,
         httpx.AsyncClient(base_url=base_url, timeout=30) as client,
     ):
         yield client

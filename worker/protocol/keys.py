@@ -88,6 +88,7 @@ API_EXPORTS_PREFIX = "memfleet:api-exports:"
 API_FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"
 CHAT_SESSION_PREFIX = "chat:session:"
 CHAT_SESSIONS_PREFIX = "chat:sessions:"
+CHAT_TURNS_PREFIX = "chat:turns:"
 
 _SESSION = "{<user>}:<session id>"
 _WEEK = "7 days (PAYLOAD_TTL_MS) after the session's last hand-over"
@@ -216,10 +217,16 @@ KEYS: tuple[KeySpec, ...] = (
             "fact_write_rate.lua", "until the user's bucket is full again"),
     KeySpec(CHAT_SESSION_PREFIX + _SESSION, "list",
             "the chat stand-in (RPUSH message JSON, LTRIM, LREM); its erase",
-            "the chat stand-in", "its TTL (seconds) after the session's last turn"),
-    KeySpec(CHAT_SESSIONS_PREFIX + "{<user>}", "set",
-            "the chat stand-in (SADD session id); its erase (DEL)", "the chat stand-in's erase",
-            "its TTL (seconds) after the user's last turn"),
+            "the chat stand-in", "MEMFLEET_CHAT_TTL_S after the session's last turn"),
+    KeySpec(CHAT_SESSIONS_PREFIX + "{<user>}", "zset",
+            "chat_admit_turn.lua, chat_append_turn.lua (session id by its last turn, ms;"
+            " prunes the lapsed); chat_take_back_turn.lua (ZREM a session left empty);"
+            " chat_erase_user.lua (DEL)",
+            "chat_admit_turn.lua (MEMFLEET_CHAT_SESSIONS_PER_USER), chat_erase_user.lua",
+            "MEMFLEET_CHAT_TTL_S after the user's last turn"),
+    KeySpec(CHAT_TURNS_PREFIX + "{<user>}", "string",
+            "chat_admit_turn.lua (GCRA's next arrival, ms); chat_erase_user.lua (DEL)",
+            "chat_admit_turn.lua", "until the user's bucket is full again"),
 )
 
 
@@ -362,3 +369,7 @@ def chat_session_key(session: SessionRef) -> str:
 
 def chat_sessions_key(user_id: str) -> str:
     return CHAT_SESSIONS_PREFIX + user_tag(user_id)
+
+
+def chat_turns_key(user_id: str) -> str:
+    return CHAT_TURNS_PREFIX + user_tag(user_id)

@@ -31,9 +31,11 @@ def llm(settings: Settings, stub: StubServer) -> Settings:
 
 
 @pytest.fixture
-async def client(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The memory API on ``llm``'s settings, over real HTTP."""
-    async with (running_api(api_settings(llm)) as base_url,
+async def client(llm: Settings, request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
+    """The memory API on ``llm``'s settings, over real HTTP; with the chat stand-in
+    mounted when the test is marked ``chat_standin``."""
+    chat = request.node.get_closest_marker("chat_standin") is not None
+    async with (running_api(api_settings(llm, chat_standin=chat)) as base_url,
                 httpx.AsyncClient(base_url=base_url, timeout=60) as api):
         yield api
 

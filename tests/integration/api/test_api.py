@@ -53,6 +53,7 @@ async def add(api: httpx.AsyncClient, user: str, text: str, **extra: Any) -> dic
     return body
 
 
+@pytest.mark.chat_standin  # it chats: the stand-in is mounted only when asked
 async def test_chat_hands_over_and_the_worker_fills_the_memory_api(
     api: httpx.AsyncClient, settings: Settings, redis: Redis
 ) -> None:
@@ -76,6 +77,7 @@ async def test_chat_hands_over_and_the_worker_fills_the_memory_api(
     assert third.json()["known_facts"] == 3
 
 
+@pytest.mark.chat_standin  # it chats: the stand-in is mounted only when asked
 async def test_manual_add_remove_and_chain(
     api: httpx.AsyncClient, settings: Settings, db: asyncpg.Connection
 ) -> None:
@@ -144,6 +146,7 @@ async def test_search_is_hybrid_over_active_facts_only(
     assert odd.json()["results"][0]["fact"]["text"] == "Has a dog called Rex"
 
 
+@pytest.mark.chat_standin  # it chats: the stand-in is mounted only when asked
 async def test_erase_deletes_everything_of_one_user_only(
     api: httpx.AsyncClient, settings: Settings, db: asyncpg.Connection, redis: Redis
 ) -> None:
@@ -207,6 +210,7 @@ def _endpoints(user: str, fact: int) -> list[tuple[str, str, dict[str, Any] | No
     ]
 
 
+@pytest.mark.chat_standin  # it chats: the stand-in is mounted only when asked
 async def test_a_token_never_reads_or_changes_another_users_facts(
     api: httpx.AsyncClient, db: asyncpg.Connection, redis: Redis
 ) -> None:

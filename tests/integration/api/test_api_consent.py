@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.api_server import bearer
 from tests.helpers import worker_env
@@ -57,6 +58,7 @@ async def consent_cli(settings: Settings, action: str, user: str) -> dict[str, A
     return answer
 
 
+@pytest.mark.chat_standin  # it chats: the stand-in is mounted only when asked
 async def test_memory_off_no_prompt_gets_the_users_facts_and_on_again_they_are_back(
     api: httpx.AsyncClient, settings: Settings
 ) -> None:

@@ -1,4 +1,5 @@
-"""Fuzz every operation of docs/openapi.json against the running app (schemathesis).
+"""Fuzz every operation of docs/openapi.json, and the chat stand-in's (mounted here,
+not published), against the running app (schemathesis).
 
 No response may be a server error or break the document (status code, content
 type, headers, body schema). Each operation is fuzzed three ways: as the
@@ -30,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api_stub.app import OPENAPI_PATH
+from api_stub.app import OPENAPI_PATH, create_app
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import drain
 from worker.config import Settings
@@ -58,9 +59,9 @@ def _fixed_query(operation: Any) -> dict[str, Any] | None:
     return {"timeout_s": 0.05} if operation.path.endswith("/wait") else None
 
 
-def _fuzz(base_url: str, fact_ids: list[int]) -> int:
+def _fuzz(base_url: str, fact_ids: list[int], document: dict[str, Any]) -> int:
     """Run the fuzzing (synchronously: schemathesis and hypothesis drive requests)."""
-    schema = schemathesis.openapi.from_dict(json.loads(OPENAPI_PATH.read_text("utf-8")))
+    schema = schemathesis.openapi.from_dict(document)
     operations = sorted((r.ok() for r in schema.get_all_operations()), key=_sort_key)
     session = requests.Session()
     calls = 0
@@ -118,7 +119,11 @@ def _with_fact_id(pair: tuple[Any, int | None]) -> Any:
 
 
 async def test_fuzzing_the_openapi_document_finds_no_error(settings: Settings) -> None:
-    async with running_api(api_settings(settings)) as base_url:
+    served = api_settings(settings, chat_standin=True)
+    document = create_app(served).openapi()
+    published = json.loads(OPENAPI_PATH.read_text("utf-8"))
+    assert set(document["paths"]) == {*published["paths"], "/chat/{session_id}"}
+    async with running_api(served) as base_url:
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
             for text in ("Lives in Berlin", "Uses Postgres", "Likes jazz"):
                 await client.post(f"/users/{USER}/facts", json={"text": text},
@@ -128,5 +133,5 @@ async def test_fuzzing_the_openapi_document_finds_no_error(settings: Settings) -
                                   headers=bearer(USER))
                 await drain(settings)
         # A fresh database: the seeded rows (and a two-step chain) have the first ids.
-        calls = await asyncio.to_thread(_fuzz, base_url, list(range(1, 7)))
+        calls = await asyncio.to_thread(_fuzz, base_url, list(range(1, 7)), document)
     assert calls > 1000

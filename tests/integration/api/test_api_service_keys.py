@@ -122,6 +122,7 @@ async def test_a_revoked_key_stops_on_every_api_process_within_the_cache_ttl(
     assert max(refused.values()) <= KEY_CACHE_TTL_S + 1, refused
 
 
+@pytest.mark.chat_standin  # it chats: the stand-in is mounted only when asked
 async def test_end_user_tokens_keep_to_their_own_user(
     api: httpx.AsyncClient, keys: ServiceKeyStore
 ) -> None:

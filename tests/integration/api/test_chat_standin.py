@@ -7,12 +7,16 @@ import time
 
 import asyncpg
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from api_stub.chat_log import ChatLog, session_key
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain
 from worker.config import Settings
+
+# Every test here chats: the API fixture mounts the stand-in (MEMFLEET_CHAT_STANDIN).
+pytestmark = pytest.mark.chat_standin
 
 
 async def chat(api: httpx.AsyncClient, user: str, session: str, text: str) -> httpx.Response:
@@ -88,7 +92,7 @@ async def test_a_stand_in_with_an_answer_time_answers_after_it_and_still_hands_o
 ) -> None:
     # An answer time long enough that the hand-over's own time, however loaded the
     # machine, stays below it: the two are timed apart.
-    slow = api_settings(settings).model_copy(update={"chat_answer_ms": 1000})
+    slow = api_settings(settings, chat_standin=True).model_copy(update={"chat_answer_ms": 1000})
     async with running_api(slow) as base_url, httpx.AsyncClient(base_url=base_url) as api:
         started = time.monotonic()
         reply = await chat(api, "ada", "1", "I live in Lisbon.")

@@ -214,7 +214,8 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
     settings: Settings, redis: Redis
 ) -> None:
     async with (
-        running_api(api_settings(settings.model_copy(update={"max_user_sessions": 1}))) as url,
+        running_api(api_settings(settings.model_copy(update={"max_user_sessions": 1}),
+                                 chat_standin=True)) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as api,
     ):
         async def chat(session: str, text: str) -> httpx.Response:
@@ -236,6 +237,8 @@ async def test_the_chat_stand_in_answers_413_and_429_and_keeps_no_refused_turn(
                                          " has finished, the limit",
                                "error": "UserSessionsFull"}
         assert await redis.lrange(session_key("eve", "2"), 0, -1) == [], "the turn taken back"
+        assert await redis.zscore(keys.chat_sessions_key("eve"), "2") is None, \
+            "a session left empty does not count against the user's cap on sessions"
         assert len(await redis.lrange(session_key("eve", "1"), 0, -1)) == 2
         await drain(settings)
         assert (await chat("2", "I live in Oslo.")).status_code == 200

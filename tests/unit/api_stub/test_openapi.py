@@ -38,3 +38,16 @@ def test_no_docs_page_and_the_document_only_when_enabled() -> None:
     enabled = create_app(settings.model_copy(update={"api_docs": True}))
     paths = {getattr(r, "path", None) for r in enabled.routes}
     assert "/openapi.json" in paths and not paths & {"/docs", "/redoc"}
+
+
+def test_the_chat_stand_in_is_mounted_only_when_asked_and_never_published() -> None:
+    # The routes' own 404 is tests/integration/api/test_chat_standin_bounds.py's.
+    settings = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
+                        redis_url="redis://unused", chat_standin=False)
+    assert "/chat/{session_id}" not in create_app(settings).openapi()["paths"]
+    mounted = create_app(settings.model_copy(update={"chat_standin": True}))
+    assert "/chat/{session_id}" in mounted.openapi()["paths"]
+    published = openapi_document()
+    assert not [p for p in published["paths"] if p.startswith("/chat")]
+    assert "chat" not in {t for op in published["paths"].values() for v in op.values()
+                          for t in v.get("tags", [])}

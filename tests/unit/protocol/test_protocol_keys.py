@@ -124,6 +124,7 @@ def test_every_builder_makes_a_key_of_the_table() -> None:
         keys.arq_job_key("j"), keys.arq_in_progress_key("j"), keys.arq_retry_key("j"),
         keys.api_exports_key("ada"), keys.api_fact_writes_key("ada"),
         keys.chat_session_key(session), keys.chat_sessions_key("ada"),
+        keys.chat_turns_key("ada"),
     ]
     regexes = [(spec.pattern, _as_regex(spec.pattern)) for spec in keys.KEYS
                if not spec.pattern.startswith("<queue>")]
