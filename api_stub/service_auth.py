@@ -11,10 +11,10 @@ scope.
 Each API process keeps what it read of a key for KEY_CACHE_TTL_S: a revoked key
 stops working on every process within that many seconds, without a database
 round trip on every request. Ids of no key are remembered for UNKNOWN_KEY_TTL_S,
-and random ones cost a bounded number of queries (api_stub.key_cache). The secret is checked on every request, against the
-cached hash, in constant time. ``last_used_at`` is written at most every
-LAST_USED_EVERY_S per key. Neither the key nor its secret is ever logged: the
-log says the key's id and the refusal's class.
+and random ones cost a bounded number of queries (api_stub.key_cache). The secret
+is checked on every request, against the cached hash, in constant time.
+``last_used_at`` is written at most every LAST_USED_EVERY_S per key. Neither the
+key nor its secret is ever logged: the log says the key's id and the refusal's class.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import AfterValidator
 
 from api_stub.auth import InvalidToken, bearer_scheme, unauthorized, verify_token
-from api_stub.key_cache import KeyIds, LookupBudget, TimedLru
 from api_stub.fields import MAX_ID_CHARS, valid_id
+from api_stub.key_cache import KeyIds, LookupBudget, TimedLru
 from worker.store.service_keys import (
     ServiceKeyStore,
     StoredKey,

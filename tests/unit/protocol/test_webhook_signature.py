@@ -3,6 +3,7 @@ refuses a changed body, another key, a malformed header and a replay outside the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 
@@ -62,8 +63,8 @@ def test_any_of_several_signatures_may_match_while_a_secret_rotates() -> None:
 
 
 # A receiver that catches SignatureInvalid only must never answer 500 for a header.
-NASTY = ["t=1800000000,v1=é" + "a" * 63, "t=١٨٠٠٠٠٠٠٠٠,v1=" + "a" * 64, "t=" + "9" * 4301 + ",v1=" + "a" * 64,
-         sign(SECRET, BODY, 10**400),
+NASTY = ["t=1800000000,v1=é" + "a" * 63, "t=١٨٠٠٠٠٠٠٠٠,v1=" + "a" * 64,
+         "t=" + "9" * 4301 + ",v1=" + "a" * 64, sign(SECRET, BODY, 10**400),
          "t=" + "9" * 400 + ",v1=" + "a" * 64, "t=1800000000,v1=" + "\udcff" * 64,
          "t=1800000000,v1=" + "a" * 64 + ",x" * 10_000, b"t=1800000000,v1=\xff",
          b"\x00", "," * 5000, "t==,v1==", "t=1800000000,v1=" + "A" * 64]
@@ -80,10 +81,8 @@ def test_a_nasty_header_is_only_ever_signature_invalid(header: str | bytes) -> N
                  st.builds(lambda t, v: f"t={t},v1={v}", st.integers(), st.text())))
 @settings(max_examples=300, deadline=None)
 def test_verify_raises_nothing_but_signature_invalid(header: str | bytes) -> None:
-    try:
+    with contextlib.suppress(SignatureInvalid):
         verify(SECRET, header, BODY, now=T)
-    except SignatureInvalid:
-        pass
 
 
 def test_a_signed_header_still_verifies_from_bytes() -> None:
