@@ -10,10 +10,11 @@ scope.
 
 Each API process keeps what it read of a key for KEY_CACHE_TTL_S: a revoked key
 stops working on every process within that many seconds, without a database
-round trip on every request. The secret is checked on every request, against the
-cached hash, in constant time. ``last_used_at`` is written at most every
-LAST_USED_EVERY_S per key. Neither the key nor its secret is ever logged: the
-log says the key's id and the refusal's class.
+round trip on every request. Ids of no key are remembered for UNKNOWN_KEY_TTL_S,
+and random ones cost a bounded number of queries (api_stub.key_cache). The secret
+is checked on every request, against the cached hash, in constant time.
+``last_used_at`` is written at most every LAST_USED_EVERY_S per key. Neither the
+key nor its secret is ever logged: the log says the key's id and the refusal's class.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import AfterValidator
 
 from api_stub.auth import InvalidToken, bearer_scheme, unauthorized, verify_token
 from api_stub.fields import MAX_ID_CHARS, valid_id
+from api_stub.key_cache import KeyIds, LookupBudget, TimedLru
 from worker.store.service_keys import (
     ServiceKeyStore,
     StoredKey,
@@ -40,7 +42,13 @@ from worker.store.service_keys import (
 
 KEY_CACHE_TTL_S = 5.0
 LAST_USED_EVERY_S = 60.0
-_CACHE_MAX = 4096  # keys a process remembers; past it the cache starts again
+_CACHE_MAX = 4096  # keys (and unknown ids) a process remembers; past it the least recent go
+# An id of no key is answered without a query this long; so is every id missing
+# from the snapshot of all ids once LOOKUPS_PER_WINDOW unseen ids were looked up
+# within it. A key created elsewhere works at once, or within this under a flood.
+UNKNOWN_KEY_TTL_S = 1.0
+LOOKUPS_PER_WINDOW = 10
+_MOST_KEY_IDS = 100_000  # past it no snapshot is held, and every unseen id is looked up
 
 log = logging.getLogger("memfleet.api.auth")
 
@@ -68,10 +76,12 @@ class ServiceKeyCheck:
     def __init__(self, store: ServiceKeyStore, *, ttl_s: float = KEY_CACHE_TTL_S,
                  last_used_every_s: float = LAST_USED_EVERY_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._store, self._ttl_s, self._every_s, self._clock = \
-            store, ttl_s, last_used_every_s, clock
-        self._cache: dict[str, tuple[float, StoredKey | None]] = {}
-        self._touched: dict[str, float] = {}
+        self._store, self._every_s, self._clock = store, last_used_every_s, clock
+        self._known: TimedLru[StoredKey] = TimedLru(_CACHE_MAX, ttl_s)
+        self._unknown: TimedLru[bool] = TimedLru(_CACHE_MAX, UNKNOWN_KEY_TTL_S)
+        self._budget = LookupBudget(LOOKUPS_PER_WINDOW, UNKNOWN_KEY_TTL_S)
+        self._ids = KeyIds(lambda: store.key_ids(_MOST_KEY_IDS), UNKNOWN_KEY_TTL_S)
+        self._touched: TimedLru[bool] = TimedLru(_CACHE_MAX, last_used_every_s)
 
     async def scopes(self, token: str) -> tuple[str, frozenset[str]]:
         """(key id, scopes) of a valid key."""
@@ -92,23 +102,29 @@ class ServiceKeyCheck:
 
     async def _stored(self, key_id: str) -> StoredKey | None:
         now = self._clock()
-        cached = self._cache.get(key_id)
-        if cached is not None and now - cached[0] < self._ttl_s:
-            return cached[1]
+        known = self._known.get(key_id, now)
+        if known is not None:
+            return known
+        if self._unknown.get(key_id, now):
+            return None
+        # A key read before is read again (its revocation); an unseen id is read while
+        # such reads are few, else only when the snapshot of all ids holds it.
+        seen = key_id in self._known or self._budget.take(now)
+        if not seen and not await self._ids.may_exist(key_id, now):
+            self._unknown.put(key_id, True, now)
+            return None
         stored = await self._store.stored(key_id)
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
-        self._cache[key_id] = (now, stored)
+        if stored is None:
+            self._unknown.put(key_id, True, now)
+        else:
+            self._known.put(key_id, stored, now)
         return stored
 
     async def _touch(self, key_id: str) -> None:
         now = self._clock()
-        last = self._touched.get(key_id)
-        if last is not None and now - last < self._every_s:
+        if self._touched.get(key_id, now):
             return
-        if len(self._touched) >= _CACHE_MAX:
-            self._touched.clear()
-        self._touched[key_id] = now
+        self._touched.put(key_id, True, now)
         await self._store.touch(key_id, self._every_s)
 
 

@@ -361,24 +361,36 @@ def _scheme(url: str) -> str:
     return scheme if found and plain else ""
 
 
-# A CSP source as frame-ancestors takes it: a scheme (https:), or a scheme, host (a
-# leading *. allowed) and optional port, nothing after it; or 'self'. Anything else
-# (';', ',', a path, a quote) could end the directive and write another.
+# A CSP source as frame-ancestors takes it, with a host: 'self', or an optional
+# scheme, a host (a leading *. allowed) and an optional port, nothing after it.
+# Anything else (';', ',', a path, a quote) could end the directive and write
+# another; a bare scheme (https:, data:) or * would let any site frame the panel,
+# whose Remove and memory switch act in one click.
 _FRAME_SOURCE = re.compile(
-    r"'self'|[a-z][a-z0-9+.-]*:|"
-    r"(?:[a-z][a-z0-9+.-]*://)?(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*(?::(?:[0-9]{1,5}|\*))?",
+    r"'self'|(?:[a-z][a-z0-9+.-]*://)?(?P<host>(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*)"
+    r"(?::(?:[0-9]{1,5}|\*))?",
     re.IGNORECASE)
+
+
+def _frame_source(source: str) -> bool:
+    match = _FRAME_SOURCE.fullmatch(source)
+    if match is None:
+        return False
+    host = match["host"] or ""
+    # A wildcard covers one site's subdomains: *.example.com, never *.com.
+    return not host.startswith("*.") or "." in host[2:]
 
 
 def frame_ancestors_sources(value: str) -> str:
     """MEMFLEET_PANEL_FRAME_ANCESTORS as one directive's sources, single-spaced: 'none'
-    alone, or 'self' and origins; ValueError naming the rule, never the value."""
+    alone, or 'self' and origins with a host; ValueError naming the rule, never the value."""
     sources = value.split()
     if sources == ["'none'"]:
         return "'none'"
-    if not sources or not all(_FRAME_SOURCE.fullmatch(s) for s in sources):
-        raise ValueError("must be 'none', or space-separated 'self' and origins "
-                         "(https://chat.example.com, https://*.example.com:8443)")
+    if not sources or not all(_frame_source(s) for s in sources):
+        raise ValueError("must be 'none', or space-separated 'self' and origins with a host "
+                         "(https://chat.example.com, https://*.example.com:8443); a bare "
+                         "scheme (https:) or * would let any site frame the panel")
     return " ".join(sources)
 
 

@@ -33,6 +33,11 @@ outlast the tries too, since a session must not be given up because the
 database was away longer than a job's backoff (worker.fleet.job). Lower-level
 errors (asyncpg, redis, openai) are raised ``from`` the original so the cause
 stays in the traceback.
+
+A message is memfleet's own words, figures and field names: never a user or
+session id and never user content, since spans carry it as ``exception.message``
+(worker.telemetry.record_error) and the CLI prints it. The conflicts of a commit
+take no argument at all, so that no raiser can name the user or the session.
 """
 
 from __future__ import annotations
@@ -131,23 +136,32 @@ class StoreConflict(MemfleetError):
 class CursorFenced(StoreConflict):
     """The session's cursor moved since this run read it: the slice is already done."""
 
+    def __init__(self) -> None:
+        super().__init__("the session's cursor moved since the run read it")
+
 
 class UserVersionConflict(StoreConflict):
     """The user's facts changed since consolidation read them: consolidate again."""
 
     transient = True
 
+    def __init__(self) -> None:
+        super().__init__("the user's facts changed since they were read")
+
 
 class MemoryOptedOut(StoreConflict):
     """The user turned memory off since the run read their consent: the run moves
     the cursor past its slice as ``opted_out`` instead of writing facts."""
 
+    def __init__(self) -> None:
+        super().__init__("the user turned memory off during the run")
+
 
 class UserErased(StoreConflict):
     """The user was erased after the run's hand-over was made: the run writes nothing."""
 
-    def __init__(self, message: str, erased_seq: int = 0) -> None:
-        super().__init__(message)
+    def __init__(self, erased_seq: int = 0) -> None:
+        super().__init__("the user was erased during the run")
         self.erased_seq = erased_seq  # the erase's number (Redis clock, microseconds)
 
 

@@ -138,7 +138,7 @@ class ImportStore(PooledStore):
                                              memory_default)
             except UserVersionConflict:
                 continue  # a worker committed for this user a moment ago: read again
-        raise UserVersionConflict(user_id)
+        raise UserVersionConflict()
 
     async def _write(
         self, conn: Any, user_id: str, rows: Sequence[ImportRow], embeddings: Vector,
@@ -159,7 +159,7 @@ class ImportStore(PooledStore):
         if not keep:
             return Written(duplicates=len(rows))
         if await conn.fetchval(self._q["bump_user_version"], user_id, gate["version"]) is None:
-            raise UserVersionConflict(user_id)
+            raise UserVersionConflict()
         chosen = [rows[i] for i in keep]
         terms = [row.terms for row in chosen]
         inserted = await conn.fetch(

@@ -113,18 +113,18 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         move, user = commit.cursor, commit.cursor.user_id
         fence_seq = move.handover_seq if move.fence_seq is None else move.fence_seq
         if self.fences.get(user, -1) >= fence_seq:
-            raise UserErased(user, self.fences[user])
+            raise UserErased(self.fences[user])
         if commit.run.outcome != Outcome.OPTED_OUT and self.consents.get(user) is False:
-            raise MemoryOptedOut(user)
+            raise MemoryOptedOut()
         current = self.cursors.get((user, move.session_id))
         if move.expected_version == 0:
             if current is not None:
-                raise CursorFenced(move.session_id)
+                raise CursorFenced()
         elif (current is None or current.version != move.expected_version
               or current.user_id != user):
-            raise CursorFenced(move.session_id)
+            raise CursorFenced()
         if commit.user_version is not None and self.versions.get(user, 0) != commit.user_version:
-            raise UserVersionConflict(user)
+            raise UserVersionConflict()
         # Every check passes before anything is written: all or nothing, as one transaction.
         targets = [self._target(w.supersedes if isinstance(w, InsertFact) else w.target)
                    for w in commit.writes if not isinstance(w, HoldProposal)
@@ -132,7 +132,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         for target in targets:
             if isinstance(target, int) and (not self._active(user, target)
                                             or self.rows[target].fact.pinned):
-                raise UserVersionConflict(user)
+                raise UserVersionConflict()
         self.cursors[(user, move.session_id)] = _moved(current, move)
         if commit.user_version is not None:
             self.versions[user] = commit.user_version + 1

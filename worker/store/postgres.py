@@ -120,7 +120,7 @@ class PostgresStore(PostgresCorrections):
             run_id: int = await self._pool.fetchval(self._pipeline["commit_run"],
                                                     *commit_arguments(commit, fence_key))
         except asyncpg.PostgresError as exc:
-            raise commit_error(exc, cursor.user_id, cursor.session_id) from exc
+            raise commit_error(exc) from exc
         except PG_ERRORS as exc:  # the server away: InterfaceError, OSError
             raise store_error("the persist transaction", exc) from exc
         return run_id

@@ -138,6 +138,17 @@ class ServiceKeyStore(PooledStore):
             return None
         return StoredKey(bytes(row["secret_hash"]), frozenset(row["scopes"]), row["revoked"])
 
+    async def key_ids(self, most: int) -> frozenset[str] | None:
+        """Every key's id; None when there are more than ``most``."""
+        try:
+            rows = await self._pool.fetch(self._sql["key_ids"], most + 1)
+        except asyncpg.UndefinedTableError:
+            raise StoreError("the database has no service_key table: run `memfleet migrate`"
+                             ) from None
+        except _FAILURES as exc:
+            raise StoreError(f"service keys: {exc}") from exc
+        return None if len(rows) > most else frozenset(row["id"] for row in rows)
+
     async def touch(self, key_id: str, every_s: float) -> None:
         try:
             await self._pool.execute(self._sql["touch_key"], key_id, float(every_s))

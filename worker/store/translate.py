@@ -53,17 +53,16 @@ async def translated(what: str) -> AsyncIterator[None]:
         raise store_error(what, exc) from exc
 
 
-def commit_error(exc: asyncpg.PostgresError, user_id: str, session_id: str) -> MemfleetError:
+def commit_error(exc: asyncpg.PostgresError) -> MemfleetError:
     """What memfleet_commit_run's refusal means for the run (or a StoreError)."""
     if exc.sqlstate == _CURSOR_MOVED:
-        return CursorFenced(session_id)
+        return CursorFenced()
     if exc.sqlstate == _USER_CHANGED:
-        return UserVersionConflict(user_id)
+        return UserVersionConflict()
     if exc.sqlstate == _OPTED_OUT:
-        return MemoryOptedOut("the user turned memory off during the run")
+        return MemoryOptedOut()
     if exc.sqlstate == _ERASED:
-        return UserErased("the user was erased during the run",
-                          int(getattr(exc, "detail", None) or 0))
+        return UserErased(int(getattr(exc, "detail", None) or 0))
     if exc.sqlstate == _NO_FENCE_KEY:
         return ConfigurationError("the commit named no erase fence key")
     return store_error("the persist transaction", exc)

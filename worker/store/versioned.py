@@ -48,10 +48,10 @@ class VersionedWrites(PooledStore):
                     version = await conn.fetchval(api["user_version"], user_id)
                     bumped = await conn.fetchval(api["bump_user_version"], user_id, version)
                     if bumped is None:
-                        raise UserVersionConflict(user_id)
+                        raise UserVersionConflict()
                     return await write(conn)
             except RowMissing:
                 return None
             except UserVersionConflict:
                 continue
-        raise UserVersionConflict(user_id)
+        raise UserVersionConflict()

@@ -4,7 +4,10 @@ setting, MEMFLEET_PANEL_FRAME_ANCESTORS, which cannot write another CSP directiv
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from importlib import resources
 
@@ -93,3 +96,36 @@ def test_a_frame_ancestors_value_that_could_write_more_is_refused(given: str) ->
     line = settings_error(caught.value)
     assert line.startswith("invalid settings: MEMFLEET_PANEL_FRAME_ANCESTORS: must be 'none'")
     assert "script-src" not in line and "example" not in line.split("(", 1)[0]
+
+
+@pytest.mark.parametrize("given", [
+    "https:", "data:", "javascript:", "http: https:", "'self' https:", "https://*", "*.com",
+    "https://*.com:8443", "https://chat.example.com *",
+])
+def test_a_source_without_a_host_is_refused(given: str) -> None:
+    # `https:` would let any https origin frame the panel, whose buttons act in one click.
+    with pytest.raises(ValidationError) as caught:
+        Settings(panel_frame_ancestors=given)
+    line = settings_error(caught.value)
+    assert line.startswith("invalid settings: MEMFLEET_PANEL_FRAME_ANCESTORS: must be 'none'")
+    assert "\n" not in line and "with a host" in line
+
+
+@pytest.mark.parametrize("given", ["https://*.example.com", "*.example.com:*",
+                                   "chat.example.com", "chrome-extension://abcdefgh"])
+def test_a_wildcard_or_a_scheme_with_a_host_part_is_kept(given: str) -> None:
+    assert Settings(panel_frame_ancestors=given).panel_frame_ancestors == given
+
+
+@pytest.mark.parametrize("command", [
+    [sys.executable, "-m", "api_stub.serve", "--port", "0"],
+    [sys.executable, "-c", "import sys; from worker.cli import main; sys.exit(main())",
+     "keys", "list"],
+])
+def test_the_api_and_the_cli_refuse_a_bare_scheme_in_one_line(command: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
+    done = subprocess.run(command, env={**env, "MEMFLEET_PANEL_FRAME_ANCESTORS": "https:"},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "MEMFLEET_PANEL_FRAME_ANCESTORS: must be 'none'" in lines[0]

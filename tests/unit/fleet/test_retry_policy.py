@@ -35,16 +35,16 @@ from worker.fleet.retry_policy import Next, after_error
 from worker.protocol.webhook_signature import SignatureInvalid
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),
-             InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced("s1"),
-             LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut("off"),
-             UserErased("erased"), HandoverTooLarge("a message", 70_000, 65_536),
+             InvalidJob("bad payload"), InvalidHandover("bad"), CursorFenced(),
+             LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut(),
+             UserErased(), HandoverTooLarge("a message", 70_000, 65_536),
              UnexpectedJobError("RuntimeError at x.py:1"),
              SignatureInvalid("a receiver's check; never raised in a job")]
 # Deterministic work on the slice's own text: another try would end the same way.
 SKIPPED_AT_ONCE = [OfflineAnswerInvalid("the rules' answer breaks the wire"),
                    ProviderWorkOverBudget("over 2 s of CPU")]
 TRANSIENT = [StoreError("down"), ProviderUnavailable("503"), ProviderAnswerInvalid("schema"),
-             ConsolidationContention("busy user"), UserVersionConflict("u1"),
+             ConsolidationContention("busy user"), UserVersionConflict(),
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
              SessionBytesFull(5_000_000, 4_194_304), UserSessionsFull(16),
              StoreUnavailable("connection refused"),

@@ -3,10 +3,13 @@ refuses a changed body, another key, a malformed header and a replay outside the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from worker.protocol.webhook_signature import TOLERANCE_S, SignatureInvalid, sign, verify
 
@@ -57,3 +60,30 @@ def test_any_of_several_signatures_may_match_while_a_secret_rotates() -> None:
     header = f"{sign(SECRET, BODY, T)},{old}"
     assert verify("old-secret-0123456789ab", header, BODY, now=T) == T
     assert verify(SECRET, header, BODY, now=T) == T
+
+
+# A receiver that catches SignatureInvalid only must never answer 500 for a header.
+NASTY = ["t=1800000000,v1=é" + "a" * 63, "t=١٨٠٠٠٠٠٠٠٠,v1=" + "a" * 64,
+         "t=" + "9" * 4301 + ",v1=" + "a" * 64, sign(SECRET, BODY, 10**400),
+         "t=" + "9" * 400 + ",v1=" + "a" * 64, "t=1800000000,v1=" + "\udcff" * 64,
+         "t=1800000000,v1=" + "a" * 64 + ",x" * 10_000, b"t=1800000000,v1=\xff",
+         b"\x00", "," * 5000, "t==,v1==", "t=1800000000,v1=" + "A" * 64]
+
+
+@pytest.mark.parametrize("header", NASTY, ids=range(len(NASTY)))
+def test_a_nasty_header_is_only_ever_signature_invalid(header: str | bytes) -> None:
+    with pytest.raises(SignatureInvalid):
+        verify(SECRET, header, BODY, now=T)  # type: ignore[arg-type]
+
+
+@given(st.one_of(st.text(max_size=5000), st.binary(max_size=5000),
+                 st.builds(lambda t, v: f"t={t},v1={v}", st.text(), st.text()),
+                 st.builds(lambda t, v: f"t={t},v1={v}", st.integers(), st.text())))
+@settings(max_examples=300, deadline=None)
+def test_verify_raises_nothing_but_signature_invalid(header: str | bytes) -> None:
+    with contextlib.suppress(SignatureInvalid):
+        verify(SECRET, header, BODY, now=T)
+
+
+def test_a_signed_header_still_verifies_from_bytes() -> None:
+    assert verify(SECRET, sign(SECRET, BODY, T).encode(), BODY, now=T) == T

@@ -20,6 +20,10 @@ WHERE k.id = before.id
 RETURNING k.id, k.name, k.scopes, k.created_at, k.last_used_at, k.revoked_at,
           before.revoked_at IS NOT NULL AS was_revoked;
 
+-- name: key_ids
+-- Every key id, revoked ones too (a revoked key is refused as revoked); $1 caps the read.
+SELECT id FROM service_key ORDER BY id LIMIT $1;
+
 -- name: key_for_check
 SELECT secret_hash, scopes, revoked_at IS NOT NULL AS revoked
 FROM service_key
