@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--per-kind", type=int, metavar="N", help="at most N of each kind")
     parser.add_argument("--threads", type=int, default=1, help="the model's CPU threads")
     parser.add_argument("--json", type=Path, help="also write the scores and calls here")
+    parser.add_argument("--keep-calls", type=Path, metavar="FILE",
+                        help="keep the raw record of the chat calls (requests and answers, "
+                             "so the scenarios' text) for `python -m bench.eval_local.calls`")
     return parser
 
 
@@ -67,6 +72,19 @@ def _memfleet_env(base_url: str, model: str, database_url: str, redis_url: str,
         "MEMFLEET_DATABASE_URL": database_url, "MEMFLEET_REDIS_URL": redis_url,
         "MEMFLEET_HOME_DIR": str(home)})
     return env
+
+
+def _warnings(stderr: str) -> str:
+    """The worker's warning events, counted by name (its JSON log lines quote no content)."""
+    events: Counter[str] = Counter()
+    for line in stderr.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("warning", "error"):
+            events[f"{entry.get('event')} ({entry['level']})"] += 1
+    return ", ".join(f"{name}: {n}" for name, n in events.most_common()) or "none"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     timeout=RUN_TIMEOUT_S, check=False)
                 eval_s = time.monotonic() - eval_started
                 calls = call_report.read_calls(endpoint.calls)
+                if args.keep_calls is not None and endpoint.calls.exists():
+                    shutil.copyfile(endpoint.calls, args.keep_calls)
         except EndpointError as exc:
             return _fail(str(exc))
         if done.returncode not in (0, 1) or not out.exists():
@@ -120,9 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(f"memfleet eval exited with {done.returncode}")
         document = json.loads(out.read_text("utf-8"))
     print(done.stdout)
-    warnings = [line for line in done.stderr.splitlines() if "warning" in line.lower()]
-    print(f"memfleet eval took {eval_s:.0f} s ({len(warnings)} warning lines on its stderr); "
-          f"load {load_1min()}\n")
+    print(f"memfleet eval took {eval_s:.0f} s; load {load_1min()}")
+    print(f"its warnings: {_warnings(done.stderr)}\n")
     print(f"model calls, judged by memfleet's own parsing and checks ({spec.label}):")
     print(call_report.table(calls))
     if calls:

@@ -239,3 +239,19 @@ def as_json(calls: Sequence[Call]) -> list[dict[str, Any]]:
              "completion_tokens": c.completion_tokens, "reask": c.reask,
              "recovered": c.recovered, "rejected": c.rejected, "reasons": dict(c.reasons)}
             for c in calls]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.eval_local.calls CALLS.jsonl``: the table of a kept record."""
+    import sys
+
+    paths = list(sys.argv[1:] if argv is None else argv)
+    if len(paths) != 1 or not Path(paths[0]).is_file():
+        print("memfleet: usage: python -m bench.eval_local.calls CALLS.jsonl", file=sys.stderr)
+        return 2
+    print(table(read_calls(Path(paths[0]))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
