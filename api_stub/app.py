@@ -34,6 +34,7 @@ from api_stub.event_stream import STATE_KEY, EventStreams
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, NoStore, SizeLimits
 from api_stub.handover_fast import HandoverFastPath
+from api_stub.long_polls import event_stream_slots, wait_slots
 from api_stub.service_auth import ServiceKeyCheck
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings, secret
@@ -95,7 +96,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                                                      socket_connect_timeout=2)
             providers = build_providers(settings)
             streams = EventStreams(settings.redis_url, events_key(settings.queue_name),
-                                   max_streams=settings.api_event_streams_max,
+                                   slots=event_stream_slots(settings),
                                    send_timeout_s=settings.api_send_timeout_s)
             app.state.deps = ApiDeps(
                 settings=settings, pool=pool, redis=redis, memory=memory,
@@ -106,7 +107,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
-                streams=streams,
+                streams=streams, waits=wait_slots(settings),
             )
             app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))
             if tune_gc:

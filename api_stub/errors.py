@@ -59,6 +59,11 @@ _DESCRIPTIONS = {
 }
 
 
+# What the OpenAPI document says of a refusal's Retry-After header.
+RETRY_AFTER_HEADER: dict[str, Any] = {"Retry-After": {
+    "description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
+
+
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
 
