@@ -28,7 +28,9 @@ class ErrorBody(BaseModel):
     detail: str
     # A refusal a client acts on names its kind (the hand-over's: InvalidHandover,
     # HandoverTooLarge, HandoverBacklogFull, SessionBytesFull, UserSessionsFull,
-    # HandoverUnavailable), the name of the Python exception: absent on the others.
+    # HandoverUnavailable), the name of the Python exception; a wait or a stream refused
+    # for the caller's or the process's count, TooManyLongPolls or LongPollsFull
+    # (api_stub.long_polls): absent on the others.
     error: str | None = None
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from collections import Counter
@@ -46,14 +47,14 @@ PROVIDERS = {"llm_provider": "rules", "embed_provider": "hashing", "embed_dim": 
 @dataclass(frozen=True, slots=True)
 class Burst:
     name: str
-    statuses: Counter[int]
-    other: int  # the status another caller got meanwhile
+    statuses: Counter[str]
+    other: str  # what another caller got meanwhile
     wall_s: float
     api_cpu_s: float
     redis_commands: int
 
     def row(self) -> str:
-        codes = ", ".join(f"{code}: {n}" for code, n in sorted(self.statuses.items()))
+        codes = ", ".join(f"{code} x{n}" for code, n in sorted(self.statuses.items()))
         return (f"{self.name}: {codes} | another caller meanwhile: {self.other} | "
                 f"API CPU {self.api_cpu_s:.2f} s in {self.wall_s:.1f} s | Redis "
                 f"{self.redis_commands / self.wall_s:.0f} commands/s "
@@ -65,7 +66,7 @@ async def _commands(redis: Redis) -> int:
 
 
 async def _measure(name: str, pid: int, redis: Redis,
-                   burst: Callable[[], Awaitable[tuple[Counter[int], int]]]) -> Burst:
+                   burst: Callable[[], Awaitable[tuple[Counter[str], str]]]) -> Burst:
     cpu0, commands0, t0 = cpu_s(pid), await _commands(redis), time.monotonic()
     statuses, other = await burst()
     wall = time.monotonic() - t0
@@ -73,11 +74,21 @@ async def _measure(name: str, pid: int, redis: Redis,
     return Burst(name, statuses, other, wall, cpu_s(pid) - cpu0, commands)
 
 
-async def _wait(api: httpx.AsyncClient, user: str, session: str, hold_s: float) -> int:
+def _outcome(status: int, body: bytes) -> str:
+    """The status, with the refusal's kind (the JSON ``error``) when it names one."""
+    if status == 200:
+        return "200"
+    try:
+        return f"{status} {json.loads(body).get('error')}"
+    except ValueError:
+        return str(status)
+
+
+async def _wait(api: httpx.AsyncClient, user: str, session: str, hold_s: float) -> str:
     answer = await api.get(f"/users/{user}/sessions/{session}/handovers/1/wait",
                            params={"timeout_s": hold_s},
                            headers={"Authorization": f"Bearer {_token(user)}"})
-    return answer.status_code
+    return _outcome(answer.status_code, answer.content)
 
 
 def _token(user: str) -> str:
@@ -85,7 +96,7 @@ def _token(user: str) -> str:
 
 
 async def _waits(api: httpx.AsyncClient, count: int, hold_s: float
-                 ) -> tuple[Counter[int], int]:
+                 ) -> tuple[Counter[str], str]:
     tasks = [asyncio.ensure_future(_wait(api, "bench-one", f"s{i}", hold_s))
              for i in range(count)]
     await asyncio.sleep(1.0)  # the burst is in: another user's wait
@@ -93,7 +104,7 @@ async def _waits(api: httpx.AsyncClient, count: int, hold_s: float
     return Counter(await asyncio.gather(*tasks)), other
 
 
-async def _stream(api: httpx.AsyncClient, key: str, hold_s: float) -> int:
+async def _stream(api: httpx.AsyncClient, key: str, hold_s: float) -> str:
     async with api.stream("GET", "/events", headers={"Authorization": f"Bearer {key}"}) as got:
         if got.status_code == 200:
             with_deadline = asyncio.timeout(hold_s)
@@ -103,11 +114,12 @@ async def _stream(api: httpx.AsyncClient, key: str, hold_s: float) -> int:
                         pass
             except TimeoutError:
                 pass
-        return got.status_code
+            return "200"
+        return _outcome(got.status_code, await got.aread())
 
 
 async def _streams(api: httpx.AsyncClient, one: str, other: str, count: int, hold_s: float
-                   ) -> tuple[Counter[int], int]:
+                   ) -> tuple[Counter[str], str]:
     tasks = [asyncio.ensure_future(_stream(api, one, hold_s)) for _ in range(count)]
     await asyncio.sleep(1.0)
     another = await _stream(api, other, 0.5)
