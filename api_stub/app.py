@@ -36,6 +36,7 @@ from api_stub.guards import AccessLog, NoStore, SizeLimits
 from api_stub.handover_fast import HandoverFastPath
 from api_stub.long_polls import event_stream_slots, wait_slots
 from api_stub.service_auth import ServiceKeyCheck
+from api_stub.wait_poller import WaitPoller
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
@@ -108,6 +109,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
                 streams=streams, waits=wait_slots(settings),
+                poller=WaitPoller(redis if sharded is None else sharded),
             )
             app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))
             if tune_gc:
@@ -117,6 +119,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
         finally:
             if streams is not None:
                 streams.close()
+            if (deps := getattr(app.state, "deps", None)) is not None:
+                await deps.poller.aclose()  # the waits' shared reads
             if providers is not None:
                 await providers.aclose()
             if redis is not None:

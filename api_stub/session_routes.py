@@ -5,10 +5,11 @@
   the session's stand-in in the commit events (``session_tag``; null when the
   API has no MEMFLEET_TELEMETRY_ID_KEY, since a per-process random key would
   match no event).
-- ``GET .../handovers/{handover_id}/wait?timeout_s=T``: a long poll on
-  ``wait_for_memory``; answers as soon as a commit covers the hand-over, or with
-  ``covered`` false after T seconds (at most MAX_WAIT_S). It polls Redis with
-  the shared client's short commands and holds no PostgreSQL connection; a
+- ``GET .../handovers/{handover_id}/wait?timeout_s=T``: a long poll, what
+  ``wait_for_memory`` does; answers as soon as a commit covers the hand-over, or
+  with ``covered`` false after T seconds (at most MAX_WAIT_S). Its reads of Redis
+  are the process's, shared by every wait (api_stub.wait_poller: one read per
+  session per tick, one round trip per shard); it holds no PostgreSQL connection; a
   client that goes away ends it at once, and so does the server's shutdown
   (api_stub.event_stream.EventStreams.closing), with the state as it is. At most
   MEMFLEET_API_WAITS_PER_USER waits of one user's token, MEMFLEET_API_WAITS_PER_KEY
@@ -35,7 +36,7 @@ from api_stub.errors import AUTH_RESPONSES, RETRY_AFTER_HEADER, ErrorBody, hando
 from api_stub.handover_routes import SessionId
 from api_stub.long_polls import LongPollRefused
 from api_stub.service_auth import CallerOf, WatchUser
-from worker.client.handover import memory_status, session_tag, wait_for_memory
+from worker.client.handover import memory_status, session_tag
 from worker.errors import HandoverUnavailable
 
 log = logging.getLogger("memfleet.api.sessions")
@@ -130,8 +131,8 @@ async def wait_for_handover(
 
 async def _wait(request: Request, deps: ApiDeps, session_id: str, user_id: str,
                 handover_id: int, timeout_s: float) -> WaitOutcome | Response:
-    waiting = asyncio.ensure_future(wait_for_memory(deps.handover, session_id, user_id,
-                                                    handover_id, timeout_s=timeout_s))
+    waiting = asyncio.ensure_future(deps.poller.wait(user_id, session_id, handover_id,
+                                                     timeout_s=timeout_s))
     gone = asyncio.ensure_future(_until_disconnect(request))
     closing = asyncio.ensure_future(deps.streams.closing.wait())
     try:
