@@ -6,6 +6,8 @@ Throwaway PostgreSQL and Redis (embedded), the API as a process of its own
 - ``--waits`` concurrent ``GET .../handovers/1/wait?timeout_s=T`` on one end
   user's token (each on a session of its own, none ever covered: every admitted
   wait lasts T seconds), and one wait of another user while they are open;
+- ``--key-waits`` concurrent waits on one service key (as a chat server waits for
+  its users: each of another user's session), within the key's default share;
 - ``--streams`` concurrent ``GET /events`` on one service key, held for T
   seconds, and one stream of another key while they are open.
 
@@ -84,10 +86,11 @@ def _outcome(status: int, body: bytes) -> str:
         return str(status)
 
 
-async def _wait(api: httpx.AsyncClient, user: str, session: str, hold_s: float) -> str:
+async def _wait(api: httpx.AsyncClient, user: str, session: str, hold_s: float,
+                key: str | None = None) -> str:
     answer = await api.get(f"/users/{user}/sessions/{session}/handovers/1/wait",
                            params={"timeout_s": hold_s},
-                           headers={"Authorization": f"Bearer {_token(user)}"})
+                           headers={"Authorization": f"Bearer {key or _token(user)}"})
     return _outcome(answer.status_code, answer.content)
 
 
@@ -95,10 +98,10 @@ def _token(user: str) -> str:
     return issue_token(AuthConfig(SECRET), user, ttl_s=3600)
 
 
-async def _waits(api: httpx.AsyncClient, count: int, hold_s: float
+async def _waits(api: httpx.AsyncClient, count: int, hold_s: float, key: str | None = None
                  ) -> tuple[Counter[str], str]:
-    tasks = [asyncio.ensure_future(_wait(api, "bench-one", f"s{i}", hold_s))
-             for i in range(count)]
+    tasks = [asyncio.ensure_future(_wait(api, "bench-one" if key is None else f"u{i}",
+                                         f"s{i}", hold_s, key)) for i in range(count)]
     await asyncio.sleep(1.0)  # the burst is in: another user's wait
     other = await _wait(api, "bench-other", "s0", 0.5)
     return Counter(await asyncio.gather(*tasks)), other
@@ -138,13 +141,15 @@ async def _keys(database_url: str) -> tuple[str, str]:
 async def _run(args: argparse.Namespace, servers: Servers, pid: int, url: str) -> list[Burst]:
     one, other = await _keys(servers.database_url)
     redis = Redis.from_url(servers.redis_url)
-    limits = httpx.Limits(max_connections=args.waits + args.streams + 10)
+    limits = httpx.Limits(max_connections=max(args.waits, args.key_waits, args.streams) + 10)
     try:
         async with httpx.AsyncClient(base_url=url, timeout=args.hold_s + 30,
                                      limits=limits) as api:
             return [
                 await _measure(f"{args.waits} waits, one token", pid, redis,
                                lambda: _waits(api, args.waits, args.hold_s)),
+                await _measure(f"{args.key_waits} waits, one service key", pid, redis,
+                               lambda: _waits(api, args.key_waits, args.hold_s, one)),
                 await _measure(f"{args.streams} streams, one key", pid, redis,
                                lambda: _streams(api, one, other, args.streams, args.hold_s)),
             ]
@@ -156,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.long_polls", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--waits", type=int, default=300)
+    parser.add_argument("--key-waits", type=int, default=128)
     parser.add_argument("--streams", type=int, default=40)
     parser.add_argument("--hold-s", type=float, default=15.0,
                         help="each wait's timeout_s, and how long a stream is held")
