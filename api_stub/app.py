@@ -34,7 +34,9 @@ from api_stub.event_stream import STATE_KEY, EventStreams
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, NoStore, SizeLimits
 from api_stub.handover_fast import HandoverFastPath
+from api_stub.long_polls import event_stream_slots, wait_slots
 from api_stub.service_auth import ServiceKeyCheck
+from api_stub.wait_poller import WaitPoller
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
@@ -95,7 +97,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                                                      socket_connect_timeout=2)
             providers = build_providers(settings)
             streams = EventStreams(settings.redis_url, events_key(settings.queue_name),
-                                   max_streams=settings.api_event_streams_max,
+                                   slots=event_stream_slots(settings),
                                    send_timeout_s=settings.api_send_timeout_s)
             app.state.deps = ApiDeps(
                 settings=settings, pool=pool, redis=redis, memory=memory,
@@ -105,7 +107,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
                 writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
                                      burst=settings.api_fact_write_burst),
-                streams=streams,
+                streams=streams, waits=wait_slots(settings),
+                poller=WaitPoller(redis if sharded is None else sharded),
             )
             app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))
             if tune_gc:
@@ -115,6 +118,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
         finally:
             if streams is not None:
                 streams.close()
+            if (deps := getattr(app.state, "deps", None)) is not None:
+                await deps.poller.aclose()  # the waits' shared reads
             if providers is not None:
                 await providers.aclose()
             if redis is not None:

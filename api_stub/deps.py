@@ -8,6 +8,8 @@ from typing import Any
 from api_stub.chat_log import ChatLog
 from api_stub.event_stream import EventStreams
 from api_stub.exports import ExportGate
+from api_stub.long_polls import LongPolls
+from api_stub.wait_poller import WaitPoller
 from api_stub.write_rate import FactWriteRate
 from worker.config import Settings
 from worker.memory_rules import Limits
@@ -28,3 +30,5 @@ class ApiDeps:
     exports: ExportGate
     writes: FactWriteRate
     streams: EventStreams
+    waits: LongPolls  # the hand-over waits open in this process (api_stub.long_polls)
+    poller: WaitPoller  # their reads of Redis, shared (api_stub.wait_poller)
