@@ -61,6 +61,7 @@ QUEUED_PREFIX = "memfleet:queued:"
 LOCK_PREFIX = "memory-task-lock:"
 USER_SESSIONS_PREFIX = "memfleet:sessions:"
 USER_ACTIVE_PREFIX = "memfleet:active:"
+USER_JOBS_PREFIX = "memfleet:jobs:"
 # While a shard is added (worker.protocol.shards), on a moving user's old shard.
 USER_MOVED_PREFIX = "memfleet:moved:"
 # The fleet, per queue (+ <queue>).
@@ -115,7 +116,12 @@ KEYS: tuple[KeySpec, ...] = (
             "MEMFLEET_LOCK_TTL_S, extended every third of it while the job runs"),
     KeySpec(USER_SESSIONS_PREFIX + "{<user>}", "set",
             "enqueue.lua (SADD session id); erase_user.lua (DEL)", "erase_user.lua",
-            "7 days after the user's last hand-over"),
+            "7 days after the user's last hand-over or re-drive"),
+    KeySpec(USER_JOBS_PREFIX + "{<user>}", "zset",
+            "enqueue.lua (ZADD job id, the job key's expiry ms; drops expired and ended"
+            " jobs); erase_user.lua (ZREM)", "erase_user.lua",
+            "the longest job expiry (1 day + defer) after the user's last queued job;"
+            " a job leaves once it ended, at a later hand-over or an erase"),
     KeySpec(USER_ACTIVE_PREFIX + "{<user>}", "set",
             "enqueue.lua (SADD, prunes at the cap); release.lua (SREM); erase_user.lua",
             "enqueue.lua (the MEMFLEET_MAX_USER_SESSIONS cap)",
@@ -128,7 +134,7 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("<queue>", "zset",
             "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"
             " erase_user.lua; retire_orphans.lua (ZREM)",
-            "ARQ workers (start_job.lua), fleet_probe.lua, erase_user.lua, retire_orphans.lua",
+            "ARQ workers (start_job.lua), fleet_probe.lua, retire_orphans.lua",
             "no TTL; a job leaves when ARQ finishes it, or the recovery pass retires it"
             " (its worker dead)"),
     KeySpec(PENDING_PREFIX + "<queue>", "zset",
@@ -187,7 +193,7 @@ KEYS: tuple[KeySpec, ...] = (
     # ---- ARQ's keys, per job (ARQ writes them; memfleet's scripts too)
     KeySpec(ARQ_JOB_PREFIX + "<job id>", "string",
             "enqueue.lua (SET: the job's JSON); ARQ (DEL at the end); erase_user.lua;"
-            " retire_orphans.lua (DEL)", "ARQ workers, erase_user.lua, retire_orphans.lua",
+            " retire_orphans.lua (DEL)", "ARQ workers, enqueue.lua (EXISTS), retire_orphans.lua",
             "1 day + defer (JOB_EXPIRES_MS); gone at the end"),
     KeySpec(ARQ_IN_PROGRESS_PREFIX + "<job id>", "string",
             "start_job.lua (PSETEX '1'); ARQ (DEL at the end); retire_orphans.lua (DEL)",
@@ -265,9 +271,13 @@ def user_moved_key(user_id: str) -> str:
     return USER_MOVED_PREFIX + user_tag(user_id)
 
 
+def user_jobs_key(user_id: str) -> str:
+    return USER_JOBS_PREFIX + user_tag(user_id)
+
+
 def user_keys(user_id: str) -> tuple[str, ...]:
     """The keys of the user as a whole (beside each session's session_keys)."""
-    return (user_sessions_key(user_id), user_active_key(user_id))
+    return (user_sessions_key(user_id), user_active_key(user_id), user_jobs_key(user_id))
 
 
 def user_session_prefix(prefix: str, user_id: str) -> str:
