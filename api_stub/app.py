@@ -35,7 +35,7 @@ from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, NoStore, SizeLimits
 from api_stub.handover_fast import HandoverFastPath
 from api_stub.service_auth import ServiceKeyCheck
-from api_stub.write_rate import FactWriteRate
+from api_stub.write_rate import erase_rate, fact_write_rate
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import quiet_garbage_collector
@@ -104,8 +104,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 chat=ChatLog(redis, max_messages=settings.max_messages,
                              ttl_s=settings.chat_ttl_s),
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
-                writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
-                                     burst=settings.api_fact_write_burst),
+                writes=fact_write_rate(redis, per_minute=settings.api_fact_writes_per_minute,
+                                       burst=settings.api_fact_write_burst),
+                erases=erase_rate(redis, per_hour=settings.api_erases_per_hour,
+                                  burst=settings.api_erase_burst, fence_secret=fences.secret),
                 streams=streams,
             )
             app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))

@@ -18,6 +18,9 @@ Placeholders in a pattern:
   sorted sets name a session;
 - ``<job id>``: an ARQ job id (``memfleet-`` and 32 hex digits for the jobs
   memfleet queues);
+- ``<keyed user>``: 32 hex digits of HMAC-SHA-256 over the user id, under
+  MEMFLEET_ERASE_FENCE_KEY (api_stub.write_rate): a key that must outlive the
+  user's erase names the user so, never by the id;
 - ``{<endpoint>}``: a short hash of the queue name and a model endpoint's base URL
   (worker.providers.budget.endpoint_id), in braces: one endpoint's budget keys
   share a slot.
@@ -87,6 +90,7 @@ ARQ_HEALTH_CHECK_SUFFIX = ":health-check"
 # The memory API and the chat stand-in (api_stub), per user.
 API_EXPORTS_PREFIX = "memfleet:api-exports:"
 API_FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"
+API_ERASES_PREFIX = "memfleet:api-erases:"
 CHAT_SESSION_PREFIX = "chat:session:"
 CHAT_SESSIONS_PREFIX = "chat:sessions:"
 
@@ -219,6 +223,9 @@ KEYS: tuple[KeySpec, ...] = (
             "the lease time, renewed while a download goes on"),
     KeySpec(API_FACT_WRITES_PREFIX + "{<user>}", "string",
             "fact_write_rate.lua (GCRA's next arrival, ms); the API (DEL at erase)",
+            "fact_write_rate.lua", "until the user's bucket is full again"),
+    KeySpec(API_ERASES_PREFIX + "<keyed user>", "string",
+            "fact_write_rate.lua (GCRA's next arrival, ms); outlives the erase it counts",
             "fact_write_rate.lua", "until the user's bucket is full again"),
     KeySpec(CHAT_SESSION_PREFIX + _SESSION, "list",
             "the chat stand-in (RPUSH message JSON, LTRIM, LREM); its erase",
@@ -364,6 +371,11 @@ def api_exports_key(user_id: str) -> str:
 
 def api_fact_writes_key(user_id: str) -> str:
     return API_FACT_WRITES_PREFIX + user_tag(user_id)
+
+
+def api_erases_key(keyed_user: str) -> str:
+    """``keyed_user``: the user's keyed hash (api_stub.write_rate), never the id."""
+    return API_ERASES_PREFIX + keyed_user
 
 
 def chat_session_key(session: SessionRef) -> str:
