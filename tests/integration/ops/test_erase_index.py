@@ -110,3 +110,35 @@ async def test_a_started_job_of_the_release_before_the_index_writes_back_nothing
     assert await active_texts(db, "alice") == []
     assert await db.fetchval("SELECT count(*) FROM memory_run WHERE user_id = 'alice'") == 0
     assert await db.fetchval("SELECT count(*) FROM memory_run WHERE job_id = $1", job) == 1
+
+
+async def test_a_re_drive_lists_its_session_for_the_erase(
+    settings: Settings, redis: Redis
+) -> None:
+    # The fleet re-drives a session (a job with no payload: recovery, a busy lock) that
+    # the user's session set may not list (an erase emptied it while a job ran).
+    name = settings.queue_name
+    await queue.enqueue(redis, SessionRef("alice", "1"), payload=None, queue_name=name)
+    assert await redis.zcard(keys.pending_key(name)) == 1
+    cleared = await queue.erase_user(redis, "alice", name)
+    assert cleared.jobs == 1
+    assert await _names(redis, b"alice") == []
+    assert await redis.zcard(keys.pending_key(name)) == 0
+
+
+async def test_the_job_index_holds_about_the_users_live_jobs(
+    settings: Settings, redis: Redis
+) -> None:
+    # Jobs that ended leave the index at the user's next queued job: it does not grow
+    # with the user's history, and it lapses a job's expiry after the last one.
+    name = settings.queue_name
+    index = keys.user_jobs_key("alice")
+    said = []
+    for turn in range(5):
+        said.append(user_msg(f"I use language number {turn}."))
+        await schedule_memory_persistence(redis, "1", "alice", said, queue_name=name)
+        await schedule_memory_persistence(redis, "2", "alice", said, queue_name=name)
+        assert await redis.zcard(index) == 2
+        await drain(settings)
+    assert 0 < await redis.pttl(index) <= queue.JOB_EXPIRES_MS
+    assert await redis.zcard(name) == 0
