@@ -37,7 +37,7 @@ from api_stub.handover_fast import HandoverFastPath
 from api_stub.long_polls import event_stream_slots, wait_slots
 from api_stub.service_auth import ServiceKeyCheck
 from api_stub.wait_poller import WaitPoller
-from api_stub.write_rate import FactWriteRate
+from api_stub.write_rate import erase_rate, fact_write_rate
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import quiet_garbage_collector
@@ -105,8 +105,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog.from_settings(redis, settings),  # the erase uses it, mounted or not
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
-                writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
-                                     burst=settings.api_fact_write_burst),
+                writes=fact_write_rate(redis, per_minute=settings.api_fact_writes_per_minute,
+                                       burst=settings.api_fact_write_burst),
+                erases=erase_rate(redis, per_hour=settings.api_erases_per_hour,
+                                  burst=settings.api_erase_burst, fence_secret=fences.secret),
                 streams=streams, waits=wait_slots(settings),
                 poller=WaitPoller(redis if sharded is None else sharded),
             )

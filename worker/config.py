@@ -252,6 +252,10 @@ class Settings(BaseSettings):
     # Redis: this many a minute on average, up to the burst at once; more: 429. 0: none.
     api_fact_writes_per_minute: int = Field(default=60, ge=0)
     api_fact_write_burst: int = Field(default=20, ge=1)
+    # Erases (DELETE /users/{u}) and consent changes per user, fleet-wide through Redis:
+    # this many an hour on average, up to the burst at once; more: 429. 0: none.
+    api_erases_per_hour: int = Field(default=30, ge=0)
+    api_erase_burst: int = Field(default=5, ge=1)
 
     @field_validator("database_url", "redis_url")
     @classmethod
