@@ -68,7 +68,8 @@ export interface SessionStatusWithTag extends SessionStatus {
   sessionTag: string | null;
 }
 
-// Reconnects tried in a row after a dropped event stream before giving up.
+// Reconnects tried in a row after a dropped event stream, or after a stream refused
+// a slot (429 TooManyLongPolls, 503 LongPollsFull), before giving up.
 const RECONNECTS = 5;
 // The wait route's own bound on one long poll (docs/api.md).
 const MAX_WAIT_S = 30;

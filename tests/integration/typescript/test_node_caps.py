@@ -28,4 +28,4 @@ async def test_the_http_client_rides_out_the_long_poll_caps(
             run_node, ["--test", "--test-concurrency=1", "clients/typescript/dist/test/caps/"],
             env, 120)
     print(done.stdout)  # node's own report, with -s or on a failure elsewhere
-    assert "# fail 0" in done.stdout and "# pass 3" in done.stdout
+    assert "# fail 0" in done.stdout and "# pass 4" in done.stdout

@@ -83,6 +83,27 @@ test("a wait that gets no slot within its time throws the refusal, not a full ba
     assert.equal(await holder, false);
   });
 
+test("events() that gets no stream within its time throws the refusal", async () => {
+  const stop = new AbortController();
+  let opened = false;
+  const holding = (async () => {
+    for await (const _ of api.subscribe({ signal: stop.signal, onOpen: () => { opened = true; } })) {
+      // only its slot matters
+    }
+  })();
+  try {
+    while (!opened) await delay(20);
+    const quick = new MemfleetHttpClient({ apiUrl: env.apiUrl, serviceKey: env.serviceKey,
+      timeoutMs: 1000 });
+    const started = performance.now();
+    await assert.rejects(quick.events({ after: "0" }), refusedAs("TooManyLongPolls", 429));
+    assert.ok(performance.now() - started < 2_000, "within its bound");
+  } finally {
+    stop.abort();
+    await holding;
+  }
+});
+
 test("a subscription whose reconnect is refused once keeps going", async () => {
   const relay = await cutter(new URL(env.apiUrl));
   const viaRelay = new MemfleetHttpClient({ apiUrl: relay.url, serviceKey: env.serviceKey,
