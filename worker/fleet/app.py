@@ -119,10 +119,15 @@ def worker_options(
         metrics = telemetry.metrics
         ctx["heartbeat"] = asyncio.create_task(probe.keep_beating(
             redis, settings.queue_name, lambda: sorted(running)))
+
+        async def recover() -> None:
+            # While a server is away this worker takes no job: the sessions it would
+            # queue again would only be queued again at every pass.
+            if not watch.down():
+                await recovery_pass(redis, settings.queue_name, metrics, lambda: running)
+
         ctx["recovery"] = asyncio.create_task(periodic.every(
-            settings.recovery_interval_s,
-            lambda: recovery_pass(redis, settings.queue_name, metrics, lambda: running),
-            name="recovery pass"))
+            settings.recovery_interval_s, recover, name="recovery pass"))
         if settings.expiry_interval_s > 0:
             # Nothing waits for it (reads skip an expired fact already): spread out.
             maintenance = PostgresMaintenanceStore(pool)

@@ -36,6 +36,8 @@ from worker.store.migrate import migrate
 OUTAGE_S = float(os.environ.get("MEMFLEET_OUTAGE_S", "15"))
 # A Redis command gives up after two tries: the code before this test died within seconds.
 RETRIES = "2"
+# The outage, plus the servers' start, the worker's and the hand-overs around it.
+pytestmark = pytest.mark.timeout(OUTAGE_S + 240)
 
 
 @pytest.fixture
@@ -96,11 +98,15 @@ def lines_with(text: str, *words: str) -> list[str]:
 
 
 def check_two_lines(text: str, server: str) -> None:
-    """One line when the worker lost ``server``, one when it had it back; no traceback."""
+    """One line when the worker lost ``server``, one when it had it back, nothing in
+    between; no traceback."""
     assert "Traceback" not in text, text[-3000:]
     away = lines_with(text, '"server away"', f'"{server}"')
     back = lines_with(text, '"server back"', f'"{server}"')
     assert len(away) == 1 and len(back) == 1, text[-3000:]
+    lines = text.splitlines()
+    between = lines[lines.index(away[0]) + 1:lines.index(back[0])]
+    assert between == [], "nothing else is logged for the outage"
     for line in away + back:
         record = json.loads(line)
         assert "@" not in str(record.get("address")), "no URL credentials in the address"
