@@ -26,8 +26,10 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
-from tests.helpers import WorkerProcesses, active_texts, eventually, user_msg, worker_env
+from tests.helpers import WorkerProcesses, active_texts, drain, eventually, user_msg, worker_env
+from tests.openai_stub import openai_settings
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
@@ -206,3 +208,33 @@ async def test_a_worker_outlives_a_postgresql_outage(
     if OUTAGE_S > 30:
         print(f"\nPostgreSQL SIGKILLed for {OUTAGE_S:.0f} s: the worker ran through it; its "
               "log:\n" + "\n".join(lines_with(worker_log(tmp_path), '"server ')))
+
+
+async def test_a_burst_worker_waits_a_redis_outage_out_and_still_drains_the_queue(
+    settings: Settings, db: asyncpg.Connection, aof_redis: EmbeddedRedis
+) -> None:
+    # `memfleet worker --burst` (here in-process, as `drain` runs it): Redis goes while
+    # a job waits on the model; the burst neither raises nor ends early: it ends once
+    # the queue is empty, the job's fact stored (docs/operations.md).
+    settings = settings.model_copy(update={"redis_url": aof_redis.url, "redis_retries": 2})
+    client = Redis.from_url(aof_redis.url)
+    with StubServer(dim=TEST_EMBED_DIM) as stub:
+        stub.add_fault("hold", sleep_s=120, count=1, path="/v1/chat/completions")
+        try:
+            await schedule_memory_persistence(client, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+            burst = asyncio.create_task(drain(openai_settings(settings, stub)))
+
+            async def in_flight() -> bool:
+                return bool(stub.recorded())
+
+            await eventually(in_flight, 30)
+            await asyncio.to_thread(aof_redis.kill)
+            await asyncio.sleep(min(OUTAGE_S, 8))  # past the two tries of each command
+            assert not burst.done(), "the burst waits for Redis"
+            await asyncio.to_thread(aof_redis.start)
+            stub.release()
+            await asyncio.wait_for(burst, 90)
+        finally:
+            await client.aclose()
+    assert await active_texts(db, "u1") == ["Uses Zig"]
