@@ -24,6 +24,7 @@ from api_stub import (
     memory_routes,
     panel_page,
     panel_routes,
+    readiness,
     session_routes,
 )
 from api_stub.auth import AuthConfig
@@ -153,9 +154,14 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.include_router(event_routes.router)
     app.include_router(panel_page.router)  # the memory panel's page (docs/panel.md)
 
+    # Liveness: the process answers, whatever Redis and PostgreSQL do (a restart would
+    # not bring them back). Readiness, /readyz, asks them (api_stub.readiness).
     @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    app.state.readiness = readiness.Readiness()
+    app.include_router(readiness.router)
 
     return app
 
