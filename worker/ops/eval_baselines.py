@@ -16,10 +16,11 @@ the score honest: a suite a raw dump passes measures nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from worker.ops.eval_run import TURN_GAP
+from worker.ops.eval_score import ScenarioScore, score_scenario
 from worker.ops.eval_suite import Scenario, Session
 from worker.store.types import FactRecord
 
@@ -76,3 +77,9 @@ BASELINES: dict[str, Baseline] = {
     "raw-messages": raw_messages,
     "latest-session": latest_session,
 }
+
+
+def baseline_scores(scenarios: Sequence[Scenario]) -> dict[str, list[ScenarioScore]]:
+    """Every baseline's scores on the scenarios, by the suite's scorer."""
+    return {name: [score_scenario(s, baseline(s, f"baseline-{s.id}")) for s in scenarios]
+            for name, baseline in BASELINES.items()}
