@@ -38,8 +38,9 @@ SEED = 38
 PER_KIND = 10
 MAX_RUNS = 3
 
-# Values of one sort are interchangeable in every scenario that names one. New values
-# are ones no hand-written scenario uses, so a variant never collides with its source.
+# Values of one sort are interchangeable in every scenario that names one. A variant
+# takes only values its source does not name, and none of the retrieval haystack's
+# words (worker/ops/eval_haystack.py: no "Italian", no "piano"), which would hold a gold.
 POOLS: dict[str, tuple[str, ...]] = {
     "city": ("Bergen", "Oslo", "Tokyo", "Zurich", "Paris", "Lyon", "Barcelona", "Munich",
              "Leeds", "Monaco", "Lima", "Reykjavik", "Halifax", "Toronto", "Bristol",
@@ -59,10 +60,10 @@ POOLS: dict[str, tuple[str, ...]] = {
     "editor": ("Neovim", "Emacs", "Vim", "Sublime", "Helix", "Zed"),
     "proglang": ("Kotlin", "Rust", "Scala", "Swift", "Elixir", "Haskell", "Ruby"),
     "app": ("Notion", "Slack", "Figma", "Trello", "Asana", "Miro", "Jira", "Obsidian"),
-    "language": ("Portuguese", "Catalan", "Italian", "Japanese", "Greek", "Turkish", "Dutch"),
+    "language": ("Portuguese", "Catalan", "Korean", "Japanese", "Greek", "Turkish", "Dutch"),
     "job": ("radiographer", "nurse", "accountant", "dentist", "barista", "pharmacist",
             "electrician", "architect", "plumber", "librarian", "paramedic"),
-    "instrument": ("violin", "piano", "cello", "guitar", "drums", "flute"),
+    "instrument": ("violin", "harp", "cello", "guitar", "drums", "flute"),
     "allergen": ("shellfish", "sesame", "penicillin"),
     "colour": ("teal", "maroon", "ochre", "mauve", "indigo", "crimson"),
     "genre": ("jazz", "techno", "opera", "reggae", "blues"),
