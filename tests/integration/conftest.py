@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -11,6 +13,8 @@ from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, running_api
 from tests.conftest import TEST_EMBED_DIM
 from worker.config import Settings
+from worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from worker.store.migrate import migrate
 
 
 @pytest.fixture
@@ -33,3 +37,23 @@ def stub() -> Iterator[StubServer]:
     at it); a module with a stub of its own defines its own ``stub``."""
     with StubServer(dim=TEST_EMBED_DIM) as server:
         yield server
+
+
+@pytest.fixture
+async def aof_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
+    """A Redis of the test's own with its append-only file on, to SIGKILL and restart
+    with its data (what production runs)."""
+    server = EmbeddedRedis(tmp_path / "aof-redis", appendonly=True)
+    await asyncio.to_thread(server.start)
+    yield server
+    await asyncio.to_thread(server.stop)
+
+
+@pytest.fixture
+async def own_postgres(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
+    """A migrated PostgreSQL of the test's own, to SIGKILL and restart."""
+    server = EmbeddedPostgres(tmp_path / "pg")
+    await asyncio.to_thread(server.start)
+    await migrate(server.url, embed_dim=TEST_EMBED_DIM)
+    yield server
+    await asyncio.to_thread(server.stop)

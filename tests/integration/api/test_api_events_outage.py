@@ -8,11 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.api_server import api_settings, running_api
 from tests.integration.api.conftest import SseReader, key_auth, new_key
@@ -26,13 +23,6 @@ def _order(stream_id: str) -> tuple[int, int]:
     millis, _, seq = stream_id.partition("-")
     return int(millis), int(seq)
 
-
-@pytest.fixture
-async def aof_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "aof-redis", appendonly=True)
-    await asyncio.to_thread(server.start)
-    yield server
-    await asyncio.to_thread(server.stop)
 
 
 async def test_a_redis_crash_ends_the_stream_and_a_resume_misses_nothing(

@@ -9,25 +9,14 @@ answer carries an address or an error text.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import asyncpg
 import httpx
-import pytest
 
 from tests.api_server import api_settings, running_api
 from tests.helpers import eventually
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
-
-
-@pytest.fixture
-async def own_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "redis", appendonly=True)
-    await asyncio.to_thread(server.start)
-    yield server
-    await asyncio.to_thread(server.stop)
 
 
 async def answer(api: httpx.AsyncClient, path: str) -> tuple[int, object]:
@@ -36,16 +25,16 @@ async def answer(api: httpx.AsyncClient, path: str) -> tuple[int, object]:
 
 
 async def test_readyz_names_the_server_away_and_healthz_stays_alive(
-    settings: Settings, own_redis: EmbeddedRedis, pg_server: EmbeddedPostgres,
+    settings: Settings, aof_redis: EmbeddedRedis, pg_server: EmbeddedPostgres,
     database_url: str,
 ) -> None:
-    settings = settings.model_copy(update={"redis_url": own_redis.url})
+    settings = settings.model_copy(update={"redis_url": aof_redis.url})
     async with (running_api(api_settings(settings)) as base_url,
                 httpx.AsyncClient(base_url=base_url, timeout=10) as api):
         assert await answer(api, "/readyz") == (200, {"status": "ok"})
         assert await answer(api, "/healthz") == (200, {"status": "ok"})
 
-        await asyncio.to_thread(own_redis.kill)
+        await asyncio.to_thread(aof_redis.kill)
 
         async def redis_down() -> bool:
             return await answer(api, "/readyz") == (
@@ -53,7 +42,7 @@ async def test_readyz_names_the_server_away_and_healthz_stays_alive(
 
         await eventually(redis_down, 10)
         assert await answer(api, "/healthz") == (200, {"status": "ok"})
-        await asyncio.to_thread(own_redis.start)
+        await asyncio.to_thread(aof_redis.start)
 
         async def ready() -> bool:
             return (await api.get("/readyz")).status_code == 200

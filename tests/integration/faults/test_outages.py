@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -29,22 +29,6 @@ from worker.store.migrate import migrate
 LANGUAGES = ["Zig", "Go", "Rust", "Elm", "Nim", "Lua"]
 
 
-@pytest.fixture
-async def aof_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "aof-redis", appendonly=True)
-    await asyncio.to_thread(server.start)
-    yield server
-    await asyncio.to_thread(server.stop)
-
-
-@pytest.fixture
-async def own_postgres(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
-    """A migrated PostgreSQL of the test's own, to SIGKILL and restart."""
-    server = EmbeddedPostgres(tmp_path / "pg")
-    await asyncio.to_thread(server.start)
-    await migrate(server.url, embed_dim=TEST_EMBED_DIM)
-    yield server
-    await asyncio.to_thread(server.stop)
 
 
 def has_facts(url: str, user_id: str, expected: list[str]) -> Callable[[], Awaitable[bool]]:

@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -33,7 +32,6 @@ from tests.openai_stub import openai_settings
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from worker.store.migrate import migrate
 
 OUTAGE_S = float(os.environ.get("MEMFLEET_OUTAGE_S", "15"))
 # A Redis command gives up after two tries: the code before this test died within seconds.
@@ -42,21 +40,6 @@ RETRIES = "2"
 pytestmark = pytest.mark.timeout(OUTAGE_S + 240)
 
 
-@pytest.fixture
-async def aof_redis(tmp_path: Path) -> AsyncIterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "aof-redis", appendonly=True)
-    await asyncio.to_thread(server.start)
-    yield server
-    await asyncio.to_thread(server.stop)
-
-
-@pytest.fixture
-async def own_postgres(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path / "pg")
-    await asyncio.to_thread(server.start)
-    await migrate(server.url, embed_dim=TEST_EMBED_DIM)
-    yield server
-    await asyncio.to_thread(server.stop)
 
 
 class Probes:

@@ -61,7 +61,7 @@ def test_promtool_accepts_the_config() -> None:
 def test_promtool_accepts_the_rules() -> None:
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 9 rules found" in result.stdout
+    assert "SUCCESS: 10 rules found" in result.stdout
 
 
 @needs_promtool
@@ -222,12 +222,12 @@ async def test_prometheus_scrapes_a_worker_and_the_dashboard_queries_return_data
                       for r in rules) and time.monotonic() < deadline:
                 await asyncio.sleep(0.25)
                 rules = await evaluated()
-            assert len(rules) == 9
+            assert len(rules) == 10
             assert {(r["name"], r["health"]) for r in rules} == {
                 ("MemfleetBacklogGrowing", "ok"), ("MemfleetFailureRateHigh", "ok"),
                 ("MemfleetDeadLetters", "ok"), ("MemfleetWorkersStalled", "ok"),
                 ("MemfleetLagHigh", "ok"), ("MemfleetScaledOutAndGrowing", "ok"),
-                ("MemfleetExporterDown", "ok"),
+                ("MemfleetExporterDown", "ok"), ("MemfleetExporterProbeFailing", "ok"),
             }
             assert [r for r in rules if r["state"] != "inactive"] == []
     finally:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from bench.text_cpu import timing_the_loop
 from worker import log_redaction, memory_rules, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
-from worker.ops import eval_longmemeval, eval_qa_score, eval_suite
+from worker.ops import eval_form, eval_longmemeval, eval_qa_score, eval_score, eval_suite
 from worker.pipeline import extract
 from worker.providers import hashing, llm_json, qa_rules, qa_wire, rules, rules_patterns, rules_time
 from worker.providers.openai_chat import parse_completion
@@ -66,6 +66,8 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/ops/eval_longmemeval.py",  # a LongMemEval file's answers and dates
     "worker/ops/eval_qa_score.py",  # `memfleet eval --qa`: a model's answer, its dates
     "worker/providers/qa_rules.py",  # the offline answers: a block of fact texts, a question
+    "worker/ops/eval_form.py",  # `memfleet eval`: is a model's fact text one claim?
+    "worker/ops/eval_score.py",  # `memfleet eval`: the dates a model's fact text names
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log,
     # an operator's webhook URL and event id
@@ -182,6 +184,9 @@ def _every_parse(text: str) -> None:
     read.words_query(text)
     # `memfleet eval`'s gold words (literal alternatives) over a model's fact text.
     eval_suite.Absent(words=("Lisbon|Lisboa", "allerg*"), unless=("moved",)).false_in(text)
+    eval_form.fault(text)
+    eval_form.well_formed(text)
+    eval_score.text_dates(text)
     eval_longmemeval.distinctive_words(text)
     for date_text in (text, "2023/05/20 (Sat)" + text):
         with contextlib.suppress(ValueError):  # not a date: the loader names the field
