@@ -3,8 +3,9 @@
 Only transient errors (``MemfleetError.transient``) are tried again, after a
 backoff, with the cursor untouched. On the last try a database outage is waited
 out; anything else fails. A model that keeps breaking the answer schema gets
-ANSWER_JOB_TRIES tries (worker.errors), then its slice is skipped. Work that is deterministic on the slice's own text is
-skipped at once, since another try would end the same way.
+ANSWER_JOB_TRIES tries (worker.errors), then its slice is skipped. Work that is
+deterministic on the slice's own text is skipped at once, since another try would
+end the same way.
 """
 
 from __future__ import annotations

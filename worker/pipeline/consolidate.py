@@ -94,7 +94,9 @@ def build_request(
         # so a user who changes their mind twice in one slice ends with one fact;
         # only those of the same scope and agent, like the stored ones.
         agent = candidate.terms.agent_id
-        same = [j for j in range(i) if candidates[j].terms.agent_id == agent]
+        # A forget request is nothing to compare with: it is never stored.
+        same = [j for j in range(i) if candidates[j].terms.agent_id == agent
+                and not candidates[j].forget]
         earlier = sorted(same, key=lambda j: -similarity[i][j])[:k]
         shown += [
             {"id": wire_id(batch_ids, j, BatchCandidate), "text": candidates[j].text,
@@ -102,7 +104,8 @@ def build_request(
             for j in sorted(earlier)
         ]
         wire_candidates.append({"candidate": i, "text": candidate.text,
-                                "category": candidate.category, "neighbors": shown})
+                                "category": candidate.category, "neighbors": shown,
+                                "forget": candidate.forget})
         offered.append(frozenset(n["id"] for n in shown))
     # Plain dicts validated once, as a whole: pydantic builds the nested models
     # in one call, cheaper than a model constructor per neighbour.
@@ -209,6 +212,11 @@ def plan_writes(
 
     for i, candidate in enumerate(candidates):
         decision = validated.decisions.get(i)
+        if candidate.forget:
+            given, decision = decision, _retraction(decision)
+            if decision is None:  # it names nothing stored (or had no usable decision,
+                unchanged += given is not None  # counted rejected): nothing is kept
+                continue
         if decision is None:
             # No usable decision even after the re-ask: neither added (a duplicate, or a
             # contradiction if it was meant to replace a neighbour) nor dropped, but
@@ -264,6 +272,15 @@ def plan_writes(
         else:
             added += 1
     return Plan(tuple(writes), added, updated, deleted, unchanged, held)
+
+
+def _retraction(decision: Decision | None) -> Decision | None:
+    """What a forget request's decision may do: retract the neighbour it names, never
+    add. An UPDATE or a NONE naming a neighbour names the fact the user asked to forget
+    (the one that says the same); without a target, or ADD, there is nothing to do."""
+    if decision is None or decision.target is None or decision.event == "ADD":
+        return None
+    return decision.model_copy(update={"event": "DELETE", "text": None})
 
 
 @dataclass(frozen=True, slots=True)
