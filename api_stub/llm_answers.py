@@ -17,7 +17,7 @@ from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
 CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "aimed_ids", "prose",
-                           "hostile", "quoting_break", "oversized"})
+                           "hostile", "quoting_break", "oversized", "extra_keys"})
 # "oversized" answers are this long: above what the worker reads (llm_json.MAX_ANSWER_CHARS).
 OVERSIZED_CHARS = 300_000
 # A plausible row id of some other user: consolidation must never apply it.
@@ -122,6 +122,12 @@ def faulty_content(
         quoted = json.dumps(payload)
         padding = quoted * (OVERSIZED_CHARS // max(1, len(quoted)) + 1)
         return "<think>" + padding + "</think>" + content
+    if mode == "extra_keys":
+        # A small model in json_object mode: the right answer, with keys of its own
+        # on every item and beside them (issue 38).
+        items = {k: [{**item, "reason": "because", "confidence": 0.5} for item in v]
+                 if isinstance(v, list) else v for k, v in answer.items()}
+        return json.dumps({**items, "explanation": "done"})
     if mode == "prose":
         return (
             "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"

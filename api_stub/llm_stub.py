@@ -16,7 +16,7 @@ Test hooks, over HTTP:
       the request arrived), "hold" (answered once POST /_stub/release comes, or
       after ``sleep_s``: a test that must act while a call is in flight),
       "truncated", "schema_break", "unknown_ids", "aimed_ids" (with "targets":
-      [ids]), "prose", "hostile", "quoting_break", "oversized" (chat; see
+      [ids]), "prose", "hostile", "quoting_break", "oversized", "extra_keys" (chat; see
       api_stub/llm_answers.py), "wrong_count", "wrong_dim" (embeddings). Optional:
       "path", "task", "retry_after" (header value), "retry_after_ms", "echo" (an
       HTTP-status fault's message quotes the request body). Each fault applies to

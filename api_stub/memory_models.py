@@ -115,13 +115,20 @@ class NewFactBody(BaseModel):
 
 class HeldProposal(BaseModel):
     id: int
-    fact_id: int = Field(description="The fact the change was for.")
+    fact_id: int | None = Field(description="The fact the change was for; null for an ADD.")
     run_id: int | None
-    event: Literal["UPDATE", "DELETE"]
-    reason: Literal["pinned", "outranked"] = Field(
+    event: Literal["ADD", "UPDATE", "DELETE"]
+    reason: Literal["pinned", "outranked", "undecided"] = Field(
         description="pinned: the user pinned the fact; outranked: an inferred change "
-                    "against a more trusted fact.")
-    text: str | None = Field(description="The proposed replacement; null for a DELETE.")
+                    "against a more trusted fact; undecided: a new fact the model could "
+                    "not say how to file (new, or a change of one it was shown), kept "
+                    "for the user to add or dismiss.")
+    text: str | None = Field(description="The proposed replacement, or the fact an ADD "
+                                         "would add; null for a DELETE.")
+    category: str | None = Field(default=None, description="An ADD's fact: its category.")
+    importance: int | None = Field(default=None, description="An ADD's fact: its importance.")
+    scope: str | None = Field(default=None, description="An ADD's fact: its scope.")
+    agent_id: str | None = Field(default=None, description="An ADD's fact: its agent.")
     session_id: str | None
     proposed_at: datetime
     resolution: Literal["accepted", "dismissed"] | None = Field(
@@ -131,7 +138,7 @@ class HeldProposal(BaseModel):
         default=None, description="Who answered: user (the user's own token) or "
                                   "key:<id> (a service key).")
     result_fact_id: int | None = Field(
-        default=None, description="An accepted UPDATE: the version it wrote.")
+        default=None, description="An accepted UPDATE or ADD: the fact it wrote.")
 
 
 class Chain(BaseModel):

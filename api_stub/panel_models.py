@@ -55,5 +55,6 @@ ProposalStateQuery = Literal["open", "resolved", "all"]
 class HeldAnswer(BaseModel):
     proposal: ListedProposal = Field(description="The proposal with its answer.")
     fact: Fact | None = Field(
-        description="Accepted: the new version (UPDATE) or the version it ended (DELETE); "
+        description="Accepted: the new version (UPDATE), the new fact (ADD) or the version "
+                    "it ended (DELETE); "
                     "null for a dismissal.")

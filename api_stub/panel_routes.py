@@ -166,7 +166,7 @@ async def accept_proposal(
         return _answer(HeldOutcome("resolved" if proposal["resolution"] else "stale",
                                    proposal))
     embedding, model = None, ""
-    if proposal["event"] == "UPDATE":  # a DELETE writes no text
+    if proposal["event"] in ("UPDATE", "ADD"):  # a DELETE writes no text
         embedding, model = await _embedding(deps, user_id, proposal["text"])
     # The new version: stated in conversation and confirmed by the user.
     acceptance = Acceptance(resolved_by=_answerer(who), embedding=embedding,

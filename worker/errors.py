@@ -193,11 +193,27 @@ class ProviderUnavailable(ProviderError):
 class ProviderAnswerInvalid(ProviderError):
     """The provider answered, but the answer broke the schema or the request's ids.
 
-    Transient: models are sampled, and the next try may answer well. On the last
-    try the job skips the slice on the record instead (worker.fleet.job).
+    Transient: models are sampled, and the next try may answer well, but only
+    ANSWER_JOB_TRIES tries of the job (not MEMFLEET_MAX_TRIES, which is for
+    outages): each try already asked MEMFLEET_LLM_ANSWER_ATTEMPTS times, and a
+    model that broke the schema that often on a slice will mostly go on doing so.
+    Then consolidation holds its candidates for the user (worker.pipeline.consolidate)
+    and an extraction that never answered has its slice skipped on the record
+    (worker.fleet.job).
     """
 
     transient = True
+
+
+# The job's tries for an answer that stays unusable (ProviderAnswerInvalid): one
+# more, later, for a fresh sample of both passes; never MEMFLEET_MAX_TRIES' eight
+# with their backoff (docs/llm_wire.md).
+ANSWER_JOB_TRIES = 2
+
+
+def answer_try_left(job_try: int, max_tries: int) -> bool:
+    """Whether a job on try ``job_try`` that got no usable answer is tried again."""
+    return job_try < min(max_tries, ANSWER_JOB_TRIES)
 
 
 class OfflineAnswerInvalid(ProviderAnswerInvalid):

@@ -61,6 +61,7 @@ function renderFacts() {
 async function renderProposals(list) {
   const current = new Map();
   for (const proposal of list) {
+    if (proposal.fact_id === null) continue;  // an addition: held against no fact
     let fact = state.facts.get(proposal.fact_id) || null;
     if (!fact && !current.has(proposal.fact_id)) {
       // Stale: its fact changed since. Show the version it was held against.

@@ -151,13 +151,18 @@ export function historyItems(versions) {
 const REASONS = {
   pinned: 'Held because you pinned this fact.',
   outranked: 'Held because it was only inferred, and what you said before is more certain.',
+  undecided: 'Held because it could not be told whether this is new or changes something '
+    + 'already remembered: add it, or dismiss it.',
 };
 
 /** A held proposal, with the version it was held against (or null if unknown). */
 export function proposalItem(proposal, current) {
   const textId = `proposal-text-${proposal.id}`;
   const said = el('span', {}, 'A conversation on ', timeEl(proposal.proposed_at));
-  const what = proposal.event === 'UPDATE'
+  const what = proposal.event === 'ADD'
+    ? el('p', { id: textId }, said, ' said ',
+      el('q', { class: 'fact-text' }, proposal.text || ''), '.')
+    : proposal.event === 'UPDATE'
     ? el('p', { id: textId }, said, ' suggested changing ',
       el('q', { class: 'fact-text' }, current ? current.text : 'a fact'), ' to ',
       el('q', { class: 'fact-text' }, proposal.text || ''), '.')

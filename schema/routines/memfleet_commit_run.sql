@@ -48,7 +48,9 @@ CREATE OR REPLACE FUNCTION memfleet_commit_run(
     p_expires_at        timestamptz[],
     p_bases             text[],
     p_confidences       real[],
-    -- proposals held back: [{"fact_id", "event", "reason", "text"}]
+    -- proposals held back: [{"fact_id", "event", "reason", "text"}]; an undecided
+    -- candidate (event ADD) has no fact_id and adds "category", "importance",
+    -- "scope", "agent_id"
     p_holds             jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -175,6 +177,18 @@ BEGIN
     FROM jsonb_to_recordset(coalesce(p_holds, '[]'::jsonb))
          AS h (fact_id bigint, event text, reason text, text text)
     JOIN memory_fact AS f ON f.id = h.fact_id AND f.user_id = v_user;
+    -- Undecided candidates, held as additions (schema/0014): a statement of its own,
+    -- planned only when a run holds one.
+    IF jsonb_path_exists(coalesce(p_holds, '[]'::jsonb), '$[*] ? (@.fact_id == null)') THEN
+        INSERT INTO memory_held_proposal (user_id, run_id, event, reason, text, session_id,
+                                          category, importance, scope, agent_id)
+        SELECT v_user, v_run_id, h.event, h.reason, h.text, p_source_session_id,
+               h.category, h.importance, h.scope, h.agent_id
+        FROM jsonb_to_recordset(p_holds)
+             AS h (fact_id bigint, event text, reason text, text text, category text,
+                   importance smallint, scope text, agent_id text)
+        WHERE h.fact_id IS NULL;
+    END IF;
     RETURN v_run_id;
 END;
 $$;

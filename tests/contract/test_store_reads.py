@@ -11,6 +11,7 @@ import pytest
 from tests.contract.test_store_contract import Store, advance, commit, insert, vec
 from worker.errors import UserVersionConflict
 from worker.store.types import (
+    Acceptance,
     ConsentGate,
     ExistingRow,
     FactTerms,
@@ -177,13 +178,43 @@ async def test_a_pinned_fact_is_not_superseded_and_held_proposals_are_read(
     (held,) = await store.held_proposals("u1")
     assert set(held) == {"id", "fact_id", "run_id", "event", "reason", "text", "session_id",
                          "proposed_at", "resolution", "resolved_at", "resolved_by",
-                         "result_fact_id", "stale"}
+                         "result_fact_id", "category", "importance", "scope", "agent_id",
+                         "stale"}
     assert (held["fact_id"], held["event"], held["reason"], held["text"], held["session_id"]) \
         == (jazz.id, "UPDATE", "pinned", "Likes blues", "s1")
+    assert (held["category"], held["importance"], held["scope"]) == (None, None, None)
     assert held["run_id"] is not None and held["proposed_at"] is not None
     assert (held["resolution"], held["resolved_at"], held["resolved_by"], held["stale"]) == (
         None, None, None, False), "open, and its fact is the version it was held against"
     assert await store.held_proposals("u2") == []
+
+
+async def test_an_undecided_candidate_is_held_as_an_addition_and_accepted_once(
+    store: Store,
+) -> None:
+    terms = FactTerms(scope="relationship", agent_id="luna")
+    hold = HoldProposal(None, "ADD", "undecided", "Wants to be called Jo", category="preference",
+                        importance=4, terms=terms)
+    await store.commit_run(commit(advance(0), (hold,)))
+    assert await store.facts("u1", agent_id="luna") == [], "held, not added"
+    (held,) = await store.held_proposals("u1")
+    assert (held["fact_id"], held["event"], held["reason"], held["text"], held["stale"]) == (
+        None, "ADD", "undecided", "Wants to be called Jo", False), "never stale: no fact"
+    assert (held["category"], held["importance"], held["scope"], held["agent_id"]) == (
+        "preference", 4, "relationship", "luna")
+    done = await store.accept_held("u1", held["id"], Acceptance(
+        resolved_by="user", embedding=vec(1), embedding_model="test", confidence=0.9))
+    assert done.status == "done" and done.fact is not None
+    fact = done.fact
+    assert (fact.text, fact.category, fact.importance, fact.scope, fact.agent_id,
+            fact.source_session_id, fact.basis) == (
+        "Wants to be called Jo", "preference", 4, "relationship", "luna", "s1", "stated")
+    assert done.proposal is not None and done.proposal["result_fact_id"] == fact.id
+    assert [f.text for f in await store.facts("u1", agent_id="luna")] == [
+        "Wants to be called Jo"]
+    again = await store.accept_held("u1", held["id"], Acceptance(
+        resolved_by="user", embedding=vec(1), embedding_model="test", confidence=0.9))
+    assert again.status == "resolved", "answered once"
 
 
 async def test_a_consent_gated_read_finds_nothing_while_memory_is_off(store: Store) -> None:

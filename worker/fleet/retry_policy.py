@@ -2,9 +2,10 @@
 
 Only transient errors (``MemfleetError.transient``) are tried again, after a
 backoff, with the cursor untouched. On the last try a database outage is waited
-out and a model that keeps breaking the answer schema has its slice skipped;
-anything else fails. Work that is deterministic on the slice's own text is
-skipped at once, since another try would end the same way.
+out; anything else fails. A model that keeps breaking the answer schema gets
+ANSWER_JOB_TRIES tries (worker.errors), then its slice is skipped. Work that is
+deterministic on the slice's own text is skipped at once, since another try would
+end the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from worker.errors import (
     OfflineAnswerInvalid,
     ProviderAnswerInvalid,
     ProviderWorkOverBudget,
+    answer_try_left,
 )
 from worker.outcomes import Outcome
 
@@ -45,13 +47,16 @@ def after_error(exc: MemfleetError, job_try: int, max_tries: int) -> Next:
         return Next.SKIP
     if not exc.transient:
         return Next.FAIL
+    if isinstance(exc, ProviderAnswerInvalid):
+        # A model that keeps breaking the contract on this slice: one more try for a
+        # fresh sample, then skip it on the record rather than block the session
+        # (docs/architecture.md); MEMFLEET_MAX_TRIES is for outages.
+        return Next.RETRY if answer_try_left(job_try, max_tries) else Next.SKIP
     if job_try < max_tries:
         return Next.RETRY
     if exc.outage:
         return Next.WAIT_OUT
-    # The model keeps breaking the contract on this slice: skip it, on the record,
-    # rather than block the session forever (docs/architecture.md).
-    return Next.SKIP if isinstance(exc, ProviderAnswerInvalid) else Next.FAIL
+    return Next.FAIL
 
 
 def backoff_s(job_try: int) -> float:

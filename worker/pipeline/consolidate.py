@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
-from worker.errors import ProviderAnswerInvalid
+from worker.errors import ProviderAnswerInvalid, answer_try_left
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.extract import CandidateFact, observed_label
 from worker.providers.base import Embedder
@@ -94,7 +94,9 @@ def build_request(
         # so a user who changes their mind twice in one slice ends with one fact;
         # only those of the same scope and agent, like the stored ones.
         agent = candidate.terms.agent_id
-        same = [j for j in range(i) if candidates[j].terms.agent_id == agent]
+        # A forget request is nothing to compare with: it is never stored.
+        same = [j for j in range(i) if candidates[j].terms.agent_id == agent
+                and not candidates[j].forget]
         earlier = sorted(same, key=lambda j: -similarity[i][j])[:k]
         shown += [
             {"id": wire_id(batch_ids, j, BatchCandidate), "text": candidates[j].text,
@@ -102,7 +104,8 @@ def build_request(
             for j in sorted(earlier)
         ]
         wire_candidates.append({"candidate": i, "text": candidate.text,
-                                "category": candidate.category, "neighbors": shown})
+                                "category": candidate.category, "neighbors": shown,
+                                "forget": candidate.forget})
         offered.append(frozenset(n["id"] for n in shown))
     # Plain dicts validated once, as a whole: pydantic builds the nested models
     # in one call, cheaper than a model constructor per neighbour.
@@ -124,7 +127,10 @@ class Validated:
         """These decisions, with a second ask's filling the candidates that had none."""
         decisions = {**retry.decisions, **self.decisions}
         missing = self.rejected + len(self.decisions) - len(decisions)
-        return Validated(decisions, missing, retry.reasons)
+        # The faults of the candidates still without a decision.
+        reasons = tuple(r for r in retry.reasons
+                        if not any(r.startswith(f"candidate {i}:") for i in decisions))
+        return Validated(decisions, missing, reasons)
 
 
 def validate(prepared: PreparedRequest, answer: ConsolidationAnswer) -> Validated:
@@ -206,7 +212,20 @@ def plan_writes(
 
     for i, candidate in enumerate(candidates):
         decision = validated.decisions.get(i)
+        if candidate.forget:
+            given, decision = decision, _retraction(decision)
+            if decision is None:  # it names nothing stored (or had no usable decision,
+                unchanged += given is not None  # counted rejected): nothing is kept
+                continue
         if decision is None:
+            # No usable decision even after the re-ask: neither added (a duplicate, or a
+            # contradiction if it was meant to replace a neighbour) nor dropped, but
+            # held for the user to add or dismiss (docs/memory_model.md).
+            writes.append(HoldProposal(None, "ADD", "undecided", candidate.text,
+                                       category=candidate.category,
+                                       importance=candidate.importance,
+                                       terms=candidate.terms))
+            held += 1
             continue
         was = shown(prepared.id_map[decision.target]) if decision.target is not None else None
         target = current(was)
@@ -255,6 +274,15 @@ def plan_writes(
     return Plan(tuple(writes), added, updated, deleted, unchanged, held)
 
 
+def _retraction(decision: Decision | None) -> Decision | None:
+    """What a forget request's decision may do: retract the neighbour it names, never
+    add. An UPDATE or a NONE naming a neighbour names the fact the user asked to forget
+    (the one that says the same); without a target, or ADD, there is nothing to do."""
+    if decision is None or decision.target is None or decision.event == "ADD":
+        return None
+    return decision.model_copy(update={"event": "DELETE", "text": None})
+
+
 @dataclass(frozen=True, slots=True)
 class Decided:
     plan: Plan
@@ -262,6 +290,9 @@ class Decided:
     rejected: int
     # The model the plan's embeddings come from; None: the worker's own embedder's.
     embedding_model: str | None = None
+    # Why the rejected candidates had no usable decision (Validated.reasons: no text),
+    # for the audit row.
+    doubts: tuple[str, ...] = ()
 
 
 async def _read_neighbors(
@@ -313,25 +344,49 @@ async def run(
         version, neighbors = found.version, found.rows
         prepared = build_request(candidates, embeddings, neighbors, observed_label(observed_at),
                                  observed_at.date().isoformat(), k)
-        consolidator = ctx.providers.consolidator
-        request = prepared.request
-        answer = await ask(ctx, "chat", consolidator, lambda: consolidator.consolidate(request))
-        validated = validate(prepared, answer.value)
-        if validated.rejected:
-            # Asked again once, told what was wrong. What is still wrong sends the
-            # job back for one more try later (a fresh sample of both passes, so a
-            # glitch does not cost the user a fact); from then on it is skipped, on
-            # the record (the audit row's and the decision metric's REJECTED).
-            log.warning("consolidation decisions rejected, asking again",
-                        rejected=validated.rejected, reasons=list(validated.reasons))
-            retry = request.model_copy(update={"corrections": validated.reasons})
-            again = await ask(ctx, "chat", consolidator, lambda: consolidator.consolidate(retry))
-            validated = validated.merged(validate(prepared, again.value))
-            if validated.rejected:
-                log.warning("consolidation decisions rejected twice",
-                            rejected=validated.rejected, reasons=list(validated.reasons))
-                if ctx.job_try == 1 and ctx.settings.max_tries > 1:
-                    raise ProviderAnswerInvalid(
-                        f"{validated.rejected} consolidation decisions invalid twice")
+        validated = await _decide(ctx, prepared)
         plan = plan_writes(candidates, embeddings, prepared, validated)
-    return Decided(plan, version, validated.rejected, embedder.model)
+    return Decided(plan, version, validated.rejected, embedder.model,
+                   validated.reasons if validated.rejected else ())
+
+
+async def _answer(
+    ctx: RunContext, prepared: PreparedRequest, request: ConsolidationRequest
+) -> Validated:
+    """The model's decisions on ``request``, validated. An answer that stays unusable
+    (ProviderAnswerInvalid, after MEMFLEET_LLM_ANSWER_ATTEMPTS asks) is raised while the
+    job has a try left for it; on its last try it is no decision for any candidate."""
+    consolidator = ctx.providers.consolidator
+    try:
+        answer = await ask(ctx, "chat", consolidator, lambda: consolidator.consolidate(request))
+    except ProviderAnswerInvalid as exc:
+        if answer_try_left(ctx.job_try, ctx.settings.max_tries):
+            raise
+        log.warning("consolidation answer unusable on the last try", error=str(exc))
+        count = len(prepared.offered)
+        return Validated({}, count, tuple(f"candidate {i}: no usable answer was given"
+                                          for i in range(count)))
+    return validate(prepared, answer.value)
+
+
+async def _decide(ctx: RunContext, prepared: PreparedRequest) -> Validated:
+    """Ask, and ask again once told what was wrong. What is still wrong sends the job
+    back for one more try later (a fresh sample of both passes, so a glitch does not
+    cost the user a fact); on the last try its candidates are held for the user
+    (plan_writes), on the record (the audit row's rejected and held, the decision
+    metric's REJECTED and HELD)."""
+    request = prepared.request
+    validated = await _answer(ctx, prepared, request)
+    if not validated.rejected:
+        return validated
+    log.warning("consolidation decisions rejected, asking again",
+                rejected=validated.rejected, reasons=list(validated.reasons))
+    retry = request.model_copy(update={"corrections": validated.reasons})
+    validated = validated.merged(await _answer(ctx, prepared, retry))
+    if validated.rejected:
+        log.warning("consolidation decisions rejected twice",
+                    rejected=validated.rejected, reasons=list(validated.reasons))
+        if answer_try_left(ctx.job_try, ctx.settings.max_tries):
+            raise ProviderAnswerInvalid(
+                f"{validated.rejected} consolidation decisions invalid twice")
+    return validated

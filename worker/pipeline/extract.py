@@ -32,6 +32,7 @@ class CandidateFact:
     category: Category
     importance: int
     terms: FactTerms = PROFILE
+    forget: bool = False  # the user asked to forget it: retract what says it, add nothing
 
 
 def observed_label(moment: datetime) -> str:
@@ -130,11 +131,11 @@ def candidates_from(
     for fact in answer.facts:
         text = _SPACE.sub(" ", fact.text).strip()
         terms = fact_terms(fact, observed_at, agent_id, source)
-        key = (text.casefold().rstrip("."), terms.agent_id)
+        key = (text.casefold().rstrip("."), terms.agent_id, fact.forget)
         if not text or key == previous:
             continue
         previous = key
-        out.append(CandidateFact(text, fact.category, fact.importance, terms))
+        out.append(CandidateFact(text, fact.category, fact.importance, terms, fact.forget))
     if len(out) > MAX_CANDIDATES:
         # A model over-produced: keep the most important, still in the order said.
         keep = sorted(range(len(out)), key=lambda i: -out[i].importance)[:MAX_CANDIDATES]

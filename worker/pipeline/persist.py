@@ -85,6 +85,9 @@ async def commit(
         ctx, position, Outcome.COMMITTED, candidates=candidates, added=plan.added,
         updated=plan.updated, deleted=plan.deleted, unchanged=plan.unchanged,
         rejected=decided.rejected, consolidation_attempts=attempt, held=plan.held,
+        # Why candidates were held as undecided: ids and faults only, never text.
+        error=("undecided, held for the user: " + "; ".join(decided.doubts)[:900]
+               if decided.doubts else None),
     ))
     with ctx.clock.stage("persist", **_DB) as span:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -214,6 +214,35 @@ def _wrap_bare_list(value: Any, model: type[M]) -> Any:
     return value
 
 
+def _field_models(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field holds: itself, or those inside a tuple, list or union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _field_models(arg)]
+
+
+def drop_unknown_keys(value: Any, model: type[BaseModel]) -> Any:
+    """``value`` without the keys ``model`` (and the models inside it) does not know.
+
+    Small models in json_object mode add keys of their own ("reason", "confidence")
+    to otherwise good answers; the wire models forbid extra keys, so without this
+    every such answer is unusable (issue 38). Only keys are dropped: a value the
+    schema refuses is still refused.
+    """
+    if isinstance(value, list):
+        return [drop_unknown_keys(item, model) for item in value]
+    if not isinstance(value, dict):
+        return value
+    kept: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if name not in value:
+            continue
+        inner = _field_models(info.annotation)
+        kept[name] = drop_unknown_keys(value[name], inner[0]) if len(inner) == 1 \
+            else value[name]
+    return kept
+
+
 def parse_answer(content: str | None, model: type[M]) -> M:
     """Validate a chat answer as ``model``, repairing only the text around the JSON.
 
@@ -244,6 +273,11 @@ def parse_answer(content: str | None, model: type[M]) -> M:
         except ValidationError as exc:
             # Not chained: the validation error carries the answer's text.
             last_error = describe_errors(exc)
+            if all(e["type"] == "extra_forbidden" for e in exc.errors(include_input=False)):
+                try:
+                    return model.model_validate(drop_unknown_keys(candidate, model))
+                except ValidationError as again:
+                    last_error = describe_errors(again)
     if not candidates:
         raise ProviderAnswerInvalid("the answer holds no complete JSON object")
     raise ProviderAnswerInvalid(f"the answer breaks the {model.__name__} schema: {last_error}")

@@ -67,6 +67,10 @@ _NOT_A_STATEMENT = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+# "Please forget that I live in Oslo", "can you forget I use Notion?": what follows
+# is the fact to retract. "Don't forget that ..." asks the opposite.
+_FORGET = re.compile(r"(?<!don't )(?<!do not )(?<!never )\bforget (?:about )?(?:that )?",
+                     re.IGNORECASE)
 
 
 # ---------------------------------------------------------------- extraction
@@ -85,15 +89,24 @@ def capped(clause: str, limit: int = MAX_CLAUSE_CHARS) -> str:
     return clause[:limit]
 
 
-def _clauses(text: str) -> Iterator[str]:
-    for sentence in _SENTENCE_END.split(normalised(text)):
-        sentence = sentence.strip()
-        if not sentence or sentence.endswith("?"):
-            continue
-        for clause in _CLAUSE_END.split(sentence.rstrip(".!;")):
-            clause = capped(clause.strip())
-            if clause and not _NOT_A_STATEMENT.match(clause):
-                yield clause
+def _clauses(sentence: str) -> Iterator[str]:
+    if sentence.endswith("?"):
+        return
+    for clause in _CLAUSE_END.split(sentence.rstrip(".!;")):
+        clause = capped(clause.strip())
+        if clause and not _NOT_A_STATEMENT.match(clause):
+            yield clause
+
+
+def _forgotten(sentence: str, today: date, with_agent: bool) -> ExtractedFact | None:
+    """The fact a forget request names, marked ``forget``; None when it names none the
+    rules can read ("forget everything", "forget my old job")."""
+    request = _FORGET.search(sentence)
+    if request is None:
+        return None
+    said = _CLAUSE_END.split(capped(sentence[request.end():]).rstrip(".!?;"), maxsplit=1)[0]
+    fact = _facts_in(said.strip(), today, with_agent)
+    return None if fact is None else fact.model_copy(update={"forget": True})
 
 
 def _facts_in(clause: str, today: date, with_agent: bool) -> ExtractedFact | None:
@@ -133,17 +146,27 @@ def extract_facts(request: ExtractionRequest,
     ``checkpoint`` is called before each clause: the CPU budget's deadline.
     """
     facts: list[ExtractedFact] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, bool] | None] = set()
     today = _day_of(request.observed_at)
+    with_agent = request.agent is not None
     for message in request.messages:
         if message.role.casefold() != "user":
             continue
-        for clause in _clauses(message.content):
+        for sentence in _SENTENCE_END.split(normalised(message.content)):
+            sentence = sentence.strip()
+            if not sentence:
+                continue
             checkpoint()
-            fact = _facts_in(clause, today, request.agent is not None)
-            if fact is not None and norm(fact.text) not in seen:
-                seen.add(norm(fact.text))
-                facts.append(fact)
+            if _FORGET.search(sentence) is not None:
+                # A forget request states nothing to keep: only what it retracts.
+                found = [_forgotten(sentence, today, with_agent)]
+            else:
+                found = [_facts_in(clause, today, with_agent) for clause in _clauses(sentence)]
+            for fact in found:
+                key = (norm(fact.text), fact.forget) if fact is not None else None
+                if fact is not None and key not in seen:
+                    seen.add(key)
+                    facts.append(fact)
     return ExtractionAnswer(facts=tuple(facts))
 
 
@@ -167,6 +190,14 @@ def _same(slot: Slot, other: Slot) -> bool:
     return norm(slot.value) == norm(other.value) and norm(slot.old) == norm(other.old)
 
 
+def _says_it(slot: Slot, other: Slot) -> bool:
+    """Whether a stored fact says what a forget request names: the same slot and value
+    ("Lives in Oslo"), the same tool in use, or the same fact."""
+    if slot.kind == "uses":
+        return _uses(other) == norm(slot.value)
+    return _same(slot, other) if slot.kind != "other" else norm(slot.value) == norm(other.value)
+
+
 def _decide_one(candidate: Candidate) -> Decision:
     number = candidate.candidate
     text = clean_text(candidate.text)
@@ -174,6 +205,12 @@ def _decide_one(candidate: Candidate) -> Decision:
         return Decision(candidate=number, event="NONE")
     add_text = text if text != candidate.text else None
     neighbours = [(n, parse_fact(n.text)) for n in candidate.neighbors]
+    if candidate.forget:
+        named = [n for n, s in neighbours
+                 if norm(n.text) == norm(text) or _says_it(parse_fact(text), s)]
+        if named:
+            return Decision(candidate=number, event="DELETE", target=_latest(named))
+        return Decision(candidate=number, event="NONE")  # nothing stored says it
 
     duplicates = [n for n, _ in neighbours if norm(n.text) == norm(text)]
     if duplicates:

@@ -67,6 +67,9 @@ class ExtractedFact(_Frozen):
     valid_from: str | None = Field(default=None, max_length=40)
     valid_to: str | None = Field(default=None, max_length=40)
     expires_at: str | None = Field(default=None, max_length=40)
+    # The user asked to forget this: ``text`` is the fact to retract, not one to keep
+    # (docs/memory_model.md, "Forget requests").
+    forget: bool = False
 
 
 class ExtractionAnswer(_Frozen):
@@ -93,6 +96,16 @@ class Candidate(_Frozen):
     text: str
     category: Category
     neighbors: tuple[Neighbor, ...]
+    # Only when true: the user asked to forget this; its neighbours saying it are
+    # to be retracted (DELETE), and it is never added.
+    forget: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_keeping(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("forget"):
+            data.pop("forget", None)
+        return data
 
 
 class ConsolidationRequest(_Frozen):

@@ -58,6 +58,18 @@ async def _new_version(
     return fact_of(row)
 
 
+async def _addition(conn: Any, user_id: str, proposal: Any, acceptance: Acceptance) -> FactRecord:
+    """Insert the fact of an accepted addition (a candidate held as undecided)."""
+    if acceptance.embedding is None:
+        raise ValueError("accepting an addition needs the proposed text's embedding")
+    row = await conn.fetchrow(
+        _sql("insert_addition"), user_id, proposal["text"], proposal["category"],
+        proposal["importance"], HalfVector(acceptance.embedding), acceptance.embedding_model,
+        proposal["proposed_at"], proposal["session_id"], proposal["scope"],
+        proposal["agent_id"], acceptance.confidence)
+    return fact_of(row)
+
+
 class PostgresCorrections(VersionedWrites):
     async def edit_fact(self, user_id: str, fact_id: int, edit: FactEdit) -> FactRecord | None:
         async def write(conn: Any) -> FactRecord:
@@ -94,6 +106,12 @@ class PostgresCorrections(VersionedWrites):
                 raise _Refused("missing")
             if proposal["resolution"] is not None:
                 raise _Refused("resolved")
+            if proposal["event"] == "ADD":
+                added = await _addition(conn, user_id, proposal, acceptance)
+                await conn.fetchval(_sql("resolve_proposal"), user_id, proposal_id, "accepted",
+                                    acceptance.resolved_by, added.id)
+                return HeldOutcome("done", dict(await conn.fetchrow(
+                    _sql("held_proposal"), user_id, proposal_id)), added)
             old = await conn.fetchrow(_sql("lock_active_fact"), user_id, proposal["fact_id"])
             if old is None:
                 raise _Refused("stale")

@@ -146,12 +146,11 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
                     terms=write.terms, model=commit.embedding_model)
         for write in commit.writes:
             if isinstance(write, HoldProposal):
-                if self._active(user, write.target.id) or write.target.id in self.rows:
+                if write.target is None or write.target.id in self.rows:
                     self._next_held += 1  # never reused, as an identity column's
-                    self.held.append({"id": self._next_held, "user_id": user,
-                                      "fact_id": write.target.id,
-                                      "run_id": run_id, "event": write.event,
-                                      "reason": write.reason, "text": write.text,
+                    held = write.row()
+                    self.held.append({**held, "id": self._next_held, "user_id": user,
+                                      "run_id": run_id,
                                       "session_id": commit.source_session_id,
                                       "proposed_at": datetime.now(UTC)})
             elif isinstance(write, InsertFact):

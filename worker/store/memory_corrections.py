@@ -21,6 +21,7 @@ from worker.store.types import (
 )
 
 _ANSWER = ("resolution", "resolved_at", "resolved_by", "result_fact_id")
+_ADDITION = ("category", "importance", "scope", "agent_id")  # an addition's own fact
 
 
 class _Host(Protocol):
@@ -47,9 +48,10 @@ def _current(host: _Host, user_id: str, fact_id: int) -> FactRecord | None:
 
 def _listed(host: _Host, user_id: str, held: dict[str, Any]) -> dict[str, Any]:
     shown = {k: v for k, v in held.items() if k != "user_id"}
-    for key in _ANSWER:
+    for key in (*_ANSWER, *_ADDITION):
         shown.setdefault(key, None)
-    shown["stale"] = shown["resolution"] is None and _current(
+    # An addition was held against no fact: it is never stale.
+    shown["stale"] = shown["resolution"] is None and held["fact_id"] is not None and _current(
         host, user_id, held["fact_id"]) is None
     return shown
 
@@ -106,6 +108,18 @@ class InMemoryCorrections:
             return HeldOutcome("missing")
         if held.get("resolution") is not None:
             return HeldOutcome("resolved", _listed(self, user_id, held))
+        if held["event"] == "ADD":
+            if acceptance.embedding is None:
+                raise ValueError("accepting an addition needs the proposed text's embedding")
+            self.versions[user_id] = self.versions.get(user_id, 0) + 1
+            terms = FactTerms(scope=held["scope"], agent_id=held["agent_id"],
+                              valid_from=held["proposed_at"], confidence=acceptance.confidence)
+            added = self._insert(user_id, held["text"], held["category"], held["importance"],
+                                 acceptance.embedding, datetime.now(UTC), held["session_id"],
+                                 "extracted", terms=terms, model=acceptance.embedding_model)
+            held.update(resolution="accepted", resolved_at=datetime.now(UTC),
+                        resolved_by=acceptance.resolved_by, result_fact_id=added)
+            return HeldOutcome("done", _listed(self, user_id, held), self.rows[added].fact)
         old = _current(self, user_id, held["fact_id"])
         if old is None:
             return HeldOutcome("stale", _listed(self, user_id, held))

@@ -36,8 +36,7 @@ def commit_arguments(commit: RunCommit, fence_key: str) -> tuple[Any, ...]:
     """The parameters of the ``commit_run`` query (worker/store/sql/pipeline.sql)."""
     inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
     terms = [w.terms for w in inserts]
-    holds = [{"fact_id": w.target.id, "event": w.event, "reason": w.reason, "text": w.text}
-             for w in commit.writes if isinstance(w, HoldProposal)]
+    holds = [w.row() for w in commit.writes if isinstance(w, HoldProposal)]
     position = {w.ref: i + 1 for i, w in enumerate(inserts)}  # 1-based, as in SQL
     targets: list[int | None] = []
     targets_new: list[int | None] = []

@@ -156,12 +156,30 @@ class SupersedeFact:
 @dataclass(frozen=True, slots=True)
 class HoldProposal:
     """A change consolidation proposed and memfleet keeps for the user instead of
-    applying: to a pinned fact, or an inferred one against a fact the user stated."""
+    applying: to a pinned fact, or an inferred one against a fact the user stated;
+    or a candidate consolidation could not decide about, held as an addition
+    (``target`` None, event ADD, reason undecided) with what its fact would be."""
 
-    target: ExistingRow
-    event: str  # UPDATE | DELETE
-    reason: str  # pinned | outranked
+    target: ExistingRow | None
+    event: str  # ADD | UPDATE | DELETE
+    reason: str  # pinned | outranked | undecided
     text: str | None = None
+    # An addition only: the fact an accept writes.
+    category: str | None = None
+    importance: int | None = None
+    terms: FactTerms | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The proposal's columns as memfleet_commit_run reads them (an addition: no
+        fact_id, and the fact's category, importance, scope and agent)."""
+        terms = self.terms or PROFILE
+        adding = self.target is None
+        return {"fact_id": None if self.target is None else self.target.id,
+                "event": self.event, "reason": self.reason, "text": self.text,
+                "category": self.category if adding else None,
+                "importance": self.importance if adding else None,
+                "scope": terms.scope if adding else None,
+                "agent_id": terms.agent_id if adding else None}
 
 
 Write = InsertFact | SupersedeFact | HoldProposal

@@ -17,6 +17,7 @@ from worker.pipeline.extract import CandidateFact
 from worker.providers.wire import ConsolidationAnswer, Decision
 from worker.store.types import (
     ExistingRow,
+    HoldProposal,
     InsertFact,
     NeighborRow,
     NewRow,
@@ -124,7 +125,13 @@ def test_targets_outside_the_candidates_neighbours_are_refused() -> None:
         Decision(candidate=1, event="DELETE", target=foreign),
     ))
     assert validated.rejected == 2
-    assert plan_writes(cands, emb, prepared, validated).writes == ()
+    plan = plan_writes(cands, emb, prepared, validated)
+    # Nothing applied to any row; each candidate held for the user as an undecided
+    # addition, never dropped.
+    assert [(w.target, w.event, w.reason, w.text) for w in plan.writes] == [
+        (None, "ADD", "undecided", "Uses SQLite"), (None, "ADD", "undecided", "Lives in Paris")]
+    assert all(isinstance(w, HoldProposal) for w in plan.writes)
+    assert (plan.added, plan.updated, plan.deleted, plan.held) == (0, 0, 0, 2)
 
 
 def test_missing_duplicate_and_unknown_decisions_are_counted() -> None:
@@ -136,7 +143,8 @@ def test_missing_duplicate_and_unknown_decisions_are_counted() -> None:
         Decision(candidate=5, event="ADD"),
     ))
     assert validated.rejected == 1
-    assert len(plan_writes(cands, emb, prepared, validated).writes) == 1
+    writes = plan_writes(cands, emb, prepared, validated).writes
+    assert [type(w).__name__ for w in writes] == ["InsertFact", "HoldProposal"]
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["ADD", "UPDATE", "DELETE", "NONE"]),
@@ -150,9 +158,12 @@ def test_no_answer_can_reach_a_row_it_was_not_shown(raw: list[tuple[int, str, in
     plan = plan_writes(cands, emb, prepared, validated)
     shown_rows = {100 + i for i in range(4)}
     for write in plan.writes:
+        if isinstance(write, HoldProposal) and write.target is None:
+            continue  # an undecided candidate held as an addition: it names no row
         target = write.supersedes if isinstance(write, InsertFact) else write.target
         if isinstance(target, ExistingRow):
             assert target.id in shown_rows
-    superseded = [w.target if isinstance(w, SupersedeFact) else w.supersedes for w in plan.writes]
+    superseded = [w.target if isinstance(w, SupersedeFact) else w.supersedes
+                  for w in plan.writes if not isinstance(w, HoldProposal)]
     existing = [t for t in superseded if t is not None]
     assert len(existing) == len(set(existing)), "a row is superseded at most once"

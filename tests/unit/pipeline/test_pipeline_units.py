@@ -299,7 +299,7 @@ class WrongIdConsolidator:
 
 
 @pytest.mark.parametrize(("times", "stored", "rejected"), [(1, ["Uses Zig"], 0), (2, [], 1)])
-async def test_a_wrong_target_is_asked_again_once_then_skipped_on_the_record(
+async def test_a_wrong_target_is_asked_again_once_then_held_on_the_record(
     times: int, stored: list[str], rejected: int
 ) -> None:
     # On a later try of the job: the first try sends it back (the next test).
@@ -315,6 +315,10 @@ async def test_a_wrong_target_is_asked_again_once_then_skipped_on_the_record(
     assert wrong.requests[1].corrections == (
         "candidate 0: target 4242 is not among this candidate's neighbours",)
     assert store.run_rows[-1]["rejected"] == rejected
+    # Still wrong after the re-ask: not stored, not dropped, but held for the user.
+    held = [(h["event"], h["reason"], h["text"], h["fact_id"]) for h in store.held]
+    assert held == [("ADD", "undecided", "Uses Zig", None)] * rejected
+    assert store.run_rows[-1]["held"] == rejected
 
 
 async def test_a_target_wrong_twice_sends_the_first_try_back_for_another() -> None:

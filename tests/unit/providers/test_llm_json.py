@@ -179,9 +179,17 @@ def test_schema_breaks_name_the_place_but_never_the_text() -> None:
     assert caught.value.__cause__ is None  # the pydantic error would quote the input
 
 
-def test_extra_keys_break_the_schema_and_are_not_named() -> None:
-    # A key is the model's text as much as a value is: it may quote the user.
-    content = json.dumps({"facts": [], "reasoning": 1, PRIVATE: 2})
+def test_extra_keys_are_dropped_and_never_named() -> None:
+    # Small models in json_object mode add keys of their own (issue 38): dropped.
+    content = json.dumps({"facts": [{"text": "Uses Go", "category": "fact", "importance": 5,
+                                     "reasoning": "said so", PRIVATE: 1}], PRIVATE: 2})
+    assert parse_answer(content, ExtractionAnswer).facts[0].text == "Uses Go"
+    content = json.dumps({"decisions": [{"candidate": 0, "event": "ADD", "why": 1}]})
+    assert parse_answer(content, ConsolidationAnswer).decisions[0].event == "ADD"
+    # Beside a value the schema refuses they still break it, and, since a key is the
+    # model's text as much as a value is (it may quote the user), are not named.
+    content = json.dumps({"facts": [{"text": "x", "category": "opinion", "importance": 5,
+                                     "reasoning": 1, PRIVATE: 2}]})
     with pytest.raises(ProviderAnswerInvalid, match=r"\(unknown key\): extra_forbidden") as caught:
         parse_answer(content, ExtractionAnswer)
     assert "passport" not in str(caught.value) and "reasoning" not in str(caught.value)

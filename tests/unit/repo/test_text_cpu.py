@@ -114,6 +114,7 @@ RAW: dict[str, str] = {
     "ago": "I moved to Oslo " + "3 weeks ago " * LIMIT,
     "since": "since 2020 " * LIMIT,
     "call me": "you can call me " * LIMIT,
+    "forget": "please forget that " * LIMIT,
     "control characters": "\x01\x85\u2028 " * LIMIT,
     "digits": "1,000 " * LIMIT,
 }

@@ -6,10 +6,12 @@
 -- name: held_proposals
 -- $2: open (no answer yet) | resolved | all. stale: an open proposal whose fact
 -- is no longer the active, unexpired version it was held against; it can only
--- be dismissed.
+-- be dismissed. An addition (event ADD: a candidate consolidation could not
+-- decide about) was held against no fact, so it is never stale.
 SELECT p.id, p.fact_id, p.run_id, p.event, p.reason, p.text, p.session_id, p.proposed_at,
        p.resolution, p.resolved_at, p.resolved_by, p.result_fact_id,
-       (p.resolution IS NULL AND f.id IS NULL) AS stale
+       p.category, p.importance, p.scope, p.agent_id,
+       (p.resolution IS NULL AND p.fact_id IS NOT NULL AND f.id IS NULL) AS stale
 FROM memory_held_proposal AS p
 LEFT JOIN memory_fact AS f
        ON f.user_id = $1 AND f.id = p.fact_id AND f.superseded_at IS NULL
@@ -21,7 +23,8 @@ ORDER BY p.id;
 -- name: held_proposal
 SELECT p.id, p.fact_id, p.run_id, p.event, p.reason, p.text, p.session_id, p.proposed_at,
        p.resolution, p.resolved_at, p.resolved_by, p.result_fact_id,
-       (p.resolution IS NULL AND f.id IS NULL) AS stale
+       p.category, p.importance, p.scope, p.agent_id,
+       (p.resolution IS NULL AND p.fact_id IS NOT NULL AND f.id IS NULL) AS stale
 FROM memory_held_proposal AS p
 LEFT JOIN memory_fact AS f
        ON f.user_id = $1 AND f.id = p.fact_id AND f.superseded_at IS NULL
@@ -31,7 +34,8 @@ WHERE p.user_id = $1 AND p.id = $2;
 -- name: lock_proposal
 -- Taken first by an accept and by a dismiss: two answers to one proposal queue
 -- here, and the second finds it answered.
-SELECT id, fact_id, event, text, session_id, proposed_at, resolution
+SELECT id, fact_id, event, text, session_id, proposed_at, resolution, category, importance,
+       scope, agent_id
 FROM memory_held_proposal
 WHERE user_id = $1 AND id = $2
 FOR UPDATE;
@@ -54,6 +58,19 @@ INSERT INTO memory_fact (user_id, text, category, importance, embedding, embeddi
                          observed_at, source_session_id, source_kind, scope, agent_id,
                          valid_from, valid_to, expires_at, pinned, basis, confidence)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'stated', $16)
+RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
+          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
+          expires_at, pinned, basis, confidence, superseded_reason, embedding_model,
+          embedding_dim;
+
+-- name: insert_addition
+-- An accepted addition (a candidate held as undecided): a new fact of its own,
+-- not a version of another, stated by the user in session $8 and confirmed by
+-- them, valid from when it was said ($7).
+INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
+                         observed_at, source_session_id, source_kind, scope, agent_id,
+                         valid_from, basis, confidence)
+VALUES ($1, $2, $3, $4, $5, $6, now(), $8, 'extracted', $9, $10, $7, 'stated', $11)
 RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
           superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
           expires_at, pinned, basis, confidence, superseded_reason, embedding_model,
