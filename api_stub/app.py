@@ -49,7 +49,7 @@ from worker.providers.factory import build_providers, embedding_model
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
-from worker.store.pool import create_pool
+from worker.store.pool import close_pool, create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.service_keys import ServiceKeyStore
 
@@ -129,7 +129,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 await redis.aclose()
             if sharded is not None:
                 await sharded.aclose()
-            await pool.close()
+            await close_pool(pool)  # bounded: a request cut mid-query may hold one
 
     # No Swagger UI or ReDoc: FastAPI's pages load their scripts from a CDN. The
     # document itself only when asked (MEMFLEET_API_DOCS); docs/openapi.json has it.

@@ -31,7 +31,7 @@ from worker.store.base import MaintenanceStore
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
-from worker.store.pool import GENERIC_PLANS, create_pool
+from worker.store.pool import GENERIC_PLANS, close_pool, create_pool
 from worker.store.postgres import PostgresStore
 from worker.telemetry import Telemetry, hide_job_arguments, setup_telemetry
 
@@ -165,7 +165,7 @@ def worker_options(
             await deps.providers.aclose()
         pool = ctx.get("pool")
         if pool is not None:
-            await pool.close()
+            await close_pool(pool)
         for name in ("budget_redis", "watch_redis"):
             client = ctx.get(name)
             if client is not None:

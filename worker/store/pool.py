@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Self
 
 import asyncpg
@@ -78,6 +79,24 @@ async def create_pool(
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StoreError(connection_failure(dsn, exc)) from exc
+
+
+# How long a shutdown waits for the pool's connections to come back before it closes
+# them anyway.
+CLOSE_TIMEOUT_S = 10.0
+
+
+async def close_pool(pool: Any, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    """Close ``pool``, waiting at most ``timeout_s`` for its connections to be released.
+
+    asyncpg's ``close`` waits for every acquired connection, and one acquired by a task
+    cancelled mid-connect (a server check at shutdown, a server away) may never come
+    back: a process on its way out must not hang on it, so past the bound the pool is
+    terminated (its connections closed at once)."""
+    try:
+        await asyncio.wait_for(pool.close(), timeout_s)
+    except TimeoutError:
+        pool.terminate()
 
 
 def connection_failure(dsn: str | None, exc: BaseException) -> str:
