@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", action="append", default=[], help="some kinds only")
     parser.add_argument("--per-kind", type=int, metavar="N", help="at most N of each kind")
     parser.add_argument("--threads", type=int, default=1, help="the model's CPU threads")
+    parser.add_argument("--ctx", type=int, default=16384,
+                        help="the model's context in tokens (mem0 2.x's extraction prompt "
+                             "alone is about 8,000)")
     parser.add_argument("--json", type=Path, help="also write the scores and calls here")
     parser.add_argument("--systems", nargs="+", choices=systems.SYSTEMS,
                         default=list(systems.SYSTEMS), help="the systems to run (default all;"
@@ -104,11 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"model: {spec.label}, {gguf} ({spec.size:,} bytes, sha256 {spec.sha256}); "
               f"ready in {time.monotonic() - started:.0f} s", flush=True)
         mem0 = [n.removeprefix("mem0-") for n in names if n != systems.MEMFLEET]
-        pythons = mem0_venvs(mem0, args.mem0_venvs or args.cache / "mem0-venvs") if mem0 else {}
+        venvs = (args.mem0_venvs or args.cache / "mem0-venvs").resolve()  # run from elsewhere
+        pythons = mem0_venvs(mem0, venvs) if mem0 else {}
         ran: list[System] = []
         seconds: dict[str, float] = {}
         try:
-            with model_endpoint(python, gguf, work, threads=args.threads) as endpoint, \
+            with model_endpoint(python, gguf, work, threads=args.threads,
+                                ctx=args.ctx) as endpoint, \
                     throwaway_servers(durable=False) as servers:
                 for name in names:
                     url = systems.system_url(endpoint.base_url, name)
@@ -124,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             servers, work, clock=args.mem0_clock, timeout_s=RUN_TIMEOUT_S))
                     seconds[name] = time.monotonic() - at
                     print(f"--- {name}: {seconds[name]:.0f} s", flush=True)
+                    if args.json is not None:  # what is done survives a later failure
+                        args.json.write_text(json.dumps({
+                            "partial": True, "seconds": seconds,
+                            "systems": {s.name: s.document for s in ran}}) + "\n")
                 record = call_report.read_entries(endpoint.calls)
                 if args.keep_calls is not None and endpoint.calls.exists():
                     shutil.copyfile(endpoint.calls, args.keep_calls)

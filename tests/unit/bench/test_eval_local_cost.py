@@ -92,7 +92,9 @@ def test_the_table_puts_the_baselines_beside_every_system(tmp_path: Any) -> None
 
 
 def test_the_estimate_before_a_run_scales_by_commits_and_model() -> None:
-    big = dict(before_run(10, ["memfleet", "mem0-2.2.1"], "1.5b"))
-    small = dict(before_run(10, ["memfleet", "mem0-2.2.1"], "0.5b"))
-    assert big["memfleet"] > big["mem0-2.2.1"] > 0
+    big = dict(before_run(10, ["memfleet", "mem0-1.0.9"], "1.5b"))
+    small = dict(before_run(10, ["memfleet", "mem0-1.0.9"], "0.5b"))
+    assert big["memfleet"] == 10 * 2.2 * 9.0  # commits, calls a commit, seconds a call
+    assert big["mem0-1.0.9"] > big["memfleet"]  # its prompts are longer
     assert small["memfleet"] < big["memfleet"]
+    assert dict(before_run(20, ["memfleet"], "1.5b"))["memfleet"] == 2 * big["memfleet"]
