@@ -98,3 +98,43 @@ def test_the_estimate_before_a_run_scales_by_commits_and_model() -> None:
     assert big["mem0-1.0.9"] > big["memfleet"]  # its prompts are longer
     assert small["memfleet"] < big["memfleet"]
     assert dict(before_run(20, ["memfleet"], "1.5b"))["memfleet"] == 2 * big["memfleet"]
+
+
+def _run(scenarios: list[Any], seconds: float, turns: int) -> dict[str, Any]:
+    systems = {name: scores_json(scores)
+               for name, scores in baseline_scores(scenarios).items()}
+    return {"model": "m", "scenarios": len(scenarios), "seconds": {"total": seconds},
+            "systems": systems,
+            "cost": [cost.Cost("memfleet", turns, 1, calls=2, prompt_tokens=100,
+                               cached_tokens=50, completion_tokens=10, seconds=3.0,
+                               embedded=4).as_json()]}
+
+
+def test_batches_merge_into_the_table_of_all_their_scenarios(tmp_path: Any) -> None:
+    from bench.eval_local.merge import merge
+
+    entries = subset.pick(subset.suite_entries(), per_kind=2,
+                          kinds=["updates", "two_agents", "injection"])
+    first, second = entries[::2], entries[1::2]
+    batches = [load_suite(subset.write(batch, tmp_path / str(n)))
+               for n, batch in enumerate((first, second))]
+    together = load_suite(subset.write(entries, tmp_path / "all"))
+    systems, costs, facts = merge([_run(batches[0], 60.0, 3), _run(batches[1], 120.0, 5)])
+    direct = {name: scores_json(scores) for name, scores in baseline_scores(together).items()}
+    for system in systems:  # the same kinds, totals, intervals and false memories
+        assert system.document["kinds"] == direct[system.name]["kinds"]
+        assert system.document["total"] == direct[system.name]["total"]
+    assert direct["raw-messages"]["total"]["false_memories"] > 0  # gated checks told apart
+    assert facts == {"models": ["m"], "scenarios": 6, "minutes": 3.0}
+    assert (costs[0].user_turns, costs[0].calls, costs[0].seconds) == (8, 4, 6.0)
+
+
+def test_a_scenario_in_two_batches_is_refused(tmp_path: Any) -> None:
+    import pytest
+
+    from bench.eval_local.merge import merge
+
+    scenarios = load_suite(subset.write(subset.pick(subset.suite_entries(), per_kind=1,
+                                                    kinds=["updates"]), tmp_path))
+    with pytest.raises(ValueError, match="run twice"):
+        merge([_run(scenarios, 1.0, 1), _run(scenarios, 1.0, 1)])
