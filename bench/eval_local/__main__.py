@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.eval_local import calls as call_report
-from bench.eval_local import subset
-from bench.eval_local.estimate import RATES_1_5B, estimate
+from bench.eval_local import cost, subset, systems
+from bench.eval_local.estimate import RATES_1_5B, before_run, estimate
 from bench.eval_local.gguf import MODELS, ModelRefused, ensure
 from bench.eval_local.servers import EndpointError, model_endpoint
-from bench.mem0_compare.__main__ import create_database
+from bench.eval_mem0.report import plot_systems
+from bench.mem0_compare.__main__ import mem0_venvs
 from bench.proc import load_1min
 from bench.servers import throwaway_servers
-from worker.providers.local_embed import MODEL as EMBED_MODEL
-from worker.providers.local_embed import WIDTH as EMBED_DIM
-from worker.store.migrate import migrate
+from worker.ops.eval_baselines import baseline_scores
+from worker.ops.eval_compare import System, comparison
+from worker.ops.eval_report import scores_json
+from worker.ops.eval_suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 6 * 3600.0
@@ -45,7 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", action="append", default=[], help="some kinds only")
     parser.add_argument("--per-kind", type=int, metavar="N", help="at most N of each kind")
     parser.add_argument("--threads", type=int, default=1, help="the model's CPU threads")
+    parser.add_argument("--ctx", type=int, default=16384,
+                        help="the model's context in tokens (mem0 2.x's extraction prompt "
+                             "alone is about 8,000)")
     parser.add_argument("--json", type=Path, help="also write the scores and calls here")
+    parser.add_argument("--systems", nargs="+", choices=systems.SYSTEMS,
+                        default=list(systems.SYSTEMS), help="the systems to run (default all;"
+                        " the three baselines are always scored)")
+    parser.add_argument("--mem0-venvs", type=Path, metavar="DIR",
+                        help="mem0's virtualenvs, made once (default: CACHE/mem0-venvs)")
+    parser.add_argument("--mem0-clock", choices=("scenario", "real"), default="scenario",
+                        help="mem0's adds at the scenario's moments (default) or the real clock")
+    parser.add_argument("--plot", type=Path, metavar="FILE", help="draw the table here")
     parser.add_argument("--keep-calls", type=Path, metavar="FILE",
                         help="keep the raw record of the chat calls (requests and answers, "
                              "so the scenarios' text) for `python -m bench.eval_local.calls`")
@@ -57,34 +67,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _memfleet_env(base_url: str, model: str, database_url: str, redis_url: str,
-                  home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
-    env.update({
-        "MEMFLEET_LLM_PROVIDER": "openai", "MEMFLEET_LLM_BASE_URL": base_url,
-        "MEMFLEET_LLM_API_KEY": "none", "MEMFLEET_EXTRACT_MODEL": model,
-        "MEMFLEET_CONSOLIDATE_MODEL": model,
-        "MEMFLEET_EMBED_PROVIDER": "openai", "MEMFLEET_EMBED_MODEL": EMBED_MODEL,
-        "MEMFLEET_EMBED_DIM": str(EMBED_DIM),
-        # One slot on a CPU: calls wait their turn, and a long extraction is no outage.
-        "MEMFLEET_MAX_JOBS": "1", "MEMFLEET_LLM_TIMEOUT_S": "1800",
-        "MEMFLEET_JOB_TIMEOUT_S": "7200", "MEMFLEET_EMBED_TIMEOUT_S": "300",
-        "MEMFLEET_DATABASE_URL": database_url, "MEMFLEET_REDIS_URL": redis_url,
-        "MEMFLEET_HOME_DIR": str(home)})
-    return env
-
-
-def _warnings(stderr: str) -> str:
-    """The worker's warning events, counted by name (its JSON log lines quote no content)."""
-    events: Counter[str] = Counter()
-    for line in stderr.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("level") in ("warning", "error"):
-            events[f"{entry.get('event')} ({entry['level']})"] += 1
-    return ", ".join(f"{name}: {n}" for name, n in events.most_common()) or "none"
+def _print_estimate(commits: int, user_turns: int, names: Sequence[str], model: str) -> None:
+    guesses = before_run(commits, names, model)
+    total = sum(seconds for _, seconds in guesses)
+    print(f"estimate before the run: {user_turns} user turns in {commits} commits (adds); "
+          + ", ".join(f"{name} ~{seconds / 60:.0f} min" for name, seconds in guesses)
+          + f"; about {total / 60:.0f} minutes of model time in all", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,58 +89,96 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     if not entries:
         return _fail("no scenario chosen")
+    names = [n for n in systems.SYSTEMS if n in args.systems]
     started = time.monotonic()
-    try:
-        gguf = ensure(spec, args.cache, python)
-    except ModelRefused as exc:
-        return _fail(str(exc))
-    model_s = time.monotonic() - started
-    print(f"model: {spec.label}, {gguf} ({spec.size:,} bytes, sha256 {spec.sha256}); "
-          f"ready in {model_s:.0f} s", flush=True)
     with tempfile.TemporaryDirectory(prefix="memfleet-evallocal-") as tmp:
         work = Path(tmp)
         folder = subset.write(entries, work / "scenarios")
-        scenarios, runs_planned = subset.runs(folder)
+        scenarios = load_suite(folder)
+        user_turns, commits = cost.workload(scenarios)
         suite_scenarios, suite_runs = subset.runs()
-        out = work / "memfleet.json"
+        print(f"{len(scenarios)} scenarios; systems {', '.join(names)}, and the baselines; "
+              f"the model on {args.threads} thread(s)", flush=True)
+        _print_estimate(commits, user_turns, names, args.model)
         try:
-            with model_endpoint(python, gguf, work, threads=args.threads) as endpoint, \
+            gguf = ensure(spec, args.cache, python)
+        except ModelRefused as exc:
+            return _fail(str(exc))
+        print(f"model: {spec.label}, {gguf} ({spec.size:,} bytes, sha256 {spec.sha256}); "
+              f"ready in {time.monotonic() - started:.0f} s", flush=True)
+        mem0 = [n.removeprefix("mem0-") for n in names if n != systems.MEMFLEET]
+        venvs = (args.mem0_venvs or args.cache / "mem0-venvs").resolve()  # run from elsewhere
+        pythons = mem0_venvs(mem0, venvs) if mem0 else {}
+        ran: list[System] = []
+        seconds: dict[str, float] = {}
+        try:
+            with model_endpoint(python, gguf, work, threads=args.threads,
+                                ctx=args.ctx) as endpoint, \
                     throwaway_servers(durable=False) as servers:
-                database_url = asyncio.run(create_database(servers, "memfleet"))
-                asyncio.run(migrate(database_url, embed_dim=EMBED_DIM))
-                env = _memfleet_env(endpoint.base_url, spec.label, database_url,
-                                    servers.redis_url, servers.root / "home")
-                print(f"memfleet eval: {scenarios} scenarios, {runs_planned} runs planned, "
-                      f"the model on {args.threads} thread(s); load {load_1min()}", flush=True)
-                eval_started = time.monotonic()
-                done = subprocess.run(  # noqa: S603
-                    [sys.executable, "-m", "worker.cli", "eval", "--scenarios", str(folder),
-                     "--json", str(out)], env=env, cwd=ROOT, capture_output=True, text=True,
-                    timeout=RUN_TIMEOUT_S, check=False)
-                eval_s = time.monotonic() - eval_started
-                calls = call_report.read_calls(endpoint.calls)
+                for name in names:
+                    url = systems.system_url(endpoint.base_url, name)
+                    print(f"--- {name}: on {spec.label} at {url}; load {load_1min()}",
+                          flush=True)
+                    at = time.monotonic()
+                    if name == systems.MEMFLEET:
+                        ran.append(systems.run_memfleet(endpoint.base_url, spec.label, folder,
+                                                        servers, work, RUN_TIMEOUT_S))
+                    else:
+                        ran.append(systems.run_mem0_system(
+                            name, pythons[name], endpoint.base_url, spec.label, scenarios,
+                            servers, work, clock=args.mem0_clock, timeout_s=RUN_TIMEOUT_S))
+                    seconds[name] = time.monotonic() - at
+                    print(f"--- {name}: {seconds[name]:.0f} s", flush=True)
+                    if args.json is not None:  # what is done survives a later failure
+                        args.json.write_text(json.dumps({
+                            "partial": True, "seconds": seconds,
+                            "systems": {s.name: s.document for s in ran}}) + "\n")
+                record = call_report.read_entries(endpoint.calls)
                 if args.keep_calls is not None and endpoint.calls.exists():
                     shutil.copyfile(endpoint.calls, args.keep_calls)
         except EndpointError as exc:
             return _fail(str(exc))
-        if done.returncode not in (0, 1) or not out.exists():
-            print(done.stderr[-3000:], file=sys.stderr)
-            return _fail(f"memfleet eval exited with {done.returncode}")
-        document = json.loads(out.read_text("utf-8"))
-    print(done.stdout)
-    print(f"memfleet eval took {eval_s:.0f} s; load {load_1min()}")
-    print(f"its warnings: {_warnings(done.stderr)}\n")
-    print(f"model calls, judged by memfleet's own parsing and checks ({spec.label}):")
-    print(call_report.table(calls))
-    if calls:
-        guess = estimate(calls, runs_planned, suite_runs, RATES_1_5B)
-        print(f"\nestimate for the whole suite ({suite_scenarios} scenarios):")
+        except (systems.SystemFailed, subprocess.TimeoutExpired) as exc:
+            return _fail(str(exc))
+    untagged = [e for e in record if str(e.get("system") or "") not in names]
+    if untagged:  # every call must be some system's: else the cost table would lie
+        return _fail(f"{len(untagged)} calls reached the endpoint without a system's prefix")
+    ran += [System(name, scores_json(scores))
+            for name, scores in baseline_scores(scenarios).items()]
+    total_s = time.monotonic() - started
+    print(f"\n{len(scenarios)} scenarios on {spec.label} ({args.threads} thread(s)), "
+          f"every system's prompts answered by it; {total_s / 60:.1f} minutes in all "
+          f"({', '.join(f'{n} {s / 60:.1f}' for n, s in seconds.items())})\n")
+    print(comparison(ran))
+    judged = {n: call_report.judge_all(e for e in record if "embeddings" not in e
+                                       and e.get("system") == n) for n in names}
+    costs = [cost.cost_of(n, judged[n], record, user_turns, commits) for n in names]
+    print(f"\nthe cost per user turn on {spec.label} (the same {user_turns} user turns, "
+          f"handed over in {commits} commits):")
+    print(cost.table(costs))
+    for name in names:
+        print(f"\nmodel calls of {name}, judged (memfleet's by its own parsing and checks; "
+              "another's: empty or not the JSON it asked for):")
+        print(call_report.table(judged[name]))
+    mine = judged.get(systems.MEMFLEET) or []
+    if mine:
+        guess = estimate(mine, commits, suite_runs, RATES_1_5B)
+        print(f"\nestimate for memfleet on the whole suite ({suite_scenarios} scenarios):")
         for line in guess.lines(spec.label, MODELS["1.5b"].label, RATES_1_5B):
             print(f"  {line}")
+    if args.plot is not None and plot_systems(
+            ran, args.plot, f"memfleet, mem0 and baselines on {spec.label}, {len(scenarios)} "
+            "scenarios (bootstrap 95% intervals)"):
+        print(f"\nplot: {args.plot}")
     if args.json is not None:
-        document["calls"] = call_report.as_json(calls)
-        document["seconds"] = {"model_ready": model_s, "eval": eval_s}
-        args.json.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        args.json.write_text(json.dumps({
+            "model": spec.label, "threads": args.threads, "scenarios": len(scenarios),
+            "user_turns": user_turns, "commits": commits, "mem0_clock": args.mem0_clock,
+            "seconds": {"total": total_s, **seconds},
+            "systems": {s.name: s.document for s in ran},
+            "cost": [c.as_json() for c in costs],
+            "calls": {n: call_report.as_json(judged[n]) for n in names}},
+            indent=1, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -67,6 +67,7 @@ class Call:
     reask: bool = False
     recovered: bool = False
     rejected: int = 0  # candidates without an acceptable decision (consolidation)
+    system: str = ""  # the system that made it (serve.py's /sys/NAME prefix)
 
 
 def task_of(request: dict[str, Any]) -> str:
@@ -82,6 +83,15 @@ def _content(response: dict[str, Any]) -> tuple[str | None, str | None]:
     choices = response.get("choices") or [{}]
     choice = choices[0]
     return (choice.get("message") or {}).get("content"), choice.get("finish_reason")
+
+
+def _is_json(text: str) -> bool:
+    body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
 
 
 def _offered(request_json: dict[str, Any]) -> PreparedRequest:
@@ -112,13 +122,17 @@ def judge(entry: dict[str, Any]) -> tuple[Call, Validated | None, dict[str, Any]
                 int((usage.get("prompt_tokens_details") or {}).get("cached_tokens")
                     or timings.get("cache_n") or 0),
                 int(usage.get("completion_tokens") or 0),
-                float(timings.get("prompt_ms") or 0.0), float(timings.get("predicted_ms") or 0.0))
+                float(timings.get("prompt_ms") or 0.0), float(timings.get("predicted_ms") or 0.0),
+                system=str(entry.get("system") or ""))
     if entry.get("status") != 200:
         call.outcome = "http"
         return call, None, None
     content, finish = _content(response)
-    if name not in PASSES:
+    if name not in PASSES:  # another system's prompt (mem0's): empty, or not the JSON asked
         call.outcome = "ok" if content and content.strip() else "empty"
+        if call.outcome == "ok" and (request.get("response_format") or {}).get("type") \
+                in ("json_object", "json_schema") and not _is_json(content or ""):
+            call.outcome = "invalid_json"
         return call, None, None
     if finish == "length":
         call.outcome = "cut_off"
@@ -178,11 +192,17 @@ def judge_all(entries: Iterable[dict[str, Any]]) -> list[Call]:
     return calls
 
 
-def read_calls(path: Path) -> list[Call]:
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """The record's lines: chat calls, and embeddings requests (``"embeddings": n``)."""
     if not path.exists():
         return []
-    lines = path.read_text("utf-8").splitlines()
-    return judge_all(json.loads(line) for line in lines if line.strip())
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def read_calls(path: Path, system: str | None = None) -> list[Call]:
+    """The chat calls of the record, judged; only ``system``'s when given."""
+    return judge_all(e for e in read_entries(path) if "embeddings" not in e
+                     and (system is None or str(e.get("system") or "") == system))
 
 
 # ---------------------------------------------------------------- report

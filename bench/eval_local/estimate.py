@@ -59,3 +59,23 @@ def estimate(calls: Sequence[Call], runs_measured: int, runs_full: int,
     at = statistics.fmean(call_seconds_at(c, rates) for c in calls)
     return Estimate(runs_measured, runs_full, per_run, full, measured, full * measured,
                     at, full * at)
+
+
+# Before a run: model calls per commit (memfleet: extraction and consolidation, a few
+# summaries; mem0 1.x: extraction, then its update pass when facts came out; mem0 2.x:
+# one additive extraction) and seconds per call on this machine (issue 38's 6-11 s on
+# the 1.5B model; the 0.5B model about 4.5 s, measured by the smoke). A guess, said
+# before anything runs.
+CALLS_PER_COMMIT = {"memfleet": 2.2, "mem0-1.0.9": 2.0, "mem0-2.2.1": 1.0}
+SECONDS_PER_CALL = {"1.5b": 9.0, "0.5b": 4.5}
+# A call's length against memfleet's, from the 0.5B smoke: mem0 1.x's prompts are about
+# 1,500 and 900 tokens (memfleet's 1,200 and 600); mem0 2.x's extraction prompt is about
+# 8,000 tokens, processed once (minutes) and then cached, its answers longer (a guess).
+CALL_LENGTH = {"memfleet": 1.0, "mem0-1.0.9": 2.1, "mem0-2.2.1": 6.0}
+
+
+def before_run(commits: int, systems: Sequence[str], model: str) -> list[tuple[str, float]]:
+    """Each system's guessed seconds for ``commits`` commits (or adds) on ``model``."""
+    per_call = SECONDS_PER_CALL.get(model, SECONDS_PER_CALL["1.5b"])
+    return [(name, commits * CALLS_PER_COMMIT.get(name, 2.0) * per_call
+             * CALL_LENGTH.get(name, 1.0)) for name in systems]

@@ -34,6 +34,15 @@ MAX_BODY = 64 << 20
 CHAT_TIMEOUT_S = 3600.0
 
 
+def split_system(path: str) -> tuple[str, str]:
+    """``/sys/NAME/v1/...`` -> (NAME, ``/v1/...``): each system is given a base URL of its
+    own on the one endpoint, so every call is recorded under the system that made it."""
+    if path.startswith("/sys/"):
+        name, _, rest = path[len("/sys/"):].partition("/")
+        return name, "/" + rest
+    return "", path
+
+
 class Front(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -82,15 +91,15 @@ class Handler(BaseHTTPRequestHandler):
             self._error(413, "body too large")
             return
         raw = self.rfile.read(length)
-        path = self.path.rstrip("/")
+        system, path = split_system(self.path.rstrip("/"))
         if path in ("/v1/embeddings", "/embeddings"):
-            self._embeddings(raw)
+            self._embeddings(raw, system)
         elif path in ("/v1/chat/completions", "/chat/completions"):
-            self._chat(raw)
+            self._chat(raw, system)
         else:
             self._error(404, "not found")
 
-    def _embeddings(self, raw: bytes) -> None:
+    def _embeddings(self, raw: bytes, system: str) -> None:
         from worker.providers.local_embed import _load, encode
 
         try:
@@ -109,11 +118,12 @@ class Handler(BaseHTTPRequestHandler):
                                if as_base64 else [float(v) for v in row])}
                 for i, row in enumerate(rows)]
         tokens = sum(len(t.split()) for t in texts)
+        self.server.record({"at": time.time(), "system": system, "embeddings": len(texts)})
         self._reply(200, json.dumps({
             "object": "list", "data": data, "model": self.server.embed_model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}).encode())
 
-    def _chat(self, raw: bytes) -> None:
+    def _chat(self, raw: bytes, system: str) -> None:
         started, at = time.monotonic(), time.time()
         request = urllib.request.Request(  # noqa: S310 - our loopback upstream
             self.server.upstream + "/v1/chat/completions",
@@ -134,7 +144,8 @@ class Handler(BaseHTTPRequestHandler):
             asked: Any = json.loads(raw)
         except ValueError:
             asked = None
-        self.server.record({"at": at, "seconds": round(seconds, 3), "status": status,
+        self.server.record({"at": at, "system": system, "seconds": round(seconds, 3),
+                            "status": status,
                             "request": asked, "response": answer})
         self._reply(status, body)
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,18 +108,22 @@ def _rows(database_url: str) -> dict[str, list[Mem0Row]]:
         try:
             return list(await conn.fetch(
                 "SELECT id::text AS id, payload->>'user_id' AS u, payload->>'data' AS t,"
-                " payload->>'agent_id' AS a FROM mem0"))
+                " payload->>'agent_id' AS a, payload->>'created_at' AS c FROM mem0"))
         finally:
             await conn.close()
 
     out: dict[str, list[Mem0Row]] = {}
     for r in asyncio.run(read()):
-        out.setdefault(r["u"], []).append(Mem0Row(r["id"], r["t"] or "", r["a"]))
+        created = datetime.fromisoformat(r["c"]) if r["c"] else None
+        if created is not None and created.tzinfo is None:
+            created = created.replace(tzinfo=UTC)
+        out.setdefault(r["u"], []).append(Mem0Row(r["id"], r["t"] or "", r["a"], created))
     return out
 
 
 def run_mem0(name: str, python: Path, scenarios: Sequence[Scenario], servers: Servers,
-             endpoint: Endpoint, work: Path) -> System:
+             endpoint: Endpoint, work: Path, *, clock: str = "real",
+             timeout_s: float = RUN_TIMEOUT_S) -> System:
     """mem0 on the same stub: one ``add`` per memfleet commit, its end state scored alike."""
     database = name.replace(".", "_").replace("-", "_")
     database_url = _database(servers, database)
@@ -128,9 +133,10 @@ def run_mem0(name: str, python: Path, scenarios: Sequence[Scenario], servers: Se
     adds = {s.id: mem0_adds(s) for s in scenarios}
     spec, result_path = home / "spec.json", home / "result.json"
     spec.write_text(json.dumps({
-        "config": endpoint.mem0_config(database_url, home),
+        "config": endpoint.mem0_config(database_url, home), "clock": clock,
         "users": [{"user_id": users[s.id],
-                   "adds": [{"agent_id": a.agent_id, "messages": list(a.messages)}
+                   "adds": [{"agent_id": a.agent_id, "messages": list(a.messages),
+                             "at": a.at.isoformat()}
                             for a in adds[s.id]]} for s in scenarios]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEM0_"))}
     env.update({"MEM0_TELEMETRY": "False", "MEM0_DIR": str(home),
@@ -139,7 +145,7 @@ def run_mem0(name: str, python: Path, scenarios: Sequence[Scenario], servers: Se
     with (home / "driver.log").open("w") as log:
         done = subprocess.run([str(python), str(DRIVER), str(spec), str(result_path)],  # noqa: S603
                               env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=RUN_TIMEOUT_S, check=False)
+                              timeout=timeout_s, check=False)
     if done.returncode != 0 or not result_path.exists():
         tail = (home / "driver.log").read_text().splitlines()[-20:]
         raise RuntimeError(f"{name}: the driver exited with {done.returncode}:\n"

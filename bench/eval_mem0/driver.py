@@ -4,18 +4,48 @@
 
 It imports nothing of memfleet (mem0's virtualenv has only mem0 and a PostgreSQL
 driver). SPEC holds mem0's config (``Memory.from_config``) and, per user, the adds
-(``{"agent_id", "messages"}``, in order). Each is one ``Memory.add``. RESULT gets
+(``{"agent_id", "messages"}``, in order). Each is one ``Memory.add``. With ``"clock": "scenario"``
+each add is made at the scenario's moment (``at``): see ``_at``. RESULT gets
 mem0's version and, per user, ``add``'s answer to each add (null when it raised),
 the number that raised and the first errors.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import sys
 import traceback
 from importlib.metadata import version
 from typing import Any
+
+_TODAY = re.compile(r"Today's date is \d{4}-\d{2}-\d{2}")
+
+
+def _at(moment: dt.datetime) -> dict[str, Any]:
+    """Make the next add at ``moment``, as far as mem0 lets a caller: its public API takes
+    a memory's ``created_at`` in ``metadata`` (1.x and 2.x keep a given one); neither
+    takes the date its prompts tell the model (``timestamp`` is platform-only in 2.x and
+    raises in the library), so the date mem0 itself writes into them is set to the
+    moment: 1.x formats "Today's date is ..." into its prompt strings at import, 2.x
+    reads ``datetime.now`` in ``mem0.configs.prompts`` when it builds the prompt."""
+    import mem0.configs.prompts as prompts
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Frozen:
+            value = moment.astimezone(tz) if tz is not None else moment.replace(tzinfo=None)
+            return cls.fromtimestamp(value.timestamp(), tz=value.tzinfo)
+
+    prompts.datetime = Frozen
+    today = f"Today's date is {moment:%Y-%m-%d}"
+    for name, module in list(sys.modules.items()):
+        if name.startswith("mem0") and module is not None:
+            for attr, value in list(vars(module).items()):
+                if isinstance(value, str) and _TODAY.search(value):
+                    setattr(module, attr, _TODAY.sub(today, value))
+    return {"metadata": {"created_at": moment.isoformat()}}
 
 
 def main() -> int:
@@ -30,8 +60,10 @@ def main() -> int:
     for user in spec["users"]:
         got = answers.setdefault(user["user_id"], [])
         for add in user["adds"]:
-            scope = {"agent_id": add["agent_id"]} if add.get("agent_id") else {}
+            scope: dict[str, Any] = {"agent_id": add["agent_id"]} if add.get("agent_id") else {}
             try:
+                if spec.get("clock") == "scenario" and add.get("at"):
+                    scope.update(_at(dt.datetime.fromisoformat(add["at"])))
                 got.append(memory.add(add["messages"], user_id=user["user_id"], **scope))
             except Exception:  # noqa: BLE001 - counted and reported, the run goes on
                 failed += 1

@@ -65,6 +65,7 @@ class Mem0Row:
     id: str
     text: str
     agent_id: str | None
+    created_at: datetime | None = None  # mem0's own metadata (the add's moment, when given)
 
 
 @dataclass(slots=True)
@@ -136,7 +137,7 @@ def mem0_facts(user_id: str, adds: Sequence[Mem0Add], answers: Sequence[Any],
     first = min((a.at for a in adds), default=end)
     for row in rows:
         if row.id not in replay.current:
-            replay.start(row.id, row.text, row.agent_id, first)
+            replay.start(row.id, row.text, row.agent_id, row.created_at or first)
     return [_record(user_id, v) for v in replay.versions]
 
 

@@ -20,7 +20,8 @@ from worker.ops.eval_compare import System, comparison, kinds_of
 __all__ = ["System", "comparison", "plot_systems"]
 
 
-def plot_systems(systems: Sequence[System], path: Path) -> bool:
+def plot_systems(systems: Sequence[System], path: Path,
+                 title: str = "memfleet eval's suite: memfleet and mem0 on one stub model") -> bool:
     """Accuracy per kind, one bar per system; False without matplotlib."""
     if not plot_available() or not systems:
         return False
@@ -46,7 +47,7 @@ def plot_systems(systems: Sequence[System], path: Path) -> bool:
     axes.set_yticks(range(len(kinds)), kinds[::-1])
     axes.set_xlim(0, 105)
     axes.set_xlabel("end-state accuracy (gold assertions held, %; bootstrap 95% interval)")
-    axes.set_title("memfleet eval's suite: memfleet and mem0 on one stub model", fontsize=10)
+    axes.set_title(title, fontsize=10)
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
