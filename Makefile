@@ -153,6 +153,7 @@ eval-local-smoke: $(STAMP) $(EVAL_LOCAL_STAMP)
 chaos: $(STAMP)
 	MEMFLEET_CHAOS_SESSIONS=200 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_chaos.py
 	MEMFLEET_MODEL_OUTAGE_S=120 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_outages.py -k model_outage
+	MEMFLEET_OUTAGE_S=600 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_server_outages.py
 	MEMFLEET_SHARDS_SESSIONS=160 MEMFLEET_SHARDS_KILLS=4 $(PY) -m pytest -q -s -p no:cacheprovider tests/integration/faults/test_redis_shards.py -k sigkilled
 	$(PY) -m bench.recovery --trials 10
 

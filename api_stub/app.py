@@ -24,6 +24,7 @@ from api_stub import (
     memory_routes,
     panel_page,
     panel_routes,
+    readiness,
     session_routes,
 )
 from api_stub.auth import AuthConfig
@@ -34,8 +35,10 @@ from api_stub.event_stream import STATE_KEY, EventStreams
 from api_stub.exports import ExportGate
 from api_stub.guards import AccessLog, NoStore, SizeLimits
 from api_stub.handover_fast import HandoverFastPath
+from api_stub.long_polls import event_stream_slots, wait_slots
 from api_stub.service_auth import ServiceKeyCheck
-from api_stub.write_rate import FactWriteRate
+from api_stub.wait_poller import WaitPoller
+from api_stub.write_rate import erase_rate, fact_write_rate
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import quiet_garbage_collector
@@ -95,7 +98,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                                                      socket_connect_timeout=2)
             providers = build_providers(settings)
             streams = EventStreams(settings.redis_url, events_key(settings.queue_name),
-                                   max_streams=settings.api_event_streams_max,
+                                   slots=event_stream_slots(settings),
                                    send_timeout_s=settings.api_send_timeout_s)
             app.state.deps = ApiDeps(
                 settings=settings, pool=pool, redis=redis, memory=memory,
@@ -103,9 +106,12 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
                 providers=providers, limits=Limits.from_settings(settings),
                 chat=ChatLog.from_settings(redis, settings),  # the erase uses it, mounted or not
                 exports=ExportGate(redis, PostgresMaintenanceStore(pool), settings),
-                writes=FactWriteRate(redis, per_minute=settings.api_fact_writes_per_minute,
-                                     burst=settings.api_fact_write_burst),
-                streams=streams,
+                writes=fact_write_rate(redis, per_minute=settings.api_fact_writes_per_minute,
+                                       burst=settings.api_fact_write_burst),
+                erases=erase_rate(redis, per_hour=settings.api_erases_per_hour,
+                                  burst=settings.api_erase_burst, fence_secret=fences.secret),
+                streams=streams, waits=wait_slots(settings),
+                poller=WaitPoller(redis if sharded is None else sharded),
             )
             app.state.service_keys = ServiceKeyCheck(ServiceKeyStore(pool))
             if tune_gc:
@@ -115,6 +121,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
         finally:
             if streams is not None:
                 streams.close()
+            if (deps := getattr(app.state, "deps", None)) is not None:
+                await deps.poller.aclose()  # the waits' shared reads
             if providers is not None:
                 await providers.aclose()
             if redis is not None:
@@ -146,9 +154,14 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
     app.include_router(event_routes.router)
     app.include_router(panel_page.router)  # the memory panel's page (docs/panel.md)
 
+    # Liveness: the process answers, whatever Redis and PostgreSQL do (a restart would
+    # not bring them back). Readiness, /readyz, asks them (api_stub.readiness).
     @app.get("/healthz", tags=["ops"], summary="Liveness (no authentication)")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    app.state.readiness = readiness.Readiness()
+    app.include_router(readiness.router)
 
     return app
 

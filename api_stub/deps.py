@@ -8,7 +8,9 @@ from typing import Any
 from api_stub.chat_log import ChatLog
 from api_stub.event_stream import EventStreams
 from api_stub.exports import ExportGate
-from api_stub.write_rate import FactWriteRate
+from api_stub.long_polls import LongPolls
+from api_stub.wait_poller import WaitPoller
+from api_stub.write_rate import UserRate
 from worker.config import Settings
 from worker.memory_rules import Limits
 from worker.providers.base import Providers
@@ -26,5 +28,8 @@ class ApiDeps:
     limits: Limits
     chat: ChatLog
     exports: ExportGate
-    writes: FactWriteRate
+    writes: UserRate  # manual fact writes, per user
+    erases: UserRate  # erases and consent changes, per user
     streams: EventStreams
+    waits: LongPolls  # the hand-over waits open in this process (api_stub.long_polls)
+    poller: WaitPoller  # their reads of Redis, shared (api_stub.wait_poller)

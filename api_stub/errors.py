@@ -28,7 +28,9 @@ class ErrorBody(BaseModel):
     detail: str
     # A refusal a client acts on names its kind (the hand-over's: InvalidHandover,
     # HandoverTooLarge, HandoverBacklogFull, SessionBytesFull, UserSessionsFull,
-    # HandoverUnavailable), the name of the Python exception: absent on the others.
+    # HandoverUnavailable), the name of the Python exception; a wait or a stream refused
+    # for the caller's or the process's count, TooManyLongPolls or LongPollsFull
+    # (api_stub.long_polls): absent on the others.
     error: str | None = None
 
 
@@ -57,6 +59,11 @@ _DESCRIPTIONS = {
          " has finished yet; the turn was not kept: send it again after Retry-After.",
     503: "PostgreSQL, Redis or the embeddings provider is unavailable; retry later.",
 }
+
+
+# What the OpenAPI document says of a refusal's Retry-After header.
+RETRY_AFTER_HEADER: dict[str, Any] = {"Retry-After": {
+    "description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:

@@ -22,8 +22,9 @@ from fastapi.responses import Response
 from redis.exceptions import RedisError
 
 from api_stub.deps import ApiDeps
-from api_stub.errors import AUTH_RESPONSES, ErrorBody, handover_unavailable
-from api_stub.service_auth import EventReader
+from api_stub.errors import AUTH_RESPONSES, RETRY_AFTER_HEADER, ErrorBody, handover_unavailable
+from api_stub.long_polls import LongPollRefused
+from api_stub.service_auth import Caller, EventReader
 
 log = logging.getLogger("memfleet.api.events")
 
@@ -43,10 +44,15 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
                                             "example": _SSE_EXAMPLE}},
           "description": "The commit events as they come (server-sent events), with a "
                          "`: keep-alive` comment after 15 s without one."},
-    503: {"model": ErrorBody,
+    429: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
+          "description": "This service key has its share of this API process's streams "
+                         "open (MEMFLEET_API_EVENT_STREAMS_PER_KEY; `error`: "
+                         "TooManyLongPolls); retry after Retry-After."},
+    503: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
           "description": "Redis did not answer within 1 s (`error`: HandoverUnavailable), "
                          "or this API process has its fill of open streams "
-                         "(MEMFLEET_API_EVENT_STREAMS_MAX); retry after Retry-After."},
+                         "(MEMFLEET_API_EVENT_STREAMS_MAX; `error`: LongPollsFull); retry "
+                         "after Retry-After."},
 }
 
 
@@ -67,7 +73,10 @@ async def commit_events(
 ) -> Response:
     deps: ApiDeps = request.app.state.deps
     try:
-        return await deps.streams.open(last_event_id if last_event_id is not None else after)
+        return await deps.streams.open(last_event_id if last_event_id is not None else after,
+                                       Caller(key_id=key_id))
+    except LongPollRefused as refused:
+        return refused.response()
     except (RedisError, OSError, TimeoutError) as exc:
         log.warning("events: Redis unavailable: %s", type(exc).__name__)
         return handover_unavailable()

@@ -3,8 +3,9 @@
 - **A connection of its own**: each stream reads with a blocking ``XREAD`` on a
   Redis connection only it uses, closed when the stream ends; the shared
   client's pool never waits behind a blocked read.
-- **Bounded**: at most MEMFLEET_API_EVENT_STREAMS_MAX streams at once per API
-  process; one more is a 503 with Retry-After.
+- **Bounded**: at most MEMFLEET_API_EVENT_STREAMS_PER_KEY streams at once per
+  service key (one more: 429) and MEMFLEET_API_EVENT_STREAMS_MAX per API process
+  (one more: 503), both with Retry-After (api_stub.long_polls).
 - **No gap**: a stream starts after an id (``Last-Event-ID``, ``?after=``, or the
   newest event kept when neither is given) and reads on from the last id sent,
   so a reconnecting client neither misses nor repeats an event.
@@ -26,11 +27,12 @@ import json
 import logging
 from typing import Any
 
-from fastapi import HTTPException, status
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.responses import Response
 
+from api_stub.long_polls import LongPollRefused, LongPolls, Slot
+from api_stub.service_auth import Caller
 from worker.protocol.events import CommitEvent, last_event_id, read_events
 
 log = logging.getLogger("memfleet.api.events")
@@ -40,7 +42,6 @@ STATE_KEY = "memfleet_event_streams"
 KEEPALIVE_S = 15.0
 BATCH = 100  # events one read takes at most
 OPEN_TIMEOUT_S = 1.0  # connect and find the start within this, else 503
-RETRY_AFTER_S = 5
 # A blocked read answers within its block; past this more the connection is dead.
 READ_MARGIN_S = 5.0
 # Ahead of our protocol's own abort on a client that reads nothing (api_stub.exports).
@@ -60,27 +61,25 @@ def frame(event: CommitEvent) -> bytes:
 class EventStreams:
     """One per API process: admits streams, opens their connections, ends them."""
 
-    def __init__(self, redis_url: str, events_key: str, *, max_streams: int,
+    def __init__(self, redis_url: str, events_key: str, *, slots: LongPolls,
                  send_timeout_s: float, keepalive_s: float = KEEPALIVE_S) -> None:
-        self._url, self.events_key, self._max = redis_url, events_key, max_streams
+        self._url, self.events_key, self.slots = redis_url, events_key, slots
         self.send_timeout_s = send_timeout_s + SEND_TIMEOUT_GRACE_S
         self.keepalive_s = keepalive_s
         self.closing = asyncio.Event()
-        self.open_streams = 0
 
     def close(self) -> None:
         """End every stream now and admit no more (the server is shutting down)."""
         self.closing.set()
 
-    async def open(self, after: str | None) -> EventStream:
-        """A stream after ``after`` (None: after the newest event kept); HTTPException
-        503 when the process has its fill of streams or is closing; RedisError, OSError
-        or TimeoutError when Redis does not answer within OPEN_TIMEOUT_S."""
-        if self.closing.is_set() or self.open_streams >= self._max:
-            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                                detail="too many event streams are open; retry later",
-                                headers={"Retry-After": str(RETRY_AFTER_S)})
-        self.open_streams += 1
+    async def open(self, after: str | None, who: Caller) -> EventStream:
+        """A stream after ``after`` (None: after the newest event kept) for ``who``;
+        LongPollRefused when the caller or the process has its fill of streams (503 too
+        when the server is closing); RedisError, OSError or TimeoutError when Redis does
+        not answer within OPEN_TIMEOUT_S."""
+        if self.closing.is_set():
+            raise LongPollRefused(503, "the server is shutting down; retry later")
+        slot = self.slots.admit(who)
         conn = Redis.from_url(self._url, single_connection_client=True,
                               socket_connect_timeout=OPEN_TIMEOUT_S,
                               socket_timeout=self.keepalive_s + READ_MARGIN_S)
@@ -92,12 +91,12 @@ class EventStreams:
                 else:
                     await conn.ping()
         except BaseException:
-            await self.release(conn)
+            await self.release(conn, slot)
             raise
-        return EventStream(self, conn, after)
+        return EventStream(self, conn, after, slot)
 
-    async def release(self, conn: Redis) -> None:
-        self.open_streams -= 1
+    async def release(self, conn: Redis, slot: Slot) -> None:
+        slot.release()
         with contextlib.suppress(RedisError, OSError):
             await conn.aclose()
 
@@ -113,12 +112,12 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, streams: EventStreams, conn: Redis, after: str) -> None:
+    def __init__(self, streams: EventStreams, conn: Redis, after: str, slot: Slot) -> None:
         # As StreamingResponse does: no body, so no Content-Length (a chunked answer).
         self.status_code, self.background = 200, None
         # no-store: never replayed from a cache; X-Accel-Buffering: nginx passes it on.
         self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-        self._streams, self._conn, self._after = streams, conn, after
+        self._streams, self._conn, self._after, self._slot = streams, conn, after, slot
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         streams = self._streams
@@ -136,7 +135,7 @@ class EventStream(Response):
         finally:
             gone.cancel()
             closing.cancel()
-            await streams.release(self._conn)
+            await streams.release(self._conn, self._slot)
 
     async def _pump(self, send: Any, gone: asyncio.Future[Any],
                     closing: asyncio.Future[Any]) -> bool:

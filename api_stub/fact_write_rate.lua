@@ -3,7 +3,8 @@
 -- next write, on the Redis server's clock. A write is allowed when it comes no more
 -- than (burst - 1) intervals before its TAT; each allowed write moves the TAT on by
 -- one interval. The key lapses once the bucket is full again.
--- KEYS[1]  memfleet:api-fact-writes:{<user>}
+-- The same script keeps the erase and consent-change rate (memfleet:api-erases:<keyed user>).
+-- KEYS[1]  memfleet:api-fact-writes:{<user>}, or memfleet:api-erases:<keyed user>
 -- ARGV[1]  the interval between writes at the steady rate (ms)
 -- ARGV[2]  the burst: writes allowed at once
 -- Returns 0 when the write may go, else how long (ms) until one may.

@@ -42,7 +42,7 @@ from api_stub.memory_models import (
 from api_stub.read_timing import HEADER as SERVER_TIMING
 from api_stub.read_timing import ReadTiming
 from api_stub.service_auth import AdminUser, ReadUser
-from api_stub.write_rate import WritingUser
+from api_stub.write_rate import ConsentingUser, ErasingUser, WritingUser
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.ops import privacy
 from worker.protocol.keys import api_exports_key, api_fact_writes_key
@@ -89,6 +89,19 @@ WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **AUTH_RESPONSES,
     429: {"model": ErrorBody, "headers": _RETRY_AFTER,
           "description": "Too many manual writes of this user; retry after Retry-After."},
+}
+# 429: the user's erases and consent changes over their rate (api_stub.write_rate).
+ERASE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    429: {"model": ErrorBody, "headers": _RETRY_AFTER,
+          "description": "Too many erases and consent changes of this user; retry after "
+                         "Retry-After."},
+}
+CONSENT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    429: {"model": ErrorBody, "headers": _RETRY_AFTER,
+          "description": "Too many manual writes, or erases and consent changes, of this "
+                         "user; retry after Retry-After."},
 }
 # The prompt reads' 200 says where its time went (api_stub.read_timing).
 _TIMED: dict[int | str, dict[str, Any]] = {200: {"headers": {SERVER_TIMING: {
@@ -287,10 +300,10 @@ async def known_facts_route(
 @router.delete(
     "",
     response_model=Erased,
-    responses={**AUTH_RESPONSES, **error_responses(503)},
+    responses={**ERASE_RESPONSES, **error_responses(503)},
     summary="Erase everything about the user (right to be forgotten): really deletes",
 )
-async def erase_user_route(request: Request, user_id: AdminUser) -> Erased:
+async def erase_user_route(request: Request, user_id: ErasingUser) -> Erased:
     deps = _deps(request)
     # The conversation first: with it gone no later turn can hand it over again.
     sessions = await deps.chat.erase_user(user_id)
@@ -316,11 +329,11 @@ async def consent_route(request: Request, user_id: ReadUser) -> Consent:
 @router.put(
     "/consent",
     response_model=ConsentChanged,
-    responses={**WRITE_RESPONSES, **error_responses(400, 503)},
+    responses={**CONSENT_RESPONSES, **error_responses(400, 503)},
     summary="Turn memory on or off; off with forget also erases everything held",
 )
 async def set_consent_route(
-    request: Request, user_id: WritingUser, body: ConsentBody
+    request: Request, user_id: ConsentingUser, body: ConsentBody
 ) -> ConsentChanged:
     deps = _deps(request)
     sessions = await deps.chat.erase_user(user_id) if body.forget else None

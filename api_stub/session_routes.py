@@ -5,12 +5,16 @@
   the session's stand-in in the commit events (``session_tag``; null when the
   API has no MEMFLEET_TELEMETRY_ID_KEY, since a per-process random key would
   match no event).
-- ``GET .../handovers/{handover_id}/wait?timeout_s=T``: a long poll on
-  ``wait_for_memory``; answers as soon as a commit covers the hand-over, or with
-  ``covered`` false after T seconds (at most MAX_WAIT_S). It polls Redis with
-  the shared client's short commands and holds no PostgreSQL connection; a
+- ``GET .../handovers/{handover_id}/wait?timeout_s=T``: a long poll, what
+  ``wait_for_memory`` does; answers as soon as a commit covers the hand-over, or
+  with ``covered`` false after T seconds (at most MAX_WAIT_S). Its reads of Redis
+  are the process's, shared by every wait (api_stub.wait_poller: one read per
+  session per tick, one round trip per shard); it holds no PostgreSQL connection; a
   client that goes away ends it at once, and so does the server's shutdown
-  (api_stub.event_stream.EventStreams.closing), with the state as it is.
+  (api_stub.event_stream.EventStreams.closing), with the state as it is. At most
+  MEMFLEET_API_WAITS_PER_USER waits of one user's token, MEMFLEET_API_WAITS_PER_KEY
+  of one service key (one more: 429) and MEMFLEET_API_WAITS_MAX in all (one more:
+  503) are open at once in one API process (api_stub.long_polls).
 
 A service key with the ``handover`` or ``read`` scope, or the user's own token
 (api_stub.service_auth.WatchUser). Redis not answering within REDIS_TIMEOUT_S is
@@ -28,10 +32,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from api_stub.deps import ApiDeps
-from api_stub.errors import AUTH_RESPONSES, ErrorBody, handover_unavailable
+from api_stub.errors import AUTH_RESPONSES, RETRY_AFTER_HEADER, ErrorBody, handover_unavailable
 from api_stub.handover_routes import SessionId
-from api_stub.service_auth import WatchUser
-from worker.client.handover import memory_status, session_tag, wait_for_memory
+from api_stub.long_polls import LongPollRefused
+from api_stub.service_auth import CallerOf, WatchUser
+from worker.client.handover import memory_status, session_tag
 from worker.errors import HandoverUnavailable
 
 log = logging.getLogger("memfleet.api.sessions")
@@ -44,9 +49,22 @@ router = APIRouter(prefix="/users/{user_id}/sessions/{session_id}", tags=["hando
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     **AUTH_RESPONSES,
-    503: {"model": ErrorBody,
+    503: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
           "description": "Redis did not answer within 1 s (`error`: HandoverUnavailable); "
                          "retry after Retry-After."},
+}
+_WAIT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_RESPONSES,
+    429: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
+          "description": "This caller has its share of this API process's waits open "
+                         "(MEMFLEET_API_WAITS_PER_USER for a user's token, "
+                         "MEMFLEET_API_WAITS_PER_KEY for a service key; `error`: "
+                         "TooManyLongPolls); retry after Retry-After."},
+    503: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
+          "description": "Redis did not answer within 1 s (`error`: HandoverUnavailable), "
+                         "or this API process has its fill of open waits "
+                         "(MEMFLEET_API_WAITS_MAX; `error`: LongPollsFull); retry after "
+                         "Retry-After."},
 }
 
 
@@ -90,11 +108,12 @@ async def _until_disconnect(request: Request) -> None:
         pass
 
 
-@router.get("/handovers/{handover_id}/wait", response_model=WaitOutcome, responses=_RESPONSES,
+@router.get("/handovers/{handover_id}/wait", response_model=WaitOutcome,
+            responses=_WAIT_RESPONSES,
             summary="Wait until a commit covers a hand-over, at most timeout_s seconds "
                     "(a long poll; the same credentials as the status)")
 async def wait_for_handover(
-    request: Request, session_id: SessionId, user_id: WatchUser,
+    request: Request, session_id: SessionId, user_id: WatchUser, who: CallerOf,
     handover_id: Annotated[int, Path(ge=0, le=2**63 - 1,
                                      description="The id the hand-over answered with.")],
     timeout_s: Annotated[float, Query(
@@ -102,8 +121,18 @@ async def wait_for_handover(
     ] = DEFAULT_WAIT_S,
 ) -> WaitOutcome | Response:
     deps: ApiDeps = request.app.state.deps
-    waiting = asyncio.ensure_future(wait_for_memory(deps.handover, session_id, user_id,
-                                                    handover_id, timeout_s=timeout_s))
+    try:
+        slot = deps.waits.admit(who)
+    except LongPollRefused as refused:
+        return refused.response()
+    with slot:  # given back however the wait ends
+        return await _wait(request, deps, session_id, user_id, handover_id, timeout_s)
+
+
+async def _wait(request: Request, deps: ApiDeps, session_id: str, user_id: str,
+                handover_id: int, timeout_s: float) -> WaitOutcome | Response:
+    waiting = asyncio.ensure_future(deps.poller.wait(user_id, session_id, handover_id,
+                                                     timeout_s=timeout_s))
     gone = asyncio.ensure_future(_until_disconnect(request))
     closing = asyncio.ensure_future(deps.streams.closing.wait())
     try:

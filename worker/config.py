@@ -239,13 +239,23 @@ class Settings(BaseSettings):
     # A response (an export or any other) the client takes nothing of for this long is
     # cut: its connection is aborted.
     api_send_timeout_s: float = Field(default=30.0, gt=0)
-    # Server-sent event streams (GET /events) open at once per API process, each with a
-    # Redis connection of its own (api_stub.event_stream); more: 503.
+    # Long-lived requests open at once in one API process (api_stub.long_polls): the
+    # hand-over waits (GET .../wait) and the event streams (GET /events, each with a
+    # Redis connection of its own). Past a caller's share (a service key's, an end
+    # user's token's): 429; past the process's: 503; both with Retry-After.
+    api_waits_max: int = Field(default=256, ge=1)
+    api_waits_per_key: int = Field(default=128, ge=1)
+    api_waits_per_user: int = Field(default=4, ge=1)
     api_event_streams_max: int = Field(default=32, ge=1)
+    api_event_streams_per_key: int = Field(default=4, ge=1)
     # Manual fact writes (add, remove, pin, unpin, consent) per user, fleet-wide through
     # Redis: this many a minute on average, up to the burst at once; more: 429. 0: none.
     api_fact_writes_per_minute: int = Field(default=60, ge=0)
     api_fact_write_burst: int = Field(default=20, ge=1)
+    # Erases (DELETE /users/{u}) and consent changes per user, fleet-wide through Redis:
+    # this many an hour on average, up to the burst at once; more: 429. 0: none.
+    api_erases_per_hour: int = Field(default=30, ge=0)
+    api_erase_burst: int = Field(default=5, ge=1)
 
     @field_validator("database_url", "redis_url")
     @classmethod

@@ -80,6 +80,12 @@ def hide_job_arguments() -> None:
 HTTP_CLIENT_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "aiohttp")
 
 
+def _not_pool_floor_retry(record: logging.LogRecord) -> bool:
+    """asyncpg's pool logs a traceback each time it fails to reconnect its floor while
+    PostgreSQL is away: memfleet says that once (worker.fleet.server_watch)."""
+    return not record.getMessage().startswith("Failed to restore the pool connection floor")
+
+
 def configure_logging(level: str = "INFO", *, http_requests: bool = False) -> None:
     """JSON logs on stderr, URLs redacted (worker.log_redaction); called once by the
     entry point. ``level``: a level name, in any case. ``http_requests``: the HTTP
@@ -91,6 +97,9 @@ def configure_logging(level: str = "INFO", *, http_requests: bool = False) -> No
             handler.addFilter(RedactUrls())
     for name in HTTP_CLIENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if http_requests else logging.WARNING)
+    pool_log = logging.getLogger("asyncpg.pool")
+    if _not_pool_floor_retry not in pool_log.filters:
+        pool_log.addFilter(_not_pool_floor_retry)
     if http_requests:
         # openai logs each request's options, the messages included, at DEBUG: user text.
         logging.getLogger("openai").setLevel(logging.INFO)

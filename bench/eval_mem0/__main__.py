@@ -24,7 +24,8 @@ from bench.eval_mem0.report import System, comparison, plot_systems
 from bench.mem0_compare.__main__ import create_database, mem0_venvs
 from bench.mem0_compare.report import OLD_MEM0
 from bench.servers import Servers, throwaway_servers
-from worker.ops.eval_report import RunInfo, report_json, table
+from worker.ops.eval_baselines import baseline_scores
+from worker.ops.eval_report import RunInfo, report_json, scores_json, table
 from worker.ops.eval_score import score_scenario
 from worker.ops.eval_suite import Scenario, load_suite
 from worker.store.migrate import migrate
@@ -212,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 systems.append(run_memfleet(servers, endpoint, args.kind, "add-only", work))
             for name, python in venvs.items():
                 systems.append(run_mem0(name, python, scenarios, servers, endpoint, work))
+    # The baselines need no model: the same scenarios, the same scorer (docs/eval.md).
+    systems += [System(name, scores_json(scores))
+                for name, scores in baseline_scores(scenarios).items()]
     where = ("one OpenAI-compatible stub answering every system's prompts from the same rules"
              if args.base_url is None else f"{args.model} at {args.base_url}")
     print(f"{len(scenarios)} scenarios, {where}, one PostgreSQL;"

@@ -14,8 +14,14 @@ the suite's scorer reads (worker.ops.eval_score): an UPDATE ends the old version
 and points it at the new one (a chain), a DELETE ends it with no successor. The
 rows left in mem0's table are the end state's truth: a version the replay thinks
 active but whose row is gone is ended at the scenario's end, and a row the replay
-never saw is added as active. mem0 records no validity dates and no expiry, so
-``valid_from`` is left empty (the scorer then uses the moment it was learned).
+never saw is added as active.
+
+Scored from what mem0 stores, not memfleet's columns: mem0 records no validity dates
+and no expiry, so ``valid_from`` is left empty and the scorer reads a start date from
+the memory's text when it names one ("since 2019", "on 17 March 2026"), else takes the
+moment it was learned (worker.ops.eval_score.text_dates); scope is mem0's own
+``agent_id``: a memory added with one is read by that agent's search only (a
+relationship fact), one added without is every agent's (the profile).
 """
 
 from __future__ import annotations

@@ -96,9 +96,11 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    from worker.ops.eval_baselines import baseline_scores
+    from worker.ops.eval_compare import System, comparison
     from worker.ops.eval_qa import QaChoice, qa_names
     from worker.ops.eval_qa_report import QaInfo, qa_json, qa_table
-    from worker.ops.eval_report import RunInfo, plot, report_json, table
+    from worker.ops.eval_report import RunInfo, plot, report_json, scores_json, table
     from worker.ops.eval_run import run_suite
     from worker.ops.eval_score import by_kind
     from worker.ops.eval_suite import load_suite
@@ -152,6 +154,15 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         print(counts.line())
     print(table(run.scores, info, run.outcomes, shift_years=run.shift_years))
     document = report_json(run.scores, info, run.outcomes, run.shift_years)
+    # The baselines need no model: made from the scenarios, scored alike (docs/eval.md).
+    baselines = {name: scores_json(scores)
+                 for name, scores in baseline_scores(scenarios).items()}
+    document["baselines"] = baselines
+    label = "memfleet" + (", add-only" if info.control else "")
+    print()
+    print("beside the baselines (accuracy, bootstrap 95% interval):")
+    print(comparison([System(label, document),
+                      *(System(name, b) for name, b in baselines.items())]))
     if qa_info is not None:
         print()
         print(qa_table(run.answers, qa_info))

@@ -136,7 +136,8 @@ def cmd_webhook(settings: Settings, args: argparse.Namespace) -> int:
         try:
             where = await place_group(redis, events_key, replay)
             print(start_line(target, where), file=sys.stderr, flush=True)
-            await deliver_forever(redis, events_key, target, consumer=args.consumer)
+            await deliver_forever(redis, events_key, target, consumer=args.consumer,
+                                  redis_url=settings.redis_url)
         finally:
             await redis.aclose()
 

@@ -16,7 +16,15 @@ files they leave in their data directory:
     └── redis/                 EmbeddedRedis.data_dir
         ├── port
         ├── redis.pid
-        └── redis.log
+        ├── redis.log
+        └── appendonlydir/     the append-only file (durable homes: `memfleet up`, the demo)
+
+What a stop (`memfleet down`) or a crash loses: nothing of PostgreSQL's in a
+durable home (fsync on). Redis keeps its append-only file there (fsync every
+second), so a stop loses nothing and a crash at most the last second: queued
+hand-overs, older lists and locks come back with it. A home made with
+``durable=False`` (the tests') keeps neither: its Redis starts empty after any
+stop, and its PostgreSQL may lose recent commits to a crash.
 
 Both servers listen on 127.0.0.1 only and trust every local connection: they are
 for one machine's development and tests, never for anything exposed.
@@ -56,7 +64,8 @@ def ensure_embedded(
     with file_lock(home / ".lock"):
         database_url = EmbeddedPostgres(home / "postgres", durable=durable).start() \
             if postgres else None
-        redis_url = EmbeddedRedis(home / "redis").start() if redis else None
+        redis_url = EmbeddedRedis(home / "redis", appendonly=durable).start() \
+            if redis else None
         return database_url, redis_url
 
 

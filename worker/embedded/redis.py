@@ -64,10 +64,12 @@ _REDIS_STARTED = re.compile(rb"pid=(\d+), just started")
 class EmbeddedRedis:
     """A Redis-compatible server in ``data_dir`` on 127.0.0.1.
 
-    Without ``appendonly`` nothing is persisted: the queue's contents do not
-    survive a restart, which is what development and most tests want. With it,
-    the server keeps an append-only file (fsync every second), as production
-    Redis must: a crash of the server process then loses no acknowledged write.
+    Without ``appendonly`` nothing is persisted (no snapshot either: ``--save ""``):
+    a stop or a crash loses every key, the queue and the pending hand-overs
+    included, which is what most tests want. With it, the server keeps an
+    append-only file (fsync every second), as production Redis must: a stop loses
+    nothing, a crash of the server process at most the last second of writes.
+    `memfleet up` and the demo turn it on (worker.embedded.ensure_embedded).
     """
 
     def __init__(self, data_dir: Path, port: int | None = None, *,
@@ -192,7 +194,8 @@ class EmbeddedRedis:
             pid = self._pid()
             if pid is None:
                 return
-            # With --save "" SIGTERM means shutdown without saving. A server
+            # With --save "" SIGTERM saves no snapshot (the append-only file, when on,
+            # is flushed and kept). A server
             # that still hangs (say, configured by hand to save into a vanished
             # directory) is killed: it keeps nothing worth waiting for.
             for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S / 2), (signal.SIGKILL, 5.0)):

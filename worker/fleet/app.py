@@ -17,7 +17,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
-from worker.fleet import orphans, periodic, probe
+from worker.fleet import orphans, periodic, probe, server_watch
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.fleet.job import Deps, persist_session_memory
 from worker.fleet.metrics import MetricsServer
@@ -52,13 +52,14 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 REDIS_BACKOFF_CAP_S = 3.0
-BACKGROUND_LOOPS = ("heartbeat", "recovery", "expiry")
+BACKGROUND_LOOPS = ("heartbeat", "recovery", "expiry", "server_watch")
 
 
 def redis_settings(url: str, retries: int) -> RedisSettings:
     """ARQ's connection settings, with every Redis command retried with backoff while
-    Redis is unreachable (a restart, a failover): the worker waits for it instead of
-    exiting. After ``retries`` tries the error surfaces and the process exits."""
+    Redis is unreachable (a restart, a failover). After ``retries`` tries the error
+    surfaces to its caller: a job is tried again later; the worker itself waits for
+    Redis however long it takes (worker.fleet.server_watch)."""
     redis = RedisSettings.from_dsn(url)
     redis.retry = RedisRetry(ExponentialBackoff(cap=REDIS_BACKOFF_CAP_S, base=0.1), retries)
     redis.retry_on_error = [RedisConnectionError, RedisTimeoutError, OSError]
@@ -80,6 +81,8 @@ def worker_options(
     # Every commit checks a fence.
     fences = fence_keys(secret(settings.erase_fence_key), settings.home_dir)
     telemetry = telemetry or setup_telemetry(settings)
+    # Whether Redis and PostgreSQL answer: the worker takes jobs only while both do.
+    watch = server_watch.ServerWatch()
 
     async def on_startup(ctx: dict[str, Any]) -> None:
         pool = await create_pool(settings.database_url or "", min_size=settings.db_pool_min,
@@ -116,26 +119,38 @@ def worker_options(
         metrics = telemetry.metrics
         ctx["heartbeat"] = asyncio.create_task(probe.keep_beating(
             redis, settings.queue_name, lambda: sorted(running)))
+
+        async def recover() -> None:
+            # While a server is away this worker takes no job: the sessions it would
+            # queue again would only be queued again at every pass.
+            if not watch.down():
+                await recovery_pass(redis, settings.queue_name, metrics, lambda: running)
+
         ctx["recovery"] = asyncio.create_task(periodic.every(
-            settings.recovery_interval_s,
-            lambda: recovery_pass(redis, settings.queue_name, metrics, lambda: running),
-            name="recovery pass"))
+            settings.recovery_interval_s, recover, name="recovery pass"))
         if settings.expiry_interval_s > 0:
             # Nothing waits for it (reads skip an expired fact already): spread out.
             maintenance = PostgresMaintenanceStore(pool)
             ctx["expiry"] = asyncio.create_task(periodic.every(
                 settings.expiry_interval_s, lambda: expiry_pass(maintenance, metrics),
                 name="expiry pass", first_delay_s=periodic.spread(settings.expiry_interval_s)))
+        watch_redis = ctx["watch_redis"] = Redis.from_url(
+            settings.redis_url or "", socket_connect_timeout=server_watch.CHECK_TIMEOUT_S,
+            socket_timeout=server_watch.CHECK_TIMEOUT_S)
+        watch.add("Redis", settings.redis_url, watch_redis.ping)
+
+        async def postgres_answers() -> None:
+            if pool.get_idle_size() == 0 and pool.get_size() >= pool.get_max_size():
+                raise server_watch.NoNews  # every connection busy with jobs: not away
+            await store.ping()
+
+        watch.add("PostgreSQL", settings.database_url, postgres_answers)
+        ctx["server_watch"] = asyncio.create_task(watch.run())
         if settings.metrics_port is not None:
-
-            async def healthy() -> None:
-                await redis.ping()
-                await store.ping()
-
-            server = MetricsServer(telemetry.render_metrics, healthy)
+            server = MetricsServer(telemetry.render_metrics, watch.down)
             port = await server.start(settings.metrics_host, settings.metrics_port)
             ctx["metrics_server"] = server
-            log.info("serving /metrics and /healthz", port=port)
+            log.info("serving /metrics, /healthz and /readyz", port=port)
         if tune_gc:
             quiet_garbage_collector()
 
@@ -151,9 +166,10 @@ def worker_options(
         pool = ctx.get("pool")
         if pool is not None:
             await pool.close()
-        budget_redis = ctx.get("budget_redis")
-        if budget_redis is not None:
-            await budget_redis.aclose()
+        for name in ("budget_redis", "watch_redis"):
+            client = ctx.get(name)
+            if client is not None:
+                await client.aclose()
 
     return {
         "functions": [
@@ -176,6 +192,7 @@ def worker_options(
         "burst": burst,
         "poll_delay": 0 if burst else settings.poll_delay_s,
         "handle_signals": not burst,
+        "servers": watch,
     }
 
 

@@ -18,6 +18,8 @@ busy lock, recorded with an audit row in ``memory_run``:
   for this slice: the cursor moves past it with no fact written; at once when
   the offline provider's answer broke the wire or its CPU work on the slice's
   text went over MEMFLEET_PROVIDER_CPU_BUDGET_S (both would only repeat);
+- retry, too: Redis went away mid-job; the job runs again once it is back
+  (worker.protocol.arq_worker);
 - error: anything memfleet did not expect; recorded, counted, and raised to ARQ
   as UnexpectedJobError (type and place, never the message: ARQ logs it).
 
@@ -53,6 +55,7 @@ from worker.outcomes import Outcome
 from worker.pipeline.cursor import NOTHING_SETTLED, Settlement
 from worker.pipeline.run import RunContext, RunResult, run_once, skip_slice
 from worker.protocol import breaker, lock, queue
+from worker.protocol.arq_worker import REDIS_DOWN
 from worker.protocol.breaker import BreakerKeys
 from worker.protocol.events import CommitNote
 from worker.protocol.payload import Limits, Snapshot, decode_handover
@@ -117,6 +120,13 @@ async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any)
         # ARQ's job timeout cancels the job: count it, or it vanishes from the dashboard.
         outcome = Outcome.CANCELLED
         raise
+    except REDIS_DOWN as exc:
+        # Redis went away mid-job (past the client's retries): nobody's error. The
+        # job runs again once Redis is back, from the cursor PostgreSQL holds.
+        outcome = Outcome.RETRY
+        log.warning("job did not complete", job_try=ctx.get("job_try", 1), next="retry",
+                    error=type(exc).__name__)
+        raise Retry(defer=backoff_s(int(ctx.get("job_try", 1)))) from None
     except Exception as exc:
         # By type and place only: the message, and any exception chained to it, can
         # quote user content (a pydantic error cites its input). ARQ logs what the

@@ -1,7 +1,9 @@
-"""Fleet metrics: the /metrics and /healthz server, and the fleet-wide gauges.
+"""Fleet metrics: the /metrics, /healthz and /readyz server, and the fleet-wide gauges.
 
-Each worker process serves ``/metrics`` (Prometheus text) and ``/healthz``
-(Redis and PostgreSQL answer) on MEMFLEET_METRICS_PORT: ``Metrics``
+Each worker process serves ``/metrics`` (Prometheus text), ``/healthz``
+(liveness: the process answers, so its event loop turns) and ``/readyz``
+(readiness: Redis and PostgreSQL answer; 503 naming those away) on
+MEMFLEET_METRICS_PORT: ``Metrics``
 (worker.metrics), what the process does. ``FleetMetrics``, what the whole
 fleet owes, is served once by ``memfleet exporter``
 (worker.fleet.metrics_exporter). Labels never carry user content or ids.
@@ -12,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-from collections.abc import Awaitable, Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -29,6 +32,10 @@ class FleetMetrics:
 
     meter: Meter
     fleet: dict[str, FleetSnapshot] = field(default_factory=dict)
+    # Per shard: whether its last probe succeeded, and the Unix time of its last success
+    # (when the numbers above were read; absent: never yet).
+    probe_ok: dict[str, bool] = field(default_factory=dict)
+    probed_at: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         m = self.meter
@@ -43,6 +50,13 @@ class FleetMetrics:
                                   "{session}", "Sessions with a hand-over no commit finished")
         m.create_observable_gauge("memfleet.fleet.workers", [self._observe_workers],
                                   "{worker}", "Worker processes alive, by their heartbeats")
+        m.create_observable_gauge(
+            "memfleet.exporter.probe_success", [self._observe_probe_ok], "",
+            "1 if the exporter's last probe of the shard succeeded, 0 if it failed "
+            "(the shard's other gauges then hold the last numbers read)")
+        m.create_observable_gauge(
+            "memfleet.exporter.probe_timestamp", [self._observe_probed_at], "s",
+            "Unix time of the exporter's last successful probe of the shard")
 
     def _shards(self) -> Iterable[tuple[dict[str, str], FleetSnapshot]]:
         for shard, fleet in sorted(self.fleet.items()):
@@ -71,15 +85,29 @@ class FleetMetrics:
         for shard, fleet in self._shards():
             yield Observation(fleet.workers, shard)
 
+    def _observe_probe_ok(self, options: CallbackOptions) -> Iterable[Observation]:
+        for shard, ok in sorted(self.probe_ok.items()):
+            yield Observation(int(ok), {"shard": shard})
 
-HealthCheck = Callable[[], Awaitable[None]]
+    def _observe_probed_at(self, options: CallbackOptions) -> Iterable[Observation]:
+        for shard, at in sorted(self.probed_at.items()):
+            yield Observation(at, {"shard": shard})
+
+
+# The servers away now, by name ("Redis", "PostgreSQL"); empty: ready.
+ServersDown = Callable[[], Sequence[str]]
 
 
 class MetricsServer:
-    """A minimal HTTP server on the worker's own event loop: /metrics and /healthz."""
+    """A minimal HTTP server on the worker's own event loop: /metrics, /healthz, /readyz.
 
-    def __init__(self, render: Callable[[], bytes], health: HealthCheck) -> None:
-        self._render, self._health = render, health
+    /healthz is liveness: answered from the event loop, so a loop that no longer
+    turns fails it by the probe's timeout; a server away never does (restarting the
+    process would not bring it back). /readyz is readiness: ``down()``, what the
+    process's checks last found (worker.fleet.server_watch), with no I/O per request."""
+
+    def __init__(self, render: Callable[[], bytes], down: ServersDown) -> None:
+        self._render, self._down = render, down
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -108,13 +136,14 @@ class MetricsServer:
             path = request.split(b" ", 2)[1].decode("ascii", "replace")
             if path == "/metrics":
                 status, kind, body = "200 OK", "text/plain; version=0.0.4", self._render()
-            elif path in ("/healthz", "/readyz"):
-                try:
-                    await asyncio.wait_for(self._health(), 2)
-                    status, kind, body = "200 OK", "application/json", b'{"status":"ok"}'
-                except Exception as exc:  # noqa: BLE001 - any failure means: not healthy
-                    status, kind = "503 Service Unavailable", "application/json"
-                    body = b'{"status":"unavailable","error":"%s"}' % type(exc).__name__.encode()
+            elif path == "/healthz":
+                status, kind, body = "200 OK", "application/json", b'{"status":"ok"}'
+            elif path == "/readyz":
+                down = list(self._down())
+                status, kind = ("503 Service Unavailable" if down else "200 OK",
+                                "application/json")
+                body = json.dumps({"status": "unavailable", "down": down} if down
+                                  else {"status": "ok"}).encode()
             else:
                 status, kind, body = "404 Not Found", "text/plain", b"not found"
             head = (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n"

@@ -4,7 +4,10 @@ Used by the worker's heartbeat (worker.fleet.probe), its recovery and expiry
 passes (worker.fleet.app) and the exporter's fleet probe
 (worker.fleet.metrics_exporter). A pass that fails is logged by its error's
 type only (a driver's message can quote what it was sent) and tried again at
-the next interval: Redis or PostgreSQL being away must never end a loop.
+the next interval: Redis or PostgreSQL being away must never end a loop. A pass
+that failed because a server is away is not logged (at DEBUG only): the
+process says once that the server is away and once that it is back
+(worker.fleet.server_watch), not once per pass.
 Cancelling the loop's task stops it, between passes or in one.
 """
 
@@ -18,6 +21,8 @@ from typing import Any, NoReturn
 
 import structlog
 
+from worker.fleet.server_watch import is_server_away
+
 log = structlog.get_logger("memfleet.periodic")
 
 
@@ -27,14 +32,16 @@ async def every(
 ) -> NoReturn:
     """Run ``work`` until cancelled, waiting ``interval_s`` after each pass ends (a slow
     pass never overlaps the next), and ``first_delay_s`` before the first one.
-    A failure is logged as "<name> failed" with the error's type."""
+    A failure is logged as "<name> failed" with the error's type (at DEBUG when a
+    server is away)."""
     if first_delay_s > 0:
         await asyncio.sleep(first_delay_s)
     while True:
         try:
             await work()
         except Exception as exc:  # noqa: BLE001 - a failed pass (a server away) is tried again
-            log.warning(f"{name} failed", error=type(exc).__name__)
+            report = log.debug if is_server_away(exc) else log.warning
+            report(f"{name} failed", error=type(exc).__name__)
         await asyncio.sleep(interval_s)
 
 

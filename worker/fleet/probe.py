@@ -19,6 +19,7 @@ scaled to zero, which is what lets an autoscaler start the first one.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Callable
@@ -99,6 +100,7 @@ async def keep_beating(
                              name="heartbeat")
     finally:
         try:
-            await redis.hdel(keys.workers_key(queue_name), worker)
+            # Bounded: with Redis away the client's retries would hold the shutdown.
+            await asyncio.wait_for(redis.hdel(keys.workers_key(queue_name), worker), every_s)
         except Exception as exc:  # noqa: BLE001 - the entry lapses by its deadline anyway
             log.warning("heartbeat entry not removed", error=type(exc).__name__)

@@ -19,6 +19,10 @@ dead. Receivers deduplicate by the body's ``id`` (signed; the
   MEMFLEET_WEBHOOK_UNSIGNED); a URL that cannot be posted to is refused at
   start, never tried forever (worker.fleet.webhook_start: the checks at start, the
   receiver's host name, and where the group starts or replays from).
+- Redis away (down, restarting) never ends the sender: it logs one line when it
+  loses Redis and one when it has it back (worker.fleet.server_watch), tries
+  again every ``REDIS_RETRY_S`` meanwhile, and goes on from its group's place;
+  an event posted and not acknowledged when Redis went is posted again.
 - Log lines name the receiver by its redacted URL (worker.log_redaction).
 - The body holds the event's fields only: a session stand-in, a hand-over
   number, counts and a time; never an id or text.
@@ -38,11 +42,15 @@ import httpx
 import structlog
 
 from worker.errors import ConfigurationError
+from worker.fleet.server_watch import Reachability
 from worker.log_redaction import redact_url
+from worker.protocol.arq_worker import REDIS_DOWN
 from worker.protocol.events import CommitEvent
 from worker.protocol.webhook_signature import HEADER, MIN_SECRET_CHARS, sign
 
 log = structlog.get_logger("memfleet.webhook")
+
+REDIS_RETRY_S = 1.0
 
 GROUP = "memfleet-webhook"
 BLOCK_MS = 5_000
@@ -161,14 +169,22 @@ async def next_events(redis: Any, events_key: str, consumer: str, *,
 
 
 async def deliver_forever(redis: Any, events_key: str, target: WebhookTarget, *,
-                          consumer: str | None = None) -> None:
+                          consumer: str | None = None, redis_url: str | None = None) -> None:
     """Deliver events until cancelled, from where the group is
-    (worker.fleet.webhook_start.place_group creates or moves it first)."""
+    (worker.fleet.webhook_start.place_group creates or moves it first); Redis away is
+    waited out (``redis_url``: only to name its address in the log)."""
     consumer = consumer or socket.gethostname()
     log.info("delivering commit events", receiver=redact_url(target.url),
              signed=target.secret is not None, consumer=consumer)
+    redis_state = Reachability("Redis", redis_url)
     async with httpx.AsyncClient() as http:
         while True:
-            for event in await next_events(redis, events_key, consumer):
-                await post(http, target, event)
-                await redis.xack(events_key, GROUP, event.id)
+            try:
+                events = await next_events(redis, events_key, consumer)
+                redis_state.answered()
+                for event in events:
+                    await post(http, target, event)
+                    await redis.xack(events_key, GROUP, event.id)
+            except REDIS_DOWN as exc:
+                redis_state.failed(exc)
+                await asyncio.sleep(REDIS_RETRY_S)

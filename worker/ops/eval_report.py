@@ -54,14 +54,21 @@ def _ratio(part: int, whole: int) -> str:
     return f"{part}/{whole}" if whole else "-"
 
 
-HEADER = ("kind", "scenarios", "passed", "assertions", "accuracy", "false mem.",
-          "duplicates", "chains")
+HEADER = ("kind", "scenarios", "passed", "assertions", "accuracy", "95% interval",
+          "false mem.", "duplicates", "not facts", "chains")
+
+
+def _interval(k: KindScore) -> str:
+    if k.interval is None:
+        return "-"
+    return f"{100 * k.interval[0]:.1f}-{100 * k.interval[1]:.1f}%"
 
 
 def _row(k: KindScore) -> tuple[str, ...]:
     return (k.kind, str(k.scenarios), _ratio(k.passed, k.scenarios),
-            _ratio(k.held, k.assertions), _percent(k.held, k.assertions),
-            str(k.false_memories), str(k.duplicates), _ratio(k.chains_held, k.chains))
+            _ratio(k.held, k.assertions), _percent(k.held, k.assertions), _interval(k),
+            str(k.false_memories), str(k.duplicates), str(k.malformed),
+            _ratio(k.chains_held, k.chains))
 
 
 def table(scores: Sequence[ScenarioScore], info: RunInfo, outcomes: dict[str, int],
@@ -87,15 +94,29 @@ def table(scores: Sequence[ScenarioScore], info: RunInfo, outcomes: dict[str, in
 
 
 def _kind_json(k: KindScore) -> dict[str, Any]:
+    interval = None if k.interval is None else [round(v, 4) for v in k.interval]
     return {"kind": k.kind, "scenarios": k.scenarios, "passed": k.passed,
             "assertions": k.assertions, "held": k.held, "accuracy": round(k.accuracy, 4),
-            "false_memories": k.false_memories, "duplicates": k.duplicates,
+            "interval": interval, "false_memories": k.false_memories,
+            "duplicates": k.duplicates, "malformed": k.malformed,
             "chains": k.chains, "chains_held": k.chains_held}
+
+
+def scores_json(scores: Sequence[ScenarioScore]) -> dict[str, Any]:
+    """The figures per kind and in total, and every check of every scenario."""
+    kinds, total = by_kind(scores)
+    return {
+        "kinds": [_kind_json(k) for k in kinds],
+        "total": _kind_json(total),
+        "scenarios": [{"id": s.scenario, "kind": s.kind, "passed": s.passed,
+                       "duplicates": s.duplicates, "malformed": s.malformed,
+                       "checks": [{"kind": c.kind, "said": c.said, "held": c.held,
+                                   "why": c.why} for c in s.checks]} for s in scores],
+    }
 
 
 def report_json(scores: Sequence[ScenarioScore], info: RunInfo, outcomes: dict[str, int],
                 shift_years: int) -> dict[str, Any]:
-    kinds, total = by_kind(scores)
     return {
         "models": {"extraction": info.extraction, "consolidation": info.consolidation,
                    "embeddings": info.embeddings},
@@ -103,12 +124,7 @@ def report_json(scores: Sequence[ScenarioScore], info: RunInfo, outcomes: dict[s
         "control": info.control,
         "clock_shift_years": shift_years,
         "runs": dict(sorted(outcomes.items())),
-        "kinds": [_kind_json(k) for k in kinds],
-        "total": _kind_json(total),
-        "scenarios": [{"id": s.scenario, "kind": s.kind, "passed": s.passed,
-                       "duplicates": s.duplicates,
-                       "checks": [{"kind": c.kind, "said": c.said, "held": c.held,
-                                   "why": c.why} for c in s.checks]} for s in scores],
+        **scores_json(scores),
     }
 
 
@@ -122,13 +138,20 @@ def plot(scores: Sequence[ScenarioScore], info: RunInfo, path: Path) -> None:
     except ImportError:
         raise MemfleetError("--plot needs matplotlib: pip install matplotlib") from None
     kinds, total = by_kind(scores)
-    names = [k.kind for k in kinds] + ["total"]
-    values = [100 * k.accuracy for k in kinds] + [100 * total.accuracy]
+    rows = [*kinds, total]
+    names = [k.kind for k in rows]
+    values = [100 * k.accuracy for k in rows]
+    # The bootstrap 95% interval as an error bar around each bar.
+    spans = [k.interval or (k.accuracy, k.accuracy) for k in rows]
+    errors = [[max(0.0, v - 100 * low) for v, (low, _) in zip(values, spans, strict=True)],
+              [max(0.0, 100 * high - v) for v, (_, high) in zip(values, spans, strict=True)]]
     figure, axes = plt.subplots(figsize=(8, 0.35 * len(names) + 1.6))
-    bars = axes.barh(names[::-1], values[::-1], color=["#555555"] + ["#4c72b0"] * len(kinds))
+    bars = axes.barh(names[::-1], values[::-1], xerr=[e[::-1] for e in errors],
+                     error_kw={"elinewidth": 1, "capsize": 2},
+                     color=["#555555"] + ["#4c72b0"] * len(kinds))
     axes.bar_label(bars, fmt="%.0f%%", padding=3, fontsize=8)
     axes.set_xlim(0, 110)
-    axes.set_xlabel("end-state accuracy (assertions held, %)")
+    axes.set_xlabel("end-state accuracy (assertions held, %; bars: bootstrap 95% interval)")
     axes.set_title(f"memfleet eval: {info.extraction} / {info.consolidation}"
                    + (f" ({info.control})" if info.control else ""), fontsize=10)
     figure.tight_layout()

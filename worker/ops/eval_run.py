@@ -35,17 +35,20 @@ from worker.fleet.app import worker_options
 from worker.memory_rules import Limits
 from worker.ops.eval_qa import QaChoice, ask_questions
 from worker.ops.eval_qa_score import QuestionScore
-from worker.ops.eval_score import ScenarioScore, score_scenario
+from worker.ops.eval_score import ScenarioScore, active_at, score_scenario
 from worker.ops.eval_suite import Scenario, cycles_after, shifted
 from worker.ops.privacy import erase_user
 from worker.protocol import keys, queue
 from worker.protocol.arq_worker import Worker
 from worker.protocol.payload import check_id, fit_handover, parse_messages
 from worker.protocol.session_ref import SessionRef
-from worker.providers.base import Answer, Consolidator, Providers
+from worker.providers.base import Answer, Consolidator, Embedder, Providers
+from worker.providers.factory import build_embedder, embedding_model
 from worker.providers.wire import ConsolidationAnswer, ConsolidationRequest, Decision
+from worker.read import known_facts
 from worker.store.fence_key import fence_keys
 from worker.store.postgres import PostgresStore
+from worker.store.types import FactRecord
 from worker.telemetry import hide_job_arguments, setup_telemetry
 
 TURN_GAP = timedelta(minutes=1)  # between two user turns of a session
@@ -154,6 +157,23 @@ async def _hand_over(redis: Redis, settings: Settings, limits: Limits, user_id: 
                         queue_name=settings.queue_name, limits=limits)
 
 
+async def read_back(settings: Settings, store: PostgresStore, embedder: Embedder,
+                    scenario: Scenario, user_id: str) -> dict[str | None, list[FactRecord]]:
+    """What the read path (worker.read.known_facts, as a chat server calls it: the
+    scenario's last user message as the query, the fleet's top-k) returns at the end,
+    for no agent and for each agent the scenario names. The read skips what expired by
+    the real clock; the scenario's clock is ahead of it, so its end decides too."""
+    query = next(t.content for t in reversed(scenario.sessions[-1].turns) if t.role == "user")
+    agents = sorted({s.agent for s in scenario.sessions if s.agent})
+    views: dict[str | None, list[FactRecord]] = {}
+    for agent in (None, *agents):
+        got = await known_facts(store, embedder, user_id, query=query,
+                                top_k=settings.read_top_k, agent_id=agent,
+                                memory_default=settings.memory_default)
+        views[agent] = [f for f in got if active_at(f, scenario.ends_at)]
+    return views
+
+
 async def run_suite(
     settings: Settings, scenarios: Sequence[Scenario], *, add_only: bool = False,
     progress: Callable[[str], None] = lambda _: None, now: datetime | None = None,
@@ -188,11 +208,18 @@ async def run_suite(
                         await _hand_over(redis, settings, limits, users[scenario.id], step)
             await _drain(settings, telemetry, add_only)
         scores, outcomes = [], Counter[str]()
-        for scenario in moved:
-            user_id = users[scenario.id]
-            facts = await store.facts(user_id, include_superseded=True, scope="all")
-            scores.append(score_scenario(scenario, facts))
-            outcomes.update(str(r["outcome"]) for r in await store.runs(user_id))
+        embedder = build_embedder(settings, embedding_model(settings), settings.embed_dim)
+        try:
+            for scenario in moved:
+                user_id = users[scenario.id]
+                facts = await store.facts(user_id, include_superseded=True, scope="all")
+                read = await read_back(settings, store, embedder, scenario, user_id)
+                scores.append(score_scenario(scenario, facts, read))
+                outcomes.update(str(r["outcome"]) for r in await store.runs(user_id))
+        finally:
+            close = getattr(embedder, "aclose", None)
+            if close is not None:
+                await close()
         answers = []
         if questions is not None and questions.any:
             answers = await ask_questions(settings, store, moved, users, questions, progress)

@@ -4,17 +4,32 @@ Pure: the facts in (every version, superseded ones too, as the store lists them)
 checks out. A fact is active at the end when it was learned by then, is not superseded
 by then and has not expired by then (``active_at``): the end state is read at the
 scenario's own end moment, not the real clock's (worker.ops.eval_suite, the clock).
+
+The rules a raw dump cannot pass (docs/eval.md, "What counts"): a positive check
+(active, chain, ended) is met only by well-formed facts (worker.ops.eval_form: one
+short claim, in the third person); a gold fact held twice fails its assertion; an
+``absent`` check reads what the read path returns (``read``: per reader, the facts a
+chat server would be given) and holds only in a scenario where something it should
+remember was remembered (a positive check held), so an empty memory scores nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from worker.ops.eval_bootstrap import intervals
+from worker.ops.eval_form import fault, well_formed
 from worker.ops.eval_suite import KINDS, Absent, Active, Chain, Scenario, Words
 from worker.store.types import FactRecord
+
+# What the read path returns at the scenario's end, per reader: None (no agent) and
+# each agent the scenario names (worker.read's choice: the profile, and that agent's
+# relationship facts).
+ReadViews = Mapping[str | None, Sequence[FactRecord]]
 
 CheckKind = Literal["active", "absent", "chain", "ended"]
 
@@ -25,6 +40,9 @@ class Check:
     said: str  # the assertion, in words
     held: bool
     why: str = ""  # what was found instead, when it did not hold
+    # An absent check that found nothing but did not count: nothing the scenario
+    # should have left was remembered (not a false memory).
+    gated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +51,7 @@ class ScenarioScore:
     kind: str
     checks: tuple[Check, ...]
     duplicates: int  # gold facts matched by two or more active facts
+    malformed: int = 0  # active facts that are not well-formed facts (eval_form)
 
     @property
     def held(self) -> int:
@@ -40,7 +59,8 @@ class ScenarioScore:
 
     @property
     def false_memories(self) -> int:
-        return sum(1 for c in self.checks if c.kind == "absent" and not c.held)
+        return sum(1 for c in self.checks if c.kind == "absent" and not c.held
+                   and not c.gated)
 
     @property
     def passed(self) -> bool:
@@ -60,7 +80,11 @@ class KindScore:
     duplicates: int = 0
     chains: int = 0
     chains_held: int = 0
+    malformed: int = 0
     failed: list[tuple[str, Check]] = field(default_factory=list)
+    # The bootstrap 95% interval of the accuracy (worker.ops.eval_bootstrap), set by
+    # by_kind; None for a single scenario's sum.
+    interval: tuple[float, float] | None = None
 
     def add(self, score: ScenarioScore) -> None:
         self.scenarios += 1
@@ -69,6 +93,7 @@ class KindScore:
         self.held += score.held
         self.false_memories += score.false_memories
         self.duplicates += score.duplicates
+        self.malformed += score.malformed
         chains = [c for c in score.checks if c.kind == "chain"]
         self.chains += len(chains)
         self.chains_held += sum(c.held for c in chains)
@@ -98,16 +123,52 @@ def _in_scope(fact: FactRecord, gold: Active) -> bool:
     return gold.scope is None or fact.scope == gold.scope
 
 
-def _starts(fact: FactRecord) -> str:
-    return (fact.valid_from or fact.observed_at).date().isoformat()
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_MONTH = "|".join(_MONTHS)
+_TEXT_DATES = re.compile(
+    rf"(?<!\d)(?P<iso>\d{{4}}-\d{{2}}(?:-\d{{2}})?)(?!\d)"
+    rf"|(?<!\w)(?P<day>\d{{1,2}})(?:st|nd|rd|th)? (?P<dmonth>{_MONTH}),?"
+    rf" (?P<dyear>\d{{4}})(?!\d)"
+    rf"|(?<!\w)(?P<month>{_MONTH})(?: (?P<mday>\d{{1,2}})(?:st|nd|rd|th)?,?)?"
+    rf" (?P<myear>\d{{4}})(?!\d)"
+    rf"|(?<![\w-])(?P<year>(?:19|20)\d{{2}})(?![\w-])",
+    re.IGNORECASE)
+
+
+def text_dates(text: str) -> list[str]:
+    """The dates a fact's text names, as YYYY, YYYY-MM or YYYY-MM-DD (English month
+    names): how a memory without a validity column (mem0) can still say when."""
+    out: list[str] = []
+    for m in _TEXT_DATES.finditer(text):
+        if m["iso"]:
+            out.append(m["iso"])
+        elif m["dmonth"]:
+            month = _MONTHS.index(m["dmonth"].lower()) + 1
+            out.append(f"{m['dyear']}-{month:02d}-{int(m['day']):02d}")
+        elif m["month"]:
+            month = _MONTHS.index(m["month"].lower()) + 1
+            day = f"-{int(m['mday']):02d}" if m["mday"] else ""
+            out.append(f"{m['myear']}-{month:02d}{day}")
+        else:
+            out.append(m["year"])
+    return out
+
+
+def _starts(fact: FactRecord) -> list[str]:
+    """When the fact says it became true: its validity column, else the dates its text
+    names, else when it was learned."""
+    if fact.valid_from is not None:
+        return [fact.valid_from.date().isoformat()]
+    return text_dates(fact.text) or [fact.observed_at.date().isoformat()]
 
 
 def check_active(gold: Active, active: Sequence[FactRecord]) -> tuple[Check, bool]:
-    """The check, and whether the gold fact is duplicated (two active facts match it)."""
+    """The check, and whether the gold fact is duplicated (two active facts match it).
+    Only a well-formed fact (eval_form) holds it; held twice, it fails."""
     where = f" (agent {gold.agent})" if gold.agent else f" ({gold.scope})" if gold.scope else ""
     dated = f" from {gold.valid_from}" if gold.valid_from else ""
-    once = " once" if gold.once else ""
-    said = f"active{once}: {gold.said()}{where}{dated}"
+    said = f"active: {gold.said()}{where}{dated}"
     found = [f for f in active if gold.found_in(f.text)]
     if not found:
         return Check("active", said, False, "no active fact matches"), False
@@ -115,38 +176,58 @@ def check_active(gold: Active, active: Sequence[FactRecord]) -> tuple[Check, boo
     if not scoped:
         return Check("active", said, False, f"in another scope: {_quoted(found)}"), False
     duplicated = len(scoped) > 1
-    if gold.once and duplicated:
+    formed = [f for f in scoped if well_formed(f.text)]
+    if not formed:
+        first = scoped[0]
+        return Check("active", said, False,
+                     f"not a fact: {_quoted([first])}: {fault(first.text)}"), duplicated
+    if duplicated:
         return Check("active", said, False, f"held {len(scoped)} times: {_quoted(scoped)}"), True
     if gold.valid_from is not None:
-        dated_right = [f for f in scoped if _starts(f).startswith(gold.valid_from)]
+        valid_from = gold.valid_from
+        dated_right = [f for f in formed if any(d.startswith(valid_from) for d in _starts(f))]
         if not dated_right:
-            starts = ", ".join(sorted({_starts(f) for f in scoped}))
+            starts = ", ".join(sorted({d for f in formed for d in _starts(f)}))
             return Check("active", said, False, f"valid from {starts}"), duplicated
     return Check("active", said, True), duplicated
 
 
 def _visible(fact: FactRecord, agent: str | None) -> bool:
-    return agent is None or fact.scope == "profile" or fact.agent_id == agent
+    return fact.scope == "profile" or (agent is not None and fact.agent_id == agent)
 
 
-def check_absent(gold: Absent, active: Sequence[FactRecord]) -> Check:
+def read_views(active: Sequence[FactRecord], agents: Iterable[str]) -> dict[str | None,
+                                                                          list[FactRecord]]:
+    """What worker.read returns at the end for no agent and for each agent: the profile,
+    and the agent's own relationship facts (for memories that keep no reader's view)."""
+    return {agent: [f for f in active if _visible(f, agent)] for agent in (None, *agents)}
+
+
+def check_absent(gold: Absent, read: ReadViews, remembered: bool = True) -> Check:
+    """No fact the read path returns matches: that of ``visible_to``, else any reader's.
+    Held only when the scenario ``remembered`` something it should have."""
     seen = f" for agent {gold.visible_to}" if gold.visible_to else ""
     said = f"absent{seen}: {gold.said()}"
-    present = [f for f in active if _visible(f, gold.visible_to) and gold.false_in(f.text)]
+    readers = [gold.visible_to] if gold.visible_to else list(read)
+    present: dict[int, FactRecord] = {}
+    for reader in readers:
+        present.update((f.id, f) for f in read.get(reader, ()) if gold.false_in(f.text))
     if present:
-        return Check("absent", said, False, f"active: {_quoted(present)}")
+        return Check("absent", said, False, f"read: {_quoted(present.values())}")
+    if not remembered:
+        return Check("absent", said, False, "nothing it should hold was remembered", gated=True)
     return Check("absent", said, True)
 
 
 def check_chain(gold: Chain, facts: Sequence[FactRecord]) -> Check:
     said = f"chain: {gold.old.said()} -> {gold.new.said()}"
     by_id = {f.id: f for f in facts}
-    old = [f for f in facts if gold.old.found_in(f.text)]
+    old = [f for f in facts if gold.old.found_in(f.text) and well_formed(f.text)]
     if not old:
         return Check("chain", said, False, "no fact ever matched the old words")
     successors = [by_id[f.superseded_by] for f in old
                   if f.superseded_by is not None and f.superseded_by in by_id]
-    if any(gold.new.found_in(s.text) for s in successors):
+    if any(gold.new.found_in(s.text) and well_formed(s.text) for s in successors):
         return Check("chain", said, True)
     if successors:
         return Check("chain", said, False, f"superseded by {_quoted(successors)}")
@@ -155,19 +236,25 @@ def check_chain(gold: Chain, facts: Sequence[FactRecord]) -> Check:
 
 def check_ended(gold: Words, facts: Sequence[FactRecord], moment: datetime) -> Check:
     said = f"ended: {gold.said()}"
-    found = [f for f in facts if f.observed_at <= moment and gold.found_in(f.text)]
+    found = [f for f in facts
+             if f.observed_at <= moment and gold.found_in(f.text) and well_formed(f.text)]
     if not found:
-        return Check("ended", said, False, "never learned")
+        return Check("ended", said, False, "never learned as a fact")
     still = [f for f in found if active_at(f, moment)]
     if len(still) == len(found):
         return Check("ended", said, False, f"still active: {_quoted(still)}")
     return Check("ended", said, True)
 
 
-def score_scenario(scenario: Scenario, facts: Sequence[FactRecord]) -> ScenarioScore:
-    """``facts``: every version of the scenario's user's facts, superseded ones included."""
+def score_scenario(scenario: Scenario, facts: Sequence[FactRecord],
+                   read: ReadViews | None = None) -> ScenarioScore:
+    """``facts``: every version of the scenario's user's facts, superseded ones included;
+    ``read``: what the read path returned at the end, per reader (by default worked out
+    from the active facts: ``read_views``)."""
     moment = scenario.ends_at
     active = [f for f in facts if active_at(f, moment)]
+    if read is None:
+        read = read_views(active, sorted({s.agent for s in scenario.sessions if s.agent}))
     expect = scenario.expect
     checks: list[Check] = []
     duplicates = 0
@@ -175,17 +262,25 @@ def score_scenario(scenario: Scenario, facts: Sequence[FactRecord]) -> ScenarioS
         check, duplicated = check_active(gold, active)
         checks.append(check)
         duplicates += duplicated
-    checks.extend(check_absent(gold, active) for gold in expect.absent)
     checks.extend(check_chain(gold, facts) for gold in expect.chains)
     checks.extend(check_ended(gold, facts, moment) for gold in expect.ended)
-    return ScenarioScore(scenario.id, scenario.kind, tuple(checks), duplicates)
+    remembered = any(c.held for c in checks)
+    checks.extend(check_absent(gold, read, remembered) for gold in expect.absent)
+    malformed = sum(1 for f in active if not well_formed(f.text))
+    return ScenarioScore(scenario.id, scenario.kind, tuple(checks), duplicates, malformed)
 
 
 def by_kind(scores: Iterable[ScenarioScore]) -> tuple[list[KindScore], KindScore]:
-    """Per kind, in KINDS' order (kinds without scenarios left out), and the totals."""
+    """Per kind, in KINDS' order (kinds without scenarios left out), and the totals,
+    each with its bootstrap 95% interval (eval_bootstrap)."""
     kinds = {kind: KindScore(kind) for kind in KINDS}
     total = KindScore("total")
+    samples: dict[str, list[tuple[int, int]]] = {}
     for score in scores:
         kinds.setdefault(score.kind, KindScore(score.kind)).add(score)
         total.add(score)
+        samples.setdefault(score.kind, []).append((score.held, len(score.checks)))
+    per_kind, total.interval = intervals(samples)
+    for kind, interval in per_kind.items():
+        kinds[kind].interval = interval
     return [k for k in kinds.values() if k.scenarios], total

@@ -31,10 +31,22 @@ iteration that started no job waits: until one of this worker's jobs ends, or
 the earliest queued job is due, at most ``BURST_MAX_WAIT_S`` and at least
 ``BURST_MIN_WAIT_S``. The burst still ends as soon as the queue is empty.
 
-``_poll_iteration``, ``start_jobs``, ``run_job``, ``_jobs_started``,
+A Redis or PostgreSQL away never ends the worker (docs/operations.md, "When a
+server is away"). Given a ``servers`` gate (worker.fleet.server_watch), each
+pass of the loop first waits until every server answers: no job is taken while
+one is away (it would only spend its tries). A Redis error in a pass (the gate
+had not seen the outage yet) makes the gate check at once and wait; a job whose
+ARQ bookkeeping could not reach Redis stays in progress until ARQ's in-progress
+key lapses, then runs again, as a killed worker's does. A burst worker
+(``--burst``) waits out an outage the same way and ends only once the queue is
+empty. ARQ's ``main`` and ``close`` are therefore repeated here, with the pass
+and the shutdown's Redis calls guarded.
+
+``main``, ``_poll_iteration``, ``start_jobs``, ``run_job``, ``_jobs_started``,
 ``_release_sem_dec_counter_on_complete``, ``sem``, ``tasks``, ``job_counter``,
 ``functions``, ``jobs_complete``, ``jobs_failed``, ``handle_sig``,
-``handle_sig_wait_for_completion`` and ``in_progress_timeout_s`` are ARQ
+``handle_sig_wait_for_completion``, ``in_progress_timeout_s``, ``_pool``, ``ctx``,
+``_handle_signals``, ``max_burst_jobs`` and ``health_check_key`` are ARQ
 internals (arq 0.28, pinned); this module and worker.protocol.queue are the only
 ones that touch them (ARQ's key names: worker.protocol.keys).
 """
@@ -42,15 +54,21 @@ ones that touch them (ARQ's key names: worker.protocol.keys).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
 from dataclasses import replace
 from signal import Signals
-from typing import Any
+from typing import Any, Protocol
 
+from arq.connections import create_pool, log_redis_info
 from arq.typing import WorkerCoroutine
-from arq.utils import timestamp_ms
+from arq.utils import poll, timestamp_ms
 from arq.worker import Function
 from arq.worker import Worker as ArqWorker
+from arq.worker import logger as arq_logger
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.outcomes import Outcome
 from worker.protocol import keys
@@ -67,10 +85,26 @@ _START_JOB = LuaScript("worker.protocol.lua", "start_job.lua")
 # is raised, and ARQ counts it failed by itself.
 FAILED_RESULTS = frozenset({Outcome.FAILED, Outcome.INVALID})
 
+# Redis away (down, restarting, unreachable), not refusing a command: what redis-py
+# raises, and the socket's own errors in the worker's loop.
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+REDIS_AWAY = (*REDIS_DOWN, OSError)
+
+
+class ServerGate(Protocol):
+    """What the worker asks of worker.fleet.server_watch.ServerWatch."""
+
+    def down(self) -> list[str]: ...
+
+    async def check_now(self) -> None: ...
+
+    async def wait_until_up(self) -> None: ...
+
 
 class Worker(ArqWorker):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, servers: ServerGate | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.servers = servers
         self._gave_up: set[str] = set()  # ids of jobs that returned a FAILED_RESULTS ending
         for name, function in self.functions.items():
             if type(function) is Function:  # a cron job has no ending to read
@@ -86,9 +120,64 @@ class Worker(ArqWorker):
 
         return job
 
+    async def main(self) -> None:
+        """ARQ's main (arq 0.28), each pass waiting until the servers answer."""
+        if self._pool is None:
+            self._pool = await create_pool(
+                self.redis_settings, job_deserializer=self.job_deserializer,
+                job_serializer=self.job_serializer, default_queue_name=self.queue_name,
+                expires_extra_ms=self.expires_extra_ms)
+        arq_logger.info("Starting worker for %d functions: %s", len(self.functions),
+                        ", ".join(self.functions))
+        await log_redis_info(self.pool, arq_logger.info)
+        self.ctx["redis"] = self.pool
+        if self.on_startup:
+            await self.on_startup(self.ctx)
+        async for _ in poll(self.poll_delay_s):
+            if self.servers is not None:
+                await self.servers.wait_until_up()
+            try:
+                await self._poll_iteration()
+                if self.burst and await self._burst_done():
+                    return
+            except REDIS_AWAY:
+                if self.servers is None:
+                    raise
+                # The watch may not have seen it yet: look now; the next pass waits.
+                await self.servers.check_now()
+
+    async def _burst_done(self) -> bool:
+        """ARQ's end of a burst: its job count reached, or the queue empty."""
+        if 0 <= self.max_burst_jobs <= self._jobs_started() or \
+                await self.pool.zcard(self.queue_name) == 0:
+            await asyncio.gather(*self.tasks.values())
+            return True
+        return False
+
+    async def close(self) -> None:
+        """ARQ's close (arq 0.28); with Redis away, its health key is left to lapse."""
+        if not self._handle_signals:
+            self.handle_sig(signal.SIGUSR1)
+        if not self._pool:
+            return
+        await asyncio.gather(*self.tasks.values())
+        if self.servers is None or "Redis" not in self.servers.down():
+            with contextlib.suppress(*REDIS_AWAY):
+                await self.pool.delete(self.health_check_key)
+        if self.on_shutdown:
+            await self.on_shutdown(self.ctx)
+        await self.pool.aclose(close_connection_pool=True)
+        self._pool = None
+
     async def run_job(self, job_id: str, score: int) -> None:
         try:
             await super().run_job(job_id, score)
+        except REDIS_AWAY:
+            if self.servers is None:
+                raise
+            # ARQ could not read or finish the job: it stays in progress until its
+            # key lapses, then runs again (the cursor fence keeps it from counting twice).
+            arq_logger.debug("job %s left to ARQ's in-progress expiry: Redis away", job_id)
         finally:
             if job_id in self._gave_up:
                 # ARQ counted it complete as it returned: the summary's failed count it.

@@ -18,6 +18,9 @@ Placeholders in a pattern:
   sorted sets name a session;
 - ``<job id>``: an ARQ job id (``memfleet-`` and 32 hex digits for the jobs
   memfleet queues);
+- ``<keyed user>``: 32 hex digits of HMAC-SHA-256 over the user id, under
+  MEMFLEET_ERASE_FENCE_KEY (api_stub.write_rate): a key that must outlive the
+  user's erase names the user so, never by the id;
 - ``{<endpoint>}``: a short hash of the queue name and a model endpoint's base URL
   (worker.providers.budget.endpoint_id), in braces: one endpoint's budget keys
   share a slot.
@@ -61,6 +64,7 @@ QUEUED_PREFIX = "memfleet:queued:"
 LOCK_PREFIX = "memory-task-lock:"
 USER_SESSIONS_PREFIX = "memfleet:sessions:"
 USER_ACTIVE_PREFIX = "memfleet:active:"
+USER_JOBS_PREFIX = "memfleet:jobs:"
 # While a shard is added (worker.protocol.shards), on a moving user's old shard.
 USER_MOVED_PREFIX = "memfleet:moved:"
 # The fleet, per queue (+ <queue>).
@@ -86,6 +90,7 @@ ARQ_HEALTH_CHECK_SUFFIX = ":health-check"
 # The memory API and the chat stand-in (api_stub), per user.
 API_EXPORTS_PREFIX = "memfleet:api-exports:"
 API_FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"
+API_ERASES_PREFIX = "memfleet:api-erases:"
 CHAT_SESSION_PREFIX = "chat:session:"
 CHAT_SESSIONS_PREFIX = "chat:sessions:"
 CHAT_TURNS_PREFIX = "chat:turns:"
@@ -116,7 +121,12 @@ KEYS: tuple[KeySpec, ...] = (
             "MEMFLEET_LOCK_TTL_S, extended every third of it while the job runs"),
     KeySpec(USER_SESSIONS_PREFIX + "{<user>}", "set",
             "enqueue.lua (SADD session id); erase_user.lua (DEL)", "erase_user.lua",
-            "7 days after the user's last hand-over"),
+            "7 days after the user's last hand-over or re-drive"),
+    KeySpec(USER_JOBS_PREFIX + "{<user>}", "zset",
+            "enqueue.lua (ZADD job id, the job key's expiry ms; drops expired and ended"
+            " jobs); erase_user.lua (ZREM)", "erase_user.lua",
+            "the longest job expiry (1 day + defer) after the user's last queued job;"
+            " a job leaves once it ended, at a later hand-over or an erase"),
     KeySpec(USER_ACTIVE_PREFIX + "{<user>}", "set",
             "enqueue.lua (SADD, prunes at the cap); release.lua (SREM); erase_user.lua",
             "enqueue.lua (the MEMFLEET_MAX_USER_SESSIONS cap)",
@@ -129,7 +139,7 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("<queue>", "zset",
             "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"
             " erase_user.lua; retire_orphans.lua (ZREM)",
-            "ARQ workers (start_job.lua), fleet_probe.lua, erase_user.lua, retire_orphans.lua",
+            "ARQ workers (start_job.lua), fleet_probe.lua, retire_orphans.lua",
             "no TTL; a job leaves when ARQ finishes it, or the recovery pass retires it"
             " (its worker dead)"),
     KeySpec(PENDING_PREFIX + "<queue>", "zset",
@@ -188,7 +198,7 @@ KEYS: tuple[KeySpec, ...] = (
     # ---- ARQ's keys, per job (ARQ writes them; memfleet's scripts too)
     KeySpec(ARQ_JOB_PREFIX + "<job id>", "string",
             "enqueue.lua (SET: the job's JSON); ARQ (DEL at the end); erase_user.lua;"
-            " retire_orphans.lua (DEL)", "ARQ workers, erase_user.lua, retire_orphans.lua",
+            " retire_orphans.lua (DEL)", "ARQ workers, enqueue.lua (EXISTS), retire_orphans.lua",
             "1 day + defer (JOB_EXPIRES_MS); gone at the end"),
     KeySpec(ARQ_IN_PROGRESS_PREFIX + "<job id>", "string",
             "start_job.lua (PSETEX '1'); ARQ (DEL at the end); retire_orphans.lua (DEL)",
@@ -214,6 +224,9 @@ KEYS: tuple[KeySpec, ...] = (
             "the lease time, renewed while a download goes on"),
     KeySpec(API_FACT_WRITES_PREFIX + "{<user>}", "string",
             "fact_write_rate.lua (GCRA's next arrival, ms); the API (DEL at erase)",
+            "fact_write_rate.lua", "until the user's bucket is full again"),
+    KeySpec(API_ERASES_PREFIX + "<keyed user>", "string",
+            "fact_write_rate.lua (GCRA's next arrival, ms); outlives the erase it counts",
             "fact_write_rate.lua", "until the user's bucket is full again"),
     KeySpec(CHAT_SESSION_PREFIX + _SESSION, "list",
             "the chat stand-in (RPUSH message JSON, LTRIM, LREM); its erase",
@@ -272,9 +285,13 @@ def user_moved_key(user_id: str) -> str:
     return USER_MOVED_PREFIX + user_tag(user_id)
 
 
+def user_jobs_key(user_id: str) -> str:
+    return USER_JOBS_PREFIX + user_tag(user_id)
+
+
 def user_keys(user_id: str) -> tuple[str, ...]:
     """The keys of the user as a whole (beside each session's session_keys)."""
-    return (user_sessions_key(user_id), user_active_key(user_id))
+    return (user_sessions_key(user_id), user_active_key(user_id), user_jobs_key(user_id))
 
 
 def user_session_prefix(prefix: str, user_id: str) -> str:
@@ -361,6 +378,11 @@ def api_exports_key(user_id: str) -> str:
 
 def api_fact_writes_key(user_id: str) -> str:
     return API_FACT_WRITES_PREFIX + user_tag(user_id)
+
+
+def api_erases_key(keyed_user: str) -> str:
+    """``keyed_user``: the user's keyed hash (api_stub.write_rate), never the id."""
+    return API_ERASES_PREFIX + keyed_user
 
 
 def chat_session_key(session: SessionRef) -> str:

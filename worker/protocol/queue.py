@@ -23,6 +23,8 @@ keys (worker.protocol.keys, where every key is listed) end in ``SessionRef.key``
 - the user's active set (``user_active_key``) lists the user's session ids that
   hold a list no commit has finished, for the cap on such sessions per user (the
   release takes a session out when it finishes its last list).
+- the user's job index (``user_jobs_key``) lists the jobs queued for the user
+  until they end, so an erase finds them without reading the fleet's queue.
 
 Byte budgets (worker.memory_rules.Limits) are kept by the hand-over script itself:
 a payload over ``max_handover_bytes``, a session whose lists (latest and older)
@@ -73,6 +75,7 @@ from worker.protocol.keys import (
     pending_key,
     queued_key,
     user_active_key,
+    user_jobs_key,
     user_moved_key,
     user_session_prefix,
     user_sessions_key,
@@ -163,7 +166,8 @@ async def enqueue_on_old_shard(
         redis,
         [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
          meta_key(session), backlog_key(session), user_sessions_key(session.user_id),
-         waiting_key(queue_name), user_active_key(session.user_id)],
+         waiting_key(queue_name), user_active_key(session.user_id),
+         user_jobs_key(session.user_id)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session, now),
          now + defer_ms, JOB_EXPIRES_MS + defer_ms, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX,
          session.key, now + defer_ms + PENDING_GRACE_MS, BACKLOG_LIMIT, session.session_id,
@@ -198,29 +202,16 @@ class ClearedUser:
     jobs: int = 0  # queued jobs of the user that went (not one a worker is running)
 
 
-def _user_argument(user_id: str) -> bytes:
-    """The user id as job_bytes writes it in a job's arguments, for the erase's
-    cheap first look at each queued job (then decoded and compared exactly)."""
-    raw = job_bytes(SessionRef(user_id, ""), 0)
-    start = raw.index(b'"user_id":')
-    return raw[start:raw.index(b',"session_id":', start)]
-
-
-def _glob_escaped(text: str) -> str:
-    for special in "\\*?[]":
-        text = text.replace(special, "\\" + special)
-    return text
-
-
 async def erase_user(redis: Any, user_id: str, queue_name: str = DEFAULT_QUEUE) -> ClearedUser:
     """Delete every hand-over of the user that no job has finished, the user's
-    queued jobs and their sessions' entries in the pending and waiting sets."""
+    queued jobs and their sessions' entries in the pending and waiting sets: all
+    found from the user's own keys (the session set, the job index), so the
+    script's work grows with the user's sessions and jobs, not the fleet's queue."""
     seq, sessions, deleted, jobs = await _ERASE_USER(
         redis, [user_sessions_key(user_id), queue_name, pending_key(queue_name),
-                waiting_key(queue_name), user_active_key(user_id)],
+                waiting_key(queue_name), user_active_key(user_id), user_jobs_key(user_id)],
         [user_tag(user_id), HANDOVER_PREFIX, META_PREFIX, BACKLOG_PREFIX, QUEUED_PREFIX,
-         ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, ARQ_RETRY_PREFIX, user_id,
-         _user_argument(user_id), _glob_escaped(user_session_prefix("", user_id)) + "*"],
+         ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, ARQ_RETRY_PREFIX],
     )
     return ClearedUser(int(seq), tuple(sorted(as_text(s) for s in sessions)),
                        int(deleted), int(jobs))

@@ -9,10 +9,16 @@
  *   │   ├── HandoverBacklogFull    the session holds 32 unfinished older lists
  *   │   │   └── SessionBytesFull   the session's lists would pass the byte budget
  *   │   └── UserSessionsFull       the user has too many unfinished sessions
+ *   ├── LongPollRefused            HTTP only: a wait or an event stream refused for now
+ *   │   ├── TooManyLongPolls       the caller (key or user) holds its share of them (429)
+ *   │   └── LongPollsFull          the API process holds its fill of them (503)
  *   ├── AccessDenied               HTTP only: the key is missing, wrong or lacks the scope
  *   └── ConfigurationError         settings that cannot work (a shard map): fix them first
  *
  * Every HandoverUnavailable is transient: hand the session over again later.
+ * A LongPollRefused is transient too, but nothing was lost: the hand-over is
+ * kept, only following it was refused; wait or subscribe again after
+ * `retryAfterS` (waitForMemory and subscribe do so themselves while they may).
  */
 
 export class MemfleetError extends Error {
@@ -61,6 +67,17 @@ export class SessionBytesFull extends HandoverBacklogFull {}
 
 export class UserSessionsFull extends HandoverUnavailable {}
 
+/** A long-lived request (GET .../wait, GET /events) the memory API has no slot for
+ * now (docs/api.md, "Long-lived requests"). Not a HandoverUnavailable: the
+ * hand-over itself was kept, so it must not be sent again. */
+export class LongPollRefused extends MemfleetError {
+  override readonly transient: boolean = true;
+}
+
+export class TooManyLongPolls extends LongPollRefused {}
+
+export class LongPollsFull extends LongPollRefused {}
+
 export class AccessDenied extends MemfleetError {}
 
 export class ConfigurationError extends MemfleetError {}
@@ -73,6 +90,8 @@ export const ERROR_CLASSES = {
   HandoverBacklogFull,
   SessionBytesFull,
   UserSessionsFull,
+  TooManyLongPolls,
+  LongPollsFull,
 } as const;
 
 export type ErrorKind = keyof typeof ERROR_CLASSES;

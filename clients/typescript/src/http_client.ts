@@ -7,11 +7,13 @@
  * Every request is bounded (`timeoutMs`, 2 s by default, plus the wait a long
  * poll asks for): a memory API that does not answer is a HandoverUnavailable,
  * never a hung chat turn. Refusals are the errors Redis mode raises, read from
- * the answer's `"error"` member (http/answers.ts).
+ * the answer's `"error"` member (http/answers.ts). A wait or an event stream the
+ * API has no slot for (429 TooManyLongPolls, 503 LongPollsFull) is asked again
+ * after its Retry-After, within the wait's time or the stream's reconnects.
  */
 import { DeadlinePassed, sleep } from "./deadline.js";
-import { HandoverUnavailable, InvalidHandover, MemfleetError } from "./errors.js";
-import { errorFor } from "./http/answers.js";
+import { HandoverUnavailable, InvalidHandover, LongPollRefused, MemfleetError } from "./errors.js";
+import { errorFor, pauseMs } from "./http/answers.js";
 import { SseParser } from "./http/sse.js";
 import { idFault } from "./protocol/validation.js";
 import type {
@@ -66,7 +68,8 @@ export interface SessionStatusWithTag extends SessionStatus {
   sessionTag: string | null;
 }
 
-// Reconnects tried in a row after a dropped event stream before giving up.
+// Reconnects tried in a row after a dropped event stream, or after a stream refused
+// a slot (429 TooManyLongPolls, 503 LongPollsFull), before giving up.
 const RECONNECTS = 5;
 // The wait route's own bound on one long poll (docs/api.md).
 const MAX_WAIT_S = 30;
@@ -115,16 +118,31 @@ export class MemfleetHttpClient {
       sessionTag: answer.session_tag ?? null };
   }
 
-  /** Long polls of the wait route until a commit covers `handoverId`, or `timeoutMs` passes. */
+  /**
+   * Long polls of the wait route until a commit covers `handoverId`, or `timeoutMs`
+   * passes. A wait the API has no slot for is asked again after its Retry-After;
+   * when that would pass `timeoutMs`, the refusal (a LongPollRefused) is thrown.
+   */
   async waitForMemory(session: SessionRef, handoverId: number, options: { timeoutMs: number }):
     Promise<boolean> {
     const deadline = performance.now() + options.timeoutMs;
     for (;;) {
       const left = (deadline - performance.now()) / 1000;
       const timeoutS = Math.min(MAX_WAIT_S, Math.max(left, 0.001));
-      const answer = await this.request("GET",
-        `${this.session(session)}/handovers/${handoverId}/wait?timeout_s=${timeoutS}`,
-        { waitMs: timeoutS * 1000 }) as { covered: boolean };
+      let answer: { covered: boolean };
+      try {
+        answer = await this.request("GET",
+          `${this.session(session)}/handovers/${handoverId}/wait?timeout_s=${timeoutS}`,
+          { waitMs: timeoutS * 1000 }) as { covered: boolean };
+      } catch (error) {
+        // The hand-over is kept; only the wait was refused: ask again when the API
+        // says a slot is likely free, if that is still within the caller's time.
+        if (!(error instanceof LongPollRefused)) throw error;
+        const pause = pauseMs(error, 1000);
+        if (performance.now() + pause >= deadline) throw error;
+        await sleep(pause);
+        continue;
+      }
       if (answer.covered) return true;
       if (performance.now() >= deadline) return false;
     }
@@ -147,6 +165,8 @@ export class MemfleetHttpClient {
     const quietMs = 300;
     const stop = new AbortController();
     let timer: NodeJS.Timeout | undefined;
+    // The last refusal of a slot, until a stream opens: thrown if time runs out on it.
+    let refused: MemfleetError | undefined;
     const arm = (ms: number): void => {
       clearTimeout(timer);
       timer = setTimeout(() => stop.abort(), ms);
@@ -154,8 +174,11 @@ export class MemfleetHttpClient {
     arm(blockMs === undefined ? this.timeoutMs : blockMs + this.timeoutMs);
     try {
       for await (const event of this.subscribe({ after, signal: stop.signal, onOpen: () => {
+        refused = undefined;
         if (blockMs === undefined) arm(quietMs);
         else arm(blockMs);
+      }, onRefused: (error) => {
+        refused = error;
       } })) {
         found.push(event);
         if (found.length >= count) break;
@@ -166,6 +189,7 @@ export class MemfleetHttpClient {
     } finally {
       clearTimeout(timer);
     }
+    if (refused !== undefined && found.length === 0) throw refused;
     return found;
   }
 
@@ -173,9 +197,13 @@ export class MemfleetHttpClient {
    * Follow the commit events as they come, resuming after a dropped connection
    * from the last event's id (`Last-Event-ID`). Ends when `signal` aborts.
    * `after`: "0" from the oldest kept, a stream id, or "$" (only new ones).
+   * A stream the API has no slot for (429 TooManyLongPolls, 503 LongPollsFull: the
+   * dropped stream may still hold its slot there), or once open any 503, is tried
+   * again after its Retry-After like a drop (`onRefused` is told first); past the
+   * reconnects in a row it allows, the refusal is thrown.
    */
-  async *subscribe(options: { after?: string; signal?: AbortSignal; onOpen?: () => void } = {}):
-    AsyncGenerator<CommitEvent> {
+  async *subscribe(options: { after?: string; signal?: AbortSignal; onOpen?: () => void;
+    onRefused?: (error: MemfleetError) => void } = {}): AsyncGenerator<CommitEvent> {
     let lastId = options.after === "$" ? undefined : options.after;
     const signal = options.signal;
     let opened = false;
@@ -201,14 +229,22 @@ export class MemfleetHttpClient {
           throw new HandoverUnavailable(`the memory API did not answer: ${describe(error)}`,
             { cause: error });
         }
-        await sleep(Math.min(200 * 2 ** failures, 5000));
+        await sleep(backoffMs(failures), signal);
         continue;
       } finally {
         clearTimeout(timer);
       }
+      if (!response.ok) {
+        const refusal = await this.refusal(response, false);
+        const retry = refusal instanceof LongPollRefused || (opened && response.status === 503);
+        if (signal?.aborted) return;
+        if (!retry || ++failures > RECONNECTS) throw refusal;
+        options.onRefused?.(refusal);
+        await sleep(pauseMs(refusal, backoffMs(failures)), signal);
+        continue;
+      }
       opened = true;
       failures = 0;
-      if (!response.ok) throw await this.refusal(response, false);
       options.onOpen?.();
       const parser = new SseParser();
       const decoder = new TextDecoder();
@@ -238,7 +274,7 @@ export class MemfleetHttpClient {
         // A dropped connection: resume after the last event seen.
       }
       if (signal?.aborted) return;
-      await sleep(200);
+      await sleep(200, signal);
     }
   }
 
@@ -322,6 +358,11 @@ export class MemfleetHttpClient {
     }
     return errorFor(response.status, body, response.headers.get("Retry-After"), handover);
   }
+}
+
+/** The pause before reconnect number `failures` (1, 2, ...) after a network failure. */
+function backoffMs(failures: number): number {
+  return Math.min(200 * 2 ** failures, 5000);
 }
 
 function describe(error: unknown): string {

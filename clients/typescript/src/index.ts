@@ -30,8 +30,11 @@ export {
   HandoverTooLarge,
   HandoverUnavailable,
   InvalidHandover,
+  LongPollRefused,
+  LongPollsFull,
   MemfleetError,
   SessionBytesFull,
+  TooManyLongPolls,
   UserSessionsFull,
 } from "./errors.js";
 export type { ErrorKind } from "./errors.js";

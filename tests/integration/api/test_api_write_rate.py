@@ -1,5 +1,6 @@
-"""Manual fact writes are rate-limited per user, across every API process (Redis): a 429
-with Retry-After past the burst; reads, erasure and other users are not touched."""
+"""Manual fact writes, and erases with consent changes, are rate-limited per user, each in
+a bucket of its own, across every API process (Redis): a 429 with Retry-After past the
+burst; reads and other users are not touched, and fact writes never hold back an erase."""
 
 from __future__ import annotations
 
@@ -63,3 +64,40 @@ async def test_no_limit_when_the_rate_is_zero(settings: Settings) -> None:
             resp = await client.post("/users/ada/facts", json={"text": f"Likes tea {n}"},
                                      headers=bearer("ada"))
             assert resp.status_code == 201, resp.text
+
+
+async def test_erases_and_consent_changes_past_their_burst_are_429_across_api_processes(
+    settings: Settings, redis: Redis
+) -> None:
+    limited = api_settings(settings).model_copy(update={
+        "api_erases_per_hour": 60, "api_erase_burst": 3})
+    async with running_api(limited) as url_a, running_api(limited) as url_b, \
+            httpx.AsyncClient(base_url=url_a, timeout=30) as a, \
+            httpx.AsyncClient(base_url=url_b, timeout=30) as b:
+        # Requests without ada's token spend none of her erases.
+        for _ in range(5):
+            assert (await a.delete("/users/ada", headers=bearer("mallory"))).status_code == 403
+        # The burst, on two processes; a forget through consent is one of them, and the
+        # erase it makes does not give the bucket back.
+        assert (await a.delete("/users/ada", headers=bearer("ada"))).status_code == 200
+        forget = await b.put("/users/ada/consent", json={"enabled": False, "forget": True},
+                             headers=bearer("ada"))
+        assert forget.status_code == 200, forget.text
+        assert (await a.delete("/users/ada", headers=bearer("ada"))).status_code == 200
+        over = await b.delete("/users/ada", headers=bearer("ada"))
+        assert over.status_code == 429, over.text
+        assert 1 <= int(over.headers["retry-after"]) <= 60
+        # Another user erases; the buckets outlive the erases, naming nobody but by a
+        # keyed hash.
+        assert (await b.delete("/users/bob", headers=bearer("bob"))).status_code == 200
+        buckets = await redis.keys("memfleet:api-erases:*")
+        assert len(buckets) == 2 and not any(b"ada" in key or b"bob" in key
+                                             for key in buckets), buckets
+        assert not await redis.keys("memfleet:api-*ada*")
+        again = await a.put("/users/ada/consent", json={"enabled": True},
+                            headers=bearer("ada"))
+        assert again.status_code == 429 and int(again.headers["retry-after"]) >= 1
+        # Fact writes are another bucket; reads go on.
+        assert (await a.post("/users/ada/facts", json={"text": "Likes tea"},
+                             headers=bearer("ada"))).status_code == 201
+        assert (await a.get("/users/ada/facts", headers=bearer("ada"))).status_code == 200

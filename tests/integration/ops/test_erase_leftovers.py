@@ -1,7 +1,8 @@
 """What an erase leaves behind. Nothing of the user in Redis, even with no worker
-running: the queued ARQ jobs that name the user (also one ARQ queued again after
-a failure, which no marker names) and the user's sessions in the pending and
-waiting sets go in the erase's own script; other users' jobs and entries stay.
+running: the user's queued ARQ jobs (also one ARQ queued again after a failed
+try, which no marker names: the user's job index does) and the user's sessions
+in the pending and waiting sets go in the erase's own script; other users' jobs
+and entries stay.
 In PostgreSQL, the fence names the user by an HMAC under a key every process
 of the fleet must share (worker.store.fence_key), never by a plain hash of the id."""
 
@@ -17,9 +18,11 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
+from api_stub.llm_stub import CHAT_PATH, StubServer
 from tests.acceptance.test_cli import memfleet
 from tests.conftest import TEST_EMBED_DIM, TEST_FENCE_KEY
 from tests.helpers import active_texts, drain, fences_for_tests, job_deps, user_msg, worker_env
+from tests.openai_stub import openai_settings
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ConfigurationError
@@ -60,11 +63,6 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
                                           queue_name=name)
     await schedule_memory_persistence(redis, "1", "bob", [user_msg("I use Go.")],
                                       queue_name=name)
-    # A job ARQ queued again after a failed try: no queued marker names it.
-    retried = queue.job_bytes(SessionRef("alice", "9"), 1)
-    await redis.set(keys.ARQ_JOB_PREFIX + "memfleet-retried", retried)
-    await redis.set(keys.ARQ_RETRY_PREFIX + "memfleet-retried", 2)
-    await redis.zadd(name, {"memfleet-retried": 1})
     # A job a worker is running: left to that worker (it meets the fence).
     await redis.set(keys.ARQ_JOB_PREFIX + "memfleet-running",
                     queue.job_bytes(SessionRef("alice", "8"), 1))
@@ -75,7 +73,7 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
     async with job_deps(settings, redis, build_providers(settings)) as deps:
         deleted = await privacy.erase_user(redis, deps.store, "alice", queue_name=name)
 
-    assert (deleted["handovers"], deleted["jobs"]) == (3, 4)
+    assert (deleted["handovers"], deleted["jobs"]) == (3, 3)
     assert await _names(redis, b"alice") == [keys.ARQ_JOB_PREFIX + "memfleet-running (value)"]
     bob = SessionRef("bob", "1")
     assert await redis.zrange(keys.pending_key(name), 0, -1) == [bob.key.encode()]
@@ -92,6 +90,40 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
     async with job_deps(settings, redis, build_providers(settings)) as deps:
         again = await privacy.erase_user(redis, deps.store, "alice", queue_name=name)
     assert (again["handovers"], again["jobs"]) == (0, 0)
+
+
+async def test_an_erase_takes_a_job_arq_queued_again_after_a_failed_try(
+    settings: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    llm = openai_settings(settings, stub, extract_model="stub-extract",
+                          consolidate_model="stub-consolidate", llm_timeout_s=2.0,
+                          llm_retry_after_cap_s=2.0).model_copy(
+        update={"llm_max_attempts": 1, "max_tries": 3})
+    name = llm.queue_name
+    alice = SessionRef("alice", "9")
+    stub.add_fault("503", count=1000, path=CHAT_PATH)
+    try:
+        await schedule_memory_persistence(redis, alice.session_id, alice.user_id,
+                                          [user_msg("I use Rust.")], queue_name=name)
+        (job,) = [j.decode() for j in await redis.zrange(name, 0, -1)]
+        # A real ARQ worker takes the job; the model is down: ARQ queues it again,
+        # under the same id, after its backoff, and no queued marker names it now.
+        assert await drain(llm, max_burst_jobs=1) == {"complete": 0, "failed": 0,
+                                                       "retried": 1}
+    finally:
+        stub.reset()
+    assert await redis.get(keys.ARQ_RETRY_PREFIX + job) == b"1"
+    assert await redis.zrange(name, 0, -1) == [job.encode()]
+    assert await redis.get(keys.queued_key(alice)) is None
+    await schedule_memory_persistence(redis, "1", "bob", [user_msg("I use Go.")],
+                                      queue_name=name)
+
+    cleared = await queue.erase_user(redis, "alice", name)
+    assert (cleared.handovers, cleared.jobs) == (1, 1)
+    assert await _names(redis, b"alice") == []
+    await drain(settings)
+    assert await active_texts(db, "bob") == ["Uses Go"]
+    assert await active_texts(db, "alice") == []
 
 
 async def test_the_fence_names_the_user_by_a_keyed_hash_and_every_process_needs_that_key(

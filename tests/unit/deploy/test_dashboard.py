@@ -144,6 +144,7 @@ def render_exporter_metrics() -> str:
     metrics.fleet["default"] = FleetSnapshot(ready=3, deferred=1, in_progress=2, orphaned=1,
                                   oldest_ready_age_s=1.5, lag_s=4.0, sessions_waiting=5,
                                   workers=2)
+    metrics.probe_ok["default"], metrics.probed_at["default"] = True, 1_765_000_000.0
     try:
         return bytes(generate_latest(registry)).decode()
     finally:
@@ -222,7 +223,7 @@ def test_the_alerts_query_only_what_the_worker_exports() -> None:
     assert {name.split("#")[0] for name in exprs} == {
         "MemfleetBacklogGrowing", "MemfleetFailureRateHigh", "MemfleetWorkersStalled",
         "MemfleetDeadLetters", "MemfleetLagHigh", "MemfleetScaledOutAndGrowing",
-        "MemfleetExporterDown",
+        "MemfleetExporterDown", "MemfleetExporterProbeFailing",
     }
     errors = {name: problems(expr, known) for name, expr in exprs.items()}
     assert {n: p for n, p in errors.items() if p} == {}

@@ -288,6 +288,14 @@ def test_the_worker_drains_within_its_grace_period() -> None:
     assert template["spec"]["terminationGracePeriodSeconds"] > timeout
 
 
+def test_the_worker_is_live_while_it_answers_and_ready_while_its_servers_do() -> None:
+    # A worker waits out a lost server (docs/operations.md): liveness on /readyz would
+    # restart it for nothing; readiness on /healthz would never report the outage.
+    container = _container(_one("Deployment", "memfleet-worker")["spec"]["template"], "worker")
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
 def test_the_pdb_covers_exactly_the_worker_pods() -> None:
     pdbs = _objects("PodDisruptionBudget")
     assert len(pdbs) == 1
@@ -337,8 +345,9 @@ def test_the_exporter_is_one_process_apart_from_the_workers() -> None:
     assert container["args"] == ["exporter"]
     port = _env(container)["MEMFLEET_METRICS_PORT"]
     assert {"name": "metrics", "containerPort": int(port)} in container["ports"]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    # Liveness asks only that the process answers; readiness that its Redis answers too.
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     service = _one("Service", "memfleet-exporter")
     assert {"name": "metrics", "port": int(port), "targetPort": "metrics"} in (
         service["spec"]["ports"])

@@ -8,6 +8,7 @@ import itertools
 from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from worker.fleet import periodic
 
@@ -19,9 +20,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.warnings: list[tuple[str, dict[str, Any]]] = []
+        self.debug_lines: list[tuple[str, dict[str, Any]]] = []
 
     def warning(self, event: str, **fields: Any) -> None:
         self.warnings.append((event, fields))
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self.debug_lines.append((event, fields))
 
 
 @pytest.fixture
@@ -60,14 +65,31 @@ async def test_a_failed_pass_is_logged_by_type_and_tried_again(logged: Recorder)
         nonlocal calls
         calls += 1
         if calls <= 2:
-            raise ConnectionError("secret user text in the message")
+            raise ValueError("secret user text in the message")
 
     task = asyncio.create_task(periodic.every(INTERVAL_S, work, name="recovery pass"))
     await until(lambda: calls >= 4)
     await periodic.stop(task)
-    assert logged.warnings[:2] == [("recovery pass failed", {"error": "ConnectionError"})] * 2
+    assert logged.warnings[:2] == [("recovery pass failed", {"error": "ValueError"})] * 2
     assert len(logged.warnings) == 2, "the passes after the failures went through"
     assert "secret" not in repr(logged.warnings)
+
+
+async def test_a_pass_failed_by_a_server_away_is_not_logged_again(logged: Recorder) -> None:
+    # The process says once that the server is away (worker.fleet.server_watch).
+    calls = 0
+
+    async def work() -> None:
+        nonlocal calls
+        calls += 1
+        if calls <= 3:
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+
+    task = asyncio.create_task(periodic.every(INTERVAL_S, work, name="heartbeat"))
+    await until(lambda: calls >= 4)
+    await periodic.stop(task)
+    assert logged.warnings == []
+    assert logged.debug_lines[:3] == [("heartbeat failed", {"error": "ConnectionError"})] * 3
 
 
 async def test_the_first_pass_waits_the_first_delay() -> None:

@@ -21,6 +21,7 @@ from worker.ops.eval_score import (
     check_active,
     check_chain,
     check_ended,
+    read_views,
     score_scenario,
 )
 from worker.ops.eval_suite import (
@@ -110,25 +111,28 @@ def test_an_active_fact_is_checked_for_words_scope_agent_and_start() -> None:
     assert check_active(Active(words=("Ace",), valid_from="2026-03-02"), facts)[0].held
 
 
-def test_two_active_facts_for_one_gold_fact_are_a_duplicate_and_fail_once() -> None:
+def test_two_active_facts_for_one_gold_fact_are_a_duplicate_and_fail() -> None:
+    # Every gold fact is held once (the "once" flag of the files is now every
+    # assertion's rule): a memory that keeps a paraphrase twice fails.
     facts = [fact(1, "Lives in Vienna"), fact(2, "Is based in Vienna")]
-    check, duplicated = check_active(Active(words=("Vienna",)), facts)
-    assert check.held and duplicated
-    check, duplicated = check_active(Active(words=("Vienna",), once=True), facts)
-    assert not check.held and duplicated and "held 2 times" in check.why
+    for gold in (Active(words=("Vienna",)), Active(words=("Vienna",), once=True)):
+        check, duplicated = check_active(gold, facts)
+        assert not check.held and duplicated and "held 2 times" in check.why
     check, duplicated = check_active(Active(words=("Vienna",), once=True), facts[:1])
-    assert check.held and not duplicated and check.said == "active once: Vienna"
+    assert check.held and not duplicated and check.said == "active: Vienna"
 
 
 def test_an_absent_fact_is_a_false_memory_unless_excused_or_out_of_sight() -> None:
     facts = [fact(1, "Moved from Porto to Madrid"),
              fact(2, "Wants this assistant to call them Ace", scope="relationship",
                   agent="luna")]
-    assert not check_absent(Absent(words=("Porto",)), facts).held
-    assert check_absent(Absent(words=("Porto",), unless=("Madrid",)), facts).held
-    assert check_absent(Absent(words=("Ace",), visible_to="orion"), facts).held
-    leaked = check_absent(Absent(words=("Ace",), visible_to="luna"), facts)
+    read = read_views(facts, ["luna", "orion"])
+    assert not check_absent(Absent(words=("Porto",)), read).held
+    assert check_absent(Absent(words=("Porto",), unless=("Madrid",)), read).held
+    assert check_absent(Absent(words=("Ace",), visible_to="orion"), read).held
+    leaked = check_absent(Absent(words=("Ace",), visible_to="luna"), read)
     assert not leaked.held and "agent luna" in leaked.why
+    assert not check_absent(Absent(words=("Ace",)), read).held  # any reader's view
 
 
 def test_a_chain_needs_the_old_fact_superseded_by_a_matching_new_one() -> None:
@@ -153,7 +157,7 @@ def test_an_ended_fact_was_learned_and_is_no_longer_active() -> None:
     assert check_ended(Words(words=("Tokyo",)),
                        [fact(1, "Plans to go to Tokyo", expires_at=T0 + timedelta(days=5))],
                        END).held
-    assert check_ended(Words(words=("Notion",)), [], END).why == "never learned"
+    assert check_ended(Words(words=("Notion",)), [], END).why == "never learned as a fact"
     assert not check_ended(Words(words=("Notion",)), [fact(1, "Uses Notion")], END).held
 
 

@@ -42,6 +42,15 @@
 -- it finishes its last list; at the limit, members that no longer hold an
 -- unfinished list (expired, erased) are pruned first.
 -- Every refusal comes before any write: nothing held is replaced or lost.
+-- The user's job index (KEYS[10], when given) lists every job queued here for
+-- the user, so that an erase finds the user's jobs without reading the queue:
+-- also one a worker started and ARQ queued again after a failed try (same id,
+-- no queued marker). Each job is scored by its job key's expiry (Redis clock,
+-- ms); a job leaves once its key is gone: past its expiry, or found ended
+-- among the few earliest entries each time a job is added (so the index holds
+-- about the user's live jobs, at O(1) per hand-over). A re-drive (no payload)
+-- also lists the session in the user's session set, so that the erase finds
+-- its pending and waiting entries there.
 --
 -- KEYS[1]  the session's latest list (memfleet:handover:{<user>}:<session id>)
 -- KEYS[2]  its queued marker (memfleet:queued:...)
@@ -52,6 +61,8 @@
 -- KEYS[7]  the user's session set (memfleet:sessions:{<user>})
 -- KEYS[8]  the waiting set (memfleet:waiting:<queue>)
 -- KEYS[9]  the user's active set (memfleet:active:{<user>})
+-- KEYS[10] optional: the user's job index (memfleet:jobs:{<user>}); absent (a
+--          caller of the release before it), the job is not indexed
 -- ARGV[1]  the payload, or "" to queue a job only
 -- ARGV[2]  the payload's TTL (ms)
 -- ARGV[3]  the new job's id
@@ -175,6 +186,10 @@ else
     local time = redis.call('TIME')
     redis.call('ZADD', KEYS[8], 'NX', time[1] .. string.sub(time[2] + 1000000, 2, 4), ARGV[9])
   end
+  redis.call('SADD', KEYS[7], ARGV[12])
+  if redis.call('PTTL', KEYS[7]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[7], ARGV[2])
+  end
 end
 redis.call('ZADD', KEYS[4], ARGV[10], ARGV[9])
 local queued = redis.call('GET', KEYS[2])
@@ -185,4 +200,16 @@ end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[6])
 redis.call('SET', ARGV[7] .. ARGV[3], ARGV[4], 'PX', ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
+if KEYS[10] then
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now)
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[10], 0, 2)) do
+    if redis.call('EXISTS', ARGV[7] .. id) == 0 then redis.call('ZREM', KEYS[10], id) end
+  end
+  redis.call('ZADD', KEYS[10], now + tonumber(ARGV[6]), ARGV[3])
+  if redis.call('PTTL', KEYS[10]) < tonumber(ARGV[6]) then
+    redis.call('PEXPIRE', KEYS[10], ARGV[6])
+  end
+end
 return {ARGV[3], kept, seq}

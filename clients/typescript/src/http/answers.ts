@@ -31,6 +31,14 @@ function retryAfter(header: string | null): number | undefined {
   return Number.isFinite(seconds) ? seconds : undefined;
 }
 
+/** How long to wait before asking again after `error`: its Retry-After, spread by up
+ * to a tenth so callers refused together do not all come back at once; without
+ * one, `fallbackMs`. */
+export function pauseMs(error: MemfleetError, fallbackMs: number): number {
+  if (error.retryAfterS === undefined) return fallbackMs;
+  return error.retryAfterS * 1000 * (1 + Math.random() / 10);
+}
+
 /** The error for an answer that is not a success (`body`: its JSON, or undefined);
  * `handover`: a 400 or 422 is then the hand-over's InvalidHandover. */
 export function errorFor(status: number, body: unknown, retryAfterHeader: string | null,

@@ -23,6 +23,7 @@ import {
   sessionKey,
   userActiveKey,
   userBacklogPrefix,
+  userJobsKey,
   userMetaPrefix,
   userMovedKey,
   userSessionsKey,
@@ -60,7 +61,8 @@ export function enqueueCall(input: EnqueueInput): EnqueueCall {
   const { userId: u, sessionId: s, queueName: queue, limits, nowMs: now } = input;
   return {
     keys: [handoverKey(u, s), queuedKey(u, s), queue, pendingKey(queue), metaKey(u, s),
-      backlogKey(u, s), userSessionsKey(u), waitingKey(queue), userActiveKey(u)],
+      backlogKey(u, s), userSessionsKey(u), waitingKey(queue), userActiveKey(u),
+      userJobsKey(u)],
     args: [input.payload, PAYLOAD_TTL_MS, input.jobId, jobJson(u, s, now), now,
       JOB_EXPIRES_MS, ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, sessionKey(u, s),
       now + PENDING_GRACE_MS, BACKLOG_LIMIT, s, limits.maxHandoverBytes,

@@ -13,6 +13,7 @@ const BACKLOG_PREFIX = "memfleet:backlog:";
 const QUEUED_PREFIX = "memfleet:queued:";
 const USER_SESSIONS_PREFIX = "memfleet:sessions:";
 const USER_ACTIVE_PREFIX = "memfleet:active:";
+const USER_JOBS_PREFIX = "memfleet:jobs:";
 const USER_MOVED_PREFIX = "memfleet:moved:";
 const PENDING_PREFIX = "memfleet:pending:";
 const WAITING_PREFIX = "memfleet:waiting:";
@@ -41,6 +42,8 @@ export const backlogKey = (u: string, s: string): string => BACKLOG_PREFIX + ses
 export const queuedKey = (u: string, s: string): string => QUEUED_PREFIX + sessionKey(u, s);
 export const userSessionsKey = (u: string): string => USER_SESSIONS_PREFIX + userTag(u);
 export const userActiveKey = (u: string): string => USER_ACTIVE_PREFIX + userTag(u);
+/** enqueue.lua's KEYS 10: the user's jobs, so that an erase finds them without the queue. */
+export const userJobsKey = (u: string): string => USER_JOBS_PREFIX + userTag(u);
 /** Set by enqueue.lua's `hold` on a moving user's old shard: the user's hand-overs go on. */
 export const userMovedKey = (u: string): string => USER_MOVED_PREFIX + userTag(u);
 /** The prefix of the user's other sessions' meta keys, for enqueue.lua's ARGV 16. */

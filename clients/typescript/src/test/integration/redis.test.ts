@@ -55,6 +55,8 @@ test("the stored payload is byte for byte the one the Python side writes", async
   const job = await raw.get(`arq:job:${result.jobId}`);
   assert.match(job ?? "", /^\{"t":null,"f":"persist_session_memory","a":\[\],"k":\{"user_id":"a\{b\}%c","session_id":"s:1"\},"et":\d+\}$/);
   assert.ok(await raw.zscore(idle, result.jobId ?? "") !== null, "queued on the queue");
+  assert.ok(await raw.zscore("memfleet:jobs:{a%7Bb%7D%25c}", result.jobId ?? "") !== null,
+    "listed in the user's job index, for an erase");
 });
 
 test("a worker commits a TypeScript hand-over; status, wait and events follow it", async () => {

@@ -8,11 +8,14 @@ import {
   HandoverTooLarge,
   HandoverUnavailable,
   InvalidHandover,
+  LongPollRefused,
+  LongPollsFull,
   MemfleetError,
   SessionBytesFull,
+  TooManyLongPolls,
   UserSessionsFull,
 } from "../../errors.js";
-import { errorFor } from "../../http/answers.js";
+import { errorFor, pauseMs } from "../../http/answers.js";
 import { SseParser } from "../../http/sse.js";
 
 test("the error member names the class; Retry-After and the status are kept", () => {
@@ -20,6 +23,7 @@ test("the error member names the class; Retry-After and the status are kept", ()
     [400, "InvalidHandover", InvalidHandover], [413, "HandoverTooLarge", HandoverTooLarge],
     [429, "HandoverBacklogFull", HandoverBacklogFull], [429, "SessionBytesFull", SessionBytesFull],
     [429, "UserSessionsFull", UserSessionsFull], [503, "HandoverUnavailable", HandoverUnavailable],
+    [429, "TooManyLongPolls", TooManyLongPolls], [503, "LongPollsFull", LongPollsFull],
   ];
   for (const [status, name, cls] of cases) {
     const error = errorFor(status, { detail: "why", error: name }, "3", true);
@@ -29,6 +33,25 @@ test("the error member names the class; Retry-After and the status are kept", ()
     assert.equal(error.status, status);
     assert.equal(error.retryAfterS, 3);
   }
+});
+
+test("a refused wait or stream is transient and not a hand-over refusal", () => {
+  for (const [status, name] of [[429, "TooManyLongPolls"], [503, "LongPollsFull"]] as const) {
+    const error = errorFor(status, { detail: "retry later", error: name }, "5");
+    assert.ok(error instanceof LongPollRefused, name);
+    assert.ok(error.transient, name);
+    // The hand-over was kept: a catch of HandoverUnavailable ("send it again") skips it.
+    assert.ok(!(error instanceof HandoverUnavailable), name);
+    assert.ok(!(error instanceof HandoverBacklogFull), name);
+  }
+});
+
+test("the pause before asking again is Retry-After, spread by at most a tenth", () => {
+  for (let i = 0; i < 100; i += 1) {
+    const ms = pauseMs(errorFor(429, { error: "TooManyLongPolls" }, "5"), 1);
+    assert.ok(ms >= 5_000 && ms <= 5_500, String(ms));
+  }
+  assert.equal(pauseMs(errorFor(503, { error: "LongPollsFull" }, null), 700), 700);
 });
 
 test("without an error member the status decides", () => {
