@@ -298,7 +298,8 @@ class WrongIdConsolidator:
         return await self.inner.consolidate(request)
 
 
-@pytest.mark.parametrize(("times", "stored", "rejected"), [(1, ["Lives in Oslo", "Uses Zig"], 0), (2, ["Lives in Oslo"], 1)])
+@pytest.mark.parametrize(("times", "stored", "rejected"),
+                         [(1, ["Lives in Oslo", "Uses Zig"], 0), (2, ["Lives in Oslo"], 1)])
 async def test_a_wrong_target_is_asked_again_once_then_held_on_the_record(
     times: int, stored: list[str], rejected: int
 ) -> None:
