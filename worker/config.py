@@ -144,6 +144,10 @@ class Settings(BaseSettings):
 
     # The pipeline.
     neighbors_k: int = Field(default=5, ge=1, le=50)
+    # Neighbours (stored rows and the batch's earlier candidates) less similar than this
+    # (cosine) are not shown; a candidate left with none is added unasked. None: no
+    # floor. The scale is the embedder's: 0.4 for all-MiniLM-L6-v2 (docs/eval.md).
+    neighbors_min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
     context_messages: int = Field(default=4, ge=0)
     max_slice_messages: int = Field(default=60, ge=1)
     summary_every_user_turns: int = Field(default=10, ge=1)

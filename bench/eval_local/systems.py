@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MEMFLEET = "memfleet"
 MEM0_VERSIONS = ("1.0.9", "2.2.1")
 SYSTEMS = (MEMFLEET, *(f"mem0-{v}" for v in MEM0_VERSIONS))
+NEIGHBORS_MIN_SIMILARITY = "0.4"
 
 
 def system_url(base_url: str, system: str) -> str:
@@ -48,6 +49,9 @@ def memfleet_env(base_url: str, model: str, database_url: str, redis_url: str,
         "MEMFLEET_CONSOLIDATE_MODEL": model,
         "MEMFLEET_EMBED_PROVIDER": "openai", "MEMFLEET_EMBED_MODEL": EMBED_MODEL,
         "MEMFLEET_EMBED_DIM": str(EMBED_DIM),
+        # all-MiniLM-L6-v2's scale: unrelated facts of one user sit at 0.2-0.35, a
+        # changed value of the same thing at 0.45 and up (docs/eval.md, prompt work).
+        "MEMFLEET_NEIGHBORS_MIN_SIMILARITY": NEIGHBORS_MIN_SIMILARITY,
         # One slot on a CPU: calls wait their turn, and a long extraction is no outage.
         "MEMFLEET_MAX_JOBS": "1", "MEMFLEET_LLM_TIMEOUT_S": "1800",
         "MEMFLEET_JOB_TIMEOUT_S": "7200", "MEMFLEET_EMBED_TIMEOUT_S": "300",

@@ -64,6 +64,7 @@ def build_request(
     observed_at: str,
     observed_date: str,
     k: int,
+    min_similarity: float | None = None,
 ) -> PreparedRequest:
     id_map: dict[int, Ref] = {}
     # Keyed by plain ints (row id, candidate index): a neighbour shared by several
@@ -84,11 +85,14 @@ def build_request(
     # Cosine of every pair of candidates at once (vectors are unit length): one
     # matrix product instead of a Python loop over 1536-dim lists per pair.
     similarity = (embeddings @ embeddings.T).tolist()
+    floor = -2.0 if min_similarity is None else min_similarity  # below any cosine
     for i, candidate in enumerate(candidates):
+        # Below the floor a neighbour is about something else: a small model took
+        # "lives in Leeds" for a change of "works as a radiographer" (issue 38).
         shown: list[dict[str, Any]] = [
             {"id": wire_id(row_ids, row.id, ExistingRow), "text": row.text,
              "observed_at": row.observed_at.date().isoformat(), "pinned": row.pinned}
-            for row in neighbors[i]
+            for row in neighbors[i] if 1.0 - row.distance >= floor
         ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
         # so a user who changes their mind twice in one slice ends with one fact;
@@ -96,7 +100,7 @@ def build_request(
         agent = candidate.terms.agent_id
         # A forget request is nothing to compare with: it is never stored.
         same = [j for j in range(i) if candidates[j].terms.agent_id == agent
-                and not candidates[j].forget]
+                and not candidates[j].forget and similarity[i][j] >= floor]
         earlier = sorted(same, key=lambda j: -similarity[i][j])[:k]
         shown += [
             {"id": wire_id(batch_ids, j, BatchCandidate), "text": candidates[j].text,
@@ -343,7 +347,8 @@ async def run(
             found = await _read_neighbors(ctx, user_id, candidates, embeddings, embedder.model)
         version, neighbors = found.version, found.rows
         prepared = build_request(candidates, embeddings, neighbors, observed_label(observed_at),
-                                 observed_at.date().isoformat(), k)
+                                 observed_at.date().isoformat(), k,
+                                 ctx.settings.neighbors_min_similarity)
         validated = await _decide(ctx, prepared)
         plan = plan_writes(candidates, embeddings, prepared, validated)
     return Decided(plan, version, validated.rejected, embedder.model,
@@ -369,7 +374,60 @@ async def _answer(
     return validate(prepared, answer.value)
 
 
+def _unasked(prepared: PreparedRequest) -> tuple[list[int], dict[int, Decision]]:
+    """Which candidates the model is asked about, and the decisions of the others.
+
+    A candidate with no neighbour at all can only be new: it is added (a forget
+    request, retracting nothing, does nothing) without a question whose one right
+    answer is ADD. A small model answered such questions with UPDATE of an id it
+    made up, which cost the candidate (issue 38).
+    """
+    asked: list[int] = []
+    given: dict[int, Decision] = {}
+    for candidate in prepared.request.candidates:
+        i = candidate.candidate
+        if candidate.neighbors:
+            asked.append(i)
+        else:
+            given[i] = Decision(candidate=i, event="NONE" if candidate.forget else "ADD")
+    return asked, given
+
+
+def _only(prepared: PreparedRequest, asked: Sequence[int]) -> PreparedRequest:
+    """The request narrowed to ``asked``, renumbered from 0 in order; ids unchanged."""
+    candidates = tuple(prepared.request.candidates[i].model_copy(update={"candidate": k})
+                       for k, i in enumerate(asked))
+    request = prepared.request.model_copy(update={"candidates": candidates})
+    return PreparedRequest(request, prepared.id_map,
+                           tuple(prepared.offered[i] for i in asked), prepared.rows)
+
+
+def _renumbered(validated: Validated, asked: Sequence[int],
+                given: dict[int, Decision]) -> Validated:
+    """A narrowed request's verdict in the whole batch's candidate numbers."""
+    decisions = {asked[k]: d.model_copy(update={"candidate": asked[k]})
+                 for k, d in validated.decisions.items()}
+    reasons = []
+    for reason in validated.reasons:
+        head, _, rest = reason.partition(":")
+        k = head.removeprefix("candidate ")
+        reasons.append(f"candidate {asked[int(k)]}:{rest}"
+                       if k.isdigit() and int(k) < len(asked) else reason)
+    return Validated({**given, **decisions}, validated.rejected, tuple(reasons))
+
+
 async def _decide(ctx: RunContext, prepared: PreparedRequest) -> Validated:
+    """Decide every candidate: those without neighbours are added unasked; the model
+    is asked about the rest (``_ask_twice``)."""
+    asked, given = _unasked(prepared)
+    if not asked:
+        return Validated(given, 0)
+    if not given:
+        return await _ask_twice(ctx, prepared)
+    return _renumbered(await _ask_twice(ctx, _only(prepared, asked)), asked, given)
+
+
+async def _ask_twice(ctx: RunContext, prepared: PreparedRequest) -> Validated:
     """Ask, and ask again once told what was wrong. What is still wrong sends the job
     back for one more try later (a fresh sample of both passes, so a glitch does not
     cost the user a fact); on the last try its candidates are held for the user

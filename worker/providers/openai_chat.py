@@ -34,6 +34,7 @@ from worker.providers.llm_json import (
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.providers.wire import (
+    AskedConsolidation,
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
@@ -73,10 +74,17 @@ class _Pass(Generic[A]):
     name: str  # the json_schema name (docs/llm_wire.md)
     prompt: str
     answer: type[A]
+    # The schema sent, when it asks for less than ``answer`` reads (optional fields left out).
+    asked: type[BaseModel] | None = None
+
+    @property
+    def schema(self) -> type[BaseModel]:
+        return self.asked or self.answer
 
 
 _EXTRACTION = _Pass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer)
-_CONSOLIDATION = _Pass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer)
+_CONSOLIDATION = _Pass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
+                       AskedConsolidation)
 _SUMMARY = _Pass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
 
 
@@ -202,7 +210,7 @@ class _OpenAIChat:
 
     async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:
         messages = build_messages(spec.prompt, request)
-        fmt = response_format(spec.name, spec.answer, self._options.structured_output)
+        fmt = response_format(spec.name, spec.schema, self._options.structured_output)
         usage = Usage()
         problem = "no attempt"
         tokens = request_tokens(messages)

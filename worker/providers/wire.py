@@ -134,6 +134,24 @@ class ConsolidationAnswer(_Frozen):
     decisions: tuple[Decision, ...]
 
 
+class AskedDecision(_Frozen):
+    """A decision as the strict schema asks for it: no ``text``. Small models filled it
+    with the neighbour's old text or a merge of two facts, which UPDATE then stored
+    (issue 38); without it UPDATE stores the candidate, already one atomic fact. An
+    endpoint that sends ``text`` anyway (json_object mode) is still read by Decision."""
+
+    candidate: int
+    event: Event
+    target: int | None = None
+
+
+class AskedConsolidation(_Frozen):
+    """The consolidation answer's schema as sent (``response_format``); parsed as
+    ConsolidationAnswer."""
+
+    decisions: tuple[AskedDecision, ...]
+
+
 class SummaryRequest(_Frozen):
     task: Literal["session_summary"] = "session_summary"
     observed_at: str

@@ -171,15 +171,19 @@ async def test_a_model_aiming_at_another_users_real_rows_changes_nothing(
     stand_ins = sorted({n["id"] for c in bobs_request["candidates"] for n in c["neighbors"]
                         if n["text"] in bob_texts})
     assert stand_ins, "bob's rows were shown to the model in his own request"
-    targets = [*stand_ins, *bob_rows]
-    said = [user_msg(text) for text in ALICE_SAYS[: len(targets)]]
-    assert len(said) == len(targets), "one candidate of alice's per target"
+    # Alice's first candidate has no neighbour: it is added unasked, and every asked
+    # candidate is offered the small ids of her own batch (1, 2, ...), so bob's
+    # stand-ins stand for alice's own candidates in her request: only bob's real row
+    # ids are aimed at.
+    targets = [*bob_rows]
+    said = [user_msg(text) for text in ALICE_SAYS[: len(targets) + 1]]
+    assert len(said) == len(targets) + 1, "one asked candidate of alice's per target"
     stub.add_fault("aimed_ids", count=10, path=CHAT_PATH, task="memory_consolidation",
                    targets=targets)
     asked_before = len(wire_requests(stub, "memory_consolidation"))
     await hand_over(llm, redis, "a", "alice", said)
     await drain(llm)
-    # The premise: candidate i aimed at targets[i], and none was offered to it.
+    # The premise: asked candidate i aimed at targets[i], and none was offered to it.
     alices_request = wire_requests(stub, "memory_consolidation")[asked_before]
     offered = [{n["id"] for n in c["neighbors"]} for c in alices_request["candidates"]]
     assert len(offered) == len(targets)
@@ -187,15 +191,15 @@ async def test_a_model_aiming_at_another_users_real_rows_changes_nothing(
     after = {r["id"]: dict(r) for r in await db.fetch(
         "SELECT * FROM memory_fact WHERE user_id = 'bob' ORDER BY id")}
     assert after == bob_rows, "not one of bob's rows changed, in any column"
-    assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE user_id = 'alice'") == 0
+    assert await db.fetchval("SELECT count(*) FROM memory_fact WHERE user_id = 'alice'") == 1
     assert await db.fetchval(
         "SELECT count(*) FROM memory_fact WHERE text = 'Replaced by the stub'") == 0
     # A whole answer refused twice is retried as a job once; then it is taken as
-    # "nothing to apply" on the record.
+    # "nothing to apply" on the record, but for the one candidate never asked about.
     retried, run = await runs(db, "a", "alice")
     assert (retried["outcome"], run["outcome"]) == ("retry", "committed")
     assert (run["rejected"], run["added"], run["updated"], run["deleted"]) == (
-        len(targets), 0, 0, 0), "every decision refused, nothing applied"
+        len(targets), 1, 0, 0), "every asked decision refused, none applied"
 
 
 async def test_a_decision_naming_an_unknown_id_is_asked_again_once_with_the_reason(

@@ -51,7 +51,7 @@ from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SU
 from worker.providers.retry import RetryPolicy
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import (
-    ConsolidationAnswer,
+    AskedConsolidation,
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
@@ -197,7 +197,9 @@ async def test_consolidation_round_trip(
     fmt = recorded["body"]["response_format"]
     if mode == "json_schema":
         assert fmt["json_schema"]["name"] == "memory_consolidation"
-        assert fmt["json_schema"]["schema"] == strict_schema(ConsolidationAnswer)
+        assert fmt["json_schema"]["schema"] == strict_schema(AskedConsolidation)
+        decision = fmt["json_schema"]["schema"]["properties"]["decisions"]["items"]
+        assert decision["required"] == ["candidate", "event", "target"], "no text asked"
 
 
 async def test_summary_round_trip(stub: StubServer, make: Make) -> None:

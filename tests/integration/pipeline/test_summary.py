@@ -195,13 +195,14 @@ async def test_the_summary_is_asked_beside_the_decisions_not_in_line_with_them(
     consolidator = GateOpeningConsolidator(base.consolidator, gate, entered)
     providers = replace(base, summarizer=GatedSummarizer(base.summarizer, gate, entered),
                         consolidator=consolidator)
-    await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I live in Oslo.")],
-                                      queue_name=settings.queue_name)
+    # Two facts: the second has the first as a neighbour, so consolidation is asked.
+    said = [user_msg("I live in Oslo."), user_msg("I use Zig.")]
+    await schedule_memory_persistence(redis, "s1", "u1", said, queue_name=settings.queue_name)
     async with job_deps(settings, redis, providers) as deps:
         result = await asyncio.wait_for(run_job(deps, "s1", "j1"), 20)
     assert result["outcome"] == "committed"
     assert consolidator.summary_was_asked is True
     cursor = await _cursor(db, "s1")
     assert cursor["summary"] and cursor["user_turns_since_summary"] == 0, "stored with the slice"
-    assert await active_texts(db, "u1") == ["Lives in Oslo"]
+    assert await active_texts(db, "u1") == ["Lives in Oslo", "Uses Zig"]
 

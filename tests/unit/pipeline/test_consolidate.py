@@ -167,3 +167,22 @@ def test_no_answer_can_reach_a_row_it_was_not_shown(raw: list[tuple[int, str, in
                   for w in plan.writes if not isinstance(w, HoldProposal)]
     existing = [t for t in superseded if t is not None]
     assert len(existing) == len(set(existing)), "a row is superseded at most once"
+
+
+def test_neighbours_below_the_similarity_floor_are_not_shown() -> None:
+    # Unit vectors: candidate 1 is close to candidate 0 (cosine 0.8), candidate 2 to
+    # neither (0.0). Stored rows at cosine 0.9 (distance 0.1) and 0.2 (distance 0.8).
+    cands = [fact("Lives in Porto"), fact("Moved to Madrid"), fact("Allergic to penicillin")]
+    embeddings = np.array([[1, 0, 0], [0.8, 0.6, 0], [0, 0, 1]], dtype=np.float32)
+    near, far = NeighborRow(7, "Lives in Lisbon", WHEN, 0.1), NeighborRow(8, "Likes tea", WHEN, 0.8)
+    rows = [[near, far], [near, far], [far]]
+
+    def shown(floor: float | None) -> list[list[str]]:
+        prepared = build_request(cands, embeddings, rows, "2026-10-02 (Friday)", "2026-10-02",
+                                 5, floor)
+        return [[n.text for n in c.neighbors] for c in prepared.request.candidates]
+
+    assert shown(None) == [["Lives in Lisbon", "Likes tea"],
+                           ["Lives in Lisbon", "Likes tea", "Lives in Porto"],
+                           ["Likes tea", "Lives in Porto", "Moved to Madrid"]]
+    assert shown(0.4) == [["Lives in Lisbon"], ["Lives in Lisbon", "Lives in Porto"], []]

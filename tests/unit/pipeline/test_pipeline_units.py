@@ -298,7 +298,8 @@ class WrongIdConsolidator:
         return await self.inner.consolidate(request)
 
 
-@pytest.mark.parametrize(("times", "stored", "rejected"), [(1, ["Uses Zig"], 0), (2, [], 1)])
+@pytest.mark.parametrize(("times", "stored", "rejected"),
+                         [(1, ["Lives in Oslo", "Uses Zig"], 0), (2, ["Lives in Oslo"], 1)])
 async def test_a_wrong_target_is_asked_again_once_then_held_on_the_record(
     times: int, stored: list[str], rejected: int
 ) -> None:
@@ -307,11 +308,14 @@ async def test_a_wrong_target_is_asked_again_once_then_held_on_the_record(
     base = build_providers(SETTINGS)
     wrong = WrongIdConsolidator(base.consolidator, times)
     ctx = context(store, providers=replace(base, consolidator=wrong), job_try=2)
-    result = await run_once(ctx, handover(user("I use Zig.")))
+    # Oslo has no neighbour (added unasked); Zig has Oslo, an earlier candidate.
+    result = await run_once(ctx, handover(user("I live in Oslo."), user("I use Zig.")))
     assert (result.outcome, result.rejected) == ("committed", rejected)
     assert await active(store) == stored
     assert len(wrong.requests) == 2, "asked once more, never more"
     assert wrong.requests[0].corrections == ()
+    assert [c.text for c in wrong.requests[0].candidates] == ["Uses Zig"], "Oslo unasked"
+    # Numbered in the narrowed request: Zig is its candidate 0.
     assert wrong.requests[1].corrections == (
         "candidate 0: target 4242 is not among this candidate's neighbours",)
     assert store.run_rows[-1]["rejected"] == rejected
@@ -321,18 +325,36 @@ async def test_a_wrong_target_is_asked_again_once_then_held_on_the_record(
     assert store.run_rows[-1]["held"] == rejected
 
 
+async def test_candidates_without_neighbours_are_added_without_asking_the_model() -> None:
+    # A small model answered "UPDATE" of an id it made up for candidates with nothing
+    # to compare with (issue 38): only candidates with a neighbour are asked about.
+    store = InMemoryStore()
+    base = build_providers(SETTINGS)
+    wrong = WrongIdConsolidator(base.consolidator, 1)
+    ctx = context(store, providers=replace(base, consolidator=wrong), job_try=2)
+    result = await run_once(ctx, handover(user("I use Zig.")))
+    assert (result.outcome, result.added, wrong.requests) == ("committed", 1, [])
+    # A later slice: Lyon is new to the user's facts (one neighbour, Zig: asked about);
+    # the made-up id is refused, the re-ask (rules) answers, in the batch's numbers.
+    result = await run_once(ctx, handover(user("I use Zig."), user("I live in Lyon.")))
+    assert [[c.candidate for c in r.candidates] for r in wrong.requests] == [[0], [0]]
+    assert (result.outcome, result.rejected) == ("committed", 0)
+    assert await active(store) == ["Lives in Lyon", "Uses Zig"]
+
+
 async def test_a_target_wrong_twice_sends_the_first_try_back_for_another() -> None:
     store = InMemoryStore()
     base = build_providers(SETTINGS)
     wrong = WrongIdConsolidator(base.consolidator, 2)
     ctx = context(store, providers=replace(base, consolidator=wrong))
     with pytest.raises(ProviderAnswerInvalid, match="invalid twice"):
-        await run_once(ctx, handover(user("I use Zig.")))
+        await run_once(ctx, handover(user("I live in Oslo."), user("I use Zig.")))
     assert await active(store) == [] and store.cursors == {}, "nothing written, cursor untouched"
     # The next try samples both passes afresh: the model answers well this time.
-    result = await run_once(replace(ctx, job_try=2), handover(user("I use Zig.")))
+    result = await run_once(replace(ctx, job_try=2),
+                            handover(user("I live in Oslo."), user("I use Zig.")))
     assert (result.outcome, result.rejected) == ("committed", 0)
-    assert await active(store) == ["Uses Zig"]
+    assert await active(store) == ["Lives in Oslo", "Uses Zig"]
 
 
 async def test_two_users_share_a_session_id_and_keep_their_own_memory() -> None:
