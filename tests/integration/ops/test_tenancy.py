@@ -26,27 +26,45 @@ from worker.ops import privacy
 from worker.protocol import keys, queue
 from worker.protocol.payload import Handover, Message, encode_handover
 from worker.protocol.session_ref import SessionRef
-from worker.providers.base import Answer
+from worker.providers.base import Answer, Embedder, Providers
 from worker.providers.factory import build_providers
-from worker.providers.wire import ConsolidationAnswer, ConsolidationRequest
 from worker.telemetry import setup_telemetry
+from worker.vectors import Vector
 
 USER_TABLES = ("memory_fact", "memory_run", "session_cursor", "user_memory_state")
 
 
-class InterruptedConsolidator:
-    """Answers like the rules provider, then lets ``landing`` happen before the job
-    goes on to commit: the moment between the model calls and the persist transaction."""
+class InterruptedEmbedder:
+    """Embeds like the embedder it wraps, then lets ``landing`` happen once before the
+    job goes on: a moment between the job's start and its persist transaction. The
+    embeddings call is the one model call every job with candidates makes (a first
+    fact, with no neighbour, is added without a consolidation call)."""
 
-    provider_name, model = "memfleet.test", "test-double"
+    def __init__(self, inner: Embedder, landing: Callable[[], Awaitable[Any]]) -> None:
+        self.inner, self.landing, self.landed = inner, landing, False
 
-    def __init__(self, inner: Any, landing: Callable[[], Awaitable[Any]]) -> None:
-        self.inner, self.landing = inner, landing
+    @property
+    def provider_name(self) -> str:
+        return self.inner.provider_name
 
-    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
-        answer: Answer[ConsolidationAnswer] = await self.inner.consolidate(request)
-        await self.landing()
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    async def embed(self, texts: list[str]) -> Answer[Vector]:
+        answer = await self.inner.embed(texts)
+        if not self.landed:
+            self.landed = True
+            await self.landing()
         return answer
+
+
+def interrupted_at_embedding(base: Providers, landing: Callable[[], Awaitable[Any]]) -> Providers:
+    return replace(base, embedder=InterruptedEmbedder(base.embedder, landing))
 
 
 async def rows_of(db: asyncpg.Connection, user_id: str) -> dict[str, int]:
@@ -66,8 +84,7 @@ async def test_an_erase_during_a_first_job_leaves_nothing_of_the_user(
         async def erase_alice() -> None:
             erased.append(await privacy.erase_user(redis, deps.store, "alice"))
 
-        interrupted = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
-                                                                         erase_alice))
+        interrupted = interrupted_at_embedding(base, erase_alice)
         result = await run_job(replace(deps, providers=interrupted), "1", "j-alice", "alice")
         assert result["outcome"] == "erased"
         assert (await run_job(deps, "1", "j-bob", "bob"))["outcome"] == "committed"
@@ -96,8 +113,7 @@ async def test_memory_switched_off_during_a_job_stores_nothing_and_is_not_replay
         async def switch_off() -> None:
             await privacy.set_memory(redis, deps.store, "alice", enabled=False)
 
-        interrupted = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
-                                                                         switch_off))
+        interrupted = interrupted_at_embedding(base, switch_off)
         result = await run_job(replace(deps, providers=interrupted), "1", "j1", "alice")
     assert result["outcome"] == "opted_out"
     assert await active_texts(db, "alice") == []
@@ -186,8 +202,7 @@ async def test_no_personal_data_in_logs_spans_or_metrics_on_these_paths(
             async def switch_off() -> None:
                 await privacy.set_memory(redis, deps.store, user, enabled=False)
 
-            off = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
-                                                                     switch_off))
+            off = interrupted_at_embedding(base, switch_off)
             result = await run_job(replace(deps, providers=off), session, "j2", user)
             assert result["outcome"] == "opted_out"
             await privacy.set_memory(redis, deps.store, user, enabled=True)
@@ -198,8 +213,7 @@ async def test_no_personal_data_in_logs_spans_or_metrics_on_these_paths(
             async def erase() -> None:
                 await privacy.erase_user(redis, deps.store, user)
 
-            erasing = replace(base, consolidator=InterruptedConsolidator(base.consolidator,
-                                                                         erase))
+            erasing = interrupted_at_embedding(base, erase)
             result = await run_job(replace(deps, providers=erasing), session, "j3", user)
             assert result["outcome"] == "erased"
     everything = ("\n".join(span.to_json() for span in exporter.get_finished_spans())
