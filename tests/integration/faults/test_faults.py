@@ -45,17 +45,29 @@ class GatedExtractor:
         return result
 
 
-class BarrierConsolidator:
-    """Both jobs decide before either commits: the race the user version closes."""
-
-    provider_name, model = "memfleet.test", "test-double"
+class BarrierEmbedder:
+    """Both jobs have their candidates before either commits: the race the user version
+    closes. The embeddings call is the one every job with candidates makes (a first fact,
+    with no neighbour, is added without a consolidation call)."""
 
     def __init__(self, inner: Any, barrier: asyncio.Barrier) -> None:
         self.inner, self.barrier, self.calls = inner, barrier, 0
 
-    async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
+    @property
+    def provider_name(self) -> str:
+        return str(self.inner.provider_name)
+
+    @property
+    def model(self) -> str:
+        return str(self.inner.model)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    async def embed(self, texts: list[str]) -> Any:
         self.calls += 1
-        answer: Answer[ConsolidationAnswer] = await self.inner.consolidate(request)
+        answer = await self.inner.embed(texts)
         if self.calls == 1:
             await self.barrier.wait()
         return answer
@@ -103,8 +115,8 @@ async def test_two_sessions_of_one_user_add_a_shared_fact_once(
     await schedule_memory_persistence(redis, "laptop", "u1", said, queue_name=settings.queue_name)
     barrier = asyncio.Barrier(2)
     base = build_providers(settings)
-    one = replace(base, consolidator=BarrierConsolidator(base.consolidator, barrier))
-    two = replace(base, consolidator=BarrierConsolidator(base.consolidator, barrier))
+    one = replace(base, embedder=BarrierEmbedder(base.embedder, barrier))
+    two = replace(base, embedder=BarrierEmbedder(base.embedder, barrier))
     async with job_deps(settings, redis, one) as a, job_deps(settings, redis, two) as b:
         results = await asyncio.gather(run_job(a, "phone", "j1"), run_job(b, "laptop", "j2"))
     assert {r["outcome"] for r in results} == {"committed"}
