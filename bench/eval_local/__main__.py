@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="run this scenario of the suite (repeat for several)")
     parser.add_argument("--kind", action="append", default=[], help="some kinds only")
     parser.add_argument("--per-kind", type=int, metavar="N", help="at most N of each kind")
+    parser.add_argument("--skip-per-kind", type=int, default=0, metavar="N",
+                        help="leave out the first N of each kind (--skip-per-kind 1: the "
+                             "scenarios the prompt work was not tuned on)")
     parser.add_argument("--threads", type=int, default=1, help="the model's CPU threads")
     parser.add_argument("--ctx", type=int, default=16384,
                         help="the model's context in tokens (mem0 2.x's extraction prompt "
@@ -84,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         entries = subset.pick(subset.suite_entries(),
                               ids=args.scenario or (subset.SMOKE if args.smoke else ()),
-                              kinds=args.kind, per_kind=args.per_kind)
+                              kinds=args.kind, per_kind=args.per_kind,
+                              skip_per_kind=args.skip_per_kind)
     except subset.SubsetError as exc:
         return _fail(str(exc))
     if not entries:

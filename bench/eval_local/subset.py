@@ -35,9 +35,12 @@ def suite_entries(suite: Path = SUITE) -> list[dict[str, Any]]:
 
 
 def pick(entries: Sequence[dict[str, Any]], *, ids: Sequence[str] = (),
-         kinds: Sequence[str] = (), per_kind: int | None = None) -> list[dict[str, Any]]:
+         kinds: Sequence[str] = (), per_kind: int | None = None,
+         skip_per_kind: int = 0) -> list[dict[str, Any]]:
     """The scenarios named by id (in the suite's order), else those of ``kinds`` (all
-    kinds when none), at most ``per_kind`` of each kind."""
+    kinds when none), at most ``per_kind`` of each kind after its first
+    ``skip_per_kind`` (the prompt work tuned on the first of each kind: skipping it
+    leaves scenarios the prompts were never measured on)."""
     known = {e["id"] for e in entries}
     unknown = [i for i in ids if i not in known]
     if unknown:
@@ -47,10 +50,13 @@ def pick(entries: Sequence[dict[str, Any]], *, ids: Sequence[str] = (),
     missing = [k for k in kinds if not any(e["kind"] == k for e in entries)]
     if missing:
         raise SubsetError(f"no scenario of kind {', '.join(missing)} in the suite")
-    chosen, taken = [], dict[str, int]()
+    chosen, taken, seen = [], dict[str, int](), dict[str, int]()
     for entry in entries:
         kind = entry["kind"]
         if kinds and kind not in kinds:
+            continue
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= skip_per_kind:
             continue
         if per_kind is not None and taken.get(kind, 0) >= per_kind:
             continue

@@ -107,6 +107,15 @@ def test_the_subset_by_id_kind_and_count() -> None:
         subset.pick(entries, ids=["nope"])
 
 
+def test_the_held_out_subset_never_holds_the_scenarios_the_prompts_were_tuned_on() -> None:
+    entries = subset.suite_entries()
+    tuned = {e["id"] for e in subset.pick(entries, per_kind=1)}
+    held_out = subset.pick(entries, per_kind=2, skip_per_kind=1)
+    assert len(tuned) == 14 and len(held_out) == 28
+    assert not tuned & {e["id"] for e in held_out}
+    assert {e["id"] for e in held_out} < {e["id"] for e in subset.pick(entries, per_kind=3)}
+
+
 def test_the_smoke_plans_eight_runs(tmp_path: Path) -> None:
     folder = subset.write(subset.pick(subset.suite_entries(), ids=subset.SMOKE), tmp_path)
     assert subset.runs(folder) == (5, 8)
