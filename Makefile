@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -146,6 +146,20 @@ eval-local: $(STAMP) $(EVAL_LOCAL_STAMP)
 
 eval-local-smoke: $(STAMP) $(EVAL_LOCAL_STAMP)
 	$(PY) -m bench.eval_local --model 0.5b --smoke --venv $(EVAL_LOCAL)/venv --cache $(EVAL_LOCAL) $(EVAL_LOCAL_ARGS)
+
+# The regression check on the local model (docs/eval.md, "The regression check"): memfleet
+# alone on the smoke scenarios and the 1.5B model, exit 1 below EVAL_LOCAL_MIN_SCORE percent
+# of the assertions. eval-local-check-bites runs it with the extraction prompt broken on
+# purpose (bench/eval_local/broken_prompt.py) and succeeds only if the check then fails.
+EVAL_LOCAL_MIN_SCORE ?= 60
+EVAL_LOCAL_CHECK = $(PY) -m bench.eval_local --model 1.5b --smoke --systems memfleet \
+	--threads 2 --min-score $(EVAL_LOCAL_MIN_SCORE) --venv $(EVAL_LOCAL)/venv --cache $(EVAL_LOCAL)
+
+eval-local-check: $(STAMP) $(EVAL_LOCAL_STAMP)
+	$(EVAL_LOCAL_CHECK) $(EVAL_LOCAL_ARGS)
+
+eval-local-check-bites: $(STAMP) $(EVAL_LOCAL_STAMP)
+	$(EVAL_LOCAL_CHECK) --broken-extraction-prompt $(EVAL_LOCAL_ARGS); test $$? -eq 1
 
 # The long fault runs, each printing its figures: 200 sessions through every fault at
 # once; the model endpoint down for two minutes (default breaker and tries); two Redis

@@ -59,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--mem0-clock", choices=("scenario", "real"), default="scenario",
                         help="mem0's adds at the scenario's moments (default) or the real clock")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="draw the table here")
+    parser.add_argument("--min-score", type=float, metavar="PERCENT",
+                        help="exit 1 when memfleet holds less than PERCENT of the "
+                             "assertions (the regression check, make eval-local-check)")
+    parser.add_argument("--broken-extraction-prompt", action="store_true",
+                        help="run memfleet with its extraction prompt broken on purpose "
+                             "(bench.eval_local.broken_prompt), to see the check bite")
     parser.add_argument("--keep-calls", type=Path, metavar="FILE",
                         help="keep the raw record of the chat calls (requests and answers, "
                              "so the scenarios' text) for `python -m bench.eval_local.calls`")
@@ -80,6 +86,12 @@ def _print_estimate(commits: int, user_turns: int, names: Sequence[str], model: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.min_score is not None and not 0 <= args.min_score <= 100:
+        return _fail(f"--min-score is a percentage from 0 to 100, not {args.min_score:g}")
+    if (args.min_score is not None or args.broken_extraction_prompt) \
+            and systems.MEMFLEET not in args.systems:
+        return _fail("--min-score and --broken-extraction-prompt are about memfleet: "
+                     "add it to --systems")
     spec = MODELS[args.model]
     python = args.venv / "bin" / "python"
     if not python.exists():
@@ -125,8 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                           flush=True)
                     at = time.monotonic()
                     if name == systems.MEMFLEET:
-                        ran.append(systems.run_memfleet(endpoint.base_url, spec.label, folder,
-                                                        servers, work, RUN_TIMEOUT_S))
+                        ran.append(systems.run_memfleet(
+                            endpoint.base_url, spec.label, folder, servers, work,
+                            RUN_TIMEOUT_S,
+                            broken_extraction_prompt=args.broken_extraction_prompt))
                     else:
                         ran.append(systems.run_mem0_system(
                             name, pythons[name], endpoint.base_url, spec.label, scenarios,
@@ -183,7 +197,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cost": [c.as_json() for c in costs],
             "calls": {n: call_report.as_json(judged[n]) for n in names}},
             indent=1, ensure_ascii=False) + "\n")
+    if args.min_score is not None:
+        return _check(ran, args.min_score, args.broken_extraction_prompt)
     return 0
+
+
+def _check(ran: Sequence[System], min_score: float, broken: bool) -> int:
+    """0 when memfleet held at least ``min_score`` percent of the assertions, else 1."""
+    total = next(s for s in ran if s.name == systems.MEMFLEET).kind("total") or {}
+    held, asked = int(total.get("held", 0)), int(total.get("assertions", 0))
+    score = 100 * held / asked if asked else 0.0
+    prompt = "the broken extraction prompt" if broken else "its prompts"
+    verdict = "passes" if score >= min_score else "FAILS"
+    print(f"\nregression check: memfleet with {prompt} held {held}/{asked} ({score:.1f}%); "
+          f"--min-score {min_score:g}%: {verdict}")
+    return 0 if score >= min_score else 1
 
 
 if __name__ == "__main__":

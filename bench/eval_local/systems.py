@@ -33,6 +33,7 @@ MEMFLEET = "memfleet"
 MEM0_VERSIONS = ("1.0.9", "2.2.1")
 SYSTEMS = (MEMFLEET, *(f"mem0-{v}" for v in MEM0_VERSIONS))
 NEIGHBORS_MIN_SIMILARITY = "0.4"
+CLI, CLI_BROKEN = "worker.cli", "bench.eval_local.broken_prompt"
 
 
 def system_url(base_url: str, system: str) -> str:
@@ -78,16 +79,18 @@ class SystemFailed(RuntimeError):
 
 
 def run_memfleet(base_url: str, model: str, folder: Path, servers: Servers, work: Path,
-                 timeout_s: float) -> System:
+                 timeout_s: float, *, broken_extraction_prompt: bool = False) -> System:
+    """`memfleet eval` on ``folder``; with ``broken_extraction_prompt`` through
+    bench.eval_local.broken_prompt, the CLI with its extraction prompt broken."""
     database_url = asyncio.run(create_database(servers, "memfleet"))
     asyncio.run(migrate(database_url, embed_dim=EMBED_DIM))
     out = work / "memfleet.json"
     env = memfleet_env(system_url(base_url, MEMFLEET), model, database_url,
                        servers.redis_url, servers.root / "home")
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "worker.cli", "eval", "--scenarios", str(folder),
-         "--json", str(out)], env=env, cwd=ROOT, capture_output=True, text=True,
-        timeout=timeout_s, check=False)
+        [sys.executable, "-m", CLI_BROKEN if broken_extraction_prompt else CLI, "eval",
+         "--scenarios", str(folder), "--json", str(out)], env=env, cwd=ROOT,
+        capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode not in (0, 1) or not out.exists():
         raise SystemFailed(f"memfleet eval exited with {done.returncode}:\n"
                            f"{done.stderr[-3000:]}")
