@@ -3,7 +3,7 @@
 Each chat call memfleet made is judged by memfleet's own rules: the answer parsed as
 the pipeline parses it (worker.providers.llm_json.parse_answer, against the pass's wire
 model) and a consolidation's decisions checked as the pipeline checks them
-(worker.pipeline.consolidate.validate, against the ids the request offered). Pure
+(worker.pipeline.decisions.validate, against the ids the request offered). Pure
 functions of the recorded calls: no model, no server.
 
 Outcomes of a call: ``ok``; ``empty`` (no text); ``invalid_json`` (no JSON object in
@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from worker.errors import ProviderAnswerInvalid
-from worker.pipeline.consolidate import PreparedRequest, Validated, validate
+from worker.pipeline.decisions import PreparedRequest, Validated, validate
 from worker.providers.llm_json import parse_answer
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.wire import (
@@ -47,7 +47,7 @@ PASSES: dict[str, type[BaseModel]] = {
 _BY_PROMPT = {EXTRACTION_PROMPT: "fact_extraction", CONSOLIDATION_PROMPT: "memory_consolidation",
               SUMMARY_PROMPT: "session_summary"}
 OUTCOMES = ("ok", "rejected", "empty", "invalid_json", "schema", "cut_off", "http")
-# The pipeline's reasons (consolidate.validate), by the words that tell them apart.
+# The pipeline's reasons (decisions.validate), by the words that tell them apart.
 REASONS = (("is not among", "id_outside"), ("no such candidate", "no_such_candidate"),
            ("needs a target", "no_target"), ("one decision per candidate", "two_decisions"),
            ("no acceptable decision", "no_decision"))

@@ -22,9 +22,10 @@ from opentelemetry import trace
 from worker.conversation import Handover
 from worker.errors import CursorFenced, MemoryOptedOut, UserErased, UserVersionConflict
 from worker.outcomes import Outcome
-from worker.pipeline.consolidate import Decided, Plan
+from worker.pipeline.consolidate import Decided
 from worker.pipeline.context import RunContext
 from worker.pipeline.cursor import NOTHING_SETTLED, Position, Settlement
+from worker.pipeline.plan import Plan
 from worker.store.types import RunCommit, RunRecord
 
 _DB = {"db.system.name": "postgresql", "db.operation.name": "COMMIT"}

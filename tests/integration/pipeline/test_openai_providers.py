@@ -33,7 +33,7 @@ from worker.errors import (
     ProviderError,
     ProviderUnavailable,
 )
-from worker.pipeline import consolidate
+from worker.pipeline import decisions
 from worker.pipeline.extract import CandidateFact
 from worker.providers.base import Providers
 from worker.providers.factory import PLACEHOLDER_KEY, build_providers, endpoint
@@ -79,7 +79,7 @@ SUMMARY = SummaryRequest(
 )
 
 
-def _prepared() -> consolidate.PreparedRequest:
+def _prepared() -> decisions.PreparedRequest:
     candidates = [
         CandidateFact("Lives in Lyon", "fact", 8),
         CandidateFact("Likes green tea", "preference", 5),
@@ -91,7 +91,7 @@ def _prepared() -> consolidate.PreparedRequest:
         [NeighborRow(4712, "Likes green tea", when, 0.0), NeighborRow(4711, "Lives in Paris",
                                                                        when, 0.9)],
     ]
-    return consolidate.build_request(
+    return decisions.build_request(
         candidates, embeddings, neighbors, "2026-11-22 (Sunday)", "2026-11-22", 5
     )
 
@@ -376,7 +376,7 @@ async def test_unknown_ids_pass_through_and_are_rejected_by_validation(
     answer = await make(OpenAIConsolidator).consolidate(prepared.request)
     targets = {d.target for d in answer.value.decisions}
     assert FOREIGN_ID in targets
-    validated = consolidate.validate(prepared, answer.value)
+    validated = decisions.validate(prepared, answer.value)
     assert validated.decisions == {} and validated.rejected == 2
 
 

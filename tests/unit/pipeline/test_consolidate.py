@@ -6,14 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.pipeline.consolidate import (
-    BatchCandidate,
-    PreparedRequest,
-    build_request,
-    plan_writes,
-    validate,
-)
+from worker.pipeline.decisions import BatchCandidate, PreparedRequest, build_request, validate
 from worker.pipeline.extract import CandidateFact
+from worker.pipeline.plan import plan_writes
 from worker.providers.wire import ConsolidationAnswer, Decision
 from worker.store.types import (
     ExistingRow,

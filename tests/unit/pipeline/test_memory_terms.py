@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from worker.memory_rules import confidence_for
-from worker.pipeline.consolidate import build_request, hold_reason, plan_writes, validate
+from worker.pipeline.decisions import build_request, validate
 from worker.pipeline.extract import CandidateFact, candidates_from, fact_terms, parse_moment
+from worker.pipeline.plan import hold_reason, plan_writes
 from worker.providers.rules import extract_facts
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
 from worker.providers.wire import (
