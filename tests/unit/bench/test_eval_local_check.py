@@ -4,6 +4,7 @@ memfleet CLI sends when run through bench.eval_local.broken_prompt. No model."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,24 @@ def test_the_broken_cli_sends_the_broken_extraction_prompt_and_only_that_one() -
                           check=True, timeout=60)
     assert done.stdout.split() == ["False", "True", "True"]
     assert BROKEN_EXTRACTION_PROMPT != EXTRACTION_PROMPT
+
+
+def test_a_partial_run_is_reported_beside_baselines_scored_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.eval_local import report
+    from worker.ops.eval_baselines import baseline_scores
+    from worker.ops.eval_report import scores_json
+
+    scenarios = report.scenarios_of(["update-city", "plain-intro"])
+    raw = scores_json(baseline_scores(scenarios)["raw-messages"])
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"partial": True, "systems": {"memfleet": raw}}))
+    assert report.main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "2 scenarios on Qwen2.5-Coder-1.5B-Instruct Q4_K_M; systems that finished: memfleet" \
+        in out
+    header = next(line for line in out.splitlines() if line.startswith("kind"))
+    assert header.split() == ["kind", "memfleet", "empty", "raw-messages", "latest-session"]
+    (tmp_path / "empty.json").write_text("{}")
+    assert report.main([str(tmp_path / "empty.json")]) == 2
+    assert "holds no system's scores" in capsys.readouterr().err
