@@ -202,11 +202,14 @@ async def test_a_burst_worker_waits_a_redis_outage_out_and_still_drains_the_queu
     settings = settings.model_copy(update={"redis_url": aof_redis.url, "redis_retries": 2})
     client = Redis.from_url(aof_redis.url)
     with StubServer(dim=TEST_EMBED_DIM) as stub:
+        # openai_settings empties the stub: the hold is queued after it, or it is lost
+        # and the job may end (and the burst with it) before Redis goes.
+        burst_settings = openai_settings(settings, stub)
         stub.add_fault("hold", sleep_s=120, count=1, path="/v1/chat/completions")
         try:
             await schedule_memory_persistence(client, "s1", "u1", [user_msg("I use Zig.")],
                                               queue_name=settings.queue_name)
-            burst = asyncio.create_task(drain(openai_settings(settings, stub)))
+            burst = asyncio.create_task(drain(burst_settings))
 
             async def in_flight() -> bool:
                 return bool(stub.recorded())
@@ -215,6 +218,7 @@ async def test_a_burst_worker_waits_a_redis_outage_out_and_still_drains_the_queu
             await asyncio.to_thread(aof_redis.kill)
             await asyncio.sleep(min(OUTAGE_S, 8))  # past the two tries of each command
             assert not burst.done(), "the burst waits for Redis"
+            assert not await active_texts(db, "u1"), "the job is still held by the stub"
             await asyncio.to_thread(aof_redis.start)
             stub.release()
             await asyncio.wait_for(burst, 90)
