@@ -2,7 +2,7 @@
 
 A chat request's JSON user message names its ``task``; the answer comes from
 the offline ``rules`` provider (for `memfleet eval --qa`'s question and judgement
-tasks, from its question-answering rules, worker.providers.qa_rules). A content
+tasks, from its question-answering rules, worker.eval.qa_rules). A content
 fault reshapes that answer the way a misbehaving model would.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worker.providers.qa_rules import answer_question, judge_answer
-from worker.providers.qa_wire import AnswerRequest, JudgeRequest
+from worker.eval.qa_rules import answer_question, judge_answer
+from worker.eval.qa_wire import AnswerRequest, JudgeRequest
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
@@ -33,8 +33,8 @@ def answer_for(payload: dict[str, Any]) -> dict[str, Any]:
         return decide(ConsolidationRequest.model_validate(payload)).model_dump(mode="json")
     if task == "session_summary":
         return summarize(SummaryRequest.model_validate(payload)).model_dump(mode="json")
-    # `memfleet eval --qa`'s calls (worker.providers.qa_wire), answered by the offline
-    # rules of worker.providers.qa_rules: a stand-in that picks the fact sharing the most
+    # `memfleet eval --qa`'s calls (worker.eval.qa_wire), answered by the offline
+    # rules of worker.eval.qa_rules: a stand-in that picks the fact sharing the most
     # words with the question, and a judge that compares words.
     if task == "memory_question":
         return answer_question(AnswerRequest.model_validate(payload)).model_dump(mode="json")

@@ -1,7 +1,7 @@
 """An OpenAI-compatible stub of chat completions and embeddings, for tests and demos.
 
 Deterministic: chat answers come from the offline ``rules`` provider (and its
-question-answering rules, worker.providers.qa_rules), chosen by
+question-answering rules, worker.eval.qa_rules), chosen by
 the ``task`` of the JSON user message (docs/llm_wire.md), and embeddings
 from the ``hashing`` embedder. Token usage is counted as
 ceil(characters / 4) per text (tiktoken is not a dependency), which is stable

@@ -1,6 +1,6 @@
 """The suite's generated variants: each kind brought to ``PER_KIND`` scenarios.
 
-    python -m bench.eval_variants          # rewrites worker/ops/eval_scenarios/*.variants.json
+    python -m bench.eval_variants          # rewrites worker/eval/scenarios/*.variants.json
     python -m bench.eval_variants --check  # exit 1 when the committed files differ
 
 A variant is a hand-written scenario with its names and values swapped for others of
@@ -29,18 +29,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from worker.ops.eval_run import plan_steps
-from worker.ops.eval_suite import KINDS, Scenario
+from worker.eval.run import plan_steps
+from worker.eval.suite import KINDS, Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "worker" / "ops" / "eval_scenarios"
+SUITE = ROOT / "worker" / "eval" / "scenarios"
 SEED = 38
 PER_KIND = 10
 MAX_RUNS = 3
 
 # Values of one sort are interchangeable in every scenario that names one. A variant
 # takes only values its source does not name, and none of the retrieval haystack's
-# words (worker/ops/eval_haystack.py: no "Italian", no "piano"), which would hold a gold.
+# words (worker/eval/haystack.py: no "Italian", no "piano"), which would hold a gold.
 POOLS: dict[str, tuple[str, ...]] = {
     "city": ("Bergen", "Oslo", "Tokyo", "Zurich", "Paris", "Lyon", "Barcelona", "Munich",
              "Leeds", "Monaco", "Lima", "Reykjavik", "Halifax", "Toronto", "Bristol",

@@ -1,6 +1,6 @@
 """`python -m tests.prompt_mutation ARGS`: the memfleet CLI with all three of its
 prompts (extraction, consolidation, summary) replaced by one that asks for
-nothing, as issue 38's audit did. What tests/integration/ops/test_eval_stub_claim.py
+nothing, as issue 38's audit did. What tests/integration/eval/test_eval_stub_claim.py
 runs `memfleet eval` through to see whether a suite measures the prompts."""
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from bench.eval_mem0.report import plot_systems
 from bench.mem0_compare.__main__ import mem0_venvs
 from bench.proc import load_1min
 from bench.servers import throwaway_servers
-from worker.ops.eval_baselines import baseline_scores
-from worker.ops.eval_compare import System, comparison
-from worker.ops.eval_report import scores_json
-from worker.ops.eval_suite import load_suite
+from worker.eval.baselines import baseline_scores
+from worker.eval.compare import System, comparison
+from worker.eval.report import scores_json
+from worker.eval.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 6 * 3600.0

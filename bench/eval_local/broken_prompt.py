@@ -3,7 +3,7 @@ prompt broken on purpose, to show that `make eval-local-check` bites (issue 38).
 
 The break is one a hurried edit could make: the extraction prompt asks for the user's
 sentences as they are, so facts come back verbatim, in the first person and several
-claims to a sentence, which the scorer does not take as facts (worker.ops.eval_form).
+claims to a sentence, which the scorer does not take as facts (worker.eval.form).
 The schema, the consolidation and summary prompts and everything else are memfleet's.
 Only ``make eval-local-check-broken`` (``--broken-extraction-prompt``) runs it.
 """

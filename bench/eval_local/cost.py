@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.eval_local.calls import Call
-from worker.ops.eval_run import plan_steps
-from worker.ops.eval_suite import Scenario
+from worker.eval.run import plan_steps
+from worker.eval.suite import Scenario
 
 
 def workload(scenarios: Iterable[Scenario]) -> tuple[int, int]:

@@ -4,7 +4,7 @@ bench.eval_local.merge A.json B.json ... [--plot FILE] [--json FILE]``.
 A whole comparison on this machine takes hours; batches of scenarios (``--scenario``,
 ``--per-kind``) can be run one after another, each a complete run on the same model,
 and merged: every system's scenarios are put together and scored per kind again, with
-the bootstrap intervals over all of them (worker.ops.eval_report.scores_json); the
+the bootstrap intervals over all of them (worker.eval.report.scores_json); the
 costs are summed. Pure: the runs' ``--json`` files only.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 
 from bench.eval_local.cost import Cost
 from bench.eval_local.cost import table as cost_table
-from worker.ops.eval_compare import System, comparison
-from worker.ops.eval_report import scores_json
-from worker.ops.eval_score import Check, ScenarioScore
+from worker.eval.compare import System, comparison
+from worker.eval.report import scores_json
+from worker.eval.score import Check, ScenarioScore
 
-GATED = "nothing it should hold was remembered"  # eval_score's gated absent check
+GATED = "nothing it should hold was remembered"  # worker.eval.score's gated absent check
 
 
 def scenario_scores(document: dict[str, Any]) -> list[ScenarioScore]:

@@ -22,10 +22,10 @@ from bench.eval_local import calls as call_report
 from bench.eval_local import cost, subset
 from bench.eval_local.gguf import MODELS
 from bench.eval_mem0.report import plot_systems
-from worker.ops.eval_baselines import baseline_scores
-from worker.ops.eval_compare import System, comparison
-from worker.ops.eval_report import scores_json
-from worker.ops.eval_suite import Scenario, load_suite
+from worker.eval.baselines import baseline_scores
+from worker.eval.compare import System, comparison
+from worker.eval.report import scores_json
+from worker.eval.suite import Scenario, load_suite
 
 
 def scenarios_of(ids: Sequence[str]) -> list[Scenario]:

@@ -1,7 +1,7 @@
 """Which of the suite's scenarios a run takes, and how many runs (commits) they cost.
 
 The subset is written as scenario files for `memfleet eval --scenarios DIR`, copied
-as they are from the suite memfleet ships (worker/ops/eval_scenarios/), so the run
+as they are from the suite memfleet ships (worker/eval/scenarios/), so the run
 reads them as it reads the suite.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from worker.ops.eval_run import plan_steps
-from worker.ops.eval_suite import load_suite
+from worker.eval.run import plan_steps
+from worker.eval.suite import load_suite
 
-SUITE = Path(__file__).resolve().parents[2] / "worker" / "ops" / "eval_scenarios"
+SUITE = Path(__file__).resolve().parents[2] / "worker" / "eval" / "scenarios"
 # The smoke: five scenarios, four of them across two sessions, so consolidation meets
 # neighbours (an update, a retraction, a paraphrase) and extraction a plain introduction
 # and someone else's fact.
@@ -73,6 +73,6 @@ def write(entries: Sequence[dict[str, Any]], into: Path) -> Path:
 
 
 def runs(folder: Path | None = None) -> tuple[int, int]:
-    """Scenarios and planned commits (``eval_run.plan_steps``) of a folder, or of the suite."""
+    """Scenarios and planned commits (``worker.eval.run.plan_steps``) of a folder or the suite."""
     scenarios = load_suite(folder)
     return len(scenarios), sum(len(plan_steps(s)) for s in scenarios)

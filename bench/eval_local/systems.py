@@ -22,8 +22,8 @@ from bench.eval_mem0.__main__ import Endpoint as Mem0Endpoint
 from bench.eval_mem0.__main__ import run_mem0
 from bench.mem0_compare.__main__ import create_database
 from bench.servers import Servers
-from worker.ops.eval_compare import System
-from worker.ops.eval_suite import Scenario
+from worker.eval.compare import System
+from worker.eval.suite import Scenario
 from worker.providers.local_embed import MODEL as EMBED_MODEL
 from worker.providers.local_embed import WIDTH as EMBED_DIM
 from worker.store.migrate import migrate

@@ -12,7 +12,7 @@ database per system.
   (``driver.py`` under its python): one ``Memory.add`` per memfleet commit, with
   the same new messages, the scenario's user and the session's agent; its end
   state (``add``'s answers replayed, reconciled with its table: mem0_state) is
-  scored by the suite's own scorer (worker.ops.eval_score).
+  scored by the suite's own scorer (worker.eval.score).
 
 Printed: each system's `memfleet eval` table, then one table with a column per
 system; a plot (docs/eval_mem0.png). Never in `make test` (it pip-installs mem0).

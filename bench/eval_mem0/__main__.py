@@ -25,10 +25,10 @@ from bench.eval_mem0.report import System, comparison, plot_systems
 from bench.mem0_compare.__main__ import create_database, mem0_venvs
 from bench.mem0_compare.report import OLD_MEM0
 from bench.servers import Servers, throwaway_servers
-from worker.ops.eval_baselines import baseline_scores
-from worker.ops.eval_report import RunInfo, report_json, scores_json, table
-from worker.ops.eval_score import score_scenario
-from worker.ops.eval_suite import Scenario, load_suite
+from worker.eval.baselines import baseline_scores
+from worker.eval.report import RunInfo, report_json, scores_json, table
+from worker.eval.score import score_scenario
+from worker.eval.suite import Scenario, load_suite
 from worker.store.migrate import migrate
 
 ROOT = Path(__file__).resolve().parents[2]

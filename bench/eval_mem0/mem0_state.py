@@ -1,7 +1,7 @@
 """mem0's side of the eval comparison, pure: the calls a scenario makes, the facts it left.
 
 The calls. memfleet's suite commits a session's new messages once per step
-(worker.ops.eval_run.plan_steps: after a session, or after each user turn of a
+(worker.eval.run.plan_steps: after a session, or after each user turn of a
 ``commit_each_turn`` session). mem0's equivalent of a commit is one ``Memory.add``
 of the same new messages, under the scenario's user and the session's agent. So
 both systems are given the same slices, in the same order.
@@ -10,7 +10,7 @@ The facts. mem0 keeps one row per memory and changes it in place; its ``add``
 answers with what it did to each (``{"id", "memory", "event", "previous_memory"}``,
 event ADD, UPDATE or DELETE). Replaying those answers in order gives every version
 of every memory, at the moment of the add that made it, in the FactRecord shape
-the suite's scorer reads (worker.ops.eval_score): an UPDATE ends the old version
+the suite's scorer reads (worker.eval.score): an UPDATE ends the old version
 and points it at the new one (a chain), a DELETE ends it with no successor. The
 rows left in mem0's table are the end state's truth: a version the replay thinks
 active but whose row is gone is ended at the scenario's end, and a row the replay
@@ -19,7 +19,7 @@ never saw is added as active.
 Scored from what mem0 stores, not memfleet's columns: mem0 records no validity dates
 and no expiry, so ``valid_from`` is left empty and the scorer reads a start date from
 the memory's text when it names one ("since 2019", "on 17 March 2026"), else takes the
-moment it was learned (worker.ops.eval_score.text_dates); scope is mem0's own
+moment it was learned (worker.eval.score.text_dates); scope is mem0's own
 ``agent_id``: a memory added with one is read by that agent's search only (a
 relationship fact), one added without is every agent's (the profile).
 """
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from worker.ops.eval_run import plan_steps
-from worker.ops.eval_suite import Scenario
+from worker.eval.run import plan_steps
+from worker.eval.suite import Scenario
 from worker.store.types import FactRecord
 
 

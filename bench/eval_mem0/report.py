@@ -1,9 +1,9 @@
 """The eval comparison's report: one column per system, one row per kind; and its plot.
 
-Every system's figures are `memfleet eval`'s JSON (worker.ops.eval_report.report_json),
+Every system's figures are `memfleet eval`'s JSON (worker.eval.report.report_json),
 memfleet's from the command itself, mem0's from the same scorer over mem0's end state,
-the baselines' from the scenarios (worker.ops.eval_baselines). The table is
-worker.ops.eval_compare's, with the bootstrap 95% intervals; the plot draws them as
+the baselines' from the scenarios (worker.eval.baselines). The table is
+worker.eval.compare's, with the bootstrap 95% intervals; the plot draws them as
 error bars.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.plot import plot_available
-from worker.ops.eval_compare import System, comparison, kinds_of
+from worker.eval.compare import System, comparison, kinds_of
 
 __all__ = ["System", "comparison", "plot_systems"]
 

@@ -12,8 +12,8 @@ from worker.cli.common import Commands, resolve
 from worker.config import Settings
 from worker.errors import MemfleetError
 
-# worker.ops.eval_suite.KINDS' names (a test holds them equal): building the parser
-# imports nothing of worker.ops.
+# worker.eval.suite.KINDS' names (a test holds them equal): building the parser
+# imports nothing of worker.eval.
 KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
          "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
          "two_agents", "non_english", "injection")
@@ -96,14 +96,14 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
-    from worker.ops.eval_baselines import baseline_scores
-    from worker.ops.eval_compare import System, comparison
-    from worker.ops.eval_qa import QaChoice, qa_names
-    from worker.ops.eval_qa_report import QaInfo, qa_json, qa_table
-    from worker.ops.eval_report import RunInfo, plot, report_json, scores_json, table
-    from worker.ops.eval_run import run_suite
-    from worker.ops.eval_score import by_kind
-    from worker.ops.eval_suite import load_suite
+    from worker.eval.baselines import baseline_scores
+    from worker.eval.compare import System, comparison
+    from worker.eval.qa import QaChoice, qa_names
+    from worker.eval.qa_report import QaInfo, qa_json, qa_table
+    from worker.eval.report import RunInfo, plot, report_json, scores_json, table
+    from worker.eval.run import run_suite
+    from worker.eval.score import by_kind
+    from worker.eval.suite import load_suite
     from worker.ops.preflight import check_servers
     from worker.providers.factory import embedding_model
     from worker.telemetry import configure_logging
@@ -111,7 +111,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     _check(args)
     counts = None
     if args.longmemeval is not None:
-        from worker.ops.eval_longmemeval import load_longmemeval
+        from worker.eval.longmemeval import load_longmemeval
 
         loaded = load_longmemeval(args.longmemeval, limit=args.longmemeval_limit,
                                   others=args.longmemeval_others)

@@ -13,7 +13,7 @@ import pytest
 
 import bench.eval_local.__main__ as eval_local
 from bench.eval_local.broken_prompt import BROKEN_EXTRACTION_PROMPT
-from worker.ops.eval_compare import System
+from worker.eval.compare import System
 from worker.providers.prompts import EXTRACTION_PROMPT
 
 
@@ -66,8 +66,8 @@ def test_the_broken_cli_sends_the_broken_extraction_prompt_and_only_that_one() -
 def test_a_partial_run_is_reported_beside_baselines_scored_again(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from bench.eval_local import report
-    from worker.ops.eval_baselines import baseline_scores
-    from worker.ops.eval_report import scores_json
+    from worker.eval.baselines import baseline_scores
+    from worker.eval.report import scores_json
 
     scenarios = report.scenarios_of(["update-city", "plain-intro"])
     raw = scores_json(baseline_scores(scenarios)["raw-messages"])

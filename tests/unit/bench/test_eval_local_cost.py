@@ -12,10 +12,10 @@ from bench.eval_local.calls import judge_all
 from bench.eval_local.estimate import before_run
 from bench.eval_local.serve import split_system
 from bench.eval_local.systems import system_url
-from worker.ops.eval_baselines import baseline_scores
-from worker.ops.eval_compare import System, comparison
-from worker.ops.eval_report import scores_json
-from worker.ops.eval_suite import load_suite
+from worker.eval.baselines import baseline_scores
+from worker.eval.compare import System, comparison
+from worker.eval.report import scores_json
+from worker.eval.suite import load_suite
 
 
 def _chat(system: str, prompt: int, cached: int, answer: int, seconds: float,

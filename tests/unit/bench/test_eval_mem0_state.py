@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bench.eval_mem0.mem0_state import Mem0Add, Mem0Row, mem0_adds, mem0_facts
-from worker.ops.eval_score import score_scenario
-from worker.ops.eval_suite import Scenario
+from worker.eval.score import score_scenario
+from worker.eval.suite import Scenario
 
 AT = datetime(2026, 3, 2, 9, tzinfo=UTC)
 

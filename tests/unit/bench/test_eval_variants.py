@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bench.eval_variants import hand_written, render, values_in, variant
-from worker.ops.eval_suite import Scenario
+from worker.eval.suite import Scenario
 
 
 def test_the_committed_variants_are_the_generators_output() -> None:

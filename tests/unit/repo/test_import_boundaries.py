@@ -158,9 +158,13 @@ FORBIDDEN = {
                                       "worker.store", "worker.providers"},
     "worker.fleet": {"worker.cli"},
     "worker.ops": {"worker.cli"},
+    # Evaluation drives the whole product (a worker, the pipeline, the store, the erase),
+    # as an operator would; the CLI's `memfleet eval` imports it, not the other way.
+    "worker.eval": {"worker.cli"},
 }
-PACKAGES = ("worker.cli", "worker.client", "worker.embedded", "worker.fleet", "worker.ops",
-            "worker.pipeline", "worker.protocol", "worker.providers", "worker.store")
+PACKAGES = ("worker.cli", "worker.client", "worker.embedded", "worker.eval", "worker.fleet",
+            "worker.ops", "worker.pipeline", "worker.protocol", "worker.providers",
+            "worker.store")
 # The top-level modules are the floor every package stands on; worker.read is the one
 # top-level entry of an audience (chat servers reading memory back).
 TOP_LEVEL_EXCEPTIONS = {"worker.read"}

@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 from bench.text_cpu import timing_the_loop
 from worker import log_redaction, memory_rules, read
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
-from worker.ops import eval_form, eval_longmemeval, eval_qa_score, eval_score, eval_suite
+from worker.eval import form, longmemeval, qa_rules, qa_score, qa_wire, score, suite
 from worker.pipeline import extract
-from worker.providers import hashing, llm_json, qa_rules, qa_wire, rules, rules_patterns, rules_time
+from worker.providers import hashing, llm_json, rules, rules_patterns, rules_time
 from worker.providers.openai_chat import parse_completion
 from worker.providers.openai_embed import parse_embeddings
 from worker.providers.wire import (
@@ -62,12 +62,12 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/providers/rules_patterns.py", "worker/providers/rules_time.py",
     "worker/pipeline/extract.py", "worker/store/imports.py", "worker/store/memory.py",
     "worker/log_redaction.py",  # every log line, whatever an exception quoted
-    "worker/ops/eval_suite.py",  # `memfleet eval`'s gold words over a model's fact texts
-    "worker/ops/eval_longmemeval.py",  # a LongMemEval file's answers and dates
-    "worker/ops/eval_qa_score.py",  # `memfleet eval --qa`: a model's answer, its dates
-    "worker/providers/qa_rules.py",  # the offline answers: a block of fact texts, a question
-    "worker/ops/eval_form.py",  # `memfleet eval`: is a model's fact text one claim?
-    "worker/ops/eval_score.py",  # `memfleet eval`: the dates a model's fact text names
+    "worker/eval/suite.py",  # `memfleet eval`'s gold words over a model's fact texts
+    "worker/eval/longmemeval.py",  # a LongMemEval file's answers and dates
+    "worker/eval/qa_score.py",  # `memfleet eval --qa`: a model's answer, its dates
+    "worker/eval/qa_rules.py",  # the offline answers: a block of fact texts, a question
+    "worker/eval/form.py",  # `memfleet eval`: is a model's fact text one claim?
+    "worker/eval/score.py",  # `memfleet eval`: the dates a model's fact text names
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log,
     # an operator's webhook URL and event id
@@ -184,20 +184,20 @@ def _every_parse(text: str) -> None:
     hashing.hash_embed(text, 64)
     read.words_query(text)
     # `memfleet eval`'s gold words (literal alternatives) over a model's fact text.
-    eval_suite.Absent(words=("Lisbon|Lisboa", "allerg*"), unless=("moved",)).false_in(text)
-    eval_form.fault(text)
-    eval_form.well_formed(text)
-    eval_score.text_dates(text)
-    eval_longmemeval.distinctive_words(text)
+    suite.Absent(words=("Lisbon|Lisboa", "allerg*"), unless=("moved",)).false_in(text)
+    form.fault(text)
+    form.well_formed(text)
+    score.text_dates(text)
+    longmemeval.distinctive_words(text)
     for date_text in (text, "2023/05/20 (Sat)" + text):
         with contextlib.suppress(ValueError):  # not a date: the loader names the field
-            eval_longmemeval.parse_date(date_text)
+            longmemeval.parse_date(date_text)
     # `memfleet eval --qa`: a model's answer scored, a block of fact texts answered from.
-    asked = eval_suite.Question(ask="When did the user move to Cork?", answer="2054-03-17",
-                                match="date", wrong=("Porto",), fact={"words": ["Cork"]})
-    eval_qa_score.exact_match(asked, text)
-    eval_qa_score.exact_match(asked.model_copy(update={"match": "words"}), text)
-    eval_qa_score.dates_in("17 " + text + " March 2054 " + text)
+    asked = suite.Question(ask="When did the user move to Cork?", answer="2054-03-17",
+                           match="date", wrong=("Porto",), fact={"words": ["Cork"]})
+    qa_score.exact_match(asked, text)
+    qa_score.exact_match(asked.model_copy(update={"match": "words"}), text)
+    qa_score.dates_in("17 " + text + " March 2054 " + text)
     block = "\n".join("- [fact] " + line + " (2054-03-18)" for line in text.splitlines())
     qa_rules.answer_question(qa_wire.AnswerRequest(question=text[:2000], known_facts=block))
     qa_rules.answer_question(qa_wire.AnswerRequest(question="When " + text[:200],

@@ -2,12 +2,12 @@
 
 Each baseline turns a scenario's conversation into the rows a memory would hold
 (every version, as the store lists them: worker.store.types.FactRecord), and the
-suite's scorer (worker.ops.eval_score) reads them as it reads memfleet's. They keep
+suite's scorer (worker.eval.score) reads them as it reads memfleet's. They keep
 the score honest: a suite a raw dump passes measures nothing.
 
 - ``empty``: nothing is ever stored.
 - ``raw-messages``: every user message is stored as it was said, a fact of the
-  profile, learned at its hand-over (worker.ops.eval_run.plan_steps' moments); when
+  profile, learned at its hand-over (worker.eval.run.plan_steps' moments); when
   a new session starts, every fact of the session before is superseded by the new
   session's first message (so "each session supersedes the previous one": the
   old city is no longer active once a later session says anything).
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from worker.ops.eval_run import TURN_GAP
-from worker.ops.eval_score import ScenarioScore, score_scenario
-from worker.ops.eval_suite import Scenario, Session
+from worker.eval.run import TURN_GAP
+from worker.eval.score import ScenarioScore, score_scenario
+from worker.eval.suite import Scenario, Session
 from worker.store.types import FactRecord
 
 Baseline = Callable[[Scenario, str], list[FactRecord]]
@@ -37,7 +37,7 @@ def _fact(fact_id: int, user_id: str, text: str, at: datetime, session: Session,
 
 
 def _said(session: Session) -> list[tuple[str, datetime]]:
-    """The session's user messages, each at its hand-over moment (eval_run's rhythm)."""
+    """The session's user messages, each at its hand-over moment (worker.eval.run's rhythm)."""
     said = [t.content for t in session.turns if t.role == "user"]
     return [(text, session.at + n * TURN_GAP) for n, text in enumerate(said)]
 

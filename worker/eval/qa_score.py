@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from worker.ops.eval_suite import KINDS, Question
+from worker.eval.suite import KINDS, Question
 
 _WORD = re.compile(r"\w+")
 _MONTHS = {name: number for number, names in enumerate((
@@ -72,7 +72,7 @@ def dates_in(text: str) -> set[DateParts]:
 
 
 def gold_date(text: str) -> DateParts:
-    """A gold date, YYYY, YYYY-MM or YYYY-MM-DD (eval_suite checked its shape)."""
+    """A gold date, YYYY, YYYY-MM or YYYY-MM-DD (worker.eval.suite checked its shape)."""
     parts = [int(p) for p in text.split("-")]
     return parts[0], parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None
 

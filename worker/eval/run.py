@@ -31,12 +31,12 @@ from redis.asyncio import Redis
 
 from worker.config import Settings, secret
 from worker.conversation import Handover
+from worker.eval.qa import QaChoice, ask_questions
+from worker.eval.qa_score import QuestionScore
+from worker.eval.score import ScenarioScore, active_at, score_scenario
+from worker.eval.suite import Scenario, cycles_after, shifted
 from worker.fleet.app import worker_options
 from worker.memory_rules import Limits
-from worker.ops.eval_qa import QaChoice, ask_questions
-from worker.ops.eval_qa_score import QuestionScore
-from worker.ops.eval_score import ScenarioScore, active_at, score_scenario
-from worker.ops.eval_suite import Scenario, cycles_after, shifted
 from worker.ops.privacy import erase_user
 from worker.protocol import keys, queue
 from worker.protocol.arq_worker import Worker
@@ -95,7 +95,7 @@ def plan_steps(scenario: Scenario) -> list[Step]:
 class SuiteRun:
     scores: list[ScenarioScore]
     outcomes: dict[str, int]  # the runs' outcomes (memory_run), over every scenario
-    shift_years: int  # how far the scenario clock was moved (eval_suite)
+    shift_years: int  # how far the scenario clock was moved (worker.eval.suite)
     answers: list[QuestionScore] = dataclasses.field(default_factory=list)  # --qa, --retrieval
 
 
@@ -180,7 +180,7 @@ async def run_suite(
     questions: QaChoice | None = None,
 ) -> SuiteRun:
     """Run the scenarios and score their end states, and ask their questions when
-    ``questions`` says so (eval_qa); every trace of the run is erased at the end,
+    ``questions`` says so (worker.eval.qa); every trace of the run is erased at the end,
     however it ends."""
     run = secrets.token_hex(4)
     settings = settings.model_copy(update={"queue_name": keys.eval_queue(run),

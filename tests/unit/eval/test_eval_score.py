@@ -12,9 +12,9 @@ import pytest
 
 from worker.cli.evaluation import KINDS as CLI_KINDS
 from worker.errors import MemfleetError
-from worker.ops.eval_report import RunInfo, report_json, table
-from worker.ops.eval_run import AddOnlyConsolidator, plan_steps
-from worker.ops.eval_score import (
+from worker.eval.report import RunInfo, report_json, table
+from worker.eval.run import AddOnlyConsolidator, plan_steps
+from worker.eval.score import (
     active_at,
     by_kind,
     check_absent,
@@ -24,7 +24,7 @@ from worker.ops.eval_score import (
     read_views,
     score_scenario,
 )
-from worker.ops.eval_suite import (
+from worker.eval.suite import (
     KINDS,
     Absent,
     Active,

@@ -3,10 +3,10 @@
 Pure: the facts in (every version, superseded ones too, as the store lists them), the
 checks out. A fact is active at the end when it was learned by then, is not superseded
 by then and has not expired by then (``active_at``): the end state is read at the
-scenario's own end moment, not the real clock's (worker.ops.eval_suite, the clock).
+scenario's own end moment, not the real clock's (worker.eval.suite, the clock).
 
 The rules a raw dump cannot pass (docs/eval.md, "What counts"): a positive check
-(active, chain, ended) is met only by well-formed facts (worker.ops.eval_form: one
+(active, chain, ended) is met only by well-formed facts (worker.eval.form: one
 short claim, in the third person); a gold fact held twice fails its assertion; an
 ``absent`` check reads what the read path returns (``read``: per reader, the facts a
 chat server would be given) and holds only in a scenario where something it should
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from worker.ops.eval_bootstrap import intervals
-from worker.ops.eval_form import fault, well_formed
-from worker.ops.eval_suite import KINDS, Absent, Active, Chain, Scenario, Words
+from worker.eval.bootstrap import intervals
+from worker.eval.form import fault, well_formed
+from worker.eval.suite import KINDS, Absent, Active, Chain, Scenario, Words
 from worker.store.types import FactRecord
 
 # What the read path returns at the scenario's end, per reader: None (no agent) and
@@ -51,7 +51,7 @@ class ScenarioScore:
     kind: str
     checks: tuple[Check, ...]
     duplicates: int  # gold facts matched by two or more active facts
-    malformed: int = 0  # active facts that are not well-formed facts (eval_form)
+    malformed: int = 0  # active facts that are not well-formed facts (worker.eval.form)
 
     @property
     def held(self) -> int:
@@ -82,7 +82,7 @@ class KindScore:
     chains_held: int = 0
     malformed: int = 0
     failed: list[tuple[str, Check]] = field(default_factory=list)
-    # The bootstrap 95% interval of the accuracy (worker.ops.eval_bootstrap), set by
+    # The bootstrap 95% interval of the accuracy (worker.eval.bootstrap), set by
     # by_kind; None for a single scenario's sum.
     interval: tuple[float, float] | None = None
 
@@ -165,7 +165,7 @@ def _starts(fact: FactRecord) -> list[str]:
 
 def check_active(gold: Active, active: Sequence[FactRecord]) -> tuple[Check, bool]:
     """The check, and whether the gold fact is duplicated (two active facts match it).
-    Only a well-formed fact (eval_form) holds it; held twice, it fails."""
+    Only a well-formed fact (worker.eval.form) holds it; held twice, it fails."""
     where = f" (agent {gold.agent})" if gold.agent else f" ({gold.scope})" if gold.scope else ""
     dated = f" from {gold.valid_from}" if gold.valid_from else ""
     said = f"active: {gold.said()}{where}{dated}"
@@ -272,7 +272,7 @@ def score_scenario(scenario: Scenario, facts: Sequence[FactRecord],
 
 def by_kind(scores: Iterable[ScenarioScore]) -> tuple[list[KindScore], KindScore]:
     """Per kind, in KINDS' order (kinds without scenarios left out), and the totals,
-    each with its bootstrap 95% interval (eval_bootstrap)."""
+    each with its bootstrap 95% interval (worker.eval.bootstrap)."""
     kinds = {kind: KindScore(kind) for kind in KINDS}
     total = KindScore("total")
     samples: dict[str, list[tuple[int, int]]] = {}

@@ -7,16 +7,16 @@ known-facts block of the scenario's user, with the question as the query and
 MEMFLEET_READ_TOP_K as top-k (all active facts while the user has no more; else the
 top-k by the hybrid search), the agent's relationship facts when the question names
 one. The block is worker.read.format_block's, byte for byte. One difference: the
-store reads by the real clock and the scenario clock lies ahead of it (eval_suite),
+store reads by the real clock and the scenario clock lies ahead of it (worker.eval.suite),
 so a fact that had expired by the scenario's end is still active for the store; it
 is dropped from what the read returned, as the store itself would drop it at that
 moment.
 
 ``--qa``: the answer model (MEMFLEET_EVAL_ANSWER_MODEL, else the extraction model;
 the rules with the rules provider) answers from the block; the answer is scored by
-exact match (eval_qa_score) and, with MEMFLEET_EVAL_JUDGE_MODEL, by the judge model.
+exact match (worker.eval.qa_score) and, with MEMFLEET_EVAL_JUDGE_MODEL, by the judge model.
 ``--retrieval``: after the answers, the user's facts get the haystack's distractors
-(eval_haystack), and the search for the question (worker.read.search_facts, the
+(worker.eval.haystack), and the search for the question (worker.read.search_facts, the
 memory API's search) ranks them; the gold fact's rank is kept, in the fused list the
 read uses and in the list by meaning alone.
 """
@@ -30,13 +30,13 @@ from datetime import datetime
 
 from worker.config import Settings
 from worker.errors import ConfigurationError
-from worker.ops.eval_haystack import add_distractors
-from worker.ops.eval_qa_score import QuestionScore, exact_match
-from worker.ops.eval_suite import Question, Scenario
+from worker.eval.haystack import add_distractors
+from worker.eval.qa_openai import answer_model, build_qa
+from worker.eval.qa_score import QuestionScore, exact_match
+from worker.eval.qa_wire import Answerer, AnswerRequest, Judge, JudgeRequest
+from worker.eval.suite import Question, Scenario
 from worker.providers.base import Embedder
 from worker.providers.factory import build_embedder, embedding_model
-from worker.providers.qa_openai import answer_model, build_qa
-from worker.providers.qa_wire import Answerer, AnswerRequest, Judge, JudgeRequest
 from worker.providers.rules import MODEL as RULES_MODEL
 from worker.read import MemoryReader, format_block
 from worker.store.postgres import PostgresStore
@@ -123,7 +123,7 @@ async def ask_questions(
 ) -> list[QuestionScore]:
     """Every question of the scenarios, asked of its scenario's user (``users``: id to
     user) at the scenario's end: answered first, then (``--retrieval``) ranked with the
-    haystack's distractors added (eval_haystack). The models and the embedder are
+    haystack's distractors added (worker.eval.haystack). The models and the embedder are
     closed at the end; the distractors go with the run's erase."""
     asked = [(s, q) for s in scenarios for q in s.questions]
     if not asked:

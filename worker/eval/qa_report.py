@@ -1,6 +1,6 @@
 """`memfleet eval --qa` and `--retrieval`'s report: the table per kind and the JSON.
 
-Pure: the questions' scores (worker.ops.eval_qa_score) and what they were measured
+Pure: the questions' scores (worker.eval.qa_score) and what they were measured
 with in, text and dicts out.
 """
 
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.ops.eval_qa import RETRIEVAL_K
-from worker.ops.eval_qa_score import QaKindScore, QuestionScore, qa_by_kind
-from worker.providers.qa_wire import QA_PROMPT_VERSION
+from worker.eval.qa import RETRIEVAL_K
+from worker.eval.qa_score import QaKindScore, QuestionScore, qa_by_kind
+from worker.eval.qa_wire import QA_PROMPT_VERSION
 
 
 @dataclass(frozen=True, slots=True)

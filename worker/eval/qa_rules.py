@@ -23,8 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from worker.providers.base import Answer, Usage
-from worker.providers.qa_wire import (
+from worker.eval.qa_wire import (
     MAX_ANSWER_CHARS,
     UNKNOWN,
     AnswerRequest,
@@ -32,6 +31,7 @@ from worker.providers.qa_wire import (
     JudgeVerdict,
     QuestionAnswer,
 )
+from worker.providers.base import Answer, Usage
 from worker.providers.rules import MODEL as RULES_MODEL
 
 _WORD = re.compile(r"\w+")

@@ -1,8 +1,8 @@
 """Systems side by side: one column per system, one row per kind, with intervals.
 
-Every system's figures are `memfleet eval`'s JSON shape (worker.ops.eval_report:
+Every system's figures are `memfleet eval`'s JSON shape (worker.eval.report:
 ``kinds`` and ``total``): memfleet's from a run, the baselines' from the scenario
-itself (worker.ops.eval_baselines), mem0's from bench.eval_mem0.
+itself (worker.eval.baselines), mem0's from bench.eval_mem0.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from worker.ops.eval_haystack import DISTRACTORS
-from worker.ops.eval_qa_report import QaInfo, qa_json, qa_table
-from worker.ops.eval_qa_score import QuestionScore, dates_in, exact_match, qa_by_kind, says
-from worker.ops.eval_suite import KINDS, Question, Scenario, load_suite, shifted
-from worker.providers.qa_rules import answer_question, judge_answer, stem
-from worker.providers.qa_wire import UNKNOWN, AnswerRequest, JudgeRequest
+from worker.eval.haystack import DISTRACTORS
+from worker.eval.qa_report import QaInfo, qa_json, qa_table
+from worker.eval.qa_rules import answer_question, judge_answer, stem
+from worker.eval.qa_score import QuestionScore, dates_in, exact_match, qa_by_kind, says
+from worker.eval.qa_wire import UNKNOWN, AnswerRequest, JudgeRequest
+from worker.eval.suite import KINDS, Question, Scenario, load_suite, shifted
 from worker.read import format_block
 
 
@@ -131,7 +131,7 @@ def test_the_suite_asks_questions_of_most_kinds_and_moves_their_years() -> None:
 def block(*texts: str) -> str:
     from datetime import UTC, datetime
 
-    from tests.unit.ops.test_eval_score import fact
+    from tests.unit.eval.test_eval_score import fact
 
     at = datetime(2054, 3, 18, 10, tzinfo=UTC)
     return format_block([fact(i, t, at=at) for i, t in enumerate(texts, 1)])
@@ -160,7 +160,7 @@ def test_the_rules_answer_from_the_fact_sharing_most_words(ask: str, facts: tupl
 def test_a_time_question_gets_the_day_a_fact_became_true_when_the_block_says() -> None:
     from datetime import UTC, datetime
 
-    from tests.unit.ops.test_eval_score import fact
+    from tests.unit.eval.test_eval_score import fact
 
     moved = fact(1, "Lives in Cork", at=datetime(2054, 3, 18, 10, tzinfo=UTC),
                  valid_from=datetime(2054, 3, 17, tzinfo=UTC))

@@ -1,5 +1,5 @@
-"""The rules a raw dump cannot pass (worker.ops.eval_form, eval_score), the baselines
-(eval_baselines) and the bootstrap intervals (eval_bootstrap), on fixed samples."""
+"""The rules a raw dump cannot pass (worker.eval.form, worker.eval.score), the baselines
+(worker.eval.baselines) and the bootstrap intervals (worker.eval.bootstrap), on fixed samples."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from worker.ops.eval_baselines import BASELINES, baseline_scores, latest_session, raw_messages
-from worker.ops.eval_bootstrap import intervals
-from worker.ops.eval_form import MAX_WORDS, fault, well_formed
-from worker.ops.eval_score import by_kind, score_scenario, text_dates
-from worker.ops.eval_suite import KINDS, Scenario, load_suite
+from worker.eval.baselines import BASELINES, baseline_scores, latest_session, raw_messages
+from worker.eval.bootstrap import intervals
+from worker.eval.form import MAX_WORDS, fault, well_formed
+from worker.eval.score import by_kind, score_scenario, text_dates
+from worker.eval.suite import KINDS, Scenario, load_suite
 from worker.store.types import FactRecord
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)

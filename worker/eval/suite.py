@@ -5,7 +5,7 @@ assertions on the memory it must leave behind, checked without a judge model: fa
 that must be active (found by distinctive words), facts that must not be, chains
 (an old fact superseded by a new one), facts learned and then ended, each with an
 optional scope, agent and valid-from date. The suite shipped with memfleet lives in
-``worker/ops/eval_scenarios/`` (package data: an installed `memfleet eval` has it);
+``worker/eval/scenarios/`` (package data: an installed `memfleet eval` has it);
 `--scenarios DIR` reads another folder of the same JSON files (docs/eval.md).
 
 The scenario clock. Scenarios are written at fixed dates (readable, and what their
@@ -58,14 +58,14 @@ KINDS: dict[str, str] = {
     "injection": "instructions inside messages are not obeyed as memory commands",
 }
 
-# Kinds of scenarios made from LongMemEval's items (worker.ops.eval_longmemeval), named
+# Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
 # as its question types; not in the shipped suite, so not among --kind's choices.
 LONGMEMEVAL_KINDS: dict[str, str] = {
     "knowledge-update": "LongMemEval: the final value of something the user updated",
     "temporal-reasoning": "LongMemEval: what a question about time needs remembered",
 }
 
-SUITE_PACKAGE = "worker.ops.eval_scenarios"
+SUITE_PACKAGE = "worker.eval.scenarios"
 CYCLE_YEARS = 28  # the Gregorian calendar repeats every 28 years within 1901-2099
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
 _DATE = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2})?)?$")

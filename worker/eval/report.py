@@ -1,6 +1,6 @@
 """`memfleet eval`'s report: the table on stdout, the JSON for CI, the plot.
 
-Pure but for the plot's file: scores (worker.ops.eval_score) and what was run in,
+Pure but for the plot's file: scores (worker.eval.score) and what was run in,
 text and dicts out.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from worker.config import Settings
 from worker.errors import MemfleetError
-from worker.ops.eval_score import KindScore, ScenarioScore, by_kind
+from worker.eval.score import KindScore, ScenarioScore, by_kind
 from worker.providers.factory import embedding_model
 from worker.providers.prompts import PROMPT_VERSION
 from worker.providers.rules import MODEL as RULES_MODEL
@@ -27,7 +27,7 @@ class RunInfo:
     consolidation: str
     embeddings: str
     prompt_version: str
-    control: str | None = None  # "add-only": consolidation turned into ADD (eval_run)
+    control: str | None = None  # "add-only": consolidation turned into ADD (worker.eval.run)
 
     @classmethod
     def of(cls, settings: Settings, control: str | None = None) -> RunInfo:
@@ -74,7 +74,7 @@ def _row(k: KindScore) -> tuple[str, ...]:
 def table(scores: Sequence[ScenarioScore], info: RunInfo, outcomes: dict[str, int],
           *, shift_years: int = 0, details: bool = True) -> str:
     """The table per kind and the totals; ``details``: every assertion that did not hold
-    (its dates on the moved scenario clock, ``shift_years`` ahead: worker.ops.eval_suite)."""
+    (its dates on the moved scenario clock, ``shift_years`` ahead: worker.eval.suite)."""
     kinds, total = by_kind(scores)
     rows = [HEADER, *(_row(k) for k in kinds), _row(total)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]

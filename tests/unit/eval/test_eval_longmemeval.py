@@ -1,4 +1,4 @@
-"""LongMemEval's items as eval scenarios (worker.ops.eval_longmemeval): pure conversion."""
+"""LongMemEval's items as eval scenarios (worker.eval.longmemeval): pure conversion."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from worker.errors import MemfleetError
-from worker.ops.eval_longmemeval import convert, distinctive_words, load_longmemeval, parse_date
-from worker.ops.eval_run import plan_steps
+from worker.eval.longmemeval import convert, distinctive_words, load_longmemeval, parse_date
+from worker.eval.run import plan_steps
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "longmemeval_small.json"
 

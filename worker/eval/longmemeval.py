@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import MemfleetError
-from worker.ops.eval_suite import LONGMEMEVAL_KINDS as TYPES
-from worker.ops.eval_suite import Active, Expect, Question, Scenario, Session, Turn, Words
+from worker.eval.suite import LONGMEMEVAL_KINDS as TYPES
+from worker.eval.suite import Active, Expect, Question, Scenario, Session, Turn, Words
 
 FIELDS: dict[str, type] = {
     "question_id": str, "question_type": str, "question": str, "answer": object,

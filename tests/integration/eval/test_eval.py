@@ -38,7 +38,7 @@ RULES = {
 }
 RULES_TOTAL = (283, 386)
 # Questions answered right / asked per kind by the offline answer rules (the stub's
-# memory_question task; worker/providers/qa_rules.py), measured. Its misses: the facts
+# memory_question task; worker/eval/qa_rules.py), measured. Its misses: the facts
 # the rules never learned (non_english, short_replies, "moved back to", "since 2019"),
 # and two nicknames held at once. "Yesterday" and "last month" are answered since the
 # block says when a fact became true ("since ..."; 1 of 4 before).

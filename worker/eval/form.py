@@ -3,7 +3,7 @@
 A memory that stores what was said verbatim ("Big news: I moved to Madrid and I
 started at Acme.") holds the words every gold assertion looks for; counting such a
 row as a remembered fact would make a raw dump score like a memory. So a row
-satisfies a positive check (``active``, ``chains``, ``ended``: worker.ops.eval_score)
+satisfies a positive check (``active``, ``chains``, ``ended``: worker.eval.score)
 only when it is **well-formed**, that is, all of:
 
 - **short**: at most ``MAX_WORDS`` words (a word: a run of letters or digits);

@@ -6,11 +6,8 @@ that picks them, or the offline rules, from the settings."""
 from __future__ import annotations
 
 from worker.config import Settings
-from worker.providers.base import Answer
-from worker.providers.factory import _chat_options
-from worker.providers.openai_chat import _OpenAIChat, _Pass
-from worker.providers.qa_rules import RulesAnswerer, RulesJudge
-from worker.providers.qa_wire import (
+from worker.eval.qa_rules import RulesAnswerer, RulesJudge
+from worker.eval.qa_wire import (
     ANSWER_PROMPT,
     JUDGE_PROMPT,
     Answerer,
@@ -20,6 +17,9 @@ from worker.providers.qa_wire import (
     JudgeVerdict,
     QuestionAnswer,
 )
+from worker.providers.base import Answer
+from worker.providers.factory import _chat_options
+from worker.providers.openai_chat import _OpenAIChat, _Pass
 
 _ANSWER = _Pass("memory_question", ANSWER_PROMPT, QuestionAnswer)
 _JUDGE = _Pass("answer_judgement", JUDGE_PROMPT, JudgeVerdict)

@@ -1,1 +1,0 @@
-"""memfleet eval's scenario suite: one JSON file per kind (worker.ops.eval_suite reads them)."""
