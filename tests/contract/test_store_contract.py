@@ -25,7 +25,6 @@ from worker.errors import (
     UserVersionConflict,
 )
 from worker.store.base import MemoryStore, PipelineStore
-from worker.store.memory import InMemoryStore
 from worker.store.pool import create_pool
 from worker.store.postgres import PostgresStore
 from worker.store.types import (
@@ -45,6 +44,7 @@ from worker.store.types import (
     Vector,
     Write,
 )
+from worker.testing.in_memory_store import InMemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

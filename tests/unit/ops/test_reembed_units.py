@@ -21,10 +21,10 @@ from worker.providers.factory import build_embedder, build_providers, embedding_
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.openai_embed import OpenAIEmbedder
 from worker.read import query_embedder, search_facts
-from worker.store.memory import InMemoryStore
 from worker.store.migrate import embedding_refusal
 from worker.store.types import FactTerms, Neighbors, NewFact
 from worker.telemetry import StageClock
+from worker.testing.in_memory_store import InMemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(embed_dim=64, summary_every_user_turns=100)

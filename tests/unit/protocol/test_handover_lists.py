@@ -19,9 +19,9 @@ from worker.pipeline.run import RunContext, run_once
 from worker.protocol.lock import Claimed
 from worker.protocol.payload import Handover, Message, Snapshot
 from worker.providers.factory import build_providers
-from worker.store.memory import InMemoryStore
 from worker.store.types import CursorState
 from worker.telemetry import StageClock
+from worker.testing.in_memory_store import InMemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(embed_dim=64, summary_every_user_turns=100)

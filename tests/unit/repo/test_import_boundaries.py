@@ -161,10 +161,13 @@ FORBIDDEN = {
     # Evaluation drives the whole product (a worker, the pipeline, the store, the erase),
     # as an operator would; the CLI's `memfleet eval` imports it, not the other way.
     "worker.eval": {"worker.cli"},
+    # The in-memory store stands where the store stands, and never on evaluation.
+    "worker.testing": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
+                                     "worker.providers", "worker.eval", "redis"},
 }
 PACKAGES = ("worker.cli", "worker.client", "worker.embedded", "worker.eval", "worker.fleet",
             "worker.ops", "worker.pipeline", "worker.protocol", "worker.providers",
-            "worker.store")
+            "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
 # top-level entry of an audience (chat servers reading memory back).
 TOP_LEVEL_EXCEPTIONS = {"worker.read"}

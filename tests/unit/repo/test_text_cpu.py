@@ -60,7 +60,7 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/memory_rules.py", "worker/read.py", "worker/providers/hashing.py",
     "worker/providers/llm_json.py", "worker/providers/rules.py",
     "worker/providers/rules_patterns.py", "worker/providers/rules_time.py",
-    "worker/pipeline/extract.py", "worker/store/imports.py", "worker/store/memory.py",
+    "worker/pipeline/extract.py", "worker/store/imports.py", "worker/testing/in_memory_store.py",
     "worker/log_redaction.py",  # every log line, whatever an exception quoted
     "worker/eval/suite.py",  # `memfleet eval`'s gold words over a model's fact texts
     "worker/eval/longmemeval.py",  # a LongMemEval file's answers and dates
@@ -204,7 +204,7 @@ def _every_parse(text: str) -> None:
                                                    known_facts="- " + text))
     qa_rules.judge_answer(qa_wire.JudgeRequest(question="?", reference=text[:500], answer=text))
     imports.normalised(text)
-    {w.lower() for w in re.findall(r"\w+", text)}  # worker.store.memory's word match
+    {w.lower() for w in re.findall(r"\w+", text)}  # worker.testing.in_memory_store's word match
     log_redaction.redact_urls_in(text)
     log_redaction.redact_urls_in("see http://u:p@h/" + text)
 

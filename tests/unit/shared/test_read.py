@@ -23,8 +23,8 @@ from worker.read import (
     search_facts,
     words_query,
 )
-from worker.store.memory import InMemoryStore
 from worker.store.types import FactRecord, FactTerms, NewFact, Vector
+from worker.testing.in_memory_store import InMemoryStore
 
 
 def test_rrf_scores_are_the_sum_of_reciprocal_ranks_with_k_60() -> None:

@@ -1,6 +1,6 @@
 """The in-memory store's reads that follow from its others (count_active, newest_facts,
 read_plan, chain), as a mixin of InMemoryStore: what PostgreSQL answers in one statement
-each (sql/facts.sql, sql/memory_api.sql), here derived from ``facts``."""
+each (worker/store/sql/facts.sql, memory_api.sql), here derived from ``facts``."""
 
 from __future__ import annotations
 

@@ -28,9 +28,6 @@ from worker.errors import (
 from worker.memory_rules import MemoryScope
 from worker.outcomes import DEAD_LETTERS, Outcome
 from worker.store import visibility
-from worker.store.dead_letter_rows import dead_letters_of
-from worker.store.memory_corrections import InMemoryCorrections
-from worker.store.memory_reads import InMemoryDerivedReads
 from worker.store.types import (
     PROFILE,
     ConsentGate,
@@ -53,6 +50,9 @@ from worker.store.types import (
     Vector,
 )
 from worker.store.visibility import check_read
+from worker.testing.in_memory_corrections import InMemoryCorrections
+from worker.testing.in_memory_dead_letters import dead_letters_of
+from worker.testing.in_memory_reads import InMemoryDerivedReads
 
 _WORD = re.compile(r"\w+")
 

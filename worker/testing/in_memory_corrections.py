@@ -1,6 +1,6 @@
 """The user's corrections in the in-memory store (InMemoryStore's edit_fact,
 held_proposals, held_proposal, accept_held, dismiss_held), as
-worker/store/corrections.py and sql/corrections.sql do them on PostgreSQL;
+worker/store/corrections.py and worker/store/sql/corrections.sql do them on PostgreSQL;
 tests/contract runs both."""
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def _own(host: _Host, user_id: str, proposal_id: int) -> dict[str, Any] | None:
 
 
 def _succeed(host: _Host, old: FactRecord, new_id: int) -> None:
-    """End ``old`` where its successor begins (sql/corrections.sql supersede_version)."""
+    """End ``old`` where its successor begins (supersede_version of
+    worker/store/sql/corrections.sql)."""
     new = host.rows[new_id].fact
     end = max(old.valid_from or old.observed_at, new.valid_from or new.observed_at)
     valid_to = end if old.valid_to is None else min(old.valid_to, end)

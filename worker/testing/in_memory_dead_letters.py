@@ -1,5 +1,5 @@
-"""Dead letters from audit rows in plain Python: facts.sql's ``dead_letters`` for
-InMemoryStore (tests/contract holds the two to the same answers).
+"""Dead letters from audit rows in plain Python: worker/store/sql/facts.sql's
+``dead_letters`` for InMemoryStore (tests/contract holds the two to the same answers).
 
 A point is a session's cursor as its runs left it: a run that moved the cursor
 (worker.outcomes.CURSOR_MOVES) ends the point it started from, and every dead
