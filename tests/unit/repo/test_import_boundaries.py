@@ -6,6 +6,10 @@ the domain rules.
   modules alone; the pipeline never reaches the fleet, the protocol or Redis;
   the store never reaches the pipeline; the top-level modules import no package
   (but worker.read, the chat server's read path over the store and embedder).
+- Evaluation (worker.eval) and the test doubles (worker.testing) are not the product:
+  no module of worker imports worker.testing but worker.testing and worker.eval, and
+  none imports worker.eval but worker.eval and the CLI (`memfleet eval`). Evaluation
+  may use the whole product but the CLI; the doubles stand where the store stands.
 
 - api_stub has no import cycle; its LLM stub (llm_*) imports no other module
   of api_stub, and the memory API (memory_*) and the chat stand-in (chat_*)
@@ -211,6 +215,47 @@ def test_worker_packages_keep_their_import_boundaries() -> None:
 ])
 def test_the_boundary_check_sees_a_breach(module: str, imported: set[str]) -> None:
     assert boundary_breaches(module, imported) == sorted(imported)
+
+
+# What is not the product -> the packages of worker that may import it.
+NOT_THE_PRODUCT = {
+    "worker.testing": ("worker.testing", "worker.eval"),
+    "worker.eval": ("worker.eval", "worker.cli"),
+}
+
+
+def product_breaches(module: str, imported: set[str]) -> list[str]:
+    """The imports of ``module`` that reach evaluation or the doubles where it may not."""
+    return sorted(n for n in imported for target, allowed in NOT_THE_PRODUCT.items()
+                  if _within(n, target) and not any(_within(module, a) for a in allowed))
+
+
+def test_nothing_in_worker_imports_the_test_doubles() -> None:
+    """Nor evaluation: the product runs with worker/testing and worker/eval left out."""
+    sources = _sources("worker")
+    for package in NOT_THE_PRODUCT:
+        assert any(_within(m, package) for m in sources), f"{package} moved: update this test"
+    breaches = {module: found for module, path in sources.items()
+                if (found := product_breaches(module, all_imports(path)))}
+    assert breaches == {}
+
+
+@pytest.mark.parametrize(("module", "imported", "breaches"), [
+    ("worker.pipeline.run", {"worker.testing.in_memory_store"}, True),
+    ("worker.store.postgres", {"worker.testing"}, True),
+    ("worker.read", {"worker.testing.in_memory_store.InMemoryStore"}, True),
+    ("worker.cli.evaluation", {"worker.testing"}, True),
+    ("worker.fleet.job", {"worker.eval"}, True),
+    ("worker.ops.privacy", {"worker.eval.run"}, True),
+    ("worker.providers.factory", {"worker.eval.qa_openai"}, True),
+    ("worker.eval.run", {"worker.testing.in_memory_store"}, False),
+    ("worker.testing.in_memory_store", {"worker.testing.in_memory_reads"}, False),
+    ("worker.cli.evaluation", {"worker.eval.run"}, False),
+    ("worker.pipeline.run", {"worker.store.testing", "worker.evaluation"}, False),
+])
+def test_the_product_check_sees_a_breach(module: str, imported: set[str],
+                                         breaches: bool) -> None:
+    assert product_breaches(module, imported) == (sorted(imported) if breaches else [])
 
 
 def test_the_contract_needs_only_the_standard_library() -> None:
