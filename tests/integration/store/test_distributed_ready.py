@@ -20,14 +20,12 @@ Nothing here ran on Citus: it is not on this machine.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import asyncpg
 
 from worker.store import queries
 from worker.store.migrate import default_schema_dir
 
-SQL_DIR = Path(queries.__file__).parent / "sql"
 ROUTINES_DIR = default_schema_dir() / "routines"
 
 PER_USER = ("memory_fact", "memory_held_proposal", "session_cursor", "user_memory_state",
@@ -143,10 +141,7 @@ def unpinned(sql: str) -> list[str]:
 def statements() -> dict[str, str]:
     """Every statement: ``file.name`` for the store's queries, ``routines/name#n`` for
     the n-th statement of a routine file's function bodies."""
-    found: dict[str, str] = {}
-    for path in sorted(SQL_DIR.glob("*.sql")):
-        for name, sql in queries.parse_queries(path.read_text("utf-8")).items():
-            found[f"{path.stem}.{name}"] = sql
+    found = queries.statements()  # composed with fact_rules.sql, as the store runs them
     for path in sorted(ROUTINES_DIR.glob("*.sql")):
         bodies = re.findall(r"\$\$(.*?)\$\$", _strip(path.read_text("utf-8")), re.DOTALL)
         chunks = [c for body in bodies for c in body.split(";") if c.strip()]

@@ -16,7 +16,6 @@ import json
 import re
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -39,7 +38,6 @@ from worker.store.types import (
     SupersedeFact,
 )
 
-SQL_DIR = Path(queries.__file__).parent / "sql"
 PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor")
 NAMES_PARTITIONED = re.compile(r"\b(" + "|".join(PARTITIONED) + r")\b")
 
@@ -59,12 +57,9 @@ NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 
 def store_statements() -> dict[str, str]:
-    """Every named statement of the store's .sql files, as ``file.name``."""
-    found: dict[str, str] = {}
-    for path in sorted(SQL_DIR.glob("*.sql")):
-        for name, sql in queries.parse_queries(path.read_text("utf-8")).items():
-            found[f"{path.stem}.{name}"] = sql
-    return found
+    """Every named statement of the store's .sql files, as ``file.name``, composed
+    with the rules of fact_rules.sql as the store runs it."""
+    return queries.statements()
 
 
 def _vector() -> Any:

@@ -58,10 +58,7 @@ INSERT INTO memory_fact (user_id, text, category, importance, embedding, embeddi
                          observed_at, source_session_id, source_kind, scope, agent_id,
                          valid_from, valid_to, expires_at, pinned, basis, confidence)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'stated', $16)
-RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-          expires_at, pinned, basis, confidence, superseded_reason, embedding_model,
-          embedding_dim;
+RETURNING {{fact_columns}};
 
 -- name: insert_addition
 -- An accepted addition (a candidate held as undecided): a new fact of its own,
@@ -71,10 +68,7 @@ INSERT INTO memory_fact (user_id, text, category, importance, embedding, embeddi
                          observed_at, source_session_id, source_kind, scope, agent_id,
                          valid_from, basis, confidence)
 VALUES ($1, $2, $3, $4, $5, $6, now(), $8, 'extracted', $9, $10, $7, 'stated', $11)
-RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-          expires_at, pinned, basis, confidence, superseded_reason, embedding_model,
-          embedding_dim;
+RETURNING {{fact_columns}};
 
 -- name: supersede_version
 -- The old version ($2) ends where its successor ($3) begins, even when it gave
@@ -97,10 +91,7 @@ UPDATE memory_fact
 SET superseded_at = now(), superseded_reason = 'deleted',
     valid_to = least(valid_to, greatest(valid_from, $3::timestamptz))
 WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
-RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-          expires_at, pinned, basis, confidence, superseded_reason, embedding_model,
-          embedding_dim;
+RETURNING {{fact_columns}};
 
 -- name: resolve_proposal
 -- The answer, once: an answered proposal is never answered again.

@@ -13,9 +13,7 @@
 
 -- name: active_facts
 -- Expired rows are skipped before the expiry pass supersedes them.
-SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+SELECT {{fact_columns}}
 FROM memory_fact
 WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
@@ -28,9 +26,7 @@ ORDER BY observed_at, id;
 -- name: newest_active_facts
 -- The newest $5 of active_facts, newest first (the caller reverses them): a prompt's
 -- read without a question keeps only those, so the others are never fetched.
-SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+SELECT {{fact_columns}}
 FROM memory_fact
 WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
@@ -42,9 +38,7 @@ ORDER BY observed_at DESC, id DESC
 LIMIT $5;
 
 -- name: all_facts
-SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+SELECT {{fact_columns}}
 FROM memory_fact
 WHERE user_id = $1
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
@@ -61,9 +55,7 @@ ORDER BY id;
 -- removed row was never true.
 -- known_at ($5): believed then: observed by then, not yet superseded, and not
 -- expired (a read then skipped it, whenever the expiry pass ran).
-SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+SELECT {{fact_columns}}
 FROM memory_fact
 WHERE user_id = $1
   AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))

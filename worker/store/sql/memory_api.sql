@@ -12,9 +12,7 @@ SELECT coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0);
 SELECT memfleet_bump_user_version($1, $2);
 
 -- name: get_fact
-SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+SELECT {{fact_columns}}
 FROM memory_fact
 WHERE user_id = $1 AND id = $2;
 
@@ -34,9 +32,7 @@ INSERT INTO memory_fact (user_id, text, category, importance, embedding, embeddi
                          expires_at, pinned, basis, confidence)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'manual', $8, $9, coalesce($10::timestamptz, $7), $11, $12, $13, $14,
         $15)
-RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
+RETURNING {{fact_columns}};
 
 -- name: remove_fact
 -- Supersede without a successor: the row stays, the history is the data.
@@ -44,9 +40,7 @@ RETURNING id, user_id, text, category, importance, observed_at, source_session_i
 UPDATE memory_fact
 SET superseded_at = now(), superseded_reason = 'removed'
 WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
-RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
+RETURNING {{fact_columns}};
 
 -- name: chain
 -- Follow superseded_by forwards (newer versions) and backwards (older ones).
@@ -66,9 +60,7 @@ backwards (id) AS (
     FROM memory_fact AS f JOIN backwards AS b ON f.superseded_by = b.id
     WHERE f.user_id = $1
 )
-SELECT id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-       superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+SELECT {{fact_columns}}
 FROM memory_fact
 WHERE user_id = $1 AND id IN (SELECT id FROM forwards UNION SELECT id FROM backwards)
 ORDER BY id;
@@ -211,9 +203,7 @@ UPDATE memory_fact
 SET pinned = $3
 WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
   AND (expires_at IS NULL OR expires_at > now())
-RETURNING id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
-          superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-       expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim;
+RETURNING {{fact_columns}};
 
 -- name: lock_user
 -- The user's advisory lock, exclusive: an erase or a consent change waits for
