@@ -66,14 +66,10 @@ WHERE user_id = $1 AND id IN (SELECT id FROM forwards UNION SELECT id FROM backw
 ORDER BY id;
 
 -- name: search
--- One statement, one snapshot: the top-$4 visible facts by meaning (exact
--- halfvec cosine scan, as in the neighbour query) and by words (ts_rank over
--- the 'simple' tsvector), each with its rank; fused by RRF in Python.
--- $3 is a websearch_to_tsquery string of the query's words joined by " or ".
--- Visible: active and unexpired, of the scope ($6) and agent ($7) asked, as in
--- facts.sql, and behind its consent gate ($8). Meaning ranks only rows of the
--- query's dimension ($5): while a re-embed moves the user, the others cannot be
--- compared.
+-- The hybrid search of fact_rules.sql over the rows a read sees now: the top-$4
+-- by meaning ($2, of dimension $5) and by words ($3). Visible: active and
+-- unexpired, of the scope ($6) and agent ($7) asked, as in facts.sql, and behind
+-- its consent gate ($8).
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
@@ -84,35 +80,7 @@ WITH visible AS NOT MATERIALIZED (
           AND ($8::boolean IS NULL OR coalesce(
                    (SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $8))
 ),
-semantic AS (
-    SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM (
-        SELECT id, embedding <=> $2 AS distance
-        FROM visible
-        WHERE embedding_dim = $5
-        ORDER BY embedding <=> $2, id
-        LIMIT $4
-    ) AS s
-),
-lexical AS (
-    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
-    FROM (
-        SELECT v.id, ts_rank(v.text_search, q.query) AS score
-        FROM visible AS v, websearch_to_tsquery('simple', $3) AS q (query)
-        WHERE v.text_search @@ q.query
-        ORDER BY score DESC, v.id
-        LIMIT $4
-    ) AS l
-)
-SELECT f.id, f.user_id, f.text, f.category, f.importance, f.observed_at, f.source_session_id,
-       f.source_kind, f.superseded_at, f.superseded_by, f.created_at, f.scope, f.agent_id,
-       f.valid_from, f.valid_to, f.expires_at, f.pinned, f.basis, f.confidence,
-       f.superseded_reason, f.embedding_model, f.embedding_dim,
-       s.rank AS semantic_rank, l.rank AS lexical_rank
-FROM memory_fact AS f
-LEFT JOIN semantic AS s ON s.id = f.id
-LEFT JOIN lexical AS l ON l.id = f.id
-WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM lexical);
+{{hybrid_search($2, $3, $4, $5)}};
 
 -- name: search_as_of
 -- The same over the rows of an "as of" read (facts.sql facts_as_of): true at $8,
@@ -132,35 +100,7 @@ WITH visible AS NOT MATERIALIZED (
           AND ($10::boolean IS NULL OR coalesce(
                    (SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $10))
 ),
-semantic AS (
-    SELECT id, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM (
-        SELECT id, embedding <=> $2 AS distance
-        FROM visible
-        WHERE embedding_dim = $5
-        ORDER BY embedding <=> $2, id
-        LIMIT $4
-    ) AS s
-),
-lexical AS (
-    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
-    FROM (
-        SELECT v.id, ts_rank(v.text_search, q.query) AS score
-        FROM visible AS v, websearch_to_tsquery('simple', $3) AS q (query)
-        WHERE v.text_search @@ q.query
-        ORDER BY score DESC, v.id
-        LIMIT $4
-    ) AS l
-)
-SELECT f.id, f.user_id, f.text, f.category, f.importance, f.observed_at, f.source_session_id,
-       f.source_kind, f.superseded_at, f.superseded_by, f.created_at, f.scope, f.agent_id,
-       f.valid_from, f.valid_to, f.expires_at, f.pinned, f.basis, f.confidence,
-       f.superseded_reason, f.embedding_model, f.embedding_dim,
-       s.rank AS semantic_rank, l.rank AS lexical_rank
-FROM memory_fact AS f
-LEFT JOIN semantic AS s ON s.id = f.id
-LEFT JOIN lexical AS l ON l.id = f.id
-WHERE f.user_id = $1 AND f.id IN (SELECT id FROM semantic UNION SELECT id FROM lexical);
+{{hybrid_search($2, $3, $4, $5)}};
 
 -- name: count_active
 -- $4: the consent gate, as in facts.sql.
