@@ -1,7 +1,9 @@
 """Which of a user's facts a read returns: the rules of docs/memory_model.md, in Python.
 
-PostgresStore says the same in SQL (worker/store/sql/facts.sql, memory_api.sql);
-InMemoryStore uses these functions, and tests/contract holds the two together.
+PostgresStore says the same in SQL, each rule once, as the fragments of
+worker/store/sql/fact_rules.sql (each function names its fragment); InMemoryStore
+(worker/testing) reads through these functions alone, and
+tests/contract/test_store_visibility.py holds the two together, case by case.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from worker.memory_rules import MEMORY_SCOPES, MemoryScope
-from worker.store.types import FactRecord
+from worker.store.types import ConsentGate, FactRecord
 
 
 def check_read(
@@ -34,7 +36,8 @@ def check_read(
 
 def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool:
     """Profile facts for ``profile`` and ``both``; relationship facts of ``agent_id``
-    only, for ``relationship`` and ``both``. Another agent's never."""
+    only, for ``relationship`` and ``both``. Another agent's never. (fact_rules.sql
+    in_scope)"""
     if scope == "all":
         return True
     if fact.scope == "profile":
@@ -43,24 +46,57 @@ def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool
                                                                             "both")
 
 
+def consent_open(consent: bool | None, gate: ConsentGate | None) -> bool:
+    """Whether a read behind ``gate`` finds the user's facts, given the user's own
+    choice (``consent``, None: never chose): always without a gate (the user's own
+    view), else while their memory is on, the gate's default if they never chose.
+    (fact_rules.sql consent_gate)"""
+    if gate is None:
+        return True
+    return gate.memory_default if consent is None else consent
+
+
+def unexpired(fact: FactRecord, moment: datetime) -> bool:
+    return fact.expires_at is None or fact.expires_at > moment
+
+
 def active(fact: FactRecord, now: datetime) -> bool:
-    """Not superseded, and not expired even before the expiry pass supersedes it."""
-    return fact.superseded_at is None and (fact.expires_at is None or fact.expires_at > now)
+    """Not superseded, and not expired even before the expiry pass supersedes it.
+    (fact_rules.sql active)"""
+    return fact.superseded_at is None and unexpired(fact, now)
 
 
-def valid_at(fact: FactRecord, moment: datetime) -> bool:
+def true_at(fact: FactRecord, moment: datetime) -> bool:
     """True at ``moment`` by what memfleet knows now. An expiry ends the validity as
     the expiry pass will, so the answer does not wait for the pass; a removed fact
-    was never true."""
+    was never true. (fact_rules.sql as_of, its valid_at)"""
     start = fact.valid_from or fact.observed_at
     end = fact.valid_to or fact.expires_at
     return (start <= moment and (end is None or end > moment)
             and fact.superseded_reason != "removed")
 
 
-def known_at(fact: FactRecord, moment: datetime) -> bool:
+def believed_at(fact: FactRecord, moment: datetime) -> bool:
     """Believed at ``moment``: observed by then, not yet superseded, and not expired
-    (a read then skipped it, whenever the expiry pass ran)."""
+    (a read then skipped it, whenever the expiry pass ran). (fact_rules.sql as_of, its
+    known_at)"""
     return (fact.observed_at <= moment
             and (fact.superseded_at is None or fact.superseded_at > moment)
-            and (fact.expires_at is None or fact.expires_at > moment))
+            and unexpired(fact, moment))
+
+
+def visible(
+    fact: FactRecord, scope: MemoryScope, agent_id: str | None, now: datetime, *,
+    valid_at: datetime | None = None, known_at: datetime | None = None,
+) -> bool:
+    """Whether a read of the user's facts returns ``fact``: active now (fact_rules.sql
+    visible) or, given one time, true or believed then (visible_as_of), and of the
+    scope and agent asked. The consent gate, which is the user's and not the fact's,
+    is consent_open."""
+    if valid_at is not None:
+        then = true_at(fact, valid_at)
+    elif known_at is not None:
+        then = believed_at(fact, known_at)
+    else:
+        then = active(fact, now)
+    return then and in_scope(fact, scope, agent_id)

@@ -87,8 +87,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
     ) -> Neighbors:
         now = datetime.now(UTC)
         active = [row for row in self.rows.values()
-                  if row.fact.user_id == user_id and row.fact.superseded_at is None
-                  and (row.fact.expires_at is None or row.fact.expires_at > now)]
+                  if row.fact.user_id == user_id and visibility.active(row.fact, now)]
         dim = int(embeddings.shape[1]) if len(embeddings) else 0
 
         def ours(fact: FactRecord) -> bool:
@@ -173,15 +172,15 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
     ) -> list[FactRecord]:
         check_read(scope, include_superseded=include_superseded, valid_at=valid_at,
                    known_at=known_at)
-        if consent_gate is not None and not self.consents.get(user_id,
-                                                              consent_gate.memory_default):
+        if not visibility.consent_open(self.consents.get(user_id), consent_gate):
             return []
-        facts = [r.fact for r in self.rows.values()
-                 if r.fact.user_id == user_id and visibility.in_scope(r.fact, scope, agent_id)]
+        facts = [r.fact for r in self.rows.values() if r.fact.user_id == user_id]
         if include_superseded:
-            return sorted(facts, key=lambda f: f.id)
+            return sorted((f for f in facts if visibility.in_scope(f, scope, agent_id)),
+                          key=lambda f: f.id)
         now = datetime.now(UTC)
-        return sorted((f for f in facts if _visible(f, now, valid_at, known_at)),
+        return sorted((f for f in facts if visibility.visible(
+                           f, scope, agent_id, now, valid_at=valid_at, known_at=known_at)),
                       key=lambda f: (f.observed_at, f.id))
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
@@ -341,15 +340,6 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         row.update(id=len(self.run_rows) + 1, finished_at=datetime.now(UTC))
         self.run_rows.append(row)
         return int(row["id"])
-
-
-def _visible(fact: FactRecord, now: datetime, valid_at: datetime | None,
-             known_at: datetime | None) -> bool:
-    if valid_at is not None:
-        return visibility.valid_at(fact, valid_at)
-    if known_at is not None:
-        return visibility.known_at(fact, known_at)
-    return visibility.active(fact, now)
 
 
 def _resolve(ref: FactRef, new_ids: dict[int, int]) -> int:

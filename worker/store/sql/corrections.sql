@@ -14,8 +14,7 @@ SELECT p.id, p.fact_id, p.run_id, p.event, p.reason, p.text, p.session_id, p.pro
        (p.resolution IS NULL AND p.fact_id IS NOT NULL AND f.id IS NULL) AS stale
 FROM memory_held_proposal AS p
 LEFT JOIN memory_fact AS f
-       ON f.user_id = $1 AND f.id = p.fact_id AND f.superseded_at IS NULL
-          AND (f.expires_at IS NULL OR f.expires_at > now())
+       ON f.user_id = $1 AND f.id = p.fact_id AND {{active}}
 WHERE p.user_id = $1
   AND ($2::text = 'all' OR (p.resolution IS NULL) = ($2::text = 'open'))
 ORDER BY p.id;
@@ -27,8 +26,7 @@ SELECT p.id, p.fact_id, p.run_id, p.event, p.reason, p.text, p.session_id, p.pro
        (p.resolution IS NULL AND p.fact_id IS NOT NULL AND f.id IS NULL) AS stale
 FROM memory_held_proposal AS p
 LEFT JOIN memory_fact AS f
-       ON f.user_id = $1 AND f.id = p.fact_id AND f.superseded_at IS NULL
-          AND (f.expires_at IS NULL OR f.expires_at > now())
+       ON f.user_id = $1 AND f.id = p.fact_id AND {{active}}
 WHERE p.user_id = $1 AND p.id = $2;
 
 -- name: lock_proposal
@@ -46,8 +44,7 @@ FOR UPDATE;
 -- lock keeps the expiry pass, which takes no version, from ending it meanwhile.
 SELECT id, category, importance, scope, agent_id, pinned
 FROM memory_fact
-WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
-  AND (expires_at IS NULL OR expires_at > now())
+WHERE user_id = $1 AND id = $2 AND {{active}}
 FOR UPDATE;
 
 -- name: insert_version

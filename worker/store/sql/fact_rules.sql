@@ -1,10 +1,16 @@
--- The rules the store's statements on facts share, each written here once.
+-- The rules the store's statements on facts share, each written here once:
+-- which columns make a fact, which facts a read sees, the hybrid search.
 -- worker/store/queries.py composes them into the statements of the other files,
--- which include one as {{name($2, $3)}} (its named parameters become the
+-- which include one as {{name($2, $3)}} (its $scope, $agent... become the
 -- statement's $2, $3...). $1 is the user in every statement, so it is named as
 -- it is. Columns are unqualified: where a rule stands, memory_fact is the only
 -- table in reach with those columns (PostgreSQL refuses an ambiguous column, so
--- a slip fails loudly, never reads another table's column).
+-- a slip fails loudly, never reads another table's column). A predicate is
+-- parenthesised whole, so it stands anywhere an expression does.
+--
+-- worker/store/visibility.py says the visibility rules in Python, for the
+-- in-memory store (worker/testing): each fragment below names its function
+-- there, and tests/contract/test_store_visibility.py holds the two together.
 
 -- fragment: fact_columns
 -- What a read returns of a fact: worker.store.types.FactRecord, field by field
@@ -12,6 +18,57 @@
 id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
 superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
 expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+
+-- fragment: active
+-- Not superseded, and not expired even before the expiry pass supersedes it
+-- (visibility.active).
+(superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now()))
+
+-- fragment: in_scope(scope, agent)
+-- The scope asked ($scope: none | profile | relationship | both | all) and the
+-- agent ($agent): profile rows for profile and both, relationship rows of that
+-- agent alone for relationship and both (none without an agent), every row of
+-- the user for all; none for none (visibility.in_scope).
+($scope::text = 'all' OR (scope = 'profile' AND $scope::text IN ('profile', 'both'))
+ OR (scope = 'relationship' AND agent_id = $agent::text
+     AND $scope::text IN ('relationship', 'both')))
+
+-- fragment: consent_gate(gate)
+-- worker.store.types.ConsentGate ($gate): NULL reads regardless of consent (the
+-- user's own view); true or false (the fleet's default, for a user who never
+-- chose) finds no row while the user's memory is off, read in the same
+-- statement, so a switch never meets a read half way (visibility.consent_open).
+($gate::boolean IS NULL
+ OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $gate))
+
+-- fragment: as_of(valid_at, known_at)
+-- The two "as of" reads of docs/memory_model.md, one time given, the other NULL.
+-- valid_at: true then by what memfleet knows now. An expiry ends the validity
+-- where the expiry pass will, so the answer does not wait for it; a removed row
+-- was never true (visibility.true_at).
+-- known_at: believed then: observed by then, not yet superseded, and not
+-- expired (a read then skipped it, whenever the expiry pass ran)
+-- (visibility.believed_at).
+(($valid_at::timestamptz IS NULL
+  OR (valid_from <= $valid_at AND coalesce(valid_to, expires_at, 'infinity') > $valid_at
+      AND superseded_reason IS DISTINCT FROM 'removed'))
+ AND ($known_at::timestamptz IS NULL
+      OR (observed_at <= $known_at AND coalesce(superseded_at, 'infinity') > $known_at
+          AND coalesce(expires_at, 'infinity') > $known_at)))
+
+-- fragment: visible(scope, agent, gate)
+-- What a read of the user's facts now returns (visibility.visible, with
+-- visibility.consent_open).
+({{active}}
+ AND {{in_scope($scope, $agent)}}
+ AND {{consent_gate($gate)}})
+
+-- fragment: visible_as_of(scope, agent, valid_at, known_at, gate)
+-- What an "as of" read returns, superseded rows included (visibility.visible with
+-- a time, with visibility.consent_open).
+({{in_scope($scope, $agent)}}
+ AND {{as_of($valid_at, $known_at)}}
+ AND {{consent_gate($gate)}})
 
 -- fragment: hybrid_search(embedding, words, k, dim)
 -- The rest of a statement that starts WITH visible AS NOT MATERIALIZED (SELECT

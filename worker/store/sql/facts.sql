@@ -1,26 +1,15 @@
 -- Read queries over a user's facts (CLI and read path). Scoped by user_id ($1).
 
--- Every read of facts takes the scope asked ($2: none | profile | relationship |
--- both | all) and the agent ($3): profile rows for profile and both, relationship
--- rows of that agent alone for relationship and both (none without an agent),
--- every row of the user for all.
--- worker/store/visibility.py says the same in Python.
-
--- Each also takes a consent gate (its last parameter, worker.store.types.ConsentGate):
--- NULL reads regardless of consent (the user's own view); true or false (the fleet's
--- default, for a user who never chose) finds no row while the user's memory is off,
--- read in the same statement, so a switch never meets a read half way.
+-- The reads of facts are written with the rules of fact_rules.sql: the columns
+-- of a fact, the scope ($2) and agent ($3) asked, the consent gate (the last of
+-- the three, $4, or $6 for facts_as_of); worker/store/visibility.py says the
+-- same in Python.
 
 -- name: active_facts
 -- Expired rows are skipped before the expiry pass supersedes them.
 SELECT {{fact_columns}}
 FROM memory_fact
-WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-       OR (scope = 'relationship' AND agent_id = $3::text
-           AND $2::text IN ('relationship', 'both')))
-  AND ($4::boolean IS NULL
-       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
+WHERE user_id = $1 AND {{visible($2, $3, $4)}}
 ORDER BY observed_at, id;
 
 -- name: newest_active_facts
@@ -28,47 +17,23 @@ ORDER BY observed_at, id;
 -- read without a question keeps only those, so the others are never fetched.
 SELECT {{fact_columns}}
 FROM memory_fact
-WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-       OR (scope = 'relationship' AND agent_id = $3::text
-           AND $2::text IN ('relationship', 'both')))
-  AND ($4::boolean IS NULL
-       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
+WHERE user_id = $1 AND {{visible($2, $3, $4)}}
 ORDER BY observed_at DESC, id DESC
 LIMIT $5;
 
 -- name: all_facts
+-- Superseded and expired rows too: a fact's history.
 SELECT {{fact_columns}}
 FROM memory_fact
-WHERE user_id = $1
-  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-       OR (scope = 'relationship' AND agent_id = $3::text
-           AND $2::text IN ('relationship', 'both')))
-  AND ($4::boolean IS NULL
-       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4))
+WHERE user_id = $1 AND {{in_scope($2, $3)}} AND {{consent_gate($4)}}
 ORDER BY id;
 
 -- name: facts_as_of
--- The two "as of" reads of docs/memory_model.md, one time given ($4 or $5).
--- valid_at ($4): true then by what memfleet knows now. An expiry ends the
--- validity where the expiry pass will, so the answer does not wait for it; a
--- removed row was never true.
--- known_at ($5): believed then: observed by then, not yet superseded, and not
--- expired (a read then skipped it, whenever the expiry pass ran).
+-- The two "as of" reads of docs/memory_model.md, one time given: valid_at ($4)
+-- or known_at ($5).
 SELECT {{fact_columns}}
 FROM memory_fact
-WHERE user_id = $1
-  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-       OR (scope = 'relationship' AND agent_id = $3::text
-           AND $2::text IN ('relationship', 'both')))
-  AND ($4::timestamptz IS NULL
-       OR (valid_from <= $4 AND coalesce(valid_to, expires_at, 'infinity') > $4
-           AND superseded_reason IS DISTINCT FROM 'removed'))
-  AND ($5::timestamptz IS NULL
-       OR (observed_at <= $5 AND coalesce(superseded_at, 'infinity') > $5
-           AND coalesce(expires_at, 'infinity') > $5))
-  AND ($6::boolean IS NULL
-       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $6))
+WHERE user_id = $1 AND {{visible_as_of($2, $3, $4, $5, $6)}}
 ORDER BY observed_at, id;
 
 -- name: runs_for_session

@@ -26,8 +26,7 @@ WHERE EXISTS (SELECT 1 FROM memory_fact AS f
 -- their agent (NULL: profile), over every user of $1.
 SELECT user_id, agent_id, text
 FROM memory_fact
-WHERE user_id = ANY($1::text[]) AND superseded_at IS NULL
-  AND (expires_at IS NULL OR expires_at > now());
+WHERE user_id = ANY($1::text[]) AND {{active}};
 
 -- name: lock_user_shared
 -- Shared, as memfleet_commit_run takes it: an erase or a consent change (exclusive)

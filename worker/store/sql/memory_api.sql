@@ -67,18 +67,12 @@ ORDER BY id;
 
 -- name: search
 -- The hybrid search of fact_rules.sql over the rows a read sees now: the top-$4
--- by meaning ($2, of dimension $5) and by words ($3). Visible: active and
--- unexpired, of the scope ($6) and agent ($7) asked, as in facts.sql, and behind
--- its consent gate ($8).
+-- by meaning ($2, of dimension $5) and by words ($3), of the scope ($6) and agent
+-- ($7) asked, behind the consent gate ($8).
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
-    WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-          AND ($6::text = 'all' OR (scope = 'profile' AND $6::text IN ('profile', 'both'))
-               OR (scope = 'relationship' AND agent_id = $7::text
-                   AND $6::text IN ('relationship', 'both')))
-          AND ($8::boolean IS NULL OR coalesce(
-                   (SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $8))
+    WHERE user_id = $1 AND {{visible($6, $7, $8)}}
 ),
 {{hybrid_search($2, $3, $4, $5)}};
 
@@ -88,34 +82,20 @@ WITH visible AS NOT MATERIALIZED (
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
-    WHERE user_id = $1 AND ($8::timestamptz IS NULL
-               OR (valid_from <= $8 AND coalesce(valid_to, expires_at, 'infinity') > $8
-                   AND superseded_reason IS DISTINCT FROM 'removed'))
-          AND ($9::timestamptz IS NULL
-               OR (observed_at <= $9 AND coalesce(superseded_at, 'infinity') > $9
-                   AND coalesce(expires_at, 'infinity') > $9))
-          AND ($6::text = 'all' OR (scope = 'profile' AND $6::text IN ('profile', 'both'))
-               OR (scope = 'relationship' AND agent_id = $7::text
-                   AND $6::text IN ('relationship', 'both')))
-          AND ($10::boolean IS NULL OR coalesce(
-                   (SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $10))
+    WHERE user_id = $1 AND {{visible_as_of($6, $7, $8, $9, $10)}}
 ),
 {{hybrid_search($2, $3, $4, $5)}};
 
 -- name: count_active
--- $4: the consent gate, as in facts.sql.
+-- The rows of facts.sql active_facts, counted.
 SELECT count(*) FROM memory_fact
-WHERE user_id = $1 AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-  AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-       OR (scope = 'relationship' AND agent_id = $3::text
-           AND $2::text IN ('relationship', 'both')))
-  AND ($4::boolean IS NULL
-       OR coalesce((SELECT c.enabled FROM user_memory_consent AS c WHERE c.user_id = $1), $4));
+WHERE user_id = $1 AND {{visible($2, $3, $4)}};
 
 -- name: read_plan
 -- What a prompt's read needs before it searches, in one round trip and one pass over
 -- the user's active rows: the count of count_active ($2 scope, $3 agent, $4 consent
--- gate) and the model and dimension of active_embedding (NULL: no active fact).
+-- gate; its rule asks again that a row is not superseded, which the WHERE keeps) and the
+-- model and dimension of active_embedding (NULL: no active fact).
 SELECT coalesce(sum(g.visible), 0)::bigint AS active,
        (array_agg(g.embedding_model ORDER BY g.n DESC, g.embedding_model, g.embedding_dim))[1]
            AS embedding_model,
@@ -123,14 +103,7 @@ SELECT coalesce(sum(g.visible), 0)::bigint AS active,
            AS embedding_dim
 FROM (
     SELECT embedding_model, embedding_dim, count(*) AS n,
-           count(*) FILTER (
-               WHERE (expires_at IS NULL OR expires_at > now())
-                 AND ($2::text = 'all' OR (scope = 'profile' AND $2::text IN ('profile', 'both'))
-                      OR (scope = 'relationship' AND agent_id = $3::text
-                          AND $2::text IN ('relationship', 'both')))
-                 AND ($4::boolean IS NULL
-                      OR coalesce((SELECT c.enabled FROM user_memory_consent AS c
-                                   WHERE c.user_id = $1), $4))) AS visible
+           count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible
     FROM memory_fact
     WHERE user_id = $1 AND superseded_at IS NULL
     GROUP BY embedding_model, embedding_dim
@@ -141,8 +114,7 @@ FROM (
 -- its changes to it for the user (memory_held_proposal).
 UPDATE memory_fact
 SET pinned = $3
-WHERE user_id = $1 AND id = $2 AND superseded_at IS NULL
-  AND (expires_at IS NULL OR expires_at > now())
+WHERE user_id = $1 AND id = $2 AND {{active}}
 RETURNING {{fact_columns}};
 
 -- name: lock_user

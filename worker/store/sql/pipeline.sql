@@ -29,8 +29,7 @@ WITH state AS (
 ), active AS MATERIALIZED (
     SELECT f.id, f.embedding, f.agent_id, f.embedding_model, f.embedding_dim
     FROM memory_fact AS f
-    WHERE f.user_id = $1 AND f.superseded_at IS NULL
-      AND (f.expires_at IS NULL OR f.expires_at > now())
+    WHERE f.user_id = $1 AND {{active}}
 ), other AS (
     SELECT a.embedding_model, a.embedding_dim
     FROM active AS a
