@@ -7,6 +7,11 @@ alone. Outside worker/store/, no module of worker/ or api_stub/:
 - holds SQL in a string literal (SELECT ... FROM, SELECT 1, INSERT INTO,
   UPDATE ... SET, DELETE FROM), docstrings aside: they are prose.
 
+Inside, two homes (docs/architecture.md, "Schema"): schema/ holds what the
+database keeps (baseline.sql, the numbered changes, routines/), and
+worker/store/sql/ what the store sends, with no DDL but the migrator's own
+bookkeeping (migrate.sql).
+
 Exceptions, each with its reason:
 
 - worker/embedded/: starts and stops the embedded PostgreSQL server; it runs
@@ -111,3 +116,21 @@ def test_no_sql_outside_the_store(path: Path) -> None:
     assert not problems, (
         f"{path.relative_to(ROOT)}: SQL belongs in worker/store/ (a statement in"
         f" worker/store/sql/*.sql, run by a store): {problems}")
+
+
+SCHEMA_FILE = re.compile(r"^(?:baseline|\d{4}_\w+|routines/memfleet_\w+)\.sql$|^__init__\.py$")
+DDL = re.compile(r"\b(?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:TABLE|INDEX|VIEW|FUNCTION"
+                 r"|PROCEDURE|TRIGGER|TYPE|EXTENSION|SEQUENCE)\b", re.IGNORECASE)
+
+
+def test_schema_holds_the_migrations_and_the_routines_alone() -> None:
+    files = [p.relative_to(ROOT / "schema").as_posix() for p in (ROOT / "schema").rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts]
+    assert "baseline.sql" in files
+    assert [f for f in files if not SCHEMA_FILE.match(f)] == []
+
+
+def test_the_store_sql_defines_no_schema_but_the_migrators_bookkeeping() -> None:
+    sql_dir = ROOT / "worker" / "store" / "sql"
+    found = {p.name for p in sql_dir.glob("*.sql") if DDL.search(p.read_text("utf-8"))}
+    assert found == {"migrate.sql"}, "a table, index or routine belongs in schema/"

@@ -11,6 +11,7 @@
 -- worker/store/visibility.py says the visibility rules in Python, for the
 -- in-memory store (worker/testing): each fragment below names its function
 -- there, and tests/contract/test_store_visibility.py holds the two together.
+-- tests/unit/store/test_sql_rules_once.py counts the places each is written.
 
 -- fragment: fact_columns
 -- What a read returns of a fact: worker.store.types.FactRecord, field by field
