@@ -15,9 +15,9 @@ The lists and the ids expire ``ttl_s`` after the last turn. ``admit_turn`` runs
 before a turn is answered (the answer is a model's spend): the user's sessions
 with a turn within ``ttl_s`` are capped at ``max_sessions`` (a session already
 counted always goes on) and their turns at ``turns_per_minute`` on average, up to
-``turn_burst`` at once. The memory API's erase uses ``erase_user`` too, so a
-forgotten user's conversations go with their facts, whether the stand-in is
-mounted or not.
+``turn_burst`` at once. The memory API's erase uses ``erase_user`` too (an erase
+hook, api_stub.chat_app), so a forgotten user's conversations go with their facts,
+whether the stand-in's routes are mounted or not.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api_stub.fields import MAX_CONTENT_CHARS, AgentId, CleanText
+from worker.api.fields import MAX_CONTENT_CHARS, AgentId, CleanText
 
 HandoverOutcome = Literal["scheduled", "unavailable", "refused"]
 

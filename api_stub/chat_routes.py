@@ -11,7 +11,7 @@
 4. return the answer. A Redis outage or a list the hand-over refuses as invalid
    never fails the turn.
 
-Mounted only with MEMFLEET_CHAT_STANDIN (api_stub.app): a token of any user feeds
+Mounted only with MEMFLEET_CHAT_STANDIN (api_stub.chat_app): a token of any user feeds
 memory whatever that user types here, which a production chat server's own turns
 should do, not an open route. Before step 2 the turn is admitted (api_stub.chat_log):
 a new session beyond MEMFLEET_CHAT_SESSIONS_PER_USER, or a turn beyond the user's
@@ -23,7 +23,7 @@ instead of storing the turn, so a retry does not store it twice: a message over
 MEMFLEET_MAX_MESSAGE_BYTES is 413 before anything is done; a hand-over refused
 because the session's or the user's budget is full (older lists no worker has
 finished yet: SessionBytesFull, HandoverBacklogFull, UserSessionsFull) takes the
-turn back and is 429 with Retry-After (api_stub.errors): the user is sending
+turn back and is 429 with Retry-After (worker.api.errors): the user is sending
 faster than memory is processed.
 
 X-Memory-Handover-Ms says how long step 3 took, the latency memory adds to a turn.
@@ -41,11 +41,12 @@ from fastapi.responses import JSONResponse
 from pydantic import AfterValidator
 from redis.exceptions import RedisError
 
-from api_stub.auth import TokenSubject
+from api_stub.chat_log import ChatLog
 from api_stub.chat_models import ChatBody, ChatReply, HandoverOutcome
-from api_stub.deps import ApiDeps
-from api_stub.errors import AUTH_RESPONSES, ErrorBody, error_responses, refusal
-from api_stub.fields import MAX_ID_CHARS, valid_id
+from worker.api.auth import TokenSubject
+from worker.api.deps import ApiDeps
+from worker.api.errors import AUTH_RESPONSES, ErrorBody, error_responses, refusal
+from worker.api.fields import MAX_ID_CHARS, valid_id
 from worker.client.handover import schedule_memory_persistence
 from worker.errors import (
     HandoverBacklogFull,
@@ -97,10 +98,11 @@ async def chat_turn(
     user_id: TokenSubject,
 ) -> ChatReply | JSONResponse:
     deps: ApiDeps = request.app.state.deps
+    chat: ChatLog = request.app.state.chat_log  # api_stub.chat_app's start
     size = len(body.content.encode("utf-8"))  # CleanText: valid UTF-8
     if size > deps.limits.max_message_bytes:
         raise HandoverTooLarge("the message", size, deps.limits.max_message_bytes)
-    refused = await deps.chat.admit_turn(user_id, session_id)  # Redis away: 503
+    refused = await chat.admit_turn(user_id, session_id)  # Redis away: 503
     if refused is not None:
         log.info("chat: turn refused: %s", refused.error)
         return refusal(429, refused.detail, refused.error,
@@ -121,7 +123,7 @@ async def chat_turn(
     answer = CANNED_ANSWER
     try:
         # Kept no longer than a hand-over sends: the log is bounded in bytes too.
-        messages, listed_at_us = await deps.chat.append_turn_listed(
+        messages, listed_at_us = await chat.append_turn_listed(
             user_id, session_id, body.content, answer,
             max_bytes=deps.limits.max_handover_bytes)
     except RedisError as exc:
@@ -139,8 +141,8 @@ async def chat_turn(
             agent_id=body.agent_id, listed_at_us=listed_at_us,
         )
     except (HandoverBacklogFull, UserSessionsFull):
-        # A full budget: the turn is refused whole (api_stub.errors answers 429).
-        await deps.chat.take_back_turn(user_id, session_id, body.content, answer)
+        # A full budget: the turn is refused whole (worker.api.errors answers 429).
+        await chat.take_back_turn(user_id, session_id, body.content, answer)
         raise
     except InvalidHandover:
         # The list broke a limit: not this turn's message (checked above), so an older

@@ -3,13 +3,14 @@ HTTP, interleaved in one run on one pair of throwaway servers.
 
 ``--against REV`` is unpacked (``git archive``, no worktree registered) into a
 temporary directory; this checkout's API and REV's run as processes of their own
-(``python -m api_stub.serve``, one each) on the same PostgreSQL and Redis, migrated
-by this checkout (REV's API must accept that schema). The same client reads both:
-``handover`` blocks (bench.handover_client, ``--client raw`` or ``httpx``, at each
-``--concurrency``) or ``read`` rows (bench.prompt_read's users, rows and client;
-both revisions read the same users, so a change of how rows are stored shows only
-in a run of its own). Blocks and rows go round in a fresh random order each round,
-so a slow minute of the VM lands on both revisions alike.
+(``memfleet api``, one each; ``python -m api_stub.serve`` in a revision before it)
+on the same PostgreSQL and Redis, migrated by this checkout (REV's API must accept
+that schema). The same client reads both: ``handover`` blocks (bench.handover_client,
+``--client raw`` or ``httpx``, at each ``--concurrency``) or ``read`` rows
+(bench.prompt_read's users, rows and client; both revisions read the same users, so
+a change of how rows are stored shows only in a run of its own). Blocks and rows go
+round in a fresh random order each round, so a slow minute of the VM lands on both
+revisions alike.
 
     .venv/bin/python -m bench.api_ab --against a755c2c handover [--requests 2000]
     .venv/bin/python -m bench.api_ab --against a755c2c read [--requests 800]
@@ -76,7 +77,8 @@ def start_apis(stack: ExitStack, trees: dict[str, Path], env: dict[str, str]) ->
     for name, tree in trees.items():
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        pid = stack.enter_context(running(api_argv(port), env | {"PYTHONPATH": str(tree)},
+        pid = stack.enter_context(running(api_argv(port, tree=tree),
+                                          env | {"PYTHONPATH": str(tree)},
                                           url, "/healthz", cwd=tree))
         started[name] = (url, pid)
     return started

@@ -1,7 +1,7 @@
 """What memory adds to a chat turn: the hand-over's latency at the chat endpoint.
 
-Starts throwaway PostgreSQL and Redis, runs the memory API (``api_stub.serve``)
-as its own process, sends N chat turns (spread over sessions and users, at a
+Starts throwaway PostgreSQL and Redis, runs the memory API with the chat stand-in
+(``api_stub.chat_app``) as its own process, sends N chat turns (spread over sessions and users, at a
 few concurrencies) and reports percentiles of the ``X-Memory-Handover-Ms``
 header, the time ``schedule_memory_persistence`` took inside the request, as a
 markdown table. Target: p99 < 5 ms. No worker runs, so the queue holds at most
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from api_stub.auth import AuthConfig, issue_token
 from bench.servers import Servers, throwaway_servers
 from bench.stats import pct
+from worker.api.auth import AuthConfig, issue_token
 from worker.store.migrate import migrate
 
 SECRET = "bench-secret-" + "0123456789abcdef" * 2  # a throwaway bench key
@@ -156,7 +156,7 @@ def start_api(
                 # the bench's 40 turns per user in seconds (4 sessions each: within the cap).
                 "MEMFLEET_CHAT_STANDIN": "true", "MEMFLEET_CHAT_TURNS_PER_MINUTE": "0"})
     proc = subprocess.Popen(  # noqa: S603 - our own server module
-        [sys.executable, "-m", "api_stub.serve", "--port", str(port), "--log-level", "warning",
+        [sys.executable, "-m", "api_stub.chat_app", "--port", str(port), "--log-level", "warning",
          "--workers", str(workers)],
         env=env,
     )

@@ -76,9 +76,12 @@ def running(argv: list[str], env: dict[str, str], url: str, health: str, *,
         stop(proc)
 
 
-def api_argv(port: int, *, workers: int = 1) -> list[str]:
-    """``python -m api_stub.serve``, as the API is run for real."""
-    return [sys.executable, "-m", "api_stub.serve", "--port", str(port),
+def api_argv(port: int, *, workers: int = 1, tree: Path | None = None) -> list[str]:
+    """``memfleet api``, as the API is run for real; in a ``tree`` of a revision from
+    before worker/api/ (bench.api_ab, bench.long_polls), its ``python -m api_stub.serve``."""
+    old = tree is not None and not (tree / "worker" / "api" / "serve.py").exists()
+    entry = ["api_stub.serve"] if old else ["worker.cli", "api"]
+    return [sys.executable, "-m", *entry, "--port", str(port),
             "--log-level", "warning", "--workers", str(workers)]
 
 

@@ -1,7 +1,7 @@
 """The hand-over over HTTP against the direct Redis hand-over, on one machine in one run.
 
-Starts throwaway PostgreSQL and Redis and two memory API processes (``python -m
-api_stub.serve``, each on its own port, one Redis), creates a service key with the
+Starts throwaway PostgreSQL and Redis and two memory API processes (``memfleet
+api``, each on its own port, one Redis), creates a service key with the
 ``handover`` scope, then hands sessions over in blocks: HTTP at 1 and at 16 in flight
 (the clients round-robin over both API processes with keep-alive: bench.raw_http, a
 minimal client that costs its process a tenth of what httpx does, so the row measures

@@ -1,7 +1,7 @@
 """What one caller's long-lived requests cost the memory API and Redis.
 
 Throwaway PostgreSQL and Redis (embedded), the API as a process of its own
-(``python -m api_stub.serve``, offline providers). Two bursts, one after the other:
+(``memfleet api``, offline providers). Two bursts, one after the other:
 
 - ``--waits`` concurrent ``GET .../handovers/1/wait?timeout_s=T`` on one end
   user's token (each on a session of its own, none ever covered: every admitted
@@ -35,10 +35,10 @@ from pathlib import Path
 import httpx
 from redis.asyncio import Redis
 
-from api_stub.auth import AuthConfig, issue_token
 from bench.api_procs import SECRET, api_argv, api_env, free_port, running
 from bench.proc import cpu_s
 from bench.servers import Servers, throwaway_servers
+from worker.api.auth import AuthConfig, issue_token
 from worker.store.migrate import migrate
 from worker.store.service_keys import ServiceKeyStore
 
@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(migrate(servers.database_url, embed_dim=DIM))
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        argv_ = [str(python) if python.exists() else sys.executable, *api_argv(port)[1:]]
+        argv_ = [str(python) if python.exists() else sys.executable, *api_argv(port, tree=root)[1:]]
         env = api_env(servers, **PROVIDERS, **extra)
         env["PYTHONPATH"] = str(root)
         with running(argv_, env, url, "/healthz", cwd=root) as pid:

@@ -3,7 +3,7 @@ time memfleet adds outside the model call for the query's embedding, and that ca
 counted apart.
 
 Starts throwaway PostgreSQL and Redis, the project's LLM stub (api_stub.llm_stub,
-hashing embeddings) and the memory API (``python -m api_stub.serve``) each in a
+hashing embeddings) and the memory API (``memfleet api``) each in a
 process of its own; the API's embeddings go to the stub over HTTP (the openai
 provider, 1536 dimensions). Users with 50 and with 1,000 active facts are written
 through the store (PostgresStore.add_fact, as the API's manual writes are), their
@@ -14,7 +14,7 @@ which costs its process a tenth of httpx's CPU, so the figure is the server's; o
 every row alike.
 
 Per read: the client's wall time (``total``), the embeddings call as the API timed it
-(``embed`` of the Server-Timing header; api_stub.read_timing) and the difference,
+(``embed`` of the Server-Timing header; worker.api.read_timing) and the difference,
 ``outside the model``: HTTP, authentication, PostgreSQL and the block. The stub's own
 request log (``/_stub/requests``) counts the embeddings calls each row made. Target:
 outside the model p99 at most 10 ms for a user with 1,000 facts; a user with at most

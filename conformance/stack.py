@@ -165,7 +165,7 @@ async def running_stack(*, http: bool = False) -> AsyncIterator[Stack]:
             for name, (queue, redis_at) in apis.items():
                 port, log = free_port(), root / f"api-{len(procs)}.log"
                 procs.append(_spawn(
-                    [sys.executable, "-m", "api_stub.serve", "--port", str(port),
+                    [sys.executable, "-m", "worker.cli", "api", "--port", str(port),
                      "--log-level", "warning"],
                     stack.env(queue, REDIS_URL=redis_at, JWT_SECRET=secrets.token_hex(32)),
                     log))

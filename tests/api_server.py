@@ -2,7 +2,9 @@
 
 ``running_api`` runs the server in a thread with its own event loop (as it would
 in its own process), so the test talks to it over real HTTP; ``api_process``
-runs ``python -m api_stub.serve`` itself, as deployed, its output in a file.
+runs ``memfleet api`` itself, as deployed, its output in a file. Either serves
+the product's app (worker.api.app) unless the settings ask for the chat stand-in,
+then api_stub.chat_app's (the same app with the stand-in plugged in).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import httpx
 import uvicorn
 from pydantic import SecretStr
 
-from api_stub.app import create_app
-from api_stub.auth import AuthConfig, issue_token
-from api_stub.serve import NoDelayHttpProtocol
+from api_stub import chat_app
 from tests.helpers import worker_env
+from worker.api import app as memory_api
+from worker.api.auth import AuthConfig, issue_token
+from worker.api.serve import NoDelayHttpProtocol
 from worker.config import Settings
 
 SECRET = "memfleet-test-secret-0123456789abcdef"  # noqa: S105 - a throwaway test key
@@ -51,8 +54,9 @@ def bearer(user_id: str) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def running_api(settings: Settings) -> AsyncIterator[str]:
-    """Serve create_app(settings); yield its base URL; stop it on exit."""
-    app = create_app(settings)
+    """Serve the app (with the chat stand-in if ``settings`` ask); yield its base URL;
+    stop it on exit."""
+    app = (chat_app if settings.chat_standin else memory_api).create_app(settings)
     # proto IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only
     # when the listening socket says TCP, and without it every response waits ~40 ms
     # (Nagle against the client's delayed ACK).
@@ -60,7 +64,7 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))  # the kernel picks the port: no race with other tests
     port = sock.getsockname()[1]
-    # The protocol api_stub.serve runs: its shutdown ends open event streams.
+    # The protocol worker.api.serve runs: its shutdown ends open event streams.
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
                                            http=NoDelayHttpProtocol))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -85,6 +89,13 @@ def free_port() -> int:
         return port
 
 
+def api_command(env: dict[str, str]) -> list[str]:
+    """`memfleet api`, or the chat stand-in's entry when MEMFLEET_CHAT_STANDIN is on."""
+    if env.get("MEMFLEET_CHAT_STANDIN", "").lower() in ("1", "true", "yes", "on"):
+        return [sys.executable, "-m", "api_stub.chat_app"]
+    return [sys.executable, "-m", "worker.cli", "api"]
+
+
 def spawn_api(
     settings: Settings, port: int, log: Path, extra: dict[str, str], *,
     log_level: str = "warning",
@@ -93,9 +104,8 @@ def spawn_api(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "api_stub.serve", "--port", str(port),
-             "--log-level", log_level], env=env, stdout=out, stderr=subprocess.STDOUT,
-            cwd=ROOT)
+            [*api_command(env), "--port", str(port), "--log-level", log_level], env=env,
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
 def log_tail(log: Path) -> str:
@@ -106,7 +116,7 @@ def log_tail(log: Path) -> str:
 async def api_process(
     settings: Settings, log: Path, *, log_level: str = "warning", **extra: str
 ) -> AsyncIterator[str]:
-    """``python -m api_stub.serve`` on a free port, with MEMFLEET_* from ``settings``
+    """``memfleet api`` on a free port, with MEMFLEET_* from ``settings``
     and ``extra``; its output in ``log``; SIGTERM on exit (SIGKILL 20 s later)."""
     port = free_port()
     proc = spawn_api(settings, port, log, extra, log_level=log_level)

@@ -107,9 +107,10 @@ class Settings(BaseSettings):
     # URLs redacted all the same; off, since they add nothing memfleet does not log.
     log_http_requests: bool = False
 
-    # --- The API's chat stand-in (api_stub.chat_routes), a reference chat server for
-    # demos, benches and tests: its routes are not mounted unless this is on. Never in
-    # production: it lets an end user's token feed memory any conversation.
+    # --- The chat stand-in (api_stub.chat_routes), a reference chat server for demos,
+    # benches and tests, served with the memory API by api_stub.chat_app: its routes are
+    # not mounted unless this is on (`memfleet api` refuses it). Never in production: it
+    # lets an end user's token feed memory any conversation.
     chat_standin: bool = False
     # It keeps a session's messages this long after its last turn: a conversation
     # paused overnight goes on; memory keeps what matters, not a noeviction Redis.
@@ -215,7 +216,7 @@ class Settings(BaseSettings):
     # None: send `dimensions` only to models known to accept it (text-embedding-3*).
     embed_send_dimensions: bool | None = None
 
-    # The memory API (api_stub) and the read path.
+    # The memory API (worker.api) and the read path.
     # HS256 key the chat server signs users' tokens with; the API refuses to start without it.
     jwt_secret: SecretStr | None = None
     jwt_audience: str | None = None  # set: tokens must carry this `aud`
@@ -223,7 +224,7 @@ class Settings(BaseSettings):
     jwt_max_lifetime_s: float = Field(default=86_400, gt=0)  # longer-lived tokens: 401
     # Clock skew forgiven between the token's signer and the API (exp, iat, nbf).
     jwt_leeway_s: float = Field(default=30.0, ge=0, le=300)
-    # Larger requests get 413 before the app reads them (api_stub.guards).
+    # Larger requests get 413 before the app reads them (worker.api.guards).
     api_max_body_bytes: int = Field(default=1_048_576, gt=0)
     api_max_query_bytes: int = Field(default=8_192, gt=0)
     read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
@@ -233,7 +234,7 @@ class Settings(BaseSettings):
     # The memory panel's (GET /panel) CSP frame-ancestors: who may embed it in a frame.
     # 'none' (no one) unless a chat product names its own origin (docs/panel.md).
     panel_frame_ancestors: str = "'none'"
-    # Exports (api_stub.exports): each snapshot is read whole into a spool (memory, then
+    # Exports (worker.api.exports): each snapshot is read whole into a spool (memory, then
     # an unlinked temporary file) and its pooled connection given back before a byte is
     # sent, so a client that does not read holds no connection and no transaction.
     api_exports_per_user: int = Field(default=2, ge=1)  # at once, fleet-wide; more: 429
@@ -243,7 +244,7 @@ class Settings(BaseSettings):
     # A response (an export or any other) the client takes nothing of for this long is
     # cut: its connection is aborted.
     api_send_timeout_s: float = Field(default=30.0, gt=0)
-    # Long-lived requests open at once in one API process (api_stub.long_polls): the
+    # Long-lived requests open at once in one API process (worker.api.long_polls): the
     # hand-over waits (GET .../wait) and the event streams (GET /events, each with a
     # Redis connection of its own). Past a caller's share (a service key's, an end
     # user's token's): 429; past the process's: 503; both with Retry-After.

@@ -1,5 +1,5 @@
-# The memory API and the LLM stub for deploy/compose: memfleet's wheel with the
-# `api` extra (FastAPI, uvicorn, PyJWT). Built from the repository root by compose.
+# The memory API (`memfleet api`) and the LLM stub for deploy/compose: memfleet's wheel
+# with the `api` extra (FastAPI, uvicorn, PyJWT). Built from the repository root by compose.
 FROM python:3.11.14-slim@sha256:c8271b1f627d0068857dce5b53e14a9558603b527e46f1f901722f935b786a39 AS build
 WORKDIR /src
 # pip and setuptools from the lock (hash-checked), then the wheel built with them:
@@ -27,4 +27,4 @@ RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements/build.txt \
 # Numeric, so that Kubernetes' runAsNonRoot can verify it (a name it cannot); the
 # manifests and compose run it with a read-only root file system and /tmp writable.
 USER 10001:10001
-CMD ["python", "-m", "api_stub.serve", "--host", "0.0.0.0", "--port", "8088"]
+CMD ["memfleet", "api", "--host", "0.0.0.0", "--port", "8088"]

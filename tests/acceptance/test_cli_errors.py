@@ -41,6 +41,7 @@ def assert_one_line_without_secrets(done: subprocess.CompletedProcess[str]) -> s
 @pytest.mark.parametrize("command", [
     ["-m", "worker.cli", "facts", "--user", "u"],
     ["-m", "worker.cli", "worker", "--burst"],
+    ["-m", "worker.cli", "api", "--port", "0"],
     ["-m", "api_stub.serve", "--port", "0"],
 ])
 def test_a_settings_error_names_the_variable_and_no_value(command: list[str]) -> None:
@@ -61,6 +62,7 @@ def test_a_settings_error_names_the_variable_and_no_value(command: list[str]) ->
     ["-m", "worker.cli", "export", "--user", "u"],
     ["-m", "worker.cli", "exporter"],
     ["-m", "worker.cli", "webhook", "--url", "http://127.0.0.1:9/hook", "--unsigned"],
+    ["-m", "worker.cli", "api", "--port", "0"],
     ["-m", "api_stub.serve", "--port", "0"],
 ])
 def test_servers_that_refuse_connections_are_one_line_and_exit_2(command: list[str]) -> None:

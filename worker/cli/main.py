@@ -17,6 +17,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from worker.cli import (
+    api,
     dead_letters,
     demo,
     evaluation,
@@ -32,8 +33,8 @@ from worker.cli.common import Commands, Handler
 from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
-GROUPS = (servers, fleet, handover, memory, dead_letters, maintenance, keys, demo, evaluation,
-          shards)
+GROUPS = (servers, fleet, api, handover, memory, dead_letters, maintenance, keys, demo,
+          evaluation, shards)
 
 # What `memfleet --help` says, and the order it lists the commands in: as it was
 # before the commands had groups (what users know), not by group.
@@ -45,7 +46,7 @@ Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, commands use the embedded
 servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts them,
 `memfleet down` stops them.
 """
-LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "enqueue", "facts",
+LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqueue", "facts",
           "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
           "demo", "eval", "shards")
 

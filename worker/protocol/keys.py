@@ -19,7 +19,7 @@ Placeholders in a pattern:
 - ``<job id>``: an ARQ job id (``memfleet-`` and 32 hex digits for the jobs
   memfleet queues);
 - ``<keyed user>``: 32 hex digits of HMAC-SHA-256 over the user id, under
-  MEMFLEET_ERASE_FENCE_KEY (api_stub.write_rate): a key that must outlive the
+  MEMFLEET_ERASE_FENCE_KEY (worker.api.write_rate): a key that must outlive the
   user's erase names the user so, never by the id;
 - ``{<endpoint>}``: a short hash of the queue name and a model endpoint's base URL
   (worker.providers.budget.endpoint_id), in braces: one endpoint's budget keys
@@ -87,7 +87,7 @@ ARQ_RETRY_PREFIX = "arq:retry:"
 ARQ_RESULT_PREFIX = "arq:result:"
 ARQ_ABORT = "arq:abort"
 ARQ_HEALTH_CHECK_SUFFIX = ":health-check"
-# The memory API and the chat stand-in (api_stub), per user.
+# The memory API (worker.api) and the chat stand-in (api_stub), per user.
 API_EXPORTS_PREFIX = "memfleet:api-exports:"
 API_FACT_WRITES_PREFIX = "memfleet:api-fact-writes:"
 API_ERASES_PREFIX = "memfleet:api-erases:"
@@ -217,7 +217,7 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("<queue>" + ARQ_HEALTH_CHECK_SUFFIX, "string",
             "ARQ workers (every hour: counts of jobs); DEL at stop", "arq --check",
             "1 hour + 1 s"),
-    # ---- the memory API and the chat stand-in (api_stub), per user
+    # ---- the memory API (worker.api) and the chat stand-in (api_stub), per user
     KeySpec(API_EXPORTS_PREFIX + "{<user>}", "zset",
             "export_lease_take.lua, export_lease_renew.lua (lease id by expiry ms);"
             " the API (ZREM, DEL at erase)", "export_lease_take.lua, export_lease_renew.lua",
@@ -381,7 +381,7 @@ def api_fact_writes_key(user_id: str) -> str:
 
 
 def api_erases_key(keyed_user: str) -> str:
-    """``keyed_user``: the user's keyed hash (api_stub.write_rate), never the id."""
+    """``keyed_user``: the user's keyed hash (worker.api.write_rate), never the id."""
     return API_ERASES_PREFIX + keyed_user
 
 

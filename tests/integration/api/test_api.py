@@ -14,11 +14,11 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from api_stub.app import OPENAPI_PATH, create_app, openapi_json
 from api_stub.chat_log import session_key
 from api_stub.chat_routes import HANDOVER_HEADER
 from tests.api_server import SECRET, api_settings, bearer, running_api, token
 from tests.helpers import drain
+from worker.api.app import OPENAPI_PATH, create_app, openapi_json
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import YOUNG_GC_THRESHOLD
@@ -287,7 +287,7 @@ async def test_the_api_docs_are_off_by_default_and_never_load_from_a_cdn(
     for path in ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"):
         assert (await api.get(path)).status_code == 404, path
     assert OPENAPI_PATH.read_text("utf-8") == openapi_json(), (
-        "docs/openapi.json is stale: python -m api_stub.serve --write-openapi docs/openapi.json"
+        "docs/openapi.json is stale: memfleet api --write-openapi docs/openapi.json"
     )
     enabled = api_settings(settings).model_copy(update={"api_docs": True})
     async with running_api(enabled) as base_url, \
@@ -309,7 +309,7 @@ def test_the_app_refuses_to_start_without_a_secret(settings: Settings) -> None:
 async def test_a_server_process_quiets_its_garbage_collector_once_started(
     settings: Settings, tune_gc: bool
 ) -> None:
-    """api_stub.serve's processes (tune_gc) freeze what start-up built, so a full
+    """worker.api.serve's processes (tune_gc) freeze what start-up built, so a full
     collection does not pause hand-overs; an app sharing a process (tests) does not."""
     threshold = gc.get_threshold()
     gc.unfreeze()

@@ -143,7 +143,7 @@ async def test_a_process_opens_a_bounded_number_of_streams(
 async def test_a_quiet_stream_keeps_alive_and_a_shutdown_ends_it_cleanly(
     llm: Settings, keys: ServiceKeyStore, tmp_path: Path,
 ) -> None:
-    # The deployed server (python -m api_stub.serve): uvicorn waits for every open
+    # The deployed server (memfleet api): uvicorn waits for every open
     # answer before it exits, and an event stream never ends by itself.
     reader = key_auth(await new_key(keys, "read"))
     log = tmp_path / "api.log"

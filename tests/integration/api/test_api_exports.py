@@ -1,5 +1,5 @@
 """One user's downloads never stall anyone else: exports against a real API server process
-(``python -m api_stub.serve``) whose clients open downloads and never read them."""
+(``memfleet api``) whose clients open downloads and never read them."""
 
 from __future__ import annotations
 

@@ -31,9 +31,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api_stub.app import OPENAPI_PATH, create_app
+from api_stub.chat_app import create_app
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import drain
+from worker.api.app import OPENAPI_PATH
 from worker.config import Settings
 
 USER = "fuzz-user"

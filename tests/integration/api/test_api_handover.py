@@ -74,7 +74,7 @@ async def test_the_python_handovers_refusals_are_400_and_413(
     assert empty.status_code == 400 and empty.json()["detail"] == "message 0: content is empty"
     not_json = await api.post(path, content=b"{not json", headers=handover
                               | {"Content-Type": "application/json"})
-    # Not JSON, or not of the body's shape: 422 as on every route (api_stub.errors).
+    # Not JSON, or not of the body's shape: 422 as on every route (worker.api.errors).
     assert not_json.status_code == 422, not_json.text
     # One message over MEMFLEET_MAX_MESSAGE_BYTES (4 UTF-8 bytes a character: within
     # MEMFLEET_MAX_MESSAGE_CHARS), the body within the API's limit.

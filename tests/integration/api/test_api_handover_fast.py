@@ -1,4 +1,4 @@
-"""The hand-over's hot path (api_stub.handover_fast) against the API on a loopback port:
+"""The hand-over's hot path (worker.api.handover_fast) against the API on a loopback port:
 requests it answers and requests it leaves to FastAPI get the answers the route
 always gave, and the access log names the route either way."""
 
@@ -11,8 +11,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from api_stub.handover_fast import _fields
 from tests.integration.api.conftest import key_auth, new_key
+from worker.api.handover_fast import _fields
 from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore
 

@@ -12,8 +12,8 @@ import httpx
 import jwt
 import pytest
 
-from api_stub.auth import AuthConfig, issue_token
 from tests.api_server import SECRET, bearer
+from worker.api.auth import AuthConfig, issue_token
 from worker.errors import InvalidHandover
 from worker.memory_rules import id_fault
 from worker.protocol.payload import Limits, check_id

@@ -1,4 +1,4 @@
-"""The caps on long-lived requests (api_stub.long_polls) over real HTTP, real Redis and
+"""The caps on long-lived requests (worker.api.long_polls) over real HTTP, real Redis and
 PostgreSQL: one caller past its share of waits or event streams gets 429 with
 Retry-After while another caller still gets in; the process past its own gets 503;
 a slot comes back when its client goes away or its wait ends, so a burst leaks none."""

@@ -1,5 +1,5 @@
 """The user's corrections over real HTTP and PostgreSQL: PATCH a fact, list, accept and
-dismiss held proposals (api_stub.panel_routes). Each change is checked through the
+dismiss held proposals (worker.api.panel_routes). Each change is checked through the
 chain route and the facts list; a stale view is a 409 and never a lost edit."""
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from api_stub.llm_stub import EMBED_PATH, StubServer
-from api_stub.read_timing import HEADER
 from tests.api_server import api_settings, running_api
 from tests.helpers import fences_for_tests
 from tests.integration.api.conftest import key_auth, new_key
 from tests.openai_stub import openai_settings
+from worker.api.read_timing import HEADER
 from worker.config import Settings
 from worker.providers.hashing import HashingEmbedder
 from worker.store.postgres import PostgresStore

@@ -13,9 +13,9 @@ import asyncpg
 import httpx
 import pytest
 
-from api_stub.service_auth import KEY_CACHE_TTL_S
 from tests.api_server import api_settings, bearer, running_api, token
 from tests.integration.api.conftest import key_auth, new_key
+from worker.api.service_auth import KEY_CACHE_TTL_S
 from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore
 

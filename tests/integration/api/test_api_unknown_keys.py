@@ -1,6 +1,6 @@
 """Unknown service-key ids against real PostgreSQL: a caller presenting random
 ``mfk_`` ids costs the database a bounded number of transactions, not one each
-(the id snapshot and the lookup budget of api_stub.key_cache)."""
+(the id snapshot and the lookup budget of worker.api.key_cache)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import time
 import asyncpg
 import httpx
 
-from api_stub.service_auth import LOOKUPS_PER_WINDOW, UNKNOWN_KEY_TTL_S
 from tests.api_server import api_settings, running_api
 from tests.integration.api.conftest import key_auth
+from worker.api.service_auth import LOOKUPS_PER_WINDOW, UNKNOWN_KEY_TTL_S
 from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore
 

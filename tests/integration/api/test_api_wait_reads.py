@@ -1,4 +1,4 @@
-"""The waits' reads of Redis are shared (api_stub.wait_poller), over real HTTP and real
+"""The waits' reads of Redis are shared (worker.api.wait_poller), over real HTTP and real
 Redis: many waits on one session cost about what one does; waits for users of two
 Redis shards, read together, each answer once a commit covers them (one shard:
 test_api_session_status.py)."""

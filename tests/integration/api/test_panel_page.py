@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import httpx
 
-from api_stub.panel_page import STATIC_TYPES
 from tests.api_server import api_settings, running_api
+from worker.api.panel_page import STATIC_TYPES
 from worker.config import Settings
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "

@@ -187,7 +187,7 @@ def test_the_compose_stack_has_every_part() -> None:
     assert "replicas" in services["worker"]["deploy"]
     assert services["worker"]["depends_on"]["migrate"] == {
         "condition": "service_completed_successfully"}
-    assert services["api"]["command"][:3] == ["python", "-m", "api_stub.serve"]
+    assert services["api"]["command"][:2] == ["memfleet", "api"]
     assert services["llm-stub"]["command"][:3] == ["python", "-m", "api_stub.llm_stub"]
     assert services["llm-stub"]["profiles"] == ["llm-stub"]
     assert {"prometheus", "grafana"} <= _included_services().keys()

@@ -1,7 +1,7 @@
 """Every Lua script opens with its header: what it does, then each KEYS[i] and
 ARGV[i] it uses on a line of its own (``-- KEYS[1]  meaning``), numbered 1 to the
 highest index its code uses (``-- KEYS: none`` when it uses none), and a line
-saying what it returns. Scripts: worker/protocol/lua/ and api_stub/."""
+saying what it returns. Scripts: worker/protocol/lua/, worker/api/ and api_stub/."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = sorted([*(ROOT / "worker" / "protocol" / "lua").glob("*.lua"),
+                  *(ROOT / "worker" / "api").glob("*.lua"),
                   *(ROOT / "api_stub").glob("*.lua")])
 
 

