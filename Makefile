@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test test-unit demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -31,8 +31,20 @@ lock:
 compose-secrets:
 	deploy/compose/gen-secrets
 
+# The suite in TEST_WORKERS processes (pytest-xdist), each with its own PostgreSQL and
+# Redis (tests/conftest.py), a test file's tests kept together in one worker (loadfile:
+# module fixtures and servers started once a file). 3 on a 2-core machine: the suite waits
+# on servers, subprocesses and timers more than it computes, so a third worker fills the
+# cores' idle time; more adds server start-ups and CPU contention (timing tests) for little.
+TEST_WORKERS ?= 3
+
 test: $(STAMP) lint prometheus-tools typescript browser-tools
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The unit tests alone: no servers (the TypeScript client built for its node unit tests),
+# well under a minute.
+test-unit: $(STAMP) typescript
+	$(PY) -m pytest -q tests/unit
 
 # The TypeScript client (clients/typescript/README.md): node_modules from the lock
 # file (`npm ci`), then `tsc` into clients/typescript/dist/; each step again only when its inputs

@@ -4,6 +4,11 @@ One embedded PostgreSQL (with pgvector) and one Redis-compatible server per
 test session, in a temporary directory. The schema is migrated once into a
 template database; each test gets its own database cloned from it, so tests
 stay fast and never see each other's data.
+
+Under pytest-xdist (`make test`: ``-n TEST_WORKERS --dist loadfile``) each worker
+process is a session of its own: its own servers, on ports the kernel picks, in
+its own folder of the run's temporary directory (below). Nothing here is shared
+between workers but that directory, which the controller makes and removes.
 """
 
 from __future__ import annotations
@@ -35,7 +40,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Temporary directories of this session's own, not under /tmp/pytest-of-<user>:
     every pytest session that starts strips that directory to mode 0700, which cuts
     the embedded PostgreSQL servers of any other session still running (they run as
-    another account when the tests run as root) off from their data directories."""
+    another account when the tests run as root) off from their data directories.
+
+    Under pytest-xdist this makes the directory in the controller only: xdist gives each
+    worker a folder of it (``popen-gw0``...) as the worker's own basetemp, so a worker finds
+    the option set, and the controller's pytest_sessionfinish removes every worker's files."""
     if config.option.basetemp is None:
         config.option.basetemp = tempfile.mkdtemp(prefix="memfleet-pytest-")
         config.stash[_OWN_BASETEMP] = config.option.basetemp

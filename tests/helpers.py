@@ -153,10 +153,12 @@ def lock_key(user_id: str, session_id: str) -> str:
     return session_lock_key(SessionRef(user_id, session_id))
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
-    """Wait until ``check()`` holds, looking every 0.1 s; AssertionError after ``timeout_s``."""
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float,
+                     what: str = "") -> None:
+    """Wait until ``check()`` holds, looking every 0.1 s; AssertionError after ``timeout_s``
+    (naming ``what`` was awaited, when given)."""
     deadline = time.monotonic() + timeout_s
     while not await check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s")
+            raise AssertionError(f"{what + ': ' if what else ''}not within {timeout_s} s")
         await asyncio.sleep(0.1)

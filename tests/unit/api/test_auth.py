@@ -36,17 +36,26 @@ def test_audience_is_checked_when_configured() -> None:
         verify_token(CONFIG, issue_token(AuthConfig(SECRET, audience="other"), "ada"))
 
 
-@pytest.mark.parametrize("token", [
-    issue_token(CONFIG, "ada", ttl_s=-60),  # expired, beyond the leeway
-    issue_token(AuthConfig("another-secret-that-is-long-enough!!"), "ada"),  # forged
-    jwt.encode({"sub": "ada"}, SECRET, algorithm="HS256"),  # no exp
-    jwt.encode({"exp": int(time.time()) + 60}, SECRET, algorithm="HS256"),  # no sub
-    jwt.encode({"sub": "", "exp": int(time.time()) + 60}, SECRET, algorithm="HS256"),
-    jwt.encode({"sub": "ada", "exp": int(time.time()) + 60}, None, algorithm="none"),
-    "not.a.jwt",
-    "",
-])
-def test_tokens_that_do_not_verify(token: str) -> None:
+# Made when the test runs, not when it is collected: a token with an `exp` a minute
+# ahead must still be unexpired then, so that only what the case names is wrong; and the
+# ids stay the same in every process (pytest-xdist's workers must collect alike).
+UNVERIFIABLE = {
+    "expired": lambda: issue_token(CONFIG, "ada", ttl_s=-60),  # beyond the leeway
+    "forged": lambda: issue_token(AuthConfig("another-secret-that-is-long-enough!!"), "ada"),
+    "no-exp": lambda: jwt.encode({"sub": "ada"}, SECRET, algorithm="HS256"),
+    "no-sub": lambda: jwt.encode({"exp": int(time.time()) + 60}, SECRET, algorithm="HS256"),
+    "empty-sub": lambda: jwt.encode({"sub": "", "exp": int(time.time()) + 60}, SECRET,
+                                    algorithm="HS256"),
+    "alg-none": lambda: jwt.encode({"sub": "ada", "exp": int(time.time()) + 60}, None,
+                                   algorithm="none"),
+    "not-a-jwt": lambda: "not.a.jwt",
+    "empty": lambda: "",
+}
+
+
+@pytest.mark.parametrize("case", UNVERIFIABLE)
+def test_tokens_that_do_not_verify(case: str) -> None:
+    token = UNVERIFIABLE[case]()
     with pytest.raises(InvalidToken):
         verify_token(CONFIG, token)
 
