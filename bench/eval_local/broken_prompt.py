@@ -5,7 +5,7 @@ The break is one a hurried edit could make: the extraction prompt asks for the u
 sentences as they are, so facts come back verbatim, in the first person and several
 claims to a sentence, which the scorer does not take as facts (worker.eval.form).
 The schema, the consolidation and summary prompts and everything else are memfleet's.
-Only ``make eval-local-check-broken`` (``--broken-extraction-prompt``) runs it.
+Only ``make eval-local-check-bites`` (``--broken-extraction-prompt``) runs it.
 """
 
 from __future__ import annotations
