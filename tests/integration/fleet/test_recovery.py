@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
-from tests.helpers import WorkerProcesses, active_texts, user_msg, worker_env
+from tests.helpers import WorkerProcesses, active_texts, eventually, user_msg, worker_env
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.protocol import keys
@@ -100,6 +100,13 @@ async def test_a_burst_worker_ends_within_seconds_of_the_last_commit_after_worke
     workers = WorkerProcesses(env, tmp_path, 2)
     burst: subprocess.Popen[bytes] | None = None
     try:
+        async def both_up() -> bool:  # each worker's first heartbeat, then it polls
+            return await redis.hlen(keys.workers_key(settings.queue_name)) == 2
+
+        # Handed over only then: a session no job claims within the pending grace (10 s;
+        # worker starts on a loaded machine took longer) gets a second job from the
+        # recovery pass, and the queue would hold more than the dead workers' jobs.
+        await eventually(both_up, 60, "both workers beat")
         for n in range(sessions):
             await schedule_memory_persistence(redis, f"s{n}", f"u{n}", [user_msg(f"I use Zig{n}.")],
                                               queue_name=settings.queue_name)
