@@ -83,6 +83,17 @@ class WorkerProcesses:
             env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )
 
+    async def up(self, redis: Redis, queue_name: str, timeout_s: float = 60) -> None:
+        """Wait for each process's first heartbeat: from then it polls the queue. A
+        test that times the fleet starts its clock here, not at spawn (a worker's start
+        takes seconds on a loaded machine)."""
+        from worker.protocol.keys import workers_key
+
+        async def all_beat() -> bool:
+            return await redis.hlen(workers_key(queue_name)) >= len(self.procs)
+
+        await eventually(all_beat, timeout_s, f"{len(self.procs)} workers' first heartbeat")
+
     def kill_and_restart(self, index: int) -> None:
         self.procs[index].send_signal(signal.SIGKILL)
         self.procs[index].wait()

@@ -106,7 +106,10 @@ class ServerWatch:
         async with self._round:
             for state, check in self._servers:
                 try:
-                    await asyncio.wait_for(check(), self.timeout_s)
+                    # Not asyncio.wait_for: on 3.11 it swallows a cancel that lands as
+                    # the check answers, and the worker's shutdown waits on this task.
+                    async with asyncio.timeout(self.timeout_s):
+                        await check()
                 except NoNews:
                     continue
                 except Exception as exc:  # noqa: BLE001 - any failure: the server does not answer

@@ -305,6 +305,8 @@ async def test_a_model_outage_pauses_the_whole_fleet_and_loses_nothing(
         stub.add_fault("503", count=10_000_000, path=chat)  # the endpoint is down
         workers = WorkerProcesses(env, tmp_path, 2)
         try:
+            # The outage is timed from when both workers poll, not from their spawn.
+            await workers.up(redis, settings.queue_name)
             for i, language in enumerate(LANGUAGES):
                 await schedule_memory_persistence(redis, f"s{i}", f"u{i}",
                                                   [user_msg(f"I use {language}.")],

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_EMBED_DIM
-from tests.helpers import WorkerProcesses, active_texts, eventually, user_msg, worker_env
+from tests.helpers import WorkerProcesses, active_texts, user_msg, worker_env
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.protocol import keys
@@ -53,6 +53,7 @@ async def test_a_session_whose_worker_was_killed_mid_job_is_processed_again_with
     stub.add_fault("latency_ms", latency_ms=30_000, count=1, path=CHAT)  # the job hangs
     workers = WorkerProcesses(env, tmp_path, 1)
     try:
+        await workers.up(redis, settings.queue_name)
         await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
                                           queue_name=settings.queue_name)
 
@@ -100,13 +101,10 @@ async def test_a_burst_worker_ends_within_seconds_of_the_last_commit_after_worke
     workers = WorkerProcesses(env, tmp_path, 2)
     burst: subprocess.Popen[bytes] | None = None
     try:
-        async def both_up() -> bool:  # each worker's first heartbeat, then it polls
-            return await redis.hlen(keys.workers_key(settings.queue_name)) == 2
-
-        # Handed over only then: a session no job claims within the pending grace (10 s;
-        # worker starts on a loaded machine took longer) gets a second job from the
-        # recovery pass, and the queue would hold more than the dead workers' jobs.
-        await eventually(both_up, 60, "both workers beat")
+        # Handed over only once both beat: a session no job claims within the pending
+        # grace (10 s; worker starts on a loaded machine took longer) gets a second job
+        # from the recovery pass, and the queue would hold more than the dead workers' jobs.
+        await workers.up(redis, settings.queue_name)
         for n in range(sessions):
             await schedule_memory_persistence(redis, f"s{n}", f"u{n}", [user_msg(f"I use Zig{n}.")],
                                               queue_name=settings.queue_name)
