@@ -17,7 +17,12 @@ from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
 
 CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "aimed_ids", "prose",
-                           "hostile", "quoting_break", "oversized", "extra_keys"})
+                           "hostile", "quoting_break", "oversized", "extra_keys", "runaway"})
+# Content modes whose answer the server reports cut at its token limit (finish reason
+# "length"), as a model that runs away does.
+CUT_OFF_MODES = frozenset({"runaway"})
+# A "runaway" answer repeats its items this many times before the cut.
+RUNAWAY_REPEATS = 12
 # "oversized" answers are this long: above what the worker reads (llm_json.MAX_ANSWER_CHARS).
 OVERSIZED_CHARS = 300_000
 # A plausible row id of some other user: consolidation must never apply it.
@@ -128,6 +133,15 @@ def faulty_content(
         items = {k: [{**item, "reason": "because", "confidence": 0.5} for item in v]
                  if isinstance(v, list) else v for k, v in answer.items()}
         return json.dumps({**items, "explanation": "done"})
+    if mode == "runaway":
+        # A small model's runaway: its items over and over until the limit cuts one.
+        # An answer with no items runs away inside its first item instead.
+        key = next(iter(answer), "facts")
+        items = answer.get(key)
+        if not isinstance(items, list) or not items:
+            return '{"facts": [{"text": "' + "the user " * 400
+        repeated = ", ".join(json.dumps(item) for item in items * RUNAWAY_REPEATS)
+        return '{"' + key + '": [' + repeated + ", " + json.dumps(items[0])[:-7]
     if mode == "prose":
         return (
             "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"

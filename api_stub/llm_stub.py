@@ -16,7 +16,8 @@ Test hooks, over HTTP:
       the request arrived), "hold" (answered once POST /_stub/release comes, or
       after ``sleep_s``: a test that must act while a call is in flight),
       "truncated", "schema_break", "unknown_ids", "aimed_ids" (with "targets":
-      [ids]), "prose", "hostile", "quoting_break", "oversized", "extra_keys" (chat; see
+      [ids]), "prose", "hostile", "quoting_break", "oversized", "extra_keys", "runaway"
+      (cut at the token limit: finish reason "length") (chat; see
       api_stub/llm_answers.py), "wrong_count", "wrong_dim" (embeddings). Optional:
       "path", "task", "retry_after" (header value), "retry_after_ms", "echo" (an
       HTTP-status fault's message quotes the request body). Each fault applies to
@@ -50,7 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api_stub.llm_answers import answer_for, faulty_content
+from api_stub.llm_answers import CUT_OFF_MODES, answer_for, faulty_content
 from api_stub.llm_faults import Fault, answered_after_latency, error_response, status_fault
 from api_stub.llm_mem0 import mem0_answer
 from worker.providers.hashing import hash_embed, hash_embed_matrix
@@ -145,12 +146,13 @@ def _wire_payload(body: dict[str, Any]) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _completion(number: int, model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
+def _completion(number: int, model: str, content: str, prompt_tokens: int,
+                finish_reason: str = "stop") -> dict[str, Any]:
     completion_tokens = count_tokens(content)
     return {
         "id": f"chatcmpl-stub-{number}", "object": "chat.completion", "created": number,
         "model": model, "system_fingerprint": "memfleet-llm-stub",
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+        "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None,
                      "message": {"role": "assistant", "content": content, "refusal": None}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
@@ -203,7 +205,9 @@ async def chat_completions(request: Request) -> Response:
     content = faulty_content(mode, payload or {}, answer,
                              fault.targets if fault is not None else None)
     prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
-    return JSONResponse(_completion(number, str(body.get("model", "stub")), content, prompt))
+    finish = "length" if mode in CUT_OFF_MODES else "stop"
+    return JSONResponse(_completion(number, str(body.get("model", "stub")), content, prompt,
+                                    finish))
 
 
 def _encoded(texts: list[str], dim: int, encoding: str) -> list[list[float]] | list[str]:

@@ -281,3 +281,46 @@ def parse_answer(content: str | None, model: type[M]) -> M:
     if not candidates:
         raise ProviderAnswerInvalid("the answer holds no complete JSON object")
     raise ProviderAnswerInvalid(f"the answer breaks the {model.__name__} schema: {last_error}")
+
+
+def salvage_items(content: str | None, model: type[M]) -> M | None:
+    """The complete items of an answer cut off at the token limit, for a model of one
+    list field (``{"facts": [...]}``): each item once, in order; None when none is
+    complete and valid.
+
+    Only for an answer the server says it cut (finish reason ``length``): a small model
+    that runs away repeats its items until the limit, and asking again unchanged at
+    temperature 0 brings the same answer back (issue 38). Items after the cut are lost;
+    an item the schema refuses is left out, as the rest of the answer is still usable.
+    """
+    fields = list(model.model_fields)
+    if content is None or len(fields) != 1 or len(content) > MAX_ANSWER_CHARS:
+        return None
+    inner = _field_models(model.model_fields[fields[0]].annotation)
+    if len(inner) != 1:
+        return None
+    text = strip_reasoning(content)
+    opening = re.search(r'"' + re.escape(fields[0]) + r'"\s*:\s*\[', text)
+    if opening is not None:
+        pos = opening.end()
+    elif text.lstrip().startswith("["):  # a bare list, as small models send
+        pos = text.index("[") + 1
+    else:
+        return None
+    decoder = json.JSONDecoder()
+    items: dict[str, BaseModel] = {}
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):  # the cut, or the list's end
+            break
+        try:
+            item = inner[0].model_validate(drop_unknown_keys(value, inner[0]))
+        except ValidationError:
+            continue
+        items.setdefault(item.model_dump_json(), item)
+    if not items:
+        return None
+    return model.model_validate({fields[0]: list(items.values())})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -30,6 +31,7 @@ from worker.providers.llm_json import (
     describe_errors,
     json_schema_format,
     parse_answer,
+    salvage_items,
 )
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
@@ -76,13 +78,17 @@ class _Pass(Generic[A]):
     answer: type[A]
     # The schema sent, when it asks for less than ``answer`` reads (optional fields left out).
     asked: type[BaseModel] | None = None
+    # A cut-off answer's complete items are kept (llm_json.salvage_items): extraction's
+    # facts stand alone; consolidation's decisions do not (a cut one leaves candidates).
+    salvage_cut_off: bool = False
 
     @property
     def schema(self) -> type[BaseModel]:
         return self.asked or self.answer
 
 
-_EXTRACTION = _Pass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer)
+_EXTRACTION = _Pass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
+                    salvage_cut_off=True)
 _CONSOLIDATION = _Pass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = _Pass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
@@ -161,14 +167,34 @@ def total_tokens(response: Completion) -> int | None:
 
 def content_of(response: Completion) -> str | None:
     """The answer's text; a refusal, a cut-off or no choice at all counts as invalid."""
+    if cut_off(response):
+        raise ProviderAnswerInvalid("the answer was cut off at the token limit")
+    return response.choices[0].message.content
+
+
+def cut_off(response: Completion) -> bool:
+    """Whether the server cut the answer at its token limit; ProviderAnswerInvalid when
+    there is no answer to read (no choice, a refusal)."""
     if not response.choices:
         raise ProviderAnswerInvalid("the answer had no choices")
     choice = response.choices[0]
     if choice.message.refusal:
         raise ProviderAnswerInvalid("the model refused to answer")
-    if choice.finish_reason == "length":
-        raise ProviderAnswerInvalid("the answer was cut off at the token limit")
-    return choice.message.content
+    return choice.finish_reason == "length"
+
+
+def answer_value(spec: _Pass[A], response: Completion,
+                 on_failure: Callable[[str], None] | None = None) -> A:
+    """The answer as ``spec.answer``; a cut-off one of a pass that allows it keeps its
+    complete items (counted as a ``cut_off`` failure), else ProviderAnswerInvalid."""
+    if spec.salvage_cut_off and cut_off(response):
+        salvaged = salvage_items(response.choices[0].message.content, spec.answer)
+        if salvaged is None:
+            raise ProviderAnswerInvalid("the answer was cut off at the token limit")
+        if on_failure is not None:
+            on_failure("cut_off")
+        return salvaged
+    return parse_answer(content_of(response), spec.answer)
 
 
 class _OpenAIChat:
@@ -225,7 +251,7 @@ class _OpenAIChat:
                     used=total_tokens,
                 )
                 usage += usage_of(response)
-                value = parse_answer(content_of(response), spec.answer)
+                value = answer_value(spec, response, self._options.retry.on_failure)
             except ProviderAnswerInvalid as exc:
                 # Asked again unchanged: breaks are mostly sampling or truncation.
                 problem = str(exc)

@@ -49,7 +49,8 @@ _CONFIG_STATUS = {
 class RetryPolicy:
     max_attempts: int = 4
     # Told the kind of every failed attempt (rate_limit, server_error, timeout,
-    # connection, client_error, config, invalid_answer): the worker counts them.
+    # connection, client_error, config, invalid_answer; cut_off for an answer cut at
+    # the token limit whose complete items were kept): the worker counts them.
     on_failure: Callable[[str], None] | None = None
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0

@@ -328,6 +328,41 @@ async def test_a_persistently_bad_answer_is_invalid(
     assert len(_chat_requests(stub)) == 3
 
 
+async def test_a_runaway_extraction_keeps_its_complete_facts_in_one_call(
+    stub: StubServer, make: Make
+) -> None:
+    # Cut at the token limit (finish reason "length"), its facts repeated: asked again
+    # unchanged at temperature 0 a small model runs away the same way (issue 38), so
+    # the complete facts are kept, each once, and counted as a cut_off.
+    stub.add_fault("runaway", count=10, path=CHAT_PATH)
+    kinds: list[str] = []
+    answer = await make(OpenAIExtractor, retry=RetryPolicy(on_failure=kinds.append)).extract(
+        EXTRACTION)
+    assert answer.value == extract_facts(EXTRACTION) and answer.value.facts
+    assert kinds == ["cut_off"] and len(_chat_requests(stub)) == 1
+
+
+async def test_a_cut_off_answer_with_no_complete_fact_is_asked_again(
+    stub: StubServer, make: Make
+) -> None:
+    stub.add_fault("runaway", count=1, path=CHAT_PATH, task="fact_extraction")
+    empty = EXTRACTION.model_copy(update={"messages": (WireMessage(role="user", content="ok"),)})
+    assert not extract_facts(empty).facts  # nothing to repeat: it runs away in a fact
+    kinds: list[str] = []
+    answer = await make(OpenAIExtractor, retry=RetryPolicy(on_failure=kinds.append)).extract(
+        empty)
+    assert answer.value == extract_facts(empty)
+    assert kinds == ["invalid_answer"] and len(_chat_requests(stub)) == 2
+
+
+async def test_a_cut_off_consolidation_is_never_salvaged(stub: StubServer, make: Make) -> None:
+    # Its decisions do not stand alone: a cut one would leave candidates undecided.
+    stub.add_fault("runaway", count=10, path=CHAT_PATH)
+    with pytest.raises(ProviderAnswerInvalid, match="cut off"):
+        await make(OpenAIConsolidator, answer_attempts=2).consolidate(CONSOLIDATION)
+    assert len(_chat_requests(stub)) == 2
+
+
 async def test_a_body_that_is_not_a_chat_completion_is_asked_again(
     stub: StubServer, make: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
