@@ -137,11 +137,11 @@ def faulty_content(
         # A small model's runaway: its items over and over until the limit cuts one.
         # An answer with no items runs away inside its first item instead.
         key = next(iter(answer), "facts")
-        items = answer.get(key)
-        if not isinstance(items, list) or not items:
+        listed = answer.get(key)
+        if not isinstance(listed, list) or not listed:
             return '{"facts": [{"text": "' + "the user " * 400
-        repeated = ", ".join(json.dumps(item) for item in items * RUNAWAY_REPEATS)
-        return '{"' + key + '": [' + repeated + ", " + json.dumps(items[0])[:-7]
+        repeated = ", ".join(json.dumps(item) for item in listed * RUNAWAY_REPEATS)
+        return '{"' + key + '": [' + repeated + ", " + json.dumps(listed[0])[:-7]
     if mode == "prose":
         return (
             "<think>\nThe user wants {json}; I should check {\"braces\": } first.\n</think>\n"
