@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.eval_local import calls as call_report
-from bench.eval_local import cost, subset, systems
+from bench.eval_local import cost, qa, subset, systems
 from bench.eval_local.estimate import RATES_1_5B, before_run, estimate
 from bench.eval_local.gguf import MODELS, ModelRefused, ensure
 from bench.eval_local.servers import EndpointError, model_endpoint
@@ -23,8 +24,9 @@ from bench.proc import load_1min
 from bench.servers import throwaway_servers
 from worker.eval.baselines import baseline_scores
 from worker.eval.compare import System, comparison
+from worker.eval.qa_score import QuestionScore
 from worker.eval.report import scores_json
-from worker.eval.suite import load_suite
+from worker.eval.suite import Scenario, load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 6 * 3600.0
@@ -65,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--broken-extraction-prompt", action="store_true",
                         help="run memfleet with its extraction prompt broken on purpose "
                              "(bench.eval_local.broken_prompt), to see the check bite")
+    parser.add_argument("--qa", action="store_true",
+                        help="also ask each scenario's questions at its end, answered by the "
+                             "model from each system's own read (bench/eval_local/qa.py)")
     parser.add_argument("--keep-calls", type=Path, metavar="FILE",
                         help="keep the raw record of the chat calls (requests and answers, "
                              "so the scenarios' text) for `python -m bench.eval_local.calls`")
@@ -127,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pythons = mem0_venvs(mem0, venvs) if mem0 else {}
         ran: list[System] = []
         seconds: dict[str, float] = {}
+        answers: dict[str, list[QuestionScore]] = {}
         try:
             with model_endpoint(python, gguf, work, threads=args.threads,
                                 ctx=args.ctx) as endpoint, \
@@ -140,17 +146,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         ran.append(systems.run_memfleet(
                             endpoint.base_url, spec.label, folder, servers, work,
                             RUN_TIMEOUT_S,
-                            broken_extraction_prompt=args.broken_extraction_prompt))
+                            broken_extraction_prompt=args.broken_extraction_prompt,
+                            qa=args.qa))
                     else:
                         ran.append(systems.run_mem0_system(
                             name, pythons[name], endpoint.base_url, spec.label, scenarios,
-                            servers, work, clock=args.mem0_clock, timeout_s=RUN_TIMEOUT_S))
+                            servers, work, clock=args.mem0_clock, timeout_s=RUN_TIMEOUT_S,
+                            qa=args.qa))
                     seconds[name] = time.monotonic() - at
                     print(f"--- {name}: {seconds[name]:.0f} s", flush=True)
                     if args.json is not None:  # what is done survives a later failure
                         args.json.write_text(json.dumps({
                             "partial": True, "seconds": seconds,
                             "systems": {s.name: s.document for s in ran}}) + "\n")
+                if args.qa:
+                    at = time.monotonic()
+                    answers = _answers(ran, scenarios, endpoint.base_url, spec.label)
+                    seconds[qa.QA_SYSTEM] = time.monotonic() - at
                 record = call_report.read_entries(endpoint.calls)
                 if args.keep_calls is not None and endpoint.calls.exists():
                     shutil.copyfile(endpoint.calls, args.keep_calls)
@@ -158,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(str(exc))
         except (systems.SystemFailed, subprocess.TimeoutExpired) as exc:
             return _fail(str(exc))
-    untagged = [e for e in record if str(e.get("system") or "") not in names]
+    # The questions' answers are the measure, not a system's cost: left out of the tables.
+    record = [e for e in record if not qa.is_question(e)]
+    untagged = [e for e in record if str(e.get("system") or "") not in (*names, qa.QA_SYSTEM)]
     if untagged:  # every call must be some system's: else the cost table would lie
         return _fail(f"{len(untagged)} calls reached the endpoint without a system's prefix")
     ran += [System(name, scores_json(scores))
@@ -168,6 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"every system's prompts answered by it; {total_s / 60:.1f} minutes in all "
           f"({', '.join(f'{n} {s / 60:.1f}' for n, s in seconds.items())})\n")
     print(comparison(ran))
+    if args.qa:
+        print(f"\nquestions answered by {spec.label} from each system's own read (exact "
+              "match; bootstrap 95% intervals over scenarios):")
+        print(qa.qa_comparison(answers))
+        print("\n" + qa.wrong_answers(answers))
     judged = {n: call_report.judge_all(e for e in record if "embeddings" not in e
                                        and e.get("system") == n) for n in names}
     costs = [cost.cost_of(n, judged[n], record, user_turns, commits) for n in names]
@@ -195,11 +214,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds": {"total": total_s, **seconds},
             "systems": {s.name: s.document for s in ran},
             "cost": [c.as_json() for c in costs],
-            "calls": {n: call_report.as_json(judged[n]) for n in names}},
+            "calls": {n: call_report.as_json(judged[n]) for n in names},
+            "qa": {n: [dataclasses.asdict(a) for a in scores] for n, scores in answers.items()}},
             indent=1, ensure_ascii=False) + "\n")
     if args.min_score is not None:
         return _check(ran, args.min_score, args.broken_extraction_prompt)
     return 0
+
+
+def _answers(ran: Sequence[System], scenarios: Sequence[Scenario], base_url: str,
+             model: str) -> dict[str, list[QuestionScore]]:
+    """Every system's answers: memfleet's from its run, mem0's and the baselines' asked here."""
+    url = systems.system_url(base_url, qa.QA_SYSTEM)
+    out: dict[str, list[QuestionScore]] = {}
+    for system in ran:
+        if system.name == systems.MEMFLEET:
+            out[system.name] = qa.memfleet_scores(system.document)
+        else:
+            out[system.name] = qa.answer(
+                qa.mem0_asked(scenarios, system.document.get("searches", {})), url, model)
+    for name, asked in qa.baseline_asked(scenarios).items():
+        out[name] = qa.answer(asked, url, model)
+    return out
 
 
 def _check(ran: Sequence[System], min_score: float, broken: bool) -> int:

@@ -79,8 +79,10 @@ class SystemFailed(RuntimeError):
 
 
 def run_memfleet(base_url: str, model: str, folder: Path, servers: Servers, work: Path,
-                 timeout_s: float, *, broken_extraction_prompt: bool = False) -> System:
-    """`memfleet eval` on ``folder``; with ``broken_extraction_prompt`` through
+                 timeout_s: float, *, broken_extraction_prompt: bool = False,
+                 qa: bool = False) -> System:
+    """`memfleet eval` on ``folder`` (with ``qa``, `--qa`: the model answers each
+    question from memfleet's read); with ``broken_extraction_prompt`` through
     bench.eval_local.broken_prompt, the CLI with its extraction prompt broken."""
     database_url = asyncio.run(create_database(servers, "memfleet"))
     asyncio.run(migrate(database_url, embed_dim=EMBED_DIM))
@@ -89,7 +91,8 @@ def run_memfleet(base_url: str, model: str, folder: Path, servers: Servers, work
                        servers.redis_url, servers.root / "home")
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", CLI_BROKEN if broken_extraction_prompt else CLI, "eval",
-         "--scenarios", str(folder), "--json", str(out)], env=env, cwd=ROOT,
+         "--scenarios", str(folder), "--json", str(out), *(["--qa"] if qa else [])],
+        env=env, cwd=ROOT,
         capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode not in (0, 1) or not out.exists():
         raise SystemFailed(f"memfleet eval exited with {done.returncode}:\n"
@@ -101,10 +104,10 @@ def run_memfleet(base_url: str, model: str, folder: Path, servers: Servers, work
 
 def run_mem0_system(name: str, python: Path, base_url: str, model: str,
                     scenarios: Sequence[Scenario], servers: Servers, work: Path, *,
-                    clock: str, timeout_s: float) -> System:
+                    clock: str, timeout_s: float, qa: bool = False) -> System:
     endpoint = Mem0Endpoint(system_url(base_url, name), "none", model, EMBED_MODEL, EMBED_DIM)
     try:
         return run_mem0(name, python, scenarios, servers, endpoint, work, clock=clock,
-                        timeout_s=timeout_s)
+                        timeout_s=timeout_s, qa=qa)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         raise SystemFailed(str(exc)) from exc

@@ -123,8 +123,10 @@ def _rows(database_url: str) -> dict[str, list[Mem0Row]]:
 
 def run_mem0(name: str, python: Path, scenarios: Sequence[Scenario], servers: Servers,
              endpoint: Endpoint, work: Path, *, clock: str = "real",
-             timeout_s: float = RUN_TIMEOUT_S) -> System:
-    """mem0 on the same stub: one ``add`` per memfleet commit, its end state scored alike."""
+             timeout_s: float = RUN_TIMEOUT_S, qa: bool = False) -> System:
+    """mem0 on the same stub: one ``add`` per memfleet commit, its end state scored alike.
+    With ``qa``, each scenario's questions are searched at its end; the document's
+    ``"searches"`` holds the hits, per scenario id, one list per question."""
     database = name.replace(".", "_").replace("-", "_")
     database_url = _database(servers, database)
     home = work / database
@@ -137,7 +139,9 @@ def run_mem0(name: str, python: Path, scenarios: Sequence[Scenario], servers: Se
         "users": [{"user_id": users[s.id],
                    "adds": [{"agent_id": a.agent_id, "messages": list(a.messages),
                              "at": a.at.isoformat()}
-                            for a in adds[s.id]]} for s in scenarios]}))
+                            for a in adds[s.id]],
+                   "questions": [{"ask": q.ask} for q in s.questions] if qa else []}
+                  for s in scenarios]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEM0_"))}
     env.update({"MEM0_TELEMETRY": "False", "MEM0_DIR": str(home),
                 "OPENAI_API_KEY": endpoint.api_key,
@@ -168,7 +172,13 @@ def run_mem0(name: str, python: Path, scenarios: Sequence[Scenario], servers: Se
     for error in result["errors"][:2]:
         print(f"  {label}: an add raised:\n{error}")
     print()
-    return System(label, report_json(scores, info, outcomes, 0))
+    document = report_json(scores, info, outcomes, 0)
+    if qa:
+        document["searches"] = {s.id: result.get("searches", {}).get(users[s.id], [])
+                                for s in scenarios}
+        if result.get("failed_searches"):
+            print(f"  {label}: {result['failed_searches']} searches raised")
+    return System(label, document)
 
 
 # ---------------------------------------------------------------- main

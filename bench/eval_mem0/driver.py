@@ -7,7 +7,11 @@ driver). SPEC holds mem0's config (``Memory.from_config``) and, per user, the ad
 (``{"agent_id", "messages"}``, in order). Each is one ``Memory.add``. With ``"clock": "scenario"``
 each add is made at the scenario's moment (``at``): see ``_at``. RESULT gets
 mem0's version and, per user, ``add``'s answer to each add (null when it raised),
-the number that raised and the first errors.
+the number that raised and the first errors. A user's ``"questions"`` (``{"ask"}``),
+when given, are searched after its adds (``Memory.search``, as mem0's docs show it:
+the question as the query, the user's id, mem0's default limit); RESULT's
+``"searches"`` holds, per user, each search's hits (``{"memory", "agent_id",
+"created_at"}``), null when it raised.
 """
 
 from __future__ import annotations
@@ -48,6 +52,18 @@ def _at(moment: dt.datetime) -> dict[str, Any]:
     return {"metadata": {"created_at": moment.isoformat()}}
 
 
+def _search(memory: Any, ask: str, user_id: str) -> list[dict[str, Any]]:
+    """One search's hits. mem0 1.x takes ``user_id=``; a release that wants the ids in
+    ``filters`` gets them there."""
+    try:
+        found = memory.search(ask, user_id=user_id)
+    except TypeError:
+        found = memory.search(ask, filters={"user_id": user_id})
+    hits = found.get("results", []) if isinstance(found, dict) else found
+    return [{"memory": h.get("memory"), "agent_id": h.get("agent_id"),
+             "created_at": h.get("created_at")} for h in hits or [] if isinstance(h, dict)]
+
+
 def main() -> int:
     with open(sys.argv[1], encoding="utf-8") as spec_file:
         spec = json.load(spec_file)
@@ -55,8 +71,9 @@ def main() -> int:
 
     memory = Memory.from_config(spec["config"])
     answers: dict[str, list[Any]] = {}
+    searches: dict[str, list[Any]] = {}
     errors: list[str] = []
-    failed = 0
+    failed = failed_searches = 0
     for user in spec["users"]:
         got = answers.setdefault(user["user_id"], [])
         for add in user["adds"]:
@@ -70,8 +87,17 @@ def main() -> int:
                 got.append(None)
                 if len(errors) < 5:
                     errors.append(traceback.format_exc(limit=4))
+        found = searches.setdefault(user["user_id"], [])
+        for question in user.get("questions", []):
+            try:
+                found.append(_search(memory, question["ask"], user["user_id"]))
+            except Exception:  # noqa: BLE001 - counted and reported, the run goes on
+                failed_searches += 1
+                found.append(None)
+                if len(errors) < 5:
+                    errors.append(traceback.format_exc(limit=4))
     result = {"version": version("mem0ai"), "answers": answers, "failed": failed,
-              "errors": errors}
+              "searches": searches, "failed_searches": failed_searches, "errors": errors}
     with open(sys.argv[2], "w", encoding="utf-8") as out:
         json.dump(result, out, default=str)
     return 0
