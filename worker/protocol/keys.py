@@ -114,7 +114,8 @@ KEYS: tuple[KeySpec, ...] = (
             "7 days after its last push; emptied as commits finish its lists"),
     KeySpec(QUEUED_PREFIX + _SESSION, "string",
             "enqueue.lua (SET: the queued job's id); claim.lua (DEL); erase_user.lua",
-            "enqueue.lua", "the job's expiry (1 day + defer); gone when its job claims"),
+            "enqueue.lua, recover.lua",
+            "the job's expiry (1 day + defer); gone when its job claims"),
     KeySpec(LOCK_PREFIX + _SESSION, "string",
             "claim.lua (SET NX: a job's token); extend.lua; release.lua (DEL)",
             "extend.lua, release.lua, recover.lua (PTTL)",
@@ -139,12 +140,14 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("<queue>", "zset",
             "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"
             " erase_user.lua; retire_orphans.lua (ZREM)",
-            "ARQ workers (start_job.lua), fleet_probe.lua, retire_orphans.lua",
+            "ARQ workers (start_job.lua), fleet_probe.lua, retire_orphans.lua,"
+            " recover.lua (ZSCORE)",
             "no TTL; a job leaves when ARQ finishes it, or the recovery pass retires it"
             " (its worker dead)"),
     KeySpec(PENDING_PREFIX + "<queue>", "zset",
             "enqueue.lua, claim.lua, queue.keep_pending (session key, deadline ms);"
-            " recover.lua, erase_user.lua (ZREM)", "recover.lua, retire_orphans.lua (ZSCORE)",
+            " recover.lua (ZREM, or a later deadline while its job is on its way),"
+            " erase_user.lua (ZREM)", "recover.lua, retire_orphans.lua (ZSCORE)",
             "no TTL; a session leaves when a job takes its lock, or the recovery pass"),
     KeySpec(CLAIMED_PREFIX + "<queue>", "zset",
             "claim.lua, extend.lua (session key, lock expiry ms); release.lua, recover.lua",
@@ -160,8 +163,8 @@ KEYS: tuple[KeySpec, ...] = (
             "no TTL; capped at about 100,000 entries"),
     KeySpec(WORKERS_PREFIX + "<queue>", "hash",
             "heartbeat.lua (worker id -> '<deadline ms>|<job ids>'); the worker at stop;"
-            " fleet_probe.lua, retire_orphans.lua (drop lapsed)",
-            "fleet_probe.lua, retire_orphans.lua",
+            " fleet_probe.lua, retire_orphans.lua, recover.lua (drop lapsed)",
+            "fleet_probe.lua, retire_orphans.lua, recover.lua",
             "no TTL; an entry lapses 6 s after its worker's last beat"),
     KeySpec(SUSPECTS_PREFIX + "<queue>", "hash",
             "fleet_probe.lua, retire_orphans.lua (job id -> ms first seen unlisted)",
@@ -198,11 +201,13 @@ KEYS: tuple[KeySpec, ...] = (
     # ---- ARQ's keys, per job (ARQ writes them; memfleet's scripts too)
     KeySpec(ARQ_JOB_PREFIX + "<job id>", "string",
             "enqueue.lua (SET: the job's JSON); ARQ (DEL at the end); erase_user.lua;"
-            " retire_orphans.lua (DEL)", "ARQ workers, enqueue.lua (EXISTS), retire_orphans.lua",
+            " retire_orphans.lua (DEL)",
+            "ARQ workers, enqueue.lua (EXISTS), retire_orphans.lua, recover.lua (EXISTS)",
             "1 day + defer (JOB_EXPIRES_MS); gone at the end"),
     KeySpec(ARQ_IN_PROGRESS_PREFIX + "<job id>", "string",
             "start_job.lua (PSETEX '1'); ARQ (DEL at the end); retire_orphans.lua (DEL)",
-            "start_job.lua, enqueue.lua, erase_user.lua, fleet_probe.lua, retire_orphans.lua",
+            "start_job.lua, enqueue.lua, erase_user.lua, fleet_probe.lua, retire_orphans.lua,"
+            " recover.lua",
             "the job timeout + 10 s; gone at the end, or when the recovery pass retires"
             " a dead worker's job"),
     KeySpec(ARQ_RETRY_PREFIX + "<job id>", "string",

@@ -33,7 +33,7 @@ from worker.protocol import keys, queue
 from worker.protocol.breaker import BreakerKeys
 from worker.protocol.events import CommitNote
 from worker.protocol.replies import as_bytes, as_text
-from worker.protocol.scripts import PAYLOAD_MESSAGES, LuaScript
+from worker.protocol.scripts import ORPHANS, PAYLOAD_MESSAGES, LuaScript
 from worker.protocol.session_ref import SessionRef
 from worker.telemetry import StageClock
 
@@ -47,7 +47,7 @@ HANDOFF_GRACE_MS = 5_000
 _CLAIM = LuaScript("worker.protocol.lua", "claim.lua")
 _EXTEND = LuaScript("worker.protocol.lua", "extend.lua")
 _RELEASE = LuaScript("worker.protocol.lua", "release.lua", after=[PAYLOAD_MESSAGES])
-_RECOVER = LuaScript("worker.protocol.lua", "recover.lua")
+_RECOVER = LuaScript("worker.protocol.lua", "recover.lua", after=[ORPHANS])
 
 
 def _now_ms() -> int:
@@ -205,9 +205,13 @@ async def recover_abandoned(
     redis: Any, queue_name: str, *, limit: int = 100
 ) -> list[SessionRef]:
     """Queue a job for each session a dead worker left claimed, or whose job nobody
-    claimed in time; return them."""
-    raw = await _RECOVER(redis, [keys.claimed_key(queue_name), keys.pending_key(queue_name)],
-                         [_now_ms(), keys.LOCK_PREFIX, limit])
+    claimed in time and is no longer on its way (waiting in the queue, or run by a
+    live worker); return them."""
+    raw = await _RECOVER(
+        redis, [keys.claimed_key(queue_name), keys.pending_key(queue_name), queue_name,
+                keys.workers_key(queue_name)],
+        [_now_ms(), keys.LOCK_PREFIX, limit, keys.QUEUED_PREFIX, keys.ARQ_JOB_PREFIX,
+         keys.ARQ_IN_PROGRESS_PREFIX, queue.PENDING_GRACE_MS])
     sessions = []
     for member in dict.fromkeys(as_text(s) for s in raw):
         try:

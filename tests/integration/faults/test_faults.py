@@ -275,6 +275,56 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     assert await redis.zscore(pending, U1_S1.key) is None, "claimed: no longer pending"
 
 
+async def test_a_late_session_whose_job_a_live_worker_runs_is_not_queued_again(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # A worker picked the job but, on a loaded machine, has not reached the claim
+    # within the pending grace. Its heartbeat lists the job: the session is not
+    # abandoned, and a second job would only run for nothing.
+    from worker.fleet import probe
+
+    first = await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+    assert first.job_id is not None
+    job_id = first.job_id
+    await redis.set(keys.ARQ_IN_PROGRESS_PREFIX + job_id, b"1", px=60_000)
+    await probe.beat(redis, settings.queue_name, "slow-worker", lambda: [job_id])
+    pending = keys.pending_key(settings.queue_name)
+    await redis.zadd(pending, {U1_S1.key: 0})  # its grace period is over
+    assert await lock.recover_abandoned(redis, settings.queue_name) == []
+    deadline = await redis.zscore(pending, U1_S1.key)
+    assert deadline is not None and deadline > time.time() * 1000, "watched again later"
+    assert (await redis.get(keys.queued_key(U1_S1))) == job_id.encode(), "no second job"
+    assert await redis.zcard(settings.queue_name) == 1
+    # The worker dies: its entry lapses, and the next late pass queues the session again.
+    await redis.hdel(keys.workers_key(settings.queue_name), "slow-worker")
+    await redis.zadd(pending, {U1_S1.key: 0})
+    assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
+    await redis.delete(keys.ARQ_IN_PROGRESS_PREFIX + job_id)  # in time, it expires
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Uses Zig"]
+
+
+async def test_a_late_session_whose_job_still_waits_in_the_queue_is_not_queued_again(
+    settings: Settings, redis: Redis, db: asyncpg.Connection
+) -> None:
+    # Every worker busy: the job waits in the queue past the grace. It will run; the
+    # recovery pass says nothing and queues nothing.
+    first = await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
+                                              queue_name=settings.queue_name)
+    assert first.job_id is not None
+    pending = keys.pending_key(settings.queue_name)
+    await redis.zadd(pending, {U1_S1.key: 0})
+    assert await lock.recover_abandoned(redis, settings.queue_name) == []
+    assert await redis.zscore(pending, U1_S1.key) > time.time() * 1000
+    # Its job key gone (expired), the queued job can run nothing: recovered.
+    await redis.delete(keys.ARQ_JOB_PREFIX + first.job_id)
+    await redis.zadd(pending, {U1_S1.key: 0})
+    assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
+    await drain(settings)
+    assert await active_texts(db, "u1") == ["Uses Zig"]
+
+
 async def test_a_job_that_found_its_session_busy_and_died_leaves_it_to_recovery(
     settings: Settings, redis: Redis, db: asyncpg.Connection
 ) -> None:

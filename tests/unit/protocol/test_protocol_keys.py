@@ -33,7 +33,7 @@ BUILT_FROM_ARGV = {
     "enqueue.lua": {7, 8, 16, 17},
     "erase_user.lua": {2, 3, 4, 5, 6, 7, 8},
     "fleet_probe.lua": {1, 2},
-    "recover.lua": {2},
+    "recover.lua": {2, 4, 5, 6},
     "retire_orphans.lua": {1, 2, 3},
     "chat_erase_user.lua": {1},  # api_stub: the chat stand-in's erase
 }
