@@ -17,6 +17,7 @@ the question as the query, the user's id, mem0's default limit); RESULT's
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import re
 import sys
@@ -53,11 +54,11 @@ def _at(moment: dt.datetime) -> dict[str, Any]:
 
 
 def _search(memory: Any, ask: str, user_id: str) -> list[dict[str, Any]]:
-    """One search's hits. mem0 1.x takes ``user_id=``; a release that wants the ids in
-    ``filters`` gets them there."""
-    try:
+    """One search's hits, with mem0's default limit. mem0 1.x takes ``user_id=``; 2.x
+    refuses it and takes the ids in ``filters``."""
+    if "user_id" in inspect.signature(memory.search).parameters:
         found = memory.search(ask, user_id=user_id)
-    except TypeError:
+    else:
         found = memory.search(ask, filters={"user_id": user_id})
     hits = found.get("results", []) if isinstance(found, dict) else found
     return [{"memory": h.get("memory"), "agent_id": h.get("agent_id"),
