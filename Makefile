@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test test-unit demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test test-unit demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -125,6 +125,24 @@ bench-partitions: $(STAMP)
 # the capacity model over those figures (docs/capacity.md); about 10 minutes.
 bench-capacity: $(STAMP)
 	$(PY) -m bench.unit_costs --json .memfleet/unit_costs.json
+
+# What one user can make memfleet spend (docs/bench.md, "What one user can make memfleet
+# do"; issues 25 and 37): CPU on adversarial text, the Redis bytes one user's hand-overs
+# hold, one user's erase beside 100,000 queued jobs of others, long-lived requests under
+# one caller. Not in `make test` nor `make bench`.
+bench-bounds: $(STAMP)
+	$(PY) -m bench.text_cpu
+	$(PY) -m bench.redis_session_bytes
+	$(PY) -m bench.erase_redis --jobs 100000 --erases 5 --loops 4 --clients 4 --seconds 15
+	$(PY) -m bench.long_polls
+
+# Operations (docs/bench.md, "Operations"): a burst worker draining after 3 workers were
+# SIGKILLed mid-job, the export of a user with 10,000 facts, `memfleet reembed` of 20,000
+# facts through the openai client against the stub. Not in `make test` nor `make bench`.
+bench-ops: $(STAMP)
+	$(PY) -m bench.burst_drain --sessions 24
+	$(PY) -m bench.export_memory
+	$(PY) -m bench.reembed --users 1000 --facts 20
 
 # mem0 1.0.9 and the newest mem0 beside memfleet on one stub and one PostgreSQL (docs/bench.md):
 # the last step of `make bench`, and alone here; never in `make test`, as it pip-installs mem0

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.servers import Servers, throwaway_servers
-from bench.stats import pct
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.stats import pct
 from worker.api.auth import AuthConfig, issue_token
 from worker.store.migrate import migrate
 

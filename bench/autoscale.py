@@ -2,13 +2,13 @@
 
 A controller loop reads the fleet's state the way the exporter does
 (worker.fleet.probe.probe, one Lua round trip), applies the replica arithmetic of
-deploy/k8s/keda.yaml's two triggers (bench.keda_formula: jobs = ready + in
+deploy/k8s/keda.yaml's two triggers (bench.lib.keda_formula: jobs = ready + in
 progress, AverageValue, threshold MEMFLEET_MAX_JOBS per replica; lag, Value,
 threshold the lag target) and starts `memfleet worker` processes or stops
 surplus ones with SIGTERM, as the HPA changes a Deployment's replicas: a removed
 worker finishes its running jobs first (ARQ's job_completion_wait, the pod's
 grace period in the cluster). Meanwhile hand-overs are offered at a rate that
-ramps up to a peak and back down (bench.autoscale_load).
+ramps up to a peak and back down (bench.lib.autoscale_load).
 
 The workers run the real path: the `openai` providers against the project's
 OpenAI-compatible stub, whose chat answers take ``--llm-latency-ms`` each, so a
@@ -46,7 +46,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
-from bench.autoscale_load import (
+from bench.lib.autoscale_load import (
     Offered,
     Ramp,
     hand_over_leftovers,
@@ -55,10 +55,10 @@ from bench.autoscale_load import (
     session_id,
     user_id,
 )
-from bench.autoscale_plot import plot_autoscale
-from bench.keda_formula import Behavior, History, Trigger, desired_replicas, keda_activation
-from bench.servers import throwaway_servers
-from bench.stats import pct, table
+from bench.lib.autoscale_plot import plot_autoscale
+from bench.lib.keda_formula import Behavior, History, Trigger, desired_replicas, keda_activation
+from bench.lib.servers import throwaway_servers
+from bench.lib.stats import pct, table
 from worker.fleet.probe import FleetSnapshot, probe
 from worker.outcomes import Outcome
 from worker.protocol.queue import DEFAULT_QUEUE

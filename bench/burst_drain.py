@@ -28,7 +28,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from bench.servers import throwaway_servers
+from bench.lib.servers import throwaway_servers
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.store.migrate import migrate

@@ -30,7 +30,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bench.stats import pct
+from bench.lib.stats import pct
 from worker.client.handover import schedule_memory_persistence
 from worker.embedded import EmbeddedRedis
 from worker.protocol import keys, queue

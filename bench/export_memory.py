@@ -20,7 +20,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench.servers import throwaway_servers
+from bench.lib.servers import throwaway_servers
 from worker.ops.access_export import export_user
 from worker.store import queries
 from worker.store.maintenance import PostgresMaintenanceStore

@@ -3,12 +3,12 @@
 Starts throwaway PostgreSQL and Redis and two memory API processes (``memfleet
 api``, each on its own port, one Redis), creates a service key with the
 ``handover`` scope, then hands sessions over in blocks: HTTP at 1 and at 16 in flight
-(the clients round-robin over both API processes with keep-alive: bench.raw_http, a
+(the clients round-robin over both API processes with keep-alive: bench.lib.raw_http, a
 minimal client that costs its process a tenth of what httpx does, so the row measures
 the server; and httpx, as a Python chat server would send) and the Python client
 straight to Redis (``schedule_memory_persistence``) at 1 and 16, and
 the TypeScript client's Redis hand-over when clients/typescript/dist/bench/handover.js is
-built. Each block is a process of its own (bench.handover_client), measuring at the
+built. Each block is a process of its own (bench.lib.handover_client), measuring at the
 client after a warm-up; the blocks go round in a fresh random order each round so a
 slow minute of the VM lands on every transport alike. Every hand-over is a session
 of a user of its own (no budget ever refuses one) and Redis is emptied between
@@ -34,10 +34,10 @@ from pathlib import Path
 
 from redis import Redis
 
-from bench.api_procs import api_argv, api_env, free_port, running
-from bench.proc import cpu_s, load_1min
-from bench.servers import throwaway_servers
-from bench.stats import ms, pct, table
+from bench.lib.api_procs import api_argv, api_env, free_port, running
+from bench.lib.proc import cpu_s, load_1min
+from bench.lib.servers import throwaway_servers
+from bench.lib.stats import ms, pct, table
 from worker.embedded.process import read_int
 from worker.store.migrate import migrate
 from worker.store.service_keys import ServiceKeyStore
@@ -50,7 +50,7 @@ HTTP = ("http-raw", "http")
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    transport: str  # "http-raw" (bench.raw_http), "http" (httpx), "redis" (Python),
+    transport: str  # "http-raw" (bench.lib.raw_http), "http" (httpx), "redis" (Python),
     # "redis-ts" (TypeScript)
     concurrency: int
     think_ms: float = 0.0  # 0: hand-overs back to back; else turns waiting for answers
@@ -82,7 +82,7 @@ def client_argv(block: Block, in_flight: int, requests: int, tag: str, *, api_ur
     if block.transport == "redis-ts":
         return ["node", str(TS_BENCH), "--redis-url", redis_url, "--requests", str(requests),
                 "--concurrency", str(in_flight), "--warmup", str(warmup)]
-    argv = [sys.executable, "-m", "bench.handover_client", "--transport", block.transport,
+    argv = [sys.executable, "-m", "bench.lib.handover_client", "--transport", block.transport,
             "--requests", str(requests), "--concurrency", str(in_flight), "--tag", tag,
             "--warmup", str(warmup), "--ready", "--think-ms", str(block.think_ms)]
     if block.transport in HTTP:

@@ -35,9 +35,9 @@ from pathlib import Path
 import httpx
 from redis.asyncio import Redis
 
-from bench.api_procs import SECRET, api_argv, api_env, free_port, running
-from bench.proc import cpu_s
-from bench.servers import Servers, throwaway_servers
+from bench.lib.api_procs import SECRET, api_argv, api_env, free_port, running
+from bench.lib.proc import cpu_s
+from bench.lib.servers import Servers, throwaway_servers
 from worker.api.auth import AuthConfig, issue_token
 from worker.store.migrate import migrate
 from worker.store.service_keys import ServiceKeyStore

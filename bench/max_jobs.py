@@ -3,7 +3,7 @@
 Throwaway PostgreSQL (durable=True) and Redis; the project's OpenAI-compatible
 stub in a thread of this process (the bench's driver, idle while the worker
 drains), its chat calls answered after ``--latency-ms``, embeddings at once.
-The users and sessions of bench.workload are seeded through the same stub with
+The users and sessions of bench.lib.workload are seeded through the same stub with
 no delay by an in-process worker; then every measured session is handed over
 (10 new messages, 10 candidates, a summary due in about half of them), the
 latency is switched on, and one ``memfleet worker`` process drains the queue.
@@ -37,10 +37,10 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
-from bench import jobs, workload
-from bench.proc import cpu_s, machine_busy_s, peak_rss_mb
-from bench.servers import Servers, throwaway_servers
-from bench.stats import pct
+from bench.lib import jobs, workload
+from bench.lib.proc import cpu_s, machine_busy_s, peak_rss_mb
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.stats import pct
 from worker.config import Settings
 from worker.fleet.app import new_event_loop
 from worker.fleet.gc_tuning import quiet_garbage_collector

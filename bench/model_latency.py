@@ -3,7 +3,7 @@
 The ``openai`` providers against the project's OpenAI-compatible stub, which
 answers every chat call after ``--latency-ms`` (each value in turn, 300 then
 600 by default) and embeddings at once. Throwaway PostgreSQL (durable=True)
-and Redis; the users and sessions of bench.workload, seeded through the same
+and Redis; the users and sessions of bench.lib.workload, seeded through the same
 stub with no delay, so each measured job resumes a session with 10 new
 messages, 10 candidates, and a summary due in about half the jobs.
 
@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
-from bench import jobs, phases, workload
-from bench.phases import JobSample
-from bench.servers import Servers, throwaway_servers
-from bench.spans import JobSpans
-from bench.stats import ms, pct, table
+from bench.lib import jobs, phases, workload
+from bench.lib.phases import JobSample
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.spans import JobSpans
+from bench.lib.stats import ms, pct, table
 from worker.config import Settings
 from worker.fleet.app import new_event_loop
 from worker.store.migrate import migrate

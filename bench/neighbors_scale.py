@@ -1,6 +1,6 @@
 """The neighbour query as the fact table grows: flat in the table's size, or not.
 
-Throwaway PostgreSQL (durable=False, bench.servers' shared_buffers), the real
+Throwaway PostgreSQL (durable=False, bench.lib.servers' shared_buffers), the real
 schema, filled straight in SQL to each size in turn (default 10,000, then
 100,000, then 1,000,000 facts): typical users of 200 active facts, and one
 heavy user of 5,000. Rows are written interleaved across the users of each
@@ -42,8 +42,8 @@ from collections.abc import Sequence
 import asyncpg
 import numpy as np
 
-from bench.servers import SHARED_BUFFERS, throwaway_servers
-from bench.stats import ms, pct, table
+from bench.lib.servers import SHARED_BUFFERS, throwaway_servers
+from bench.lib.stats import ms, pct, table
 from worker.store import halfvec, queries
 from worker.store.migrate import migrate
 from worker.store.pool import GENERIC_PLANS, create_pool

@@ -1,7 +1,7 @@
 """The fact table unpartitioned (the schema up to 0012) beside hash-partitioned by user
 (0013, MEMFLEET_PG_PARTITIONS): a run's commit, the neighbour query and VACUUM.
 
-One throwaway PostgreSQL (durable=False, bench.servers' shared_buffers), two
+One throwaway PostgreSQL (durable=False, bench.lib.servers' shared_buffers), two
 databases: ``flat`` migrated with a copy of schema/ that stops at 0012, and
 ``partitioned`` migrated with all of it (``--partitions``, default 16). Each is
 filled the same way, straight in SQL, as bench/neighbors_scale.py fills its table:
@@ -41,9 +41,9 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 
+from bench.lib.servers import SHARED_BUFFERS, throwaway_servers
+from bench.lib.stats import ms, pct, table
 from bench.neighbors_scale import BYTES_PER_FACT, FILL_POOL, MODEL
-from bench.servers import SHARED_BUFFERS, throwaway_servers
-from bench.stats import ms, pct, table
 from worker.store.fence_key import FenceKeys
 from worker.store.migrate import default_schema_dir, migrate
 from worker.store.pool import GENERIC_PLANS, create_pool

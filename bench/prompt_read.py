@@ -8,7 +8,7 @@ process of its own; the API's embeddings go to the stub over HTTP (the openai
 provider, 1536 dimensions). Users with 50 and with 1,000 active facts are written
 through the store (PostgresStore.add_fact, as the API's manual writes are), their
 embeddings asked of the stub, so the neighbour query ranks real vectors. Then N reads
-per row, each with a question (or none), one client with keep-alive (bench.raw_http,
+per row, each with a question (or none), one client with keep-alive (bench.lib.raw_http,
 which costs its process a tenth of httpx's CPU, so the figure is the server's; or
 ``--client httpx``), over the rows in rounds so a slow minute of the VM lands on
 every row alike.
@@ -37,11 +37,11 @@ from urllib.parse import urlencode
 
 import httpx
 
-from bench.api_procs import api_argv, api_env, free_port, running, stub_argv
-from bench.proc import load_1min
-from bench.raw_http import RawConnection
-from bench.servers import Servers, throwaway_servers
-from bench.stats import ms, pct, table
+from bench.lib.api_procs import api_argv, api_env, free_port, running, stub_argv
+from bench.lib.proc import load_1min
+from bench.lib.raw_http import RawConnection
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.stats import ms, pct, table
 from worker.config import Settings
 from worker.memory_rules import CATEGORY_ORDER
 from worker.providers.factory import build_embedder
@@ -175,7 +175,7 @@ class HttpxReads:
 
 
 class RawReads:
-    """bench.raw_http: a keep-alive connection per read in flight, a tenth of httpx's
+    """bench.lib.raw_http: a keep-alive connection per read in flight, a tenth of httpx's
     CPU per request, so the figure is the server's."""
 
     def __init__(self, url: str, key: str) -> None:
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="reads in flight (one client, keep-alive)")
     parser.add_argument("--workers", type=int, default=1, help="API server processes")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
-                        help="raw: bench.raw_http (the server's figure); httpx: as a Python"
+                        help="raw: bench.lib.raw_http (the server's figure); httpx: as a Python"
                              " chat server reads, about 0.8 ms more CPU per read")
     args = parser.parse_args(argv)
     with throwaway_servers(durable=False) as servers:

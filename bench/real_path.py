@@ -2,15 +2,15 @@
 
 The worker runs with MEMFLEET_LLM_PROVIDER=openai and
 MEMFLEET_EMBED_PROVIDER=openai: the real ``openai`` client over HTTP, against
-bench.real_stub, a zero-latency OpenAI-compatible endpoint in a process of its
+bench.lib.real_stub, a zero-latency OpenAI-compatible endpoint in a process of its
 own whose answers are the project's stub's (the rules provider and the hashing
 embedder, so the workload yields what bench.run's does). Throwaway PostgreSQL
 (durable=True) and Redis as in bench.run; every user is seeded with 200
 active facts through the same path, and each measured job gets a slice that
-yields 10 candidates (bench.workload), one job at a time.
+yields 10 candidates (bench.lib.workload), one job at a time.
 
-Time per job comes from the job's spans (bench.spans); inside the provider
-calls, bench.real_probe times the HTTP round trip, the client's request
+Time per job comes from the job's spans (bench.lib.spans); inside the provider
+calls, bench.lib.real_probe times the HTTP round trip, the client's request
 building and JSON serialisation, its response processing, and memfleet's own
 request building and answer parsing; the stub reports the time it spent
 handling the requests and the connections it saw.
@@ -39,19 +39,19 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bench import jobs, phases, workload
-from bench.proc import cpu_s, load_1min
-from bench.real_probe import PIECES, Probe
-from bench.real_stub import STATS_PATH
-from bench.servers import Servers, throwaway_servers
-from bench.spans import JobSpans
-from bench.stats import dist_cells, mean, ms, pct, table
+from bench.lib import jobs, phases, workload
+from bench.lib.proc import cpu_s, load_1min
+from bench.lib.real_probe import PIECES, Probe
+from bench.lib.real_stub import STATS_PATH
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.spans import JobSpans
+from bench.lib.stats import dist_cells, mean, ms, pct, table
 from worker.config import Settings
 from worker.fleet.app import build_worker, new_event_loop
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 
-BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "bench"
 # A tenth of mem0 1.0.9's time per turn in issue 16 (491.6 ms p50, same stub idea).
 TARGET_JOB_P50_MS = 49.2
 STAGES = ("lock", "cursor", "extract", "embed", "consolidate", "summary", "persist")
@@ -72,7 +72,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", type=Path, default=None,
                         help="also cProfile the measured jobs; the stats go to this file")
-    parser.add_argument("--out", type=Path, default=BENCH_DIR / "real_path.md")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "real_path.md")
     return parser.parse_args(argv)
 
 
@@ -91,10 +91,10 @@ def _http(method: str, url: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def stub_process(dim: int) -> Iterator[tuple[str, int]]:
-    """bench.real_stub in its own process: (base URL, pid), stopped whatever happens."""
+    """bench.lib.real_stub in its own process: (base URL, pid), stopped whatever happens."""
     port = _free_port()
     proc = subprocess.Popen(  # noqa: S603 - this interpreter, a module of ours
-        [sys.executable, "-m", "bench.real_stub", "--port", str(port), "--dim", str(dim)])
+        [sys.executable, "-m", "bench.lib.real_stub", "--port", str(port), "--dim", str(dim)])
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -169,7 +169,7 @@ async def _bench(args: argparse.Namespace, servers: Servers, stub_url: str,
         f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}, Python"
         f" {platform.python_version()}; the worker in this process, the stub in its own",
         "providers: MEMFLEET_LLM_PROVIDER=openai, MEMFLEET_EMBED_PROVIDER=openai, embed_dim"
-        f" {jobs.EMBED_DIM}, the openai client over HTTP to bench.real_stub (zero latency)",
+        f" {jobs.EMBED_DIM}, the openai client over HTTP to bench.lib.real_stub (zero latency)",
         f"data: {args.users} users, active facts per user after seeding {seeded[0]}-{seeded[1]};"
         f" {len(phase.samples)} measured jobs one at a time after {args.warmup} uncounted,"
         " each with a slice of 10 candidates; tracing on (the bench's span exporter)",
@@ -249,7 +249,7 @@ def render(setup: list[str], phase: phases.PhaseResult, probe: Probe, stub: dict
         *(f"- {line}" for line in setup), "",
         "## Targets", "", table(["target", "goal", "measured", "result"], targets), "",
         "## The job by stage (from its spans)", "", table(["part", *_DIST], stage_rows), "",
-        "## Inside the provider calls, per job (bench.real_probe)", "",
+        "## Inside the provider calls, per job (bench.lib.real_probe)", "",
         table(["part", *_DIST], inside), "",
         f"The stub: {stub['requests']} requests ({calls:.2f} per job), {stub_ms:.3f} ms of"
         f" handling each (mean), {1000 * stub_cpu_s / stub_jobs:.2f} ms of its process's CPU per"

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from bench.servers import throwaway_servers
-from bench.stats import table
+from bench.lib.servers import throwaway_servers
+from bench.lib.stats import table
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue, new_event_loop

@@ -46,7 +46,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from api_stub.chat_log import ChatLog, session_key
-from bench.stats import table
+from bench.lib.stats import table
 from worker.client.handover import schedule_memory_persistence
 from worker.errors import MemfleetError
 from worker.memory_rules import Limits

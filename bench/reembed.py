@@ -22,7 +22,7 @@ import time
 import asyncpg
 
 from api_stub.llm_stub import StubServer
-from bench.servers import throwaway_servers
+from bench.lib.servers import throwaway_servers
 from worker.store.migrate import migrate
 
 OLD_DIM = 1536

@@ -8,8 +8,8 @@ extractor turns into 10 candidates (checked from memory_run).
 
     .venv/bin/python -m bench.run [--jobs 1000] [--burst-jobs 1000] [--samples FILE]
 
-Prints a markdown report and writes it to bench/results.md, plus the latency
-plot bench/latency.png when matplotlib can be imported.
+Prints a markdown report and writes it to docs/bench/results.md, plus the latency
+plot docs/bench/latency.png when matplotlib can be imported.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from bench import jobs, phases, workload
-from bench.plot import plot_latency
-from bench.report import TARGET_P50_MS, TOTALS_PANEL, BenchResults, plot_panels, render
-from bench.servers import SHARED_BUFFERS, Servers, throwaway_servers
-from bench.spans import JobSpans
+from bench.lib import jobs, phases, workload
+from bench.lib.plot import plot_latency
+from bench.lib.report import TARGET_P50_MS, TOTALS_PANEL, BenchResults, plot_panels, render
+from bench.lib.servers import SHARED_BUFFERS, Servers, throwaway_servers
+from bench.lib.spans import JobSpans
 from worker.config import Settings
 from worker.fleet.app import new_event_loop, worker_options
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 
-BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "bench"
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -53,10 +53,10 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="the idle worker's poll_delay for the one-at-a-time run (s);"
                         " much shorter and the polling itself slows the job down")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out-dir", type=Path, default=BENCH_DIR,
+    parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR,
                         help="where results.md and latency.png go")
     parser.add_argument("--samples", type=Path, default=None,
-                        help="also save the plotted samples as JSON (for python -m bench.plot)")
+                        help="also save the plotted samples as JSON (for python -m bench.lib.plot)")
     return parser.parse_args(argv)
 
 

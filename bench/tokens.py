@@ -25,7 +25,7 @@ import tiktoken
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from bench.servers import throwaway_servers
+from bench.lib.servers import throwaway_servers
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue
@@ -175,7 +175,7 @@ async def main(turns: int) -> str:
 def cli(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=Path("bench/tokens.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/bench/tokens.md"))
     args = parser.parse_args(argv)
     table = asyncio.run(main(args.turns))
     print(table)

@@ -1,8 +1,8 @@
 """Unit costs of one Redis and one PostgreSQL: per hand-over, per job, per stored fact.
 
 Throwaway PostgreSQL (durable=True) and Redis; the project's OpenAI-compatible stub
-over HTTP (the real openai client in the worker); bench.workload's users (200 facts
-each) and sessions. Steps, each read as counter deltas (bench.unit_costs_probe):
+over HTTP (the real openai client in the worker); bench.lib.workload's users (200 facts
+each) and sessions. Steps, each read as counter deltas (bench.lib.unit_costs_probe):
 
 1. ``--sessions`` first hand-overs (``schedule_memory_persistence``, each queues a
    job), then as many follow-ups (one more turn each, joined to the queued job):
@@ -12,7 +12,7 @@ each) and sessions. Steps, each read as counter deltas (bench.unit_costs_probe):
    commands and CPU per job (the worker's polls included), PostgreSQL rows written
    by table, WAL bytes, the persist stage's time (memory_run.timings_ms);
 3. memory_fact's bytes per row: heap, TOAST, each index (after VACUUM);
-4. the coalescing ratio for paced chats (bench.unit_costs_pacing);
+4. the coalescing ratio for paced chats (bench.lib.unit_costs_pacing);
 5. per-replica jobs/s at a 300 ms and a 1 s model, MEMFLEET_MAX_JOBS 10 (the
    default) and 50: ``python -m bench.max_jobs`` with ``--jobs`` small.
 
@@ -39,13 +39,13 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from bench import jobs, workload
-from bench.capacity_model import UnitCosts
-from bench.servers import throwaway_servers
-from bench.spans import JobSpans
-from bench.stats import pct
-from bench.unit_costs_pacing import Pacing, paced
-from bench.unit_costs_probe import (
+from bench.lib import jobs, workload
+from bench.lib.capacity_model import UnitCosts
+from bench.lib.servers import throwaway_servers
+from bench.lib.spans import JobSpans
+from bench.lib.stats import pct
+from bench.lib.unit_costs_pacing import Pacing, paced
+from bench.lib.unit_costs_probe import (
     fact_storage,
     pg_counters,
     pg_delta,
@@ -54,7 +54,7 @@ from bench.unit_costs_probe import (
     redis_delta,
     wal_stats,
 )
-from bench.unit_costs_report import render
+from bench.lib.unit_costs_report import render
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue, new_event_loop

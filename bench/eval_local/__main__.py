@@ -19,9 +19,9 @@ from bench.eval_local.estimate import RATES_1_5B, before_run, estimate
 from bench.eval_local.gguf import MODELS, ModelRefused, ensure
 from bench.eval_local.servers import EndpointError, model_endpoint
 from bench.eval_mem0.report import plot_systems
+from bench.lib.proc import load_1min
+from bench.lib.servers import throwaway_servers
 from bench.mem0_compare.__main__ import mem0_venvs
-from bench.proc import load_1min
-from bench.servers import throwaway_servers
 from worker.eval.baselines import baseline_scores
 from worker.eval.compare import System, comparison
 from worker.eval.qa_score import QuestionScore

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bench.eval_mem0.__main__ import Endpoint as Mem0Endpoint
 from bench.eval_mem0.__main__ import run_mem0
+from bench.lib.servers import Servers
 from bench.mem0_compare.__main__ import create_database
-from bench.servers import Servers
 from worker.eval.compare import System
 from worker.eval.suite import Scenario
 from worker.providers.local_embed import MODEL as EMBED_MODEL

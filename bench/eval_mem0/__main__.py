@@ -22,9 +22,9 @@ import asyncpg
 from api_stub.llm_stub import StubServer
 from bench.eval_mem0.mem0_state import Mem0Row, mem0_adds, mem0_facts
 from bench.eval_mem0.report import System, comparison, plot_systems
+from bench.lib.servers import Servers, throwaway_servers
 from bench.mem0_compare.__main__ import create_database, mem0_venvs
 from bench.mem0_compare.report import OLD_MEM0
-from bench.servers import Servers, throwaway_servers
 from worker.eval.baselines import baseline_scores
 from worker.eval.report import RunInfo, report_json, scores_json, table
 from worker.eval.score import score_scenario

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.plot import plot_available
+from bench.lib.plot import plot_available
 from worker.eval.compare import System, comparison, kinds_of
 
 __all__ = ["System", "comparison", "plot_systems"]

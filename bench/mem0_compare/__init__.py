@@ -5,7 +5,7 @@ its mem0 answer mode, api_stub.llm_mem0, answers mem0's prompts from the same
 rules that answer memfleet's), one throwaway PostgreSQL with pgvector (a
 database per system) and one workload: ``--users`` users x ``--turns`` turns,
 each turn a conversation slice of five user messages holding ten statements
-(bench.workload's measured slices), one of which moves the user to a new city.
+(bench.lib.workload's measured slices), one of which moves the user to a new city.
 
 - mem0 1.0.9 and the newest mem0 on PyPI, each installed in its own throwaway
   virtualenv, run by ``driver.py`` under that virtualenv's python: one

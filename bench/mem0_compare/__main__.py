@@ -22,10 +22,10 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, EMBED_PATH, StubServer
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.workload import session_plan, user_id
 from bench.mem0_compare.plot import plot_comparison
 from bench.mem0_compare.report import OLD_MEM0, Outcome, by_system, details, goals, table
-from bench.servers import Servers, throwaway_servers
-from bench.workload import session_plan, user_id
 from worker.client.handover import schedule_memory_persistence
 from worker.providers.rules_patterns import parse_fact
 from worker.store.migrate import migrate

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.plot import plot_available
+from bench.lib.plot import plot_available
 
 Row = tuple[str, Sequence[float], Mapping[str, int], Sequence[int]]
 

@@ -1,11 +1,11 @@
-"""The pure parts of bench.prompt_read, bench.http_handover and bench.handover_client."""
+"""The pure parts of bench.prompt_read, bench.http_handover and bench.lib.handover_client."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bench.handover_client import chat_messages, measure
 from bench.http_handover import Block, split
+from bench.lib.handover_client import chat_messages, measure
 from bench.prompt_read import Measured, fact_texts, questions, timing_parts
 
 

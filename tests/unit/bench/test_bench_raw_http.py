@@ -1,4 +1,4 @@
-"""bench.raw_http against a real HTTP server (uvicorn with httptools, as the memory API
+"""bench.lib.raw_http against a real HTTP server (uvicorn with httptools, as the memory API
 runs): requests over one keep-alive connection, what it reads of the answers, and
 what it refuses to read."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from bench.raw_http import RawConnection, RawHttpError
+from bench.lib.raw_http import RawConnection, RawHttpError
 
 Scope = dict[str, Any]
 KEEP_ALIVE_S = 1  # the server closes a connection idle this long

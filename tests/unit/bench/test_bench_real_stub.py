@@ -1,4 +1,4 @@
-"""bench.real_stub answers what the project's stub answers, base64 embeddings included."""
+"""bench.lib.real_stub answers what the project's stub answers, base64 embeddings included."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from api_stub.llm_answers import answer_for
-from bench.real_stub import FastStub
+from bench.lib.real_stub import FastStub
 from worker.providers.hashing import hash_embed
 from worker.providers.wire import ExtractionRequest, WireMessage
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.spans import _union_ms
+from bench.lib.spans import _union_ms
 
 
 def test_calls_side_by_side_count_once() -> None:

@@ -1,4 +1,4 @@
-"""bench.capacity_model's arithmetic, on round numbers worked out by hand."""
+"""bench.lib.capacity_model's arithmetic, on round numbers worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.capacity_model import Load, UnitCosts, capacity, users_at_share
+from bench.lib.capacity_model import Load, UnitCosts, capacity, users_at_share
 
 COSTS = UnitCosts(
     redis_cpu_ms_per_handover=0.1, redis_cpu_ms_per_job=1.0,

@@ -1,9 +1,9 @@
 """The autoscaling run's controller computes replicas the way KEDA and the HPA would
-(bench/keda_formula.py), from deploy/k8s/keda.yaml's triggers and behavior."""
+(bench/lib/keda_formula.py), from deploy/k8s/keda.yaml's triggers and behavior."""
 
 from __future__ import annotations
 
-from bench.keda_formula import (
+from bench.lib.keda_formula import (
     Behavior,
     History,
     Trigger,

@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     }
   };
   await client.redisClock(); // connect before the clock starts
-  // Untimed calls first, as the Python bench client makes (bench/handover_client.py
+  // Untimed calls first, as the Python bench client makes (bench/lib/handover_client.py
   // --warmup): a chat server is a long-running process, its code already compiled by V8
   // and the script already loaded in Redis; the figure is of that steady state.
   for (let i = 0; i < warmup; i++) {

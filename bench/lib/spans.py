@@ -7,7 +7,7 @@ every span as it ends. A job is one trace: its CONSUMER span ("process
 any other span (such as the neighbour query). When the CONSUMER span ends,
 the trace becomes a ``JobTiming``.
 
-Only the OpenTelemetry SDK is imported here: bench.ab_worker uses this module
+Only the OpenTelemetry SDK is imported here: bench.ab.ab_worker uses this module
 against older revisions of the worker too.
 """
 

@@ -1,10 +1,10 @@
-"""One worker process of ``bench.version_ab``: one revision's worker, timed by its spans.
+"""One worker process of ``bench.ab.version_ab``: one revision's worker, timed by its spans.
 
-    cd KIT && PYTHONPATH=KIT:CHECKOUT python -m bench.ab_worker --sessions N
+    cd KIT && PYTHONPATH=KIT:CHECKOUT python -m bench.ab.ab_worker --sessions N
 
 KIT holds a copy of this checkout's bench/ package and nothing else, so
 ``worker`` is CHECKOUT's, whichever revision that is, and CHECKOUT's own bench/
-is never imported. Only the worker's public functions are used (bench.jobs).
+is never imported. Only the worker's public functions are used (bench.lib.jobs).
 Settings come from the MEMFLEET_* environment: a database and a Redis db of
 this process's own.
 
@@ -12,7 +12,7 @@ It migrates its database with its revision's migrate, seeds users and session
 histories through its revision's client and workers, pushes ``{"ready": ...}``
 to ``bench:ab:done``, then serves: for every session index popped from
 ``bench:ab:go`` it hands that session's slice over, waits for ARQ's
-after_job_end and pushes the job's timing (bench.spans) as JSON to
+after_job_end and pushes the job's timing (bench.lib.spans) as JSON to
 ``bench:ab:done``. "stop" ends it.
 """
 
@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from bench import jobs, workload
-from bench.spans import JobSpans
-from bench.worker_entry import build_worker, new_event_loop
+from bench.lib import jobs, workload
+from bench.lib.spans import JobSpans
+from bench.lib.worker_entry import build_worker, new_event_loop
 from worker.config import Settings
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
@@ -73,7 +73,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ab_worker")
+    parser = argparse.ArgumentParser(prog="python -m bench.ab.ab_worker")
     parser.add_argument("--sessions", type=int, required=True)
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)

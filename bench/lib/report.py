@@ -1,4 +1,4 @@
-"""The measurements as a markdown report (printed, and written to bench/results.md)."""
+"""The measurements as a markdown report (printed, and written to docs/bench/results.md)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.phases import JobSample, PhaseResult
-from bench.stats import dist_cells, ms, pct, table
-from bench.workload import CANDIDATES_PER_JOB, EXPECTED_MIX, SEEDED_FACTS
+from bench.lib.phases import JobSample, PhaseResult
+from bench.lib.stats import dist_cells, ms, pct, table
+from bench.lib.workload import CANDIDATES_PER_JOB, EXPECTED_MIX, SEEDED_FACTS
 
 TARGET_P50_MS = 10.0  # issue 16: the non-LLM time per job
 TARGET_JOBS_PER_S = 50.0

@@ -8,7 +8,7 @@ hands ``--messages``-long lists over to the same throwaway Redis, a block of
 phase of the VM slows both sides alike. The report gives each side's p50 and
 p99 over all calls and the median of the per-round differences of p50.
 
-    .venv/bin/python -m bench.handover_ab --against REV [--rounds 10]
+    .venv/bin/python -m bench.ab.handover_ab --against REV [--rounds 10]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from worker.embedded import EmbeddedRedis
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _TIMER = """
 import asyncio, json, sys, time

@@ -1,6 +1,6 @@
 """One load-generating process of bench.http_handover: hands sessions over, N at a time,
 through HTTP (``POST /users/{u}/sessions/{s}/handover``, round-robin over the API
-processes, httpx with keep-alive, or ``http-raw``: bench.raw_http, a minimal
+processes, httpx with keep-alive, or ``http-raw``: bench.lib.raw_http, a minimal
 HTTP/1.1 client far cheaper in CPU, so that the bench measures the server) or straight
 to Redis
 (``schedule_memory_persistence``), and prints ``{"latencies_ms": [...], "cpu_s": s}``: the
@@ -12,9 +12,9 @@ one. Warm-up hand-overs (connections, the script's SHA) are not measured. With
 ``--ready`` it prints ``ready`` after the warm-up and waits for a line on stdin, so
 several processes start measuring together.
 
-    python -m bench.handover_client --transport http --api-url URL [--api-url URL2] \\
+    python -m bench.lib.handover_client --transport http --api-url URL [--api-url URL2] \\
         --key KEY --requests N --concurrency C --tag T
-    python -m bench.handover_client --transport redis --redis-url URL --requests N ...
+    python -m bench.lib.handover_client --transport redis --redis-url URL --requests N ...
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
-from bench.raw_http import RawConnection
+from bench.lib.raw_http import RawConnection
 from worker.client.handover import schedule_memory_persistence
 
 HandOver = Callable[[str, str], Awaitable[None]]
@@ -126,7 +126,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[float], float]:
 
 async def raw_http_measure(args: argparse.Namespace, messages: list[dict[str, str]],
                            kwargs: dict[str, Any]) -> tuple[list[float], float]:
-    """The same requests through bench.raw_http: keep-alive connections, each used by one
+    """The same requests through bench.lib.raw_http: keep-alive connections, each used by one
     hand-over at a time, round-robin over the API processes."""
     headers = {"Authorization": f"Bearer {args.key}"}
     idle: dict[str, list[RawConnection]] = {url: [] for url in args.api_url}
@@ -150,7 +150,8 @@ async def raw_http_measure(args: argparse.Namespace, messages: list[dict[str, st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.handover_client", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.lib.handover_client",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--transport", choices=("http", "http-raw", "redis"), required=True)
     parser.add_argument("--api-url", action="append", default=[], help="repeat: round-robin")

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.spans import JobTiming
+from bench.lib.spans import JobTiming
 
 HTTP = "HTTP round trip (client send to body read)"
 OPENAI_BUILD = "openai: request built and serialised to JSON"

@@ -1,6 +1,6 @@
 """The worker functions the job benches call, from either layout of worker/.
 
-bench.version_ab runs this checkout's bench/ against another revision's worker;
+bench.ab.version_ab runs this checkout's bench/ against another revision's worker;
 a revision from before worker/ was grouped into packages (issue 26) has these
 functions in flat modules (worker.app, worker.client). Everything else the
 benches use kept its name.

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 from redis.asyncio import Redis
 
-from bench.jobs import Finished, Handed, close, hand_over, stop
-from bench.spans import JobSpans, JobTiming
-from bench.workload import SessionPlan
+from bench.lib.jobs import Finished, Handed, close, hand_over, stop
+from bench.lib.spans import JobSpans, JobTiming
+from bench.lib.workload import SessionPlan
 from worker.config import Settings
 from worker.fleet.app import build_worker
 
@@ -75,7 +75,7 @@ def _result(name: str, bench: Bench, handed: Sequence[Handed], finished: Finishe
             poll_delay_s: float, cpu_s: float) -> PhaseResult:
     samples = []
     for h in handed:
-        timing = bench.spans.jobs.get(h.job_id)
+        timing = bench.lib.spans.jobs.get(h.job_id)
         if timing is None or h.job_id not in finished.at_ns:
             raise RuntimeError(f"job {h.job_id} did not run")
         samples.append(JobSample(h, timing, finished.at_ns[h.job_id]))

@@ -7,11 +7,11 @@ per distinct request (chat: per user message; embeddings: per text) and kept.
 Embeddings are served as base64 of a little-endian float32 buffer when asked,
 as OpenAI and vLLM do, or as lists of floats.
 
-It runs in a process of its own (``python -m bench.real_stub --port N``), so
+It runs in a process of its own (``python -m bench.lib.real_stub --port N``), so
 its work is not the worker's; it times its own handling of each request and
 counts the connections it saw, both read from ``GET /_bench/stats``.
 
-    .venv/bin/python -m bench.real_stub --port 8090 [--dim 1536]
+    .venv/bin/python -m bench.lib.real_stub --port 8090 [--dim 1536]
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def _error(message: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.real_stub", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.lib.real_stub", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--dim", type=int, default=1536)

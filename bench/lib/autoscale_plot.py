@@ -1,9 +1,9 @@
 """The autoscaling run's plot: replicas, jobs and lag over time, one panel each.
 
-matplotlib is optional (bench.plot.plot_available). Re-plot a saved timeline
+matplotlib is optional (bench.lib.plot.plot_available). Re-plot a saved timeline
 (``python -m bench.autoscale --timeline FILE``) with any Python that has it:
 
-    python -m bench.autoscale_plot FILE docs/autoscale.png
+    python -m bench.lib.autoscale_plot FILE docs/autoscale.png
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.plot import plot_available
+from bench.lib.plot import plot_available
 
 
 def plot_autoscale(timeline: Mapping[str, Any], path: Path) -> bool:
@@ -88,7 +88,7 @@ def plot_autoscale(timeline: Mapping[str, Any], path: Path) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        print("usage: python -m bench.autoscale_plot TIMELINE.json OUT.png", file=sys.stderr)
+        print("usage: python -m bench.lib.autoscale_plot TIMELINE.json OUT.png", file=sys.stderr)
         return 2
     if not plot_autoscale(json.loads(Path(args[0]).read_text()), Path(args[1])):
         print("matplotlib is not installed here", file=sys.stderr)

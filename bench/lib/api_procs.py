@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.servers import Servers
+from bench.lib.servers import Servers
 
 SECRET = "bench-secret-" + "0123456789abcdef" * 2  # a throwaway bench key
 START_TIMEOUT_S = 30.0
@@ -78,7 +78,7 @@ def running(argv: list[str], env: dict[str, str], url: str, health: str, *,
 
 def api_argv(port: int, *, workers: int = 1, tree: Path | None = None) -> list[str]:
     """``memfleet api``, as the API is run for real; in a ``tree`` of a revision from
-    before worker/api/ (bench.api_ab, bench.long_polls), its ``python -m api_stub.serve``."""
+    before worker/api/ (bench.ab.api_ab, bench.long_polls), its ``python -m api_stub.serve``."""
     old = tree is not None and not (tree / "worker" / "api" / "serve.py").exists()
     entry = ["api_stub.serve"] if old else ["worker.cli", "api"]
     return [sys.executable, "-m", *entry, "--port", str(port),

@@ -2,8 +2,8 @@
 
 The bench reaches the worker through ``worker.client.handover.schedule_memory_persistence``,
 ``worker.fleet.app.build_worker`` / ``drain_queue`` and ARQ's documented
-``after_job_end`` hook; the job's own spans (bench.spans) time it. Used by
-bench.run and by bench.ab_worker, which runs against older revisions too.
+``after_job_end`` hook; the job's own spans (bench.lib.spans) time it. Used by
+bench.run and by bench.ab.ab_worker, which runs against older revisions too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import asyncpg
 from arq.worker import Worker
 from redis.asyncio import Redis
 
-from bench.worker_entry import drain_queue, schedule_memory_persistence
-from bench.workload import SessionPlan, seed_sessions
+from bench.lib.worker_entry import drain_queue, schedule_memory_persistence
+from bench.lib.workload import SessionPlan, seed_sessions
 from worker.config import Settings
 
 if TYPE_CHECKING:  # what setup_telemetry returns; not needed at run time

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.capacity_model import Load, UnitCosts, capacity, users_at_share
-from bench.stats import table
+from bench.lib.capacity_model import Load, UnitCosts, capacity, users_at_share
+from bench.lib.stats import table
 
 CMD = "python -m bench.unit_costs"
 # An assumption, not a measurement: the cores of the one PostgreSQL server the model
@@ -132,7 +132,7 @@ def _model_rows(raw: dict[str, Any]) -> tuple[list[list[str]], list[str]]:
                      c.first_limit])
     notes = [f"coalescing ratio used: {ratio:.2f} hand-overs per job (the lowest measured with"
              " a worker keeping up); 20 turns/user/day, peak 3x the day's average, 200 facts"
-             " per user (bench.workload's seeded users), pending lists held 30 s"]
+             " per user (bench.lib.workload's seeded users), pending lists held 30 s"]
     for name, costs, handovers_per_job in variants:
         base = Load(users=1, handovers_per_job=handovers_per_job, pg_cores=PG_CORES)
         notes.append(f"with the {name}' costs: users at which Redis's one core is full at the"
@@ -152,7 +152,7 @@ def render(raw: dict[str, Any]) -> str:
         "",
         table(["figure", "measured", "command"], _costs_rows(raw)),
         "",
-        "# Capacity model (bench.capacity_model over the figures above)",
+        "# Capacity model (bench.lib.capacity_model over the figures above)",
         "",
         table(["costs per job from", "users", "hand-overs/s peak", "jobs/s peak",
                "Redis core share", "Redis pending", f"PG CPU share ({PG_CORES} cores)",

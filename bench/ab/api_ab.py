@@ -5,15 +5,15 @@ HTTP, interleaved in one run on one pair of throwaway servers.
 temporary directory; this checkout's API and REV's run as processes of their own
 (``memfleet api``, one each; ``python -m api_stub.serve`` in a revision before it)
 on the same PostgreSQL and Redis, migrated by this checkout (REV's API must accept
-that schema). The same client reads both: ``handover`` blocks (bench.handover_client,
+that schema). The same client reads both: ``handover`` blocks (bench.lib.handover_client,
 ``--client raw`` or ``httpx``, at each ``--concurrency``) or ``read`` rows
 (bench.prompt_read's users, rows and client; both revisions read the same users, so
 a change of how rows are stored shows only in a run of its own). Blocks and rows go
 round in a fresh random order each round, so a slow minute of the VM lands on both
 revisions alike.
 
-    .venv/bin/python -m bench.api_ab --against a755c2c handover [--requests 2000]
-    .venv/bin/python -m bench.api_ab --against a755c2c read [--requests 800]
+    .venv/bin/python -m bench.ab.api_ab --against a755c2c handover [--requests 2000]
+    .venv/bin/python -m bench.ab.api_ab --against a755c2c read [--requests 800]
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from pathlib import Path
 import httpx
 from redis import Redis
 
-from bench.api_procs import api_argv, api_env, free_port, running, stub_argv
 from bench.http_handover import handover_key
-from bench.proc import cpu_s, load_1min
+from bench.lib.api_procs import api_argv, api_env, free_port, running, stub_argv
+from bench.lib.proc import cpu_s, load_1min
+from bench.lib.servers import Servers, throwaway_servers
+from bench.lib.stats import ms, pct, table
 from bench.prompt_read import (
     DIM,
     MODEL,
@@ -48,12 +50,10 @@ from bench.prompt_read import (
     run_row,
     seed,
 )
-from bench.servers import Servers, throwaway_servers
-from bench.stats import ms, pct, table
 from worker.config import Settings
 from worker.store.migrate import migrate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 THIS = "this checkout"
 
 
@@ -101,7 +101,7 @@ def handover_ab(servers: Servers, trees: dict[str, Path], args: argparse.Namespa
                 url, pid = apis[name]
                 before = cpu_s(pid)
                 out = subprocess.run(  # noqa: S603 - our own module
-                    [sys.executable, "-m", "bench.handover_client", "--transport", transport,
+                    [sys.executable, "-m", "bench.lib.handover_client", "--transport", transport,
                      "--api-url", url, "--key", key, "--requests", str(args.requests),
                      "--concurrency", str(c), "--tag", f"r{r}{c}{len(name)}", "--warmup",
                      str(args.warmup)], cwd=ROOT, check=True, capture_output=True,
@@ -180,7 +180,7 @@ def read_ab(servers: Servers, trees: dict[str, Path], args: argparse.Namespace) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.api_ab", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.ab.api_ab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="the other revision (git rev)")
     parser.add_argument("what", choices=("handover", "read"))

@@ -3,7 +3,7 @@
 Re-plot from a saved sample file (``python -m bench.run --samples FILE``) with
 any Python that has matplotlib:
 
-    python -m bench.plot FILE bench/latency.png
+    python -m bench.lib.plot FILE docs/bench/latency.png
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def plot_latency(
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        print("usage: python -m bench.plot SAMPLES.json OUT.png", file=sys.stderr)
+        print("usage: python -m bench.lib.plot SAMPLES.json OUT.png", file=sys.stderr)
         return 2
     saved = json.loads(Path(args[0]).read_text())
     if not plot_latency(saved["panels"], Path(args[1]), saved["title"], saved.get("marks")):

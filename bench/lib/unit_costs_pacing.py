@@ -1,6 +1,6 @@
 """The coalescing ratio: hand-overs per job when turns arrive paced like a chat.
 
-Each session is a fresh user's conversation (bench.workload's plans: small talk,
+Each session is a fresh user's conversation (bench.lib.workload's plans: small talk,
 then five turns of statements), at most ``turns`` user turns; after every turn
 the chat server hands over the whole list so far, as the README's chat loop does.
 A turn follows the last after a pause drawn uniformly from ``pause_s`` (the model's
@@ -22,7 +22,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
-from bench import jobs, workload
+from bench.lib import jobs, workload
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import build_worker
