@@ -8,9 +8,10 @@ functions of the recorded calls: no model, no server.
 
 Outcomes of a call: ``ok``; ``empty`` (no text); ``invalid_json`` (no JSON object in
 it); ``schema`` (JSON that breaks the pass's schema); ``cut_off`` (the answer hit the
-token limit); ``http`` (the endpoint failed); ``rejected`` (a consolidation whose
-decisions the pipeline refused in part: a target outside the candidate's offered
-neighbours, a decision missing, ...). A re-ask is a call that repeats an unusable one:
+token limit); ``cut_kept`` (an extraction that hit it, whose complete facts the
+pipeline keeps: worker.providers.llm_json.salvage_items); ``http`` (the endpoint
+failed); ``rejected`` (a consolidation whose decisions the pipeline refused in part: a
+target outside the candidate's offered neighbours, a decision missing, ...). A re-ask is a call that repeats an unusable one:
 the same messages again (extraction, summary: ``openai_chat``'s answer attempts), or the
 same consolidation request with ``corrections`` (``consolidate.run``'s second ask). It
 ``recovered`` when what the first call left unusable, the second made usable.
@@ -30,7 +31,7 @@ from pydantic import BaseModel
 
 from worker.errors import ProviderAnswerInvalid
 from worker.pipeline.decisions import PreparedRequest, Validated, validate
-from worker.providers.llm_json import parse_answer
+from worker.providers.llm_json import parse_answer, salvage_items
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 from worker.providers.wire import (
     ConsolidationAnswer,
@@ -46,7 +47,8 @@ PASSES: dict[str, type[BaseModel]] = {
 }
 _BY_PROMPT = {EXTRACTION_PROMPT: "fact_extraction", CONSOLIDATION_PROMPT: "memory_consolidation",
               SUMMARY_PROMPT: "session_summary"}
-OUTCOMES = ("ok", "rejected", "empty", "invalid_json", "schema", "cut_off", "http")
+OUTCOMES = ("ok", "rejected", "empty", "invalid_json", "schema", "cut_off", "cut_kept", "http")
+USABLE = frozenset({"ok", "cut_kept"})  # what the pipeline goes on with, not asking again
 # The pipeline's reasons (decisions.validate), by the words that tell them apart.
 REASONS = (("is not among", "id_outside"), ("no such candidate", "no_such_candidate"),
            ("needs a target", "no_target"), ("one decision per candidate", "two_decisions"),
@@ -135,7 +137,8 @@ def judge(entry: dict[str, Any]) -> tuple[Call, Validated | None, dict[str, Any]
             call.outcome = "invalid_json"
         return call, None, None
     if finish == "length":
-        call.outcome = "cut_off"
+        kept = name == "fact_extraction" and salvage_items(content, ExtractionAnswer)
+        call.outcome = "cut_kept" if kept else "cut_off"
         return call, None, None
     try:
         answer = parse_answer(content, PASSES[name])
@@ -184,9 +187,9 @@ def judge_all(entries: Iterable[dict[str, Any]]) -> list[Call]:
             key = json.dumps(request.get("messages"), sort_keys=True)
             if key in unusable:
                 call.reask = True
-                call.recovered = call.outcome == "ok"
+                call.recovered = call.outcome in USABLE
                 unusable.discard(key)
-            if call.outcome != "ok":
+            if call.outcome not in USABLE:
                 unusable.add(key)
         calls.append(call)
     return calls

@@ -173,6 +173,16 @@ def test_each_kind_of_bad_answer_is_counted() -> None:
     assert not any(c.reask for c in calls)
 
 
+def test_a_cut_off_extraction_with_complete_facts_is_kept_and_not_asked_again() -> None:
+    runaway = '{"facts": [' + ", ".join([json.dumps(FACT["facts"][0])] * 3) + ', {"te'
+    calls = judge_all([_extraction(runaway, finish="length", text="f"),
+                       _extraction('{"facts": [{"text": "the user the', finish="length",
+                                   text="g"),
+                       _extraction(json.dumps(FACT), text="g")])
+    assert [(c.outcome, c.reask, c.recovered) for c in calls] == [
+        ("cut_kept", False, False), ("cut_off", False, False), ("ok", True, True)]
+
+
 def test_a_reask_that_recovers_and_one_that_does_not() -> None:
     calls = judge_all([
         _extraction("not json"), _extraction(json.dumps(FACT)),  # the same messages: a re-ask
@@ -198,7 +208,7 @@ def test_consolidation_ids_outside_the_offered_set_and_the_corrected_reask() -> 
     assert "consolidation decisions refused, by reason (first asks and re-asks): " \
            "id_outside 1, no_decision 1" in report
     assert report.splitlines()[1].split() == ["memory_consolidation", "3", "1", "2", "0", "0",
-                                              "0", "0", "0", "1", "1"]
+                                              "0", "0", "0", "0", "1", "1"]
 
 
 def test_the_estimate_scales_calls_by_runs_and_tokens_by_rates() -> None:
