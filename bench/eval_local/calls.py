@@ -11,10 +11,11 @@ it); ``schema`` (JSON that breaks the pass's schema); ``cut_off`` (the answer hi
 token limit); ``cut_kept`` (an extraction that hit it, whose complete facts the
 pipeline keeps: worker.providers.llm_json.salvage_items); ``http`` (the endpoint
 failed); ``rejected`` (a consolidation whose decisions the pipeline refused in part: a
-target outside the candidate's offered neighbours, a decision missing, ...). A re-ask is a call that repeats an unusable one:
-the same messages again (extraction, summary: ``openai_chat``'s answer attempts), or the
-same consolidation request with ``corrections`` (``consolidate.run``'s second ask). It
-``recovered`` when what the first call left unusable, the second made usable.
+target outside the candidate's offered neighbours, a decision missing, ...). A re-ask is
+a call that repeats an unusable one: the same messages again (extraction, summary:
+``openai_chat``'s answer attempts), or the same consolidation request with
+``corrections`` (``consolidate.run``'s second ask). It ``recovered`` when what the first
+call left unusable, the second made usable.
 """
 
 from __future__ import annotations
