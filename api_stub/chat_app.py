@@ -24,14 +24,15 @@ from worker.api import serve
 from worker.api.app import create_app as create_memory_api
 from worker.api.deps import ApiDeps, EraseHook
 from worker.api.extensions import CHAT_STANDIN, Extension
+from worker.api.settings import ApiSettings
 from worker.cli.api import add_options
-from worker.config import Settings, settings_error
+from worker.config import settings_error
 from worker.errors import MemfleetError
 
 FACTORY = "api_stub.chat_app:app_from_env"
 
 
-def stand_in(settings: Settings) -> Extension:
+def stand_in(settings: ApiSettings) -> Extension:
     """The chat stand-in as an extension: its routes only with MEMFLEET_CHAT_STANDIN."""
     routers = (chat_router,) if settings.chat_standin else ()
     return Extension(name=CHAT_STANDIN, routers=routers, start=_start)
@@ -47,7 +48,7 @@ def _start(app: FastAPI, deps: ApiDeps) -> tuple[EraseHook, ...]:
     return (erase,)
 
 
-def create_app(settings: Settings, *, tune_gc: bool = False) -> FastAPI:
+def create_app(settings: ApiSettings, *, tune_gc: bool = False) -> FastAPI:
     """worker.api.app's create_app with the stand-in plugged in."""
     return create_memory_api(settings, extensions=(stand_in(settings),), tune_gc=tune_gc)
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m api_stub.chat_
     add_options(parser)
     args = parser.parse_args(argv)
     try:
-        return serve.serve(Settings(), args, factory=FACTORY, create=create_app)
+        return serve.serve(ApiSettings(), args, factory=FACTORY, create=create_app)
     except ValidationError as exc:
         print(f"api_stub: {settings_error(exc)}", file=sys.stderr)
     except MemfleetError as exc:

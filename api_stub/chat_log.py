@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 from worker.protocol.keys import (
     CHAT_SESSION_PREFIX,
     chat_session_key,
@@ -77,7 +77,7 @@ class ChatLog:
                                                                          turns_per_minute))
 
     @classmethod
-    def from_settings(cls, redis: Any, settings: Settings) -> ChatLog:
+    def from_settings(cls, redis: Any, settings: ApiSettings) -> ChatLog:
         return cls(redis, max_messages=settings.max_messages, ttl_s=settings.chat_ttl_s,
                    max_sessions=settings.chat_sessions_per_user,
                    turns_per_minute=settings.chat_turns_per_minute,

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -29,6 +30,7 @@ from tests.helpers import worker_env
 from worker.api import app as memory_api
 from worker.api.auth import AuthConfig, issue_token
 from worker.api.serve import NoDelayHttpProtocol
+from worker.api.settings import ApiSettings
 from worker.config import Settings
 
 SECRET = "memfleet-test-secret-0123456789abcdef"  # noqa: S105 - a throwaway test key
@@ -37,11 +39,13 @@ PROCESS_START_TIMEOUT_S = 60.0  # a process imports everything and checks the sc
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def api_settings(settings: Settings, *, chat_standin: bool = False) -> Settings:
-    """The API's settings: the test key; the chat stand-in mounted only when asked, as
-    in production (a test that chats says so)."""
-    return settings.model_copy(update={"jwt_secret": SecretStr(SECRET),
-                                       "chat_standin": chat_standin})
+def api_settings(settings: Settings, *, chat_standin: bool = False, **own: Any) -> ApiSettings:
+    """The API's settings on the fleet's ``settings``: the test key; the chat stand-in
+    mounted only when asked, as in production (a test that chats says so); ``own``:
+    more of the API's own settings. Validated as the API process validates its own,
+    without reading the environment (as ``settings`` were made by the test)."""
+    return ApiSettings.model_validate({**dict(settings), "jwt_secret": SecretStr(SECRET),
+                                       "chat_standin": chat_standin, **own})
 
 
 def token(user_id: str, *, ttl_s: float = 600, secret: str = SECRET) -> str:
@@ -53,7 +57,7 @@ def bearer(user_id: str) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def running_api(settings: Settings) -> AsyncIterator[str]:
+async def running_api(settings: ApiSettings) -> AsyncIterator[str]:
     """Serve the app (with the chat stand-in if ``settings`` ask); yield its base URL;
     stop it on exit."""
     app = (chat_app if settings.chat_standin else memory_api).create_app(settings)

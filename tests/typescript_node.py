@@ -13,6 +13,7 @@ import subprocess
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -98,10 +99,11 @@ async def _key(database_url: str, *scopes: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path) -> AsyncIterator[
-        dict[str, str]]:
-    """A worker and the API on ``settings`` with the LLM stub, and the environment the
-    node tests read (clients/typescript/src/test/integration/env.ts)."""
+async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
+                     **api_own: Any) -> AsyncIterator[dict[str, str]]:
+    """A worker and the API on ``settings`` with the LLM stub (the API with ``api_own``,
+    its own settings, too), and the environment the node tests read
+    (clients/typescript/src/test/integration/env.ts)."""
     fleet = openai_settings(settings, stub).model_copy(
         update={"telemetry_id_key": SecretStr(TELEMETRY_ID_KEY)})
     env = worker_env(fleet, llm_provider="openai", llm_base_url=stub.v1,
@@ -109,7 +111,7 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path) -> Asy
                      telemetry_id_key=TELEMETRY_ID_KEY, queue_name=fleet.queue_name)
     workers = WorkerProcesses(env, log_dir, 1)
     try:
-        async with running_api(api_settings(fleet)) as api_url:
+        async with running_api(api_settings(fleet, **api_own)) as api_url:
             with silent_port() as silent:
                 yield {
                     **env,

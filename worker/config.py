@@ -1,12 +1,15 @@
 """memfleet's settings: read once at the entry point, then passed down.
 
 Every setting is an environment variable with the ``MEMFLEET_`` prefix. Nothing
-below the CLI or the ARQ settings reads the environment itself.
+below the CLI or the ARQ settings reads the environment itself. ``Settings`` are
+the fleet's, read by every process (workers, the exporter, the webhook, the CLI);
+the memory API's own come on top of them in ``worker.api.settings.ApiSettings``,
+read by the API process alone. ``Settings`` ignore the API's variables, so one
+environment (a compose file, a .env) can serve every process.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -39,6 +42,8 @@ SERVER_URL_SCHEMES = {"database_url": ("postgresql", "postgres"),
 
 
 class Settings(BaseSettings):
+    # extra="ignore": a MEMFLEET_* variable of no field here (the API's own, in a shared
+    # environment) is left alone, not refused.
     model_config = SettingsConfigDict(env_prefix="MEMFLEET_", extra="ignore", frozen=True)
 
     # Servers. Unset (or empty) means: the embedded ones under home_dir (`memfleet up`).
@@ -107,25 +112,6 @@ class Settings(BaseSettings):
     # URLs redacted all the same; off, since they add nothing memfleet does not log.
     log_http_requests: bool = False
 
-    # --- The chat stand-in (api_stub.chat_routes), a reference chat server for demos,
-    # benches and tests, served with the memory API by api_stub.chat_app: its routes are
-    # not mounted unless this is on (`memfleet api` refuses it). Never in production: it
-    # lets an end user's token feed memory any conversation.
-    chat_standin: bool = False
-    # It keeps a session's messages this long after its last turn: a conversation
-    # paused overnight goes on; memory keeps what matters, not a noeviction Redis.
-    chat_ttl_s: int = Field(default=86_400, gt=0)
-    # Turns per user, fleet-wide through Redis: this many a minute on average, up to the
-    # burst at once; more: 429 before any answer is made (a model's spend). 0: none.
-    chat_turns_per_minute: int = Field(default=20, ge=0)
-    chat_turn_burst: int = Field(default=10, ge=1)
-    # Sessions of one user with a turn within chat_ttl_s; a new one beyond: 429.
-    chat_sessions_per_user: int = Field(default=16, ge=1)
-    # How long the stand-in takes to answer, as a chat model would (benches, demos): the
-    # turns waiting for their answer are the turns in flight of a real chat server.
-    chat_answer_ms: int = Field(default=0, ge=0, le=60_000)
-    # --- end of the chat stand-in.
-
     # --- CPU work on user text (worker.providers.cpu_budget): CPU seconds one call
     # of the offline rules provider may spend on a slice, in a thread off the
     # event loop. Over it, the slice is skipped on the record (outcome skipped).
@@ -156,6 +142,9 @@ class Settings(BaseSettings):
     # Every worker supersedes facts whose expires_at has come this often
     # (worker.ops.expiry); reads skip them meanwhile. 0: this worker never does.
     expiry_interval_s: float = Field(default=60.0, ge=0)
+    # The known-facts block a read builds (the memory API's, `memfleet eval`'s): all
+    # active facts up to this many, else the top-k by relevance.
+    read_top_k: int = Field(default=50, ge=1, le=1000)
     # How often a worker looks for jobs while it has a free slot: a slot freed by a
     # finished job waits for the next look (ARQ does not wake its loop for it), so
     # a busy worker loses up to this much per job. Idle, each look is one ZRANGEBYSCORE.
@@ -216,52 +205,6 @@ class Settings(BaseSettings):
     # None: send `dimensions` only to models known to accept it (text-embedding-3*).
     embed_send_dimensions: bool | None = None
 
-    # The memory API (worker.api) and the read path.
-    # HS256 key the chat server signs users' tokens with; the API refuses to start without it.
-    jwt_secret: SecretStr | None = None
-    jwt_audience: str | None = None  # set: tokens must carry this `aud`
-    jwt_issuer: str | None = None  # set: tokens must carry this `iss`
-    jwt_max_lifetime_s: float = Field(default=86_400, gt=0)  # longer-lived tokens: 401
-    # Clock skew forgiven between the token's signer and the API (exp, iat, nbf).
-    jwt_leeway_s: float = Field(default=30.0, ge=0, le=300)
-    # Larger requests get 413 before the app reads them (worker.api.guards).
-    api_max_body_bytes: int = Field(default=1_048_576, gt=0)
-    api_max_query_bytes: int = Field(default=8_192, gt=0)
-    read_top_k: int = Field(default=50, ge=1, le=1000)  # more active facts: the top-k by relevance
-    # Serve the OpenAPI document at /openapi.json. Off by default (it maps the API for
-    # anyone who can reach it); never /docs or /redoc, whose pages load from a CDN.
-    api_docs: bool = False
-    # The memory panel's (GET /panel) CSP frame-ancestors: who may embed it in a frame.
-    # 'none' (no one) unless a chat product names its own origin (docs/panel.md).
-    panel_frame_ancestors: str = "'none'"
-    # Exports (worker.api.exports): each snapshot is read whole into a spool (memory, then
-    # an unlinked temporary file) and its pooled connection given back before a byte is
-    # sent, so a client that does not read holds no connection and no transaction.
-    api_exports_per_user: int = Field(default=2, ge=1)  # at once, fleet-wide; more: 429
-    api_exports_max: int = Field(default=8, ge=1)  # at once per API process; more: 503
-    api_export_acquire_timeout_s: float = Field(default=5.0, gt=0)  # wait for a connection
-    api_export_read_timeout_s: float = Field(default=120.0, gt=0)  # snapshot into the spool
-    # A response (an export or any other) the client takes nothing of for this long is
-    # cut: its connection is aborted.
-    api_send_timeout_s: float = Field(default=30.0, gt=0)
-    # Long-lived requests open at once in one API process (worker.api.long_polls): the
-    # hand-over waits (GET .../wait) and the event streams (GET /events, each with a
-    # Redis connection of its own). Past a caller's share (a service key's, an end
-    # user's token's): 429; past the process's: 503; both with Retry-After.
-    api_waits_max: int = Field(default=256, ge=1)
-    api_waits_per_key: int = Field(default=128, ge=1)
-    api_waits_per_user: int = Field(default=4, ge=1)
-    api_event_streams_max: int = Field(default=32, ge=1)
-    api_event_streams_per_key: int = Field(default=4, ge=1)
-    # Manual fact writes (add, remove, pin, unpin, consent) per user, fleet-wide through
-    # Redis: this many a minute on average, up to the burst at once; more: 429. 0: none.
-    api_fact_writes_per_minute: int = Field(default=60, ge=0)
-    api_fact_write_burst: int = Field(default=20, ge=1)
-    # Erases (DELETE /users/{u}) and consent changes per user, fleet-wide through Redis:
-    # this many an hour on average, up to the burst at once; more: 429. 0: none.
-    api_erases_per_hour: int = Field(default=30, ge=0)
-    api_erase_burst: int = Field(default=5, ge=1)
-
     @field_validator("database_url", "redis_url")
     @classmethod
     def _server_url_schemes(cls, url: str | None, info: ValidationInfo) -> str | None:
@@ -320,11 +263,6 @@ class Settings(BaseSettings):
             return shard_entries(self.redis_shards)
         return ((DEFAULT_SHARD, self.redis_url),) if self.redis_url else ()
 
-    @field_validator("panel_frame_ancestors")
-    @classmethod
-    def _frame_ancestors(cls, value: str) -> str:
-        return frame_ancestors_sources(value)
-
     @model_validator(mode="before")
     @classmethod
     def _embeddings_default_to_the_chat_endpoint(cls, data: Any) -> Any:
@@ -374,39 +312,6 @@ def _scheme(url: str) -> str:
     plain = scheme[:1].isascii() and scheme[:1].isalpha() and all(
         c.isascii() and (c.isalnum() or c in "+.-") for c in scheme)
     return scheme if found and plain else ""
-
-
-# A CSP source as frame-ancestors takes it, with a host: 'self', or an optional
-# scheme, a host (a leading *. allowed) and an optional port, nothing after it.
-# Anything else (';', ',', a path, a quote) could end the directive and write
-# another; a bare scheme (https:, data:) or * would let any site frame the panel,
-# whose Remove and memory switch act in one click.
-_FRAME_SOURCE = re.compile(
-    r"'self'|(?:[a-z][a-z0-9+.-]*://)?(?P<host>(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*)"
-    r"(?::(?:[0-9]{1,5}|\*))?",
-    re.IGNORECASE)
-
-
-def _frame_source(source: str) -> bool:
-    match = _FRAME_SOURCE.fullmatch(source)
-    if match is None:
-        return False
-    host = match["host"] or ""
-    # A wildcard covers one site's subdomains: *.example.com, never *.com.
-    return not host.startswith("*.") or "." in host[2:]
-
-
-def frame_ancestors_sources(value: str) -> str:
-    """MEMFLEET_PANEL_FRAME_ANCESTORS as one directive's sources, single-spaced: 'none'
-    alone, or 'self' and origins with a host; ValueError naming the rule, never the value."""
-    sources = value.split()
-    if sources == ["'none'"]:
-        return "'none'"
-    if not sources or not all(_frame_source(s) for s in sources):
-        raise ValueError("must be 'none', or space-separated 'self' and origins with a host "
-                         "(https://chat.example.com, https://*.example.com:8443); a bare "
-                         "scheme (https:) or * would let any site frame the panel")
-    return " ".join(sources)
 
 
 def secret(value: SecretStr | None) -> str | None:

@@ -1,8 +1,9 @@
 """The memory API as one ASGI app: ``create_app(settings, extensions=...)``.
 
 The lifespan builds every client (PostgreSQL pool, Redis, providers) and closes
-them; nothing is created at import time. Settings must carry resolved server
-URLs (``worker.api.serve`` resolves the embedded ones) and MEMFLEET_JWT_SECRET.
+them; nothing is created at import time. Its settings are the API's own,
+``ApiSettings`` (worker.api.settings), with resolved server URLs (``worker.api.serve``
+resolves the embedded ones) and MEMFLEET_JWT_SECRET.
 What is served with it but is not the product (the chat stand-in) comes in as
 extensions (worker.api.extensions).
 """
@@ -39,9 +40,10 @@ from worker.api.guards import AccessLog, NoStore, SizeLimits
 from worker.api.handover_fast import HandoverFastPath
 from worker.api.long_polls import event_stream_slots, wait_slots
 from worker.api.service_auth import ServiceKeyCheck
+from worker.api.settings import ApiSettings
 from worker.api.wait_poller import WaitPoller
 from worker.api.write_rate import erase_rate, fact_write_rate
-from worker.config import Settings, secret
+from worker.config import secret
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.memory_rules import Limits
@@ -67,15 +69,19 @@ OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"  # 
 OPENAPI_URL = "/openapi.json"  # served only with MEMFLEET_API_DOCS
 
 
-def create_app(settings: Settings, *, extensions: Sequence[Extension] = (),
+def create_app(settings: ApiSettings, *, extensions: Sequence[Extension] = (),
                tune_gc: bool = False) -> FastAPI:
-    """The app; fails at once (ConfigurationError) on settings it cannot run with.
+    """The app; fails at once (ConfigurationError) on settings it cannot run with, and
+    with TypeError on the fleet's settings alone (worker.config.Settings: no API's own).
 
     ``extensions``: what else it serves (worker.api.extensions); MEMFLEET_CHAT_STANDIN
     needs the chat stand-in's, which only api_stub.chat_app passes.
     ``tune_gc``: a server process of its own (``worker.api.serve``) quiets the garbage
     collector once the lifespan has built its clients (worker.fleet.gc_tuning).
     """
+    if not isinstance(settings, ApiSettings):
+        raise TypeError("the memory API's settings are worker.api.settings.ApiSettings, "
+                        f"not {type(settings).__name__}")
     auth = AuthConfig.from_settings(settings)
     if settings.chat_standin and not any(e.name == CHAT_STANDIN for e in extensions):
         raise ConfigurationError(
@@ -180,8 +186,9 @@ def create_app(settings: Settings, *, extensions: Sequence[Extension] = (),
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document; it depends on no setting (docs/openapi.json is this): the
     production API's, without the chat stand-in."""
-    placeholder = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
-                           redis_url="redis://unused", chat_standin=False)
+    placeholder = ApiSettings(jwt_secret=SecretStr("x" * 32),
+                              database_url="postgresql://unused", redis_url="redis://unused",
+                              chat_standin=False)
     return create_app(placeholder).openapi()
 
 

@@ -27,7 +27,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from worker.api.fields import MAX_ID_CHARS
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 from worker.errors import ConfigurationError
 from worker.memory_rules import id_fault
 from worker.store.service_keys import looks_like_key
@@ -66,7 +66,7 @@ class AuthConfig:
     leeway_s: float = DEFAULT_LEEWAY_S
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AuthConfig:
+    def from_settings(cls, settings: ApiSettings) -> AuthConfig:
         secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else None
         if not secret:
             raise ConfigurationError("the memory API needs MEMFLEET_JWT_SECRET (an HS256 key)")

@@ -9,9 +9,9 @@ from typing import Any
 from worker.api.event_stream import EventStreams
 from worker.api.exports import ExportGate
 from worker.api.long_polls import LongPolls
+from worker.api.settings import ApiSettings
 from worker.api.wait_poller import WaitPoller
 from worker.api.write_rate import UserRate
-from worker.config import Settings
 from worker.memory_rules import Limits
 from worker.providers.base import Providers
 from worker.store.base import MemoryStore
@@ -23,7 +23,7 @@ EraseHook = Callable[[str], Awaitable[Mapping[str, int]]]
 
 @dataclass(frozen=True, slots=True)
 class ApiDeps:
-    settings: Settings
+    settings: ApiSettings
     pool: Any
     redis: Any  # the first shard's client: the API's own keys (exports, write rate)
     handover: Any  # hand-overs, status, erase: ``redis``, or a ShardedRedis routing by user

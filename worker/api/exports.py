@@ -33,7 +33,7 @@ from fastapi import HTTPException, status
 from redis.exceptions import RedisError
 from starlette.responses import Response
 
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 from worker.ops.access_export import spool_export
 from worker.protocol.keys import api_exports_key
 from worker.protocol.scripts import LuaScript
@@ -62,7 +62,7 @@ def _busy(detail: str) -> HTTPException:
 class ExportGate:
     """Admits exports and spools their snapshots; one per API process (ApiDeps)."""
 
-    def __init__(self, redis: Any, store: MaintenanceStore, settings: Settings) -> None:
+    def __init__(self, redis: Any, store: MaintenanceStore, settings: ApiSettings) -> None:
         self._redis, self._store = redis, store
         self._per_user = settings.api_exports_per_user
         self._max = settings.api_exports_max

@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse
 
 from worker.api.errors import refusal
 from worker.api.service_auth import Caller
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 
 log = logging.getLogger("memfleet.api.long_polls")
 
@@ -130,14 +130,14 @@ class LongPolls:
         self.total -= 1
 
 
-def wait_slots(settings: Settings) -> LongPolls:
+def wait_slots(settings: ApiSettings) -> LongPolls:
     """The hand-over waits' caps (GET .../wait)."""
     return LongPolls("waits", Caps(per_process=settings.api_waits_max,
                                    per_key=settings.api_waits_per_key,
                                    per_user=settings.api_waits_per_user))
 
 
-def event_stream_slots(settings: Settings) -> LongPolls:
+def event_stream_slots(settings: ApiSettings) -> LongPolls:
     """The event streams' caps (GET /events takes service keys only: no user share)."""
     return LongPolls("event streams", Caps(per_process=settings.api_event_streams_max,
                                            per_key=settings.api_event_streams_per_key,

@@ -37,7 +37,7 @@ STATIC_TYPES = {
 
 def content_security_policy(frame_ancestors: str) -> str:
     """The page's policy; ``frame_ancestors`` is the checked setting
-    (worker.config.frame_ancestors_sources)."""
+    (worker.api.settings.frame_ancestors_sources)."""
     return ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
             "connect-src 'self'; base-uri 'none'; form-action 'none'; "
             f"frame-ancestors {frame_ancestors}")

@@ -1,7 +1,8 @@
 """Serve the memory API: `memfleet api --port 8088` (worker.cli.api parses the options).
 
-Settings come from MEMFLEET_* variables; with no database or Redis URL the
-embedded servers are started or reused, as every `memfleet` command does.
+The API's settings (worker.api.settings.ApiSettings) come from MEMFLEET_* variables;
+with no database or Redis URL the embedded servers are started or reused, as every
+`memfleet` command does.
 ``--write-openapi FILE`` writes the OpenAPI document instead of serving. uvicorn
 builds the app in each server process from a factory named by its import path:
 ``app_from_env`` here, or an entry outside the product that passes extensions
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from worker.api.event_stream import STATE_KEY as STREAMS_STATE_KEY
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 
 
 class NoDelayHttpProtocol(HttpToolsProtocol):
@@ -100,18 +101,18 @@ def app_from_env(create: AppBuilder | None = None) -> FastAPI:
     from worker.telemetry import configure_logging
 
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "INFO"))  # the access log's lines
-    settings = _settings(Settings())
+    settings = _settings(ApiSettings())
     NoDelayHttpProtocol.send_timeout_s = settings.api_send_timeout_s
     return (create or create_app)(settings, tune_gc=True)
 
 
-def _settings(settings: Settings) -> Settings:
+def _settings(settings: ApiSettings) -> ApiSettings:
     from worker.cli.common import resolve
 
     return resolve(settings)
 
 
-def serve(settings: Settings, args: argparse.Namespace, *, factory: str = APP_FACTORY,
+def serve(settings: ApiSettings, args: argparse.Namespace, *, factory: str = APP_FACTORY,
           create: AppBuilder | None = None) -> int:
     """Serve with the options of worker.cli.api (host, port, log level, workers, or
     write the OpenAPI document); ``factory`` and ``create`` name the same app, by

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker.cli.common import Commands
-from worker.config import Settings
 from worker.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from worker.api.settings import ApiSettings
 
 DESCRIPTION = """Serve the memory API over HTTP (docs/api.md): a user's facts, the hand-over,
 the memory panel. Settings come from MEMFLEET_* variables (MEMFLEET_JWT_SECRET at least);
@@ -33,10 +36,18 @@ def register(commands: Commands) -> None:
     parser = commands.add_parser("api", help="serve the memory API over HTTP (the `api` extra)",
                                  description=DESCRIPTION)
     add_options(parser)
-    parser.set_defaults(handler=cmd_api)
+    parser.set_defaults(handler=cmd_api, read_settings=read_api_settings)
 
 
-def cmd_api(settings: Settings, args: argparse.Namespace) -> int:
+def read_api_settings() -> ApiSettings:
+    """The API's settings, its own with the fleet's, read once (worker.cli.main): other
+    commands read the fleet's alone. worker.api.settings needs no FastAPI."""
+    from worker.api.settings import ApiSettings
+
+    return ApiSettings()
+
+
+def cmd_api(settings: ApiSettings, args: argparse.Namespace) -> int:
     try:
         from worker.api.serve import serve
     except ModuleNotFoundError as exc:  # a worker-only install: no FastAPI, no uvicorn

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from pydantic import SecretStr
 
@@ -21,9 +21,12 @@ from worker.errors import ConfigurationError, MemfleetError
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 # What runs one command, set on its parser as the default of ``handler``: an exit code.
 Handler: TypeAlias = Callable[[Settings, argparse.Namespace], int]
+# Settings or a subclass (the API's own, worker.api.settings.ApiSettings): kept as given.
+AnySettings = TypeVar("AnySettings", bound=Settings)
 
 
-def resolve(settings: Settings, *, database: bool = True, create: bool = False) -> Settings:
+def resolve(settings: AnySettings, *, database: bool = True,
+            create: bool = False) -> AnySettings:
     """Fill in the embedded servers' URLs where none is set (``database``: False for a
     command that needs Redis alone), and say so on stderr.
 

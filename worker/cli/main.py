@@ -1,5 +1,6 @@
 """memfleet's command line, assembled: each group module adds its commands, with their
 handlers, in its ``register``; here they are put in one parser, settings are read once
+(the fleet's, worker.config.Settings, or those a command reads with its ``read_settings``)
 and the handler's exit code is returned (2, with one ``memfleet: ...`` line, on a
 mistake in the arguments or the settings, a server that cannot be used, or output
 whose reader went away).
@@ -12,6 +13,7 @@ import contextlib
 import os
 import select
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -104,7 +106,9 @@ def _run(argv: list[str] | None) -> int:
     finally:
         sys.stdout.flush()  # --help into a closed pipe fails here, not at exit
     try:
-        settings = Settings()
+        # The fleet's settings, or those the command reads instead (`memfleet api`'s).
+        read_settings: Callable[[], Settings] = getattr(args, "read_settings", Settings)
+        settings = read_settings()
         handler: Handler = args.handler
         code = handler(settings, args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit

@@ -300,9 +300,9 @@ async def test_the_api_docs_are_off_by_default_and_never_load_from_a_cdn(
 
 def test_the_app_refuses_to_start_without_a_secret(settings: Settings) -> None:
     with pytest.raises(ConfigurationError, match="MEMFLEET_JWT_SECRET"):
-        create_app(settings)
+        create_app(api_settings(settings, jwt_secret=None))
     with pytest.raises(ConfigurationError, match="at least 32 bytes"):
-        create_app(settings.model_copy(update={"jwt_secret": SecretStr("short")}))
+        create_app(api_settings(settings, jwt_secret=SecretStr("short")))
 
 
 @pytest.mark.parametrize("tune_gc", [True, False])

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.api_server import api_process, bearer, token
+from worker.api.settings import ApiSettings
 from worker.config import Settings
 from worker.errors import StoreUnavailable
 from worker.ops.access_export import spool_export
@@ -30,7 +31,7 @@ ANSWER_BOUND_S = 10.0
 HEAD_WAIT_S = 60.0  # returns as soon as every download has its answer's head
 # mallory's export: about 7 MB of JSON, more than loopback socket buffers take in (4 MB).
 HEAVY_FACTS, HEAVY_CHARS = 3000, 2000
-PER_USER_DEFAULT = Settings.model_fields["api_exports_per_user"].default
+PER_USER_DEFAULT = ApiSettings.model_fields["api_exports_per_user"].default
 
 
 @contextlib.contextmanager

@@ -19,10 +19,14 @@ import pytest
 from tests.api_server import api_settings, bearer, running_api
 from tests.helpers import active_texts, drain
 from tests.integration.api.conftest import key_auth, new_key
+from worker.api.settings import ApiSettings
 from worker.config import Settings
 from worker.embedded import EmbeddedRedis
 from worker.protocol.queue import BACKLOG_LIMIT
 from worker.store.service_keys import ServiceKeyStore
+
+# The API's limit on a request body (MEMFLEET_API_MAX_BODY_BYTES), as the tests serve it.
+API_MAX_BODY_BYTES = ApiSettings.model_fields["api_max_body_bytes"].default
 
 BERLIN_TURN = "I live in Berlin."  # the stub's extraction: "Lives in Berlin"
 
@@ -85,7 +89,7 @@ async def test_the_python_handovers_refusals_are_400_and_413(
     assert str(settings.max_message_bytes) in too_large.json()["detail"]
     assert too_large.json()["error"] == "HandoverTooLarge"
     # A body over MEMFLEET_API_MAX_BODY_BYTES: refused at the door.
-    huge = await api.post(path, json=turn("y" * (settings.api_max_body_bytes + 1)),
+    huge = await api.post(path, json=turn("y" * (API_MAX_BODY_BYTES + 1)),
                           headers=handover)
     assert huge.status_code == 413 and huge.json()["error"] == "HandoverTooLarge"
     assert "Secret spell" not in caplog.text and "\N{GRINNING FACE}" not in caplog.text

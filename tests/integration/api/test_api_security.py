@@ -20,9 +20,13 @@ from redis.asyncio import Redis
 
 from tests.api_server import SECRET, api_process, bearer, token
 from tests.integration.api.conftest import key_auth, new_key
+from worker.api.settings import ApiSettings
 from worker.config import Settings
 from worker.protocol.keys import DEFAULT_QUEUE
 from worker.store.service_keys import ServiceKeyStore
+
+# The API's limit on a request body (MEMFLEET_API_MAX_BODY_BYTES), as the tests serve it.
+API_MAX_BODY_BYTES = ApiSettings.model_fields["api_max_body_bytes"].default
 
 REFUSED = "a valid bearer token is required: the service key is not valid (unknown, " \
           "revoked or a wrong secret)"
@@ -119,16 +123,16 @@ async def test_a_malformed_handover_body_is_a_4xx_that_echoes_and_stores_nothing
 
 
 async def test_an_oversized_handover_body_is_a_413_at_the_door(
-    api: httpx.AsyncClient, keys: ServiceKeyStore, settings: Settings, redis: Redis,
+    api: httpx.AsyncClient, keys: ServiceKeyStore, redis: Redis,
 ) -> None:
     auth = key_auth(await new_key(keys, "handover"))
-    content = "Berlin " * (settings.api_max_body_bytes // 7 + 1)
+    content = "Berlin " * (API_MAX_BODY_BYTES // 7 + 1)
     big = await api.post(HANDOVER, json={"messages": [{"role": "user", "content": content}]},
                          headers=auth)
 
     async def chunked() -> AsyncIterator[bytes]:
         yield b'{"messages": [{"role": "user", "content": "'
-        for _ in range(settings.api_max_body_bytes // 100_000 + 1):
+        for _ in range(API_MAX_BODY_BYTES // 100_000 + 1):
             yield b"Berlin " * 15_000
 
     streamed = await api.post(HANDOVER, content=chunked(), headers=auth | {

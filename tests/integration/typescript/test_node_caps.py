@@ -20,10 +20,8 @@ async def test_the_http_client_rides_out_the_long_poll_caps(
     settings: Settings, stub: StubServer, tmp_path: Path,
 ) -> None:
     require_build()
-    capped = settings.model_copy(update={
-        "api_waits_max": 1, "api_waits_per_key": 1,
-        "api_event_streams_max": 1, "api_event_streams_per_key": 1})
-    async with node_fleet(capped, stub, tmp_path) as env:
+    async with node_fleet(settings, stub, tmp_path, api_waits_max=1, api_waits_per_key=1,
+                          api_event_streams_max=1, api_event_streams_per_key=1) as env:
         done = await asyncio.to_thread(
             run_node, ["--test", "--test-concurrency=1", "clients/typescript/dist/test/caps/"],
             env, 120)

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from worker.api.auth import AuthConfig, InvalidToken, TokenSubject, issue_token, verify_token
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 from worker.errors import ConfigurationError
 
 SECRET = "unit-test-secret-0123456789abcdefghij"  # noqa: S105 - a throwaway test key
@@ -77,10 +77,10 @@ def test_a_non_string_subject_is_refused() -> None:
 
 def test_settings_without_a_usable_secret_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="MEMFLEET_JWT_SECRET"):
-        AuthConfig.from_settings(Settings(jwt_secret=None))
+        AuthConfig.from_settings(ApiSettings(jwt_secret=None))
     with pytest.raises(ConfigurationError, match="32 bytes"):
-        AuthConfig.from_settings(Settings(jwt_secret="short"))  # noqa: S106
-    config = AuthConfig.from_settings(Settings(jwt_secret=SECRET, jwt_audience="a"))
+        AuthConfig.from_settings(ApiSettings(jwt_secret="short"))  # noqa: S106
+    config = AuthConfig.from_settings(ApiSettings(jwt_secret=SECRET, jwt_audience="a"))
     assert (config.secret, config.audience, config.issuer) == (SECRET, "a", None)
 
 
@@ -159,8 +159,8 @@ def test_issuer_and_audience_are_required_when_configured() -> None:
 
 
 def test_settings_carry_issuer_and_leeway() -> None:
-    config = AuthConfig.from_settings(Settings(jwt_secret=SECRET, jwt_issuer="chat",
-                                               jwt_leeway_s=5))
+    config = AuthConfig.from_settings(ApiSettings(jwt_secret=SECRET, jwt_issuer="chat",
+                                                  jwt_leeway_s=5))
     assert (config.issuer, config.leeway_s) == ("chat", 5)
 
 

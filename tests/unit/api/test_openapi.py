@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr
 
 from worker.api.app import OPENAPI_PATH, create_app, openapi_document, openapi_json
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 from worker.errors import ConfigurationError
 
 
@@ -33,8 +33,8 @@ def test_the_document_has_the_memory_model_routes_and_fields() -> None:
 
 
 def test_no_docs_page_and_the_document_only_when_enabled() -> None:
-    settings = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
-                        redis_url="redis://unused")
+    settings = ApiSettings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
+                           redis_url="redis://unused")
     paths = {getattr(r, "path", None) for r in create_app(settings).routes}
     assert not paths & {"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"}
     enabled = create_app(settings.model_copy(update={"api_docs": True}))
@@ -44,8 +44,8 @@ def test_no_docs_page_and_the_document_only_when_enabled() -> None:
 
 def test_the_product_refuses_the_chat_stand_in_setting_and_never_publishes_it() -> None:
     # The stand-in plugged in is tests/unit/api_stub/test_chat_app.py's.
-    settings = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
-                        redis_url="redis://unused", chat_standin=True)
+    settings = ApiSettings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
+                           redis_url="redis://unused", chat_standin=True)
     with pytest.raises(ConfigurationError, match="MEMFLEET_CHAT_STANDIN"):
         create_app(settings)
     published = openapi_document()

@@ -15,7 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from worker.api.panel_page import PAGE, STATIC_TYPES, PanelFiles, content_security_policy
-from worker.config import Settings, settings_error
+from worker.api.settings import ApiSettings
+from worker.config import settings_error
 
 FOLDER = resources.files("worker.api") / "panel"
 SIZE_BUDGET_BYTES = 50_000  # uncompressed, every file of the page together
@@ -82,7 +83,7 @@ def test_every_file_of_the_folder_is_served_and_the_whole_is_small() -> None:
      "frame-ancestors https://*.example.com:8443 http://localhost:3000"),
 ])
 def test_the_frame_ancestors_setting_names_origins(given: str, directive: str) -> None:
-    sources = Settings(panel_frame_ancestors=given).panel_frame_ancestors
+    sources = ApiSettings(panel_frame_ancestors=given).panel_frame_ancestors
     assert content_security_policy(sources).endswith(f"; {directive}")
 
 
@@ -92,7 +93,7 @@ def test_the_frame_ancestors_setting_names_origins(given: str, directive: str) -
 ])
 def test_a_frame_ancestors_value_that_could_write_more_is_refused(given: str) -> None:
     with pytest.raises(ValidationError) as caught:
-        Settings(panel_frame_ancestors=given)
+        ApiSettings(panel_frame_ancestors=given)
     line = settings_error(caught.value)
     assert line.startswith("invalid settings: MEMFLEET_PANEL_FRAME_ANCESTORS: must be 'none'")
     assert "script-src" not in line and "example" not in line.split("(", 1)[0]
@@ -105,7 +106,7 @@ def test_a_frame_ancestors_value_that_could_write_more_is_refused(given: str) ->
 def test_a_source_without_a_host_is_refused(given: str) -> None:
     # `https:` would let any https origin frame the panel, whose buttons act in one click.
     with pytest.raises(ValidationError) as caught:
-        Settings(panel_frame_ancestors=given)
+        ApiSettings(panel_frame_ancestors=given)
     line = settings_error(caught.value)
     assert line.startswith("invalid settings: MEMFLEET_PANEL_FRAME_ANCESTORS: must be 'none'")
     assert "\n" not in line and "with a host" in line
@@ -114,16 +115,16 @@ def test_a_source_without_a_host_is_refused(given: str) -> None:
 @pytest.mark.parametrize("given", ["https://*.example.com", "*.example.com:*",
                                    "chat.example.com", "chrome-extension://abcdefgh"])
 def test_a_wildcard_or_a_scheme_with_a_host_part_is_kept(given: str) -> None:
-    assert Settings(panel_frame_ancestors=given).panel_frame_ancestors == given
+    assert ApiSettings(panel_frame_ancestors=given).panel_frame_ancestors == given
 
 
+# The API's entries; no other command reads the API's settings
+# (tests/unit/shared/test_settings_by_process.py).
 @pytest.mark.parametrize("command", [
     [sys.executable, "-m", "worker.cli", "api", "--port", "0"],
     [sys.executable, "-m", "api_stub.serve", "--port", "0"],
-    [sys.executable, "-c", "import sys; from worker.cli import main; sys.exit(main())",
-     "keys", "list"],
 ])
-def test_the_api_and_the_cli_refuse_a_bare_scheme_in_one_line(command: list[str]) -> None:
+def test_the_api_refuses_a_bare_scheme_in_one_line(command: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
     done = subprocess.run(command, env={**env, "MEMFLEET_PANEL_FRAME_ANCESTORS": "https:"},
                           capture_output=True, text=True, timeout=60, check=False)

@@ -8,10 +8,10 @@ from pydantic import SecretStr
 from api_stub import chat_app
 from worker.api.app import create_app
 from worker.api.extensions import CHAT_STANDIN
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 
-SETTINGS = Settings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
-                    redis_url="redis://unused", chat_standin=False)
+SETTINGS = ApiSettings(jwt_secret=SecretStr("x" * 32), database_url="postgresql://unused",
+                       redis_url="redis://unused", chat_standin=False)
 CHAT = "/chat/{session_id}"
 
 

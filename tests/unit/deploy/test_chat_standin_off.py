@@ -19,7 +19,7 @@ import pytest
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from worker.config import Settings
+from worker.api.settings import ApiSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -108,9 +108,9 @@ def test_the_setting_is_off_by_default_and_named_as_checked(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(NAME, raising=False)
-    assert Settings().chat_standin is False
+    assert ApiSettings().chat_standin is False
     monkeypatch.setenv(NAME.lower(), "true")  # any case, as the check assumes
-    assert Settings().chat_standin is True
+    assert ApiSettings().chat_standin is True
 
 
 COMPOSE_ENV = "services:\n  api:\n    environment:\n"

@@ -1,5 +1,8 @@
-"""docs/settings.md is complete: a row for every field of worker.config.Settings, no row
-for a setting that does not exist, and each default the doc states plainly is the field's.
+"""docs/settings.md is complete: a row for every field of worker.config.Settings (the
+fleet's, every process's) outside its last section, and one for every field the API
+adds (worker.api.settings.ApiSettings) in that section, "The memory API's own
+settings"; no row for a setting that does not exist, or in the other process's part;
+and each default the doc states plainly is the field's.
 
 The variable column of each table row names one or more `MEMFLEET_*` variables; the
 default column says one value for all of them, or one per variable (comma separated),
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from worker.api.settings import ApiSettings
 from worker.config import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,32 +33,44 @@ REMARK = re.compile(r"\s*\([^()]*\)\s*$")
 PROSE = object()  # a default cell that states no plain value
 
 
+# The section (a `## ` heading, with its `### ` subsections) of the API's own settings.
+API_SECTION = "The memory API's own settings"
+
+
 def _env_name(field: str) -> str:
     """The variable pydantic-settings reads a field from: an alias as given, or the
     prefix and the field's name (case-insensitive, written in capitals)."""
-    info = Settings.model_fields[field]
+    info = ApiSettings.model_fields[field]
     alias = info.validation_alias or info.alias
     if alias is not None:
         assert isinstance(alias, str), f"{field}: only a plain alias is understood here"
         return alias.upper()
-    assert not Settings.model_config.get("case_sensitive")
-    return (str(Settings.model_config.get("env_prefix", "")) + field).upper()
+    assert not ApiSettings.model_config.get("case_sensitive")
+    return (str(ApiSettings.model_config.get("env_prefix", "")) + field).upper()
 
 
-FIELDS = {_env_name(name): name for name in Settings.model_fields}
+# Every variable, the fleet's and the API's own, and its field (of ApiSettings, which
+# has both); then each process's part.
+FIELDS = {_env_name(name): name for name in ApiSettings.model_fields}
+FLEET = {_env_name(name) for name in Settings.model_fields}
+API_OWN = set(FIELDS) - FLEET
 
 
-def _rows(text: str) -> list[tuple[int, list[str], str]]:
-    """Each table row's variables and default cell, with its line number: header
-    and separator rows, and rows of other tables, are left out."""
+def _rows(text: str) -> list[tuple[int, list[str], str, bool]]:
+    """Each table row's variables and default cell, with its line number and whether
+    it is in the API's own section: header and separator rows, and rows of other
+    tables, are left out."""
     rows = []
+    in_api = False
     for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("## "):
+            in_api = line[3:].strip() == API_SECTION
         if not line.startswith("|"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         names = VARIABLE.findall(cells[0])
         if names:
-            rows.append((number, names, cells[1] if len(cells) > 1 else ""))
+            rows.append((number, names, cells[1] if len(cells) > 1 else "", in_api))
     return rows
 
 
@@ -87,7 +103,7 @@ def _stated(cell: str, count: int) -> list[Any] | None:
 
 
 def _default(field: str) -> Any:
-    default = Settings.model_fields[field].default
+    default = ApiSettings.model_fields[field].default
     if isinstance(default, SecretStr):
         return default.get_secret_value()
     if isinstance(default, Path):
@@ -102,22 +118,34 @@ def _same(stated: Any, default: Any) -> bool:
 
 
 ROWS = _rows(DOC.read_text("utf-8"))
-DOCUMENTED = [name for _, names, _ in ROWS for name in names]
+DOCUMENTED = [name for _, names, _, _ in ROWS for name in names]
+DOCUMENTED_FLEET = {name for _, names, _, in_api in ROWS if not in_api for name in names}
+DOCUMENTED_API = {name for _, names, _, in_api in ROWS if in_api for name in names}
 
 
 def test_the_rows_are_read() -> None:
     # A change of the table's shape must not leave this file checking nothing.
-    assert len(DOCUMENTED) > 50
+    assert len(DOCUMENTED_FLEET) > 50
+    assert len(DOCUMENTED_API) > 20
 
 
 def test_every_setting_has_a_row() -> None:
     missing = sorted(set(FIELDS) - set(DOCUMENTED))
-    assert not missing, f"add to docs/settings.md (worker/config.py defines them): {missing}"
+    assert not missing, ("add to docs/settings.md (worker/config.py or "
+                         f"worker/api/settings.py defines them): {missing}")
 
 
 def test_every_row_names_a_setting() -> None:
     unknown = sorted(set(DOCUMENTED) - set(FIELDS))
-    assert not unknown, f"docs/settings.md names settings worker/config.py lacks: {unknown}"
+    assert not unknown, ("docs/settings.md names settings neither worker/config.py nor "
+                         f"worker/api/settings.py defines: {unknown}")
+
+
+def test_each_process_settings_are_in_its_part() -> None:
+    # The API's own under API_SECTION; the fleet's, every process's, in the others.
+    misplaced = sorted((DOCUMENTED_FLEET & API_OWN) | (DOCUMENTED_API & FLEET))
+    assert not misplaced, (f"docs/settings.md: the API's own settings go under "
+                           f"'## {API_SECTION}', and only they: {misplaced}")
 
 
 def test_each_setting_has_one_row() -> None:
@@ -125,8 +153,8 @@ def test_each_setting_has_one_row() -> None:
     assert not twice, f"docs/settings.md has more than one row for: {twice}"
 
 
-@pytest.mark.parametrize(("line", "names", "cell"), ROWS,
-                         ids=[",".join(names) for _, names, _ in ROWS])
+@pytest.mark.parametrize(("line", "names", "cell"), [row[:3] for row in ROWS],
+                         ids=[",".join(names) for _, names, _, _ in ROWS])
 def test_a_plainly_stated_default_is_the_fields(line: int, names: list[str], cell: str) -> None:
     stated = _stated(cell, len(names))
     if stated is None:

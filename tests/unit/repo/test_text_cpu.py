@@ -74,7 +74,7 @@ OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own 
     "worker/embedded/postgres.py", "worker/embedded/redis.py", "worker/store/queries.py",
     "worker/store/migrate.py", "worker/fleet/webhook.py", "worker/fleet/webhook_start.py",
     "worker/store/service_keys.py",  # a bearer token or a key id (both fixed-length)
-    "worker/config.py",  # MEMFLEET_PANEL_FRAME_ANCESTORS, an operator's setting
+    "worker/api/settings.py",  # MEMFLEET_PANEL_FRAME_ANCESTORS, an operator's setting
     "worker/redis_shards.py",  # MEMFLEET_REDIS_SHARDS shard names, an operator's setting
     # a webhook signature header: at most 1,024 characters, fixed-length patterns
     "worker/protocol/webhook_signature.py",
