@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-PROMPT_VERSION = "2026-12-c"
+PROMPT_VERSION = "2026-12-b"
 
 EXTRACTION_PROMPT = """\
 You write the long-term memory of a personal assistant. You receive one JSON
@@ -21,8 +21,7 @@ with every durable fact about the user that its "messages" reveal.
 
 How to write each fact:
 - Third person. Start with "The user" (in German "Der Nutzer", in Spanish "El
-  usuario", in French "L'utilisateur", in Italian "L'utente"). Never "I", "my" or
-  "we".
+  usuario", in French "L'utilisateur"). Never "I", "my" or "we".
 - One claim per fact, one short sentence. A message with three claims gives three
   facts. Go through every user message, from the first to the last: a later
   message can change an earlier one, and both are facts.
@@ -71,15 +70,12 @@ Example. Document:
 # The worked example's document and answer, written out here as JSON lines (each
 # line too long for the source otherwise). Small models copy an example's shape more
 # than they follow rules: third person, one claim a fact, several facts a message,
-# the question left out, a relative's job kept as the relative's, a message in
-# another language kept in it (issue 38: "Never translate it" alone was not followed).
+# the question left out, a relative's job kept as the relative's (issue 38).
 _EXAMPLE_MESSAGES = (
     ("user", "Hey! I live in Graz and I teach maths."),
     ("assistant", "Nice! Any plans?"),
     ("user", "My wife Ana is a pilot. We fly to Lima next Monday. Would Peru suit a vegan"
              " like me?"),
-    ("assistant", "It would!"),
-    ("user", "Comunque, la mia cagnolina si chiama Kira."),
 )
 _EXAMPLE_FACTS = (
     ("The user lives in Graz.", "fact", 8, None),
@@ -87,7 +83,6 @@ _EXAMPLE_FACTS = (
     ("The user's wife Ana is a pilot.", "relationship", 9, None),
     ("The user flies to Lima on 2031-05-19.", "event", 6, "2031-05-20"),
     ("The user is vegan.", "fact", 8, None),
-    ("L'utente ha una cagnolina che si chiama Kira.", "relationship", 8, None),
 )
 
 
@@ -105,8 +100,7 @@ def _example() -> str:
 
 
 EXTRACTION_PROMPT += _example() + """\
-(The question about Peru is not a fact. Ana's job is written as the wife's, not the user's.
-The Italian message gives an Italian fact: never translated.)
+(The question about Peru is not a fact. Ana's job is written as the wife's, not the user's.)
 
 Answer with the JSON object only. {"facts": []} when the messages hold no fact
 about the user.
