@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     # URLs redacted all the same; off, since they add nothing memfleet does not log.
     log_http_requests: bool = False
 
-    # --- CPU work on user text (worker.providers.cpu_budget): CPU seconds one call
+    # --- CPU work on user text (worker.protection.cpu_budget): CPU seconds one call
     # of the offline rules provider may spend on a slice, in a thread off the
     # event loop. Over it, the slice is skipped on the record (outcome skipped).
     # The costliest slice the default limits allow (60 messages of 32,000
@@ -185,11 +185,11 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(default=4, ge=1, le=20)  # HTTP tries per call
     llm_answer_attempts: int = Field(default=2, ge=1, le=10)  # asks per schema-breaking answer
     llm_retry_after_cap_s: float = Field(default=30.0, ge=0)
-    # The fleet's circuit breaker (worker.protocol.breaker): open this long after a model
+    # The fleet's circuit breaker (worker.protection.breaker): open this long after a model
     # failure, doubling with each failure in a row, up to the max.
     llm_breaker_open_s: float = Field(default=2.0, gt=0)
     llm_breaker_max_s: float = Field(default=60.0, gt=0)
-    # --- The fleet's model budget (worker.providers.budget), per endpoint, shared by every
+    # --- The fleet's model budget (worker.protection.budget), per endpoint, shared by every
     # replica through Redis. 0: no such limit; all three 0: no budget at all.
     llm_budget_rpm: int = Field(default=0, ge=0)  # requests per minute
     llm_budget_tpm: int = Field(default=0, ge=0)  # tokens per minute (estimated, then counted)

@@ -176,7 +176,7 @@ class ProviderError(MemfleetError):
 
 
 class ModelBudgetBusy(MemfleetError):
-    """The fleet's model budget (worker.providers.budget) gave this call no slot within
+    """The fleet's model budget (worker.protection.budget) gave this call no slot within
     MEMFLEET_LLM_BUDGET_WAIT_MAX_S. Nothing failed: the fleet is as busy as its
     budget allows. The job hands its session to a later job, spending no try and
     leaving the circuit breaker alone (worker.fleet.job)."""

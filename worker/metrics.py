@@ -47,7 +47,7 @@ class Metrics:
         self.breaker_trips = m.create_counter(
             "memfleet.llm.breaker.trips", "{trip}",
             "Times a job opened the fleet's circuit breaker on the model endpoint")
-        # The fleet's model budget (worker.providers.budget).
+        # The fleet's model budget (worker.protection.budget).
         self.budget_wait = m.create_histogram(
             "memfleet.llm.budget.wait", "s",
             "Time a model call waited for the fleet's budget before it was sent",

@@ -10,7 +10,7 @@ leaves stored rows, panels and alerts behind (tests/unit/fleet/test_outcomes.py)
 The pipeline ends the runs it gets through (worker.pipeline.persist) and the
 fleet ends the jobs it does not (worker.fleet.job), so the enum stands beside
 both rather than in either; the retry policy is the fleet's
-(worker.fleet.retry_policy).
+(worker.protection.retry_policy).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ busy lock, recorded with an audit row in ``memory_run``:
 - error: anything memfleet did not expect; recorded, counted, and raised to ARQ
   as UnexpectedJobError (type and place, never the message: ARQ logs it).
 
-The names are worker.outcomes.Outcome; the retry policy is worker.fleet.retry_policy.
+The names are worker.outcomes.Outcome; the retry policy is worker.protection.retry_policy.
 Inside the job an ending is a typed JobEnd; ARQ keeps it as a plain dict.
 """
 
@@ -50,13 +50,14 @@ from worker.errors import (
     StoreError,
     UnexpectedJobError,
 )
-from worker.fleet.retry_policy import GIVEN_UP, Next, after_error, backoff_s
 from worker.outcomes import Outcome
 from worker.pipeline.cursor import NOTHING_SETTLED, Settlement
 from worker.pipeline.run import RunContext, RunResult, run_once, skip_slice
-from worker.protocol import breaker, lock, queue
+from worker.protection import breaker
+from worker.protection.breaker import BreakerKeys
+from worker.protection.retry_policy import GIVEN_UP, Next, after_error, backoff_s
+from worker.protocol import lock, queue
 from worker.protocol.arq_worker import REDIS_DOWN
-from worker.protocol.breaker import BreakerKeys
 from worker.protocol.events import CommitNote
 from worker.protocol.payload import Limits, Snapshot, decode_handover
 from worker.protocol.session_ref import SessionRef

@@ -13,7 +13,7 @@ model and dimension while the fleet runs (docs/operations.md).
   times and the chain stay, nothing is inserted, so nothing can be duplicated.
 - **Batched across users.** Each embeddings call takes up to ``batch`` texts,
   from as many users as it takes, through the fleet's model budget
-  (worker.providers.budget) like the workers' calls.
+  (worker.protection.budget) like the workers' calls.
 - **Resumable.** What is left is what is still on another model: a move killed
   at any point and run again goes on from there.
 - **Verified.** It loops until no active row is left on another model (old

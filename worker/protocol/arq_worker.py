@@ -81,7 +81,7 @@ BURST_MAX_WAIT_S = 0.5
 _START_JOB = LuaScript("worker.protocol.lua", "start_job.lua")
 
 # Endings a job returns (its result's ``outcome``) that ARQ's summary counts as
-# failed: the session given up (worker.fleet.retry_policy.GIVEN_UP). An ``error``
+# failed: the session given up (worker.protection.retry_policy.GIVEN_UP). An ``error``
 # is raised, and ARQ counts it failed by itself.
 FAILED_RESULTS = frozenset({Outcome.FAILED, Outcome.INVALID})
 

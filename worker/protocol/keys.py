@@ -22,7 +22,7 @@ Placeholders in a pattern:
   MEMFLEET_ERASE_FENCE_KEY (worker.api.write_rate): a key that must outlive the
   user's erase names the user so, never by the id;
 - ``{<endpoint>}``: a short hash of the queue name and a model endpoint's base URL
-  (worker.providers.budget.endpoint_id), in braces: one endpoint's budget keys
+  (worker.protection.budget.endpoint_id), in braces: one endpoint's budget keys
   share a slot.
 
 Lua scripts take their keys as KEYS[]; a few also build keys from prefixes passed

@@ -30,7 +30,6 @@ import structlog
 
 from worker.errors import LockLost
 from worker.protocol import keys, queue
-from worker.protocol.breaker import BreakerKeys
 from worker.protocol.events import CommitNote
 from worker.protocol.replies import as_bytes, as_text
 from worker.protocol.scripts import ORPHANS, PAYLOAD_MESSAGES, LuaScript
@@ -151,7 +150,7 @@ class Claimed:
     payload: bytes | None  # None: the session has no hand-over (erased, or expired)
     locked: bool  # the lock is now held by this job; False with a payload: busy
     breaker_open_ms: int = 0  # > 0: the fleet's LLM breaker is open; the lock was not taken
-    breaker_failures: int = 0  # model failures in a row before this job (worker.protocol.breaker)
+    breaker_failures: int = 0  # model failures in a row before this job (worker.protection.breaker)
     seq: int = 0  # the latest list's hand-over number
     backlog: tuple[bytes, ...] = ()  # older lists, oldest first, as "<number>:<payload>"
     # No payload because a commit finished every list and the release dropped it.
@@ -174,11 +173,12 @@ class Claimed:
 async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     """At job start: clear the queued marker if it is this job's, read the latest
     hand-over and, when there is one, take ``lock``: one round trip."""
-    breaker = BreakerKeys.of(lock.queue_name)
+    queue_name = lock.queue_name  # the breaker's keys: worker.protection.breaker
     reply = await _CLAIM(
         redis,
         [keys.queued_key(lock.session), keys.handover_key(lock.session), lock.key,
-         keys.claimed_key(lock.queue_name), breaker.open, breaker.failures, breaker.probe,
+         keys.claimed_key(queue_name), keys.breaker_open_key(queue_name),
+         keys.breaker_failures_key(queue_name), keys.breaker_probe_key(queue_name),
          keys.pending_key(lock.queue_name), keys.meta_key(lock.session),
          keys.backlog_key(lock.session), keys.waiting_key(lock.queue_name)],
         [job_id, lock.token, lock.ttl_ms, lock.session.key, _now_ms(), HANDOFF_GRACE_MS],

@@ -4,7 +4,7 @@ Chat and embeddings are chosen separately (openai chat with hashing embeddings
 is a valid mix). Endpoints and keys are passed explicitly so the openai library
 never picks up OPENAI_* variables behind the settings' back.
 
-The fleet's model budget (worker.providers.budget) needs the worker's Redis: given one
+The fleet's model budget (worker.protection.budget) needs the worker's Redis: given one
 and a limit set, each endpoint (base URL) gets one budget that its chat and
 embeddings calls share. Without Redis, or with every limit at 0, calls are
 unmetered.
@@ -17,15 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from worker.config import Settings, secret
 from worker.errors import ConfigurationError
-from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
-from worker.providers.budget import (
+from worker.protection.budget import (
     WINDOW_MARGIN_S,
     BudgetKeys,
     BudgetLimits,
     ModelBudget,
     RedisBudget,
 )
-from worker.providers.cpu_budget import CpuThreads
+from worker.protection.cpu_budget import CpuThreads
+from worker.protection.retry import RetryPolicy
+from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.http_client import Clients
 from worker.providers.openai_chat import (
@@ -35,7 +36,6 @@ from worker.providers.openai_chat import (
     OpenAISummarizer,
 )
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
-from worker.providers.retry import RetryPolicy
 from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from worker.providers.aiohttp_transport import AiohttpTransport
 def new_client(base_url: str, api_key: str, timeout_s: float) -> openai.AsyncOpenAI:
     # On aiohttp (worker.providers.aiohttp_transport): httpx2's own pool costs a busy
     # worker CPU on every request. The library's own retries are off:
-    # worker.providers.retry does them, bounded and logged.
+    # worker.protection.retry does them, bounded and logged.
     http = httpx2.AsyncClient(transport=AiohttpTransport(), timeout=timeout_s,
                               follow_redirects=True)
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,

@@ -23,8 +23,9 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from worker.errors import ProviderAnswerInvalid
+from worker.protection.budget import estimate_tokens
+from worker.protection.retry import RetryPolicy, Sleep, call_with_retry
 from worker.providers.base import Answer, Usage
-from worker.providers.budget import estimate_tokens
 from worker.providers.http_client import SharedClient, new_client
 from worker.providers.llm_json import (
     MAX_ANSWER_CHARS,
@@ -34,7 +35,6 @@ from worker.providers.llm_json import (
     salvage_items,
 )
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
-from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.providers.wire import (
     AskedConsolidation,
     ConsolidationAnswer,
@@ -50,7 +50,7 @@ StructuredOutput = Literal["json_schema", "json_object"]
 
 _WHAT = "the LLM endpoint"
 # What the fleet budget counts for an answer before the server reports its usage:
-# room for a long answer, corrected after the call (worker.providers.budget).
+# room for a long answer, corrected after the call (worker.protection.budget).
 ANSWER_ALLOWANCE_TOKENS = 1024
 # A completion body above this is refused unread: room for an answer of
 # llm_json.MAX_ANSWER_CHARS even with every character JSON-escaped.

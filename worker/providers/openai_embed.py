@@ -26,11 +26,11 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from worker.errors import ConfigurationError, ProviderAnswerInvalid
+from worker.protection.budget import estimate_tokens
+from worker.protection.retry import RetryPolicy, Sleep, call_with_retry
 from worker.providers.base import Answer, Usage
-from worker.providers.budget import estimate_tokens
 from worker.providers.http_client import SharedClient, new_client
 from worker.providers.llm_json import describe_errors
-from worker.providers.retry import RetryPolicy, Sleep, call_with_retry
 from worker.vectors import Vector, empty
 
 _WHAT = "the embeddings endpoint"

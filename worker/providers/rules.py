@@ -6,7 +6,7 @@ first-person phrasings in ``rules_patterns``; production uses a model.
 
 Each provider class is a thin async wrapper around a pure function of the
 request, so the behaviour can be tested without an event loop; the wrapper runs
-it in a thread within a CPU budget (worker.providers.cpu_budget).
+it in a thread within a CPU budget (worker.protection.cpu_budget).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from worker.errors import OfflineAnswerInvalid
+from worker.protection.cpu_budget import Checkpoint, CpuThreads, no_deadline, run_in_thread
 from worker.providers.base import Answer, Usage
-from worker.providers.cpu_budget import Checkpoint, CpuThreads, no_deadline, run_in_thread
 from worker.providers.llm_json import describe_errors
 from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
@@ -50,7 +50,7 @@ _LINE_SLACK = 200  # at most this much is given up to start the tail on a whole 
 
 # Clauses longer than this are cut before any pattern sees them: a fact's value
 # is at most MAX_VALUE_CHARS anyway, and every pattern's work then stays bounded
-# per clause, whatever the message (worker.providers.cpu_budget).
+# per clause, whatever the message (worker.protection.cpu_budget).
 MAX_CLAUSE_CHARS = 400
 # Patterns run on normalised text (``normalised``): single spaces, lines without
 # blanks around them. So no pattern needs ``\s+``, whose runs are what made

@@ -26,8 +26,8 @@ from tests.helpers import WorkerProcesses, bot_msg, job_deps, run_job, user_msg,
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import ModelBudgetBusy
-from worker.protocol.breaker import BreakerKeys
-from worker.providers.budget import BudgetKeys, BudgetLimits, RedisBudget
+from worker.protection.breaker import BreakerKeys
+from worker.protection.budget import BudgetKeys, BudgetLimits, RedisBudget
 from worker.providers.factory import build_providers
 from worker.providers.wire import ExtractionRequest, WireMessage
 

@@ -22,8 +22,8 @@ from worker.memory_rules import Limits
 from worker.ops import importer
 from worker.ops.import_lines import LEGACY_CHUNK_CHARS
 from worker.ops.importer import ImportReport, LegacyReport, import_facts, numbered_lines, run_import
+from worker.protection.budget import BudgetKeys
 from worker.providers.base import Answer
-from worker.providers.budget import BudgetKeys
 from worker.providers.hashing import HashingEmbedder
 from worker.store.imports import ImportRow, ImportStore
 from worker.store.pool import create_pool

@@ -14,9 +14,9 @@ import httpx2
 import pytest
 
 from worker.errors import ProviderUnavailable
+from worker.protection.retry import RetryPolicy
 from worker.providers.aiohttp_transport import AiohttpTransport
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
-from worker.providers.retry import RetryPolicy
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -35,6 +35,7 @@ from worker.errors import (
 )
 from worker.pipeline import decisions
 from worker.pipeline.extract import CandidateFact
+from worker.protection.retry import RetryPolicy
 from worker.providers.base import Providers
 from worker.providers.factory import PLACEHOLDER_KEY, build_providers, endpoint
 from worker.providers.hashing import HashingEmbedder, hash_embed
@@ -48,7 +49,6 @@ from worker.providers.openai_chat import (
 )
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
 from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
-from worker.providers.retry import RetryPolicy
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import (
     AskedConsolidation,

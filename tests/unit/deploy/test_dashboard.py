@@ -28,7 +28,7 @@ from worker.config import Settings
 from worker.fleet.metrics_exporter import fleet_meter
 from worker.fleet.probe import FleetSnapshot
 from worker.outcomes import Outcome
-from worker.providers.budget import REASONS
+from worker.protection.budget import REASONS
 from worker.telemetry import StageClock, setup_telemetry
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,7 +13,6 @@ from tests.unit.deploy.test_dashboard import alert_exprs, dashboard_exprs
 from worker.cli.main import build_parser, main
 from worker.errors import MemfleetError
 from worker.fleet.job import JobEnd
-from worker.fleet.retry_policy import GIVEN_UP, Next
 from worker.outcomes import (
     ATTEMPTS,
     CURSOR_MOVES,
@@ -22,6 +21,7 @@ from worker.outcomes import (
     parse_dead_letter_outcomes,
 )
 from worker.pipeline.persist import RunResult
+from worker.protection.retry_policy import GIVEN_UP, Next
 from worker.protocol.arq_worker import FAILED_RESULTS
 from worker.protocol.serialization import serialize
 

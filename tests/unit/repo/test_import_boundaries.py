@@ -3,9 +3,10 @@ the domain rules.
 
 - worker's packages keep to their audience (docs/architecture.md): the client
   stands on the protocol alone; the protocol stands on the shared top-level
-  modules alone; the pipeline never reaches the fleet, the protocol or Redis;
-  the store never reaches the pipeline; the top-level modules import no package
-  (but worker.read, the chat server's read path over the store and embedder).
+  modules alone; the model endpoint's protection on the protocol; the pipeline
+  never reaches the fleet, the protocol or Redis; the store never reaches the
+  pipeline; the top-level modules import no package (but worker.read, the chat
+  server's read path over the store and embedder).
 - Evaluation (worker.eval) and the test doubles (worker.testing) are not the product:
   no module of worker imports worker.testing but worker.testing and worker.eval, and
   none imports worker.eval but worker.eval and the CLI (`memfleet eval`). Evaluation
@@ -171,7 +172,12 @@ FORBIDDEN = {
     # ARQ is allowed here: whatever touches ARQ's internals lives in the protocol.
     "worker.protocol": (_FLEET_SIDE - {"arq"}) | {"worker.client", "worker.pipeline",
                                                   "worker.store", "worker.providers",
-                                                  "worker.embedded", "asyncpg"},
+                                                  "worker.embedded", "worker.protection",
+                                                  "asyncpg"},
+    # The model endpoint's protection stands on the protocol's keys and scripts; the
+    # providers and the job stand on it.
+    "worker.protection": _FLEET_SIDE | {"worker.pipeline", "worker.client", "worker.store",
+                                        "worker.providers", "worker.embedded"},
     "worker.pipeline": _FLEET_SIDE | {"worker.protocol", "worker.client", "redis"},
     "worker.store": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
                                    "worker.providers", "redis"},
@@ -190,8 +196,8 @@ FORBIDDEN = {
                                      "worker.providers", "worker.eval", "redis"},
 }
 PACKAGES = ("worker.api", "worker.cli", "worker.client", "worker.embedded", "worker.eval",
-            "worker.fleet", "worker.ops", "worker.pipeline", "worker.protocol",
-            "worker.providers", "worker.store", "worker.testing")
+            "worker.fleet", "worker.ops", "worker.pipeline", "worker.protection",
+            "worker.protocol", "worker.providers", "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
 # top-level entry of an audience (chat servers reading memory back).
 TOP_LEVEL_EXCEPTIONS = {"worker.read"}
@@ -231,6 +237,8 @@ def test_worker_packages_keep_their_import_boundaries() -> None:
     ("worker.store.postgres", {"worker.pipeline.persist"}),
     ("worker.protocol.queue", {"worker.client"}),
     ("worker.protocol.lock", {"worker.fleet.probe"}),
+    ("worker.protocol.lock", {"worker.protection.breaker"}),
+    ("worker.protection.retry", {"worker.providers.openai_chat"}),
     ("worker.config", {"worker.fleet.metrics"}),
     ("worker.api.app", {"worker.fleet.job"}),
 ])

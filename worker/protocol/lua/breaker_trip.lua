@@ -1,4 +1,4 @@
--- Open the fleet's LLM circuit breaker (worker.protocol.breaker.trip): one more failure
+-- Open the fleet's LLM circuit breaker (worker.protection.breaker.trip): one more failure
 -- in a row, and no model call for base * 2^(failures - 1) ms, capped. Jobs that
 -- fail while it is already open do not lengthen it.
 -- The probe, if this was one, is over.

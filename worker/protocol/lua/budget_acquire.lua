@@ -1,4 +1,4 @@
--- Take a slot of the fleet's model budget (worker.providers.budget.RedisBudget.acquire), or
+-- Take a slot of the fleet's model budget (worker.protection.budget.RedisBudget.acquire), or
 -- say how long to wait before asking again. Every replica runs this same script
 -- on the Redis clock, so the limits hold for the fleet whatever the hosts' clocks.
 --

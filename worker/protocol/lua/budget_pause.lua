@@ -1,4 +1,4 @@
--- Pause every replica's model calls (worker.providers.budget.RedisBudget.pause): the
+-- Pause every replica's model calls (worker.protection.budget.RedisBudget.pause): the
 -- endpoint answered 429 with a Retry-After. A pause is only ever lengthened, so
 -- a short hint never cuts a longer one short.
 --

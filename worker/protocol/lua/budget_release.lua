@@ -1,4 +1,4 @@
--- Give back a slot of the fleet's model budget (worker.providers.budget.RedisBudget.release),
+-- Give back a slot of the fleet's model budget (worker.protection.budget.RedisBudget.release),
 -- or leave the line without one. The call stays in the log (it was made), its
 -- tokens corrected to what the server counted when the caller knows it.
 --

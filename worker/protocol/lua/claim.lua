@@ -6,7 +6,7 @@
 -- whose lock is not taken (busy, or the breaker open) stays pending with a
 -- fresh deadline: the job queues it again, and if its worker dies first, the
 -- recovery pass does.
--- While the fleet's LLM circuit breaker is open (worker.protocol.breaker) the lock is
+-- While the fleet's LLM circuit breaker is open (worker.protection.breaker) the lock is
 -- not taken: the job defers the session until it closes. Once it closes after
 -- failures, one job at a time probes the endpoint (the probe key); the others
 -- wait for its verdict.

@@ -31,7 +31,7 @@ from worker.errors import (
     UserSessionsFull,
     UserVersionConflict,
 )
-from worker.fleet.retry_policy import Next, after_error
+from worker.protection.retry_policy import Next, after_error
 from worker.protocol.webhook_signature import SignatureInvalid
 
 PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown model"),

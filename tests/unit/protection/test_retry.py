@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from worker.errors import ConfigurationError, ProviderError, ProviderUnavailable
-from worker.providers.retry import (
+from worker.protection.retry import (
     GiveUp,
     RetryPolicy,
     TryAgain,

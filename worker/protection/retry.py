@@ -11,7 +11,7 @@ which can echo the conversation.
 The decisions are pure functions; ``call_with_retry`` takes its sleep and its
 randomness as arguments so tests neither wait nor flake.
 
-With a fleet budget (worker.providers.budget) every attempt first takes a slot of the
+With a fleet budget (worker.protection.budget) every attempt first takes a slot of the
 endpoint's budget and gives it back when it is over, with the tokens the
 server counted; a 429 with Retry-After pauses the whole fleet instead of this
 caller alone. Without one (``RetryPolicy.budget`` None) nothing of it runs.
@@ -30,7 +30,7 @@ from typing import TypeVar
 import openai
 
 from worker.errors import ConfigurationError, ProviderError, ProviderUnavailable
-from worker.providers.budget import ModelBudget
+from worker.protection.budget import ModelBudget
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]

@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from worker.config import Settings
 from worker.errors import ModelBudgetBusy, ProviderError, ProviderUnavailable
-from worker.protocol.keys import BUDGET_PREFIX
-from worker.providers.budget import (
+from worker.protection.budget import (
     BudgetKeys,
     BudgetLimits,
     Granted,
@@ -27,10 +26,11 @@ from worker.providers.budget import (
     estimate_tokens,
     sleep_for,
 )
+from worker.protection.retry import RetryPolicy, call_with_retry
+from worker.protocol.keys import BUDGET_PREFIX
 from worker.providers.factory import budget_limits, build_providers
 from worker.providers.openai_chat import ANSWER_ALLOWANCE_TOKENS, OpenAIExtractor, request_tokens
 from worker.providers.openai_embed import OpenAIEmbedder
-from worker.providers.retry import RetryPolicy, call_with_retry
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
 WHAT = "the LLM endpoint"

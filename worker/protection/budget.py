@@ -44,7 +44,7 @@ A job waits for budget instead of failing: ``acquire`` sleeps (with a little
 jitter) and asks again, for up to MEMFLEET_LLM_BUDGET_WAIT_MAX_S per call. A
 call that waited longer gives up with ModelBudgetBusy: the job hands its
 session to a later job without spending a try, and the circuit breaker
-(worker.protocol.breaker), which is for an endpoint that fails, stays closed.
+(worker.protection.breaker), which is for an endpoint that fails, stays closed.
 
 Keys: ``memfleet:llm-budget:{<endpoint>}:<part>`` (worker.protocol.keys),
 ``<endpoint>`` a hash of the queue name and the endpoint's base URL (chat and
@@ -99,7 +99,7 @@ class Lease:
 
 
 class ModelBudget(Protocol):
-    """What the retry loop needs of a budget (worker.providers.retry)."""
+    """What the retry loop needs of a budget (worker.protection.retry)."""
 
     async def acquire(self, tokens: int) -> Lease: ...
 
