@@ -18,19 +18,19 @@ from worker.eval.qa_wire import (
     QuestionAnswer,
 )
 from worker.providers.base import Answer
-from worker.providers.factory import _chat_options
-from worker.providers.openai_chat import _OpenAIChat, _Pass
+from worker.providers.factory import chat_options
+from worker.providers.openai_chat import ChatPass, OpenAIChat
 
-_ANSWER = _Pass("memory_question", ANSWER_PROMPT, QuestionAnswer)
-_JUDGE = _Pass("answer_judgement", JUDGE_PROMPT, JudgeVerdict)
+_ANSWER = ChatPass("memory_question", ANSWER_PROMPT, QuestionAnswer)
+_JUDGE = ChatPass("answer_judgement", JUDGE_PROMPT, JudgeVerdict)
 
 
-class OpenAIAnswerer(_OpenAIChat):
+class OpenAIAnswerer(OpenAIChat):
     async def answer(self, request: AnswerRequest) -> Answer[QuestionAnswer]:
         return await self._ask(_ANSWER, request)
 
 
-class OpenAIJudge(_OpenAIChat):
+class OpenAIJudge(OpenAIChat):
     async def judge(self, request: JudgeRequest) -> Answer[JudgeVerdict]:
         return await self._ask(_JUDGE, request)
 
@@ -47,7 +47,7 @@ def build_qa(settings: Settings) -> tuple[Answerer, Judge | None]:
     if settings.llm_provider == "rules":
         return RulesAnswerer(), RulesJudge() if judge_model else None
     # Both checked before either client exists.
-    options = _chat_options(settings, answer_model(settings), "answers")
-    judge_options = None if not judge_model else _chat_options(settings, judge_model, "judging")
+    options = chat_options(settings, answer_model(settings), "answers")
+    judge_options = None if not judge_model else chat_options(settings, judge_model, "judging")
     answerer = OpenAIAnswerer(options)
     return answerer, None if judge_options is None else OpenAIJudge(judge_options)

@@ -116,7 +116,7 @@ def _retry(
     )
 
 
-def _chat_options(
+def chat_options(
     settings: Settings, model: str, what: str, on_failure: FailureHook | None = None,
     budgets: _Budgets | None = None,
 ) -> ChatOptions:
@@ -229,10 +229,10 @@ def build_providers(
     chat: tuple[ChatOptions, ChatOptions, ChatOptions] | None = None
     if settings.llm_provider == "openai":
         chat = (
-            _chat_options(settings, settings.extract_model, "extraction", on_failure, budgets),
-            _chat_options(settings, settings.consolidate_model, "consolidation", on_failure,
+            chat_options(settings, settings.extract_model, "extraction", on_failure, budgets),
+            chat_options(settings, settings.consolidate_model, "consolidation", on_failure,
                           budgets),
-            _chat_options(
+            chat_options(
                 settings, settings.summary_model or settings.extract_model, "summaries",
                 on_failure, budgets,
             ),

@@ -72,7 +72,11 @@ class ChatOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class _Pass(Generic[A]):
+class ChatPass(Generic[A]):
+    """One pass over the chat endpoint: its schema name, prompt and answer model (the
+    pipeline's three here; `memfleet eval --qa`'s answer and judge passes in
+    worker.eval.qa_openai)."""
+
     name: str  # the json_schema name (docs/llm_wire.md)
     prompt: str
     answer: type[A]
@@ -87,11 +91,11 @@ class _Pass(Generic[A]):
         return self.asked or self.answer
 
 
-_EXTRACTION = _Pass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
+_EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
                     salvage_cut_off=True)
-_CONSOLIDATION = _Pass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
+_CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
-_SUMMARY = _Pass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
+_SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
 
 
 @functools.cache
@@ -183,7 +187,7 @@ def cut_off(response: Completion) -> bool:
     return choice.finish_reason == "length"
 
 
-def answer_value(spec: _Pass[A], response: Completion,
+def answer_value(spec: ChatPass[A], response: Completion,
                  on_failure: Callable[[str], None] | None = None) -> A:
     """The answer as ``spec.answer``; a cut-off one of a pass that allows it keeps its
     complete items (counted as a ``cut_off`` failure), else ProviderAnswerInvalid."""
@@ -197,9 +201,10 @@ def answer_value(spec: _Pass[A], response: Completion,
     return parse_answer(content_of(response), spec.answer)
 
 
-class _OpenAIChat:
-    """A client of its own, or one shared with the endpoint's other providers; ``aclose``
-    lets go of it (a shared one closes with its last provider)."""
+class OpenAIChat:
+    """The base of a chat provider: asks a ``ChatPass`` (``_ask``). A client of its own,
+    or one shared with the endpoint's other providers; ``aclose`` lets go of it (a
+    shared one closes with its last provider)."""
 
     provider_name = "openai"
 
@@ -234,7 +239,7 @@ class _OpenAIChat:
                                       options={"timeout": self._options.timeout_s})
         return parse_completion(raw)
 
-    async def _ask(self, spec: _Pass[A], request: BaseModel) -> Answer[A]:
+    async def _ask(self, spec: ChatPass[A], request: BaseModel) -> Answer[A]:
         messages = build_messages(spec.prompt, request)
         fmt = response_format(spec.name, spec.schema, self._options.structured_output)
         usage = Usage()
@@ -264,16 +269,16 @@ class _OpenAIChat:
         )
 
 
-class OpenAIExtractor(_OpenAIChat):
+class OpenAIExtractor(OpenAIChat):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
         return await self._ask(_EXTRACTION, request)
 
 
-class OpenAIConsolidator(_OpenAIChat):
+class OpenAIConsolidator(OpenAIChat):
     async def consolidate(self, request: ConsolidationRequest) -> Answer[ConsolidationAnswer]:
         return await self._ask(_CONSOLIDATION, request)
 
 
-class OpenAISummarizer(_OpenAIChat):
+class OpenAISummarizer(OpenAIChat):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         return await self._ask(_SUMMARY, request)

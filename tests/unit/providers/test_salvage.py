@@ -60,7 +60,7 @@ def test_a_bare_list_and_a_reasoning_block_are_read_through() -> None:
 def test_only_models_of_one_list_of_items_are_salvaged() -> None:
     # A summary is one text: half of it is not a summary.
     assert salvage_items('{"summary": "The user lives in Ly', SummaryAnswer) is None
-    # Consolidation has one list too; the provider does not ask it (openai_chat._Pass),
+    # Consolidation has one list too; the provider does not ask it (openai_chat.ChatPass),
     # but the function itself reads any such model's complete items.
     answer = salvage_items(
         '{"decisions": [{"candidate": 0, "event": "ADD", "target": null, "text": null}, {"cand',
