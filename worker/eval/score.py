@@ -25,6 +25,7 @@ from worker.eval.bootstrap import intervals
 from worker.eval.form import fault, well_formed
 from worker.eval.suite import KINDS, Absent, Active, Chain, Scenario, Words
 from worker.store.types import FactRecord
+from worker.store.visibility import believed_at
 
 # What the read path returns at the scenario's end, per reader: None (no agent) and
 # each agent the scenario names (worker.read's choice: the profile, and that agent's
@@ -106,9 +107,9 @@ class KindScore:
 
 
 def active_at(fact: FactRecord, moment: datetime) -> bool:
-    return (fact.observed_at <= moment
-            and (fact.superseded_at is None or fact.superseded_at > moment)
-            and (fact.expires_at is None or fact.expires_at > moment))
+    """The store's own rule for what a read at ``moment`` believes (one definition:
+    worker.store.visibility, after fact_rules.sql)."""
+    return believed_at(fact, moment)
 
 
 def _quoted(facts: Iterable[FactRecord], limit: int = 3) -> str:
