@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test test-unit demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv typescript browser-tools test test-unit tree demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -207,6 +207,14 @@ chaos: $(STAMP)
 # fact is stored exactly once and writes docs/autoscale.png.
 autoscale: $(STAMP)
 	$(PY) -m bench.autoscale
+
+# Python modules and lines per folder of the tree at REV (default: the work tree's
+# HEAD), for comparing layouts: make tree REV=b6cfcbd
+REV ?= HEAD
+tree:
+	@git ls-tree -r --name-only $(REV) -- worker api_stub bench | grep '\.py$$' | \
+		while read -r f; do echo "$$(dirname "$$f") $$(git show "$(REV):$$f" | wc -l)"; done | \
+		awk '{n[$$1]++; l[$$1] += $$2} END {for (d in n) printf "%-28s %4d modules %7d lines\n", d, n[d], l[d]}' | sort
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check worker api_stub conformance tests bench
