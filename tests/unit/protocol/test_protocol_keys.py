@@ -1,6 +1,8 @@
-"""worker.protocol.keys: the one table of every Redis key, and nobody else spelling one.
+"""worker.protocol.keys and key_table: every Redis key in one table, and nobody
+but keys.py spelling one.
 
-- No Python module of worker/ or api_stub/ but keys.py holds a key name: no
+- No Python module of worker/, api_stub/ or conformance/ but keys.py holds a key
+  name (key_table.py builds its patterns from keys.py's prefixes): no
   string literal starts with a key's prefix, ``memfleet:`` or ``arq:``. (A
   ``memfleet: ...`` message, with its space, is not a key; neither is the erase
   fence's HMAC domain, a bytes literal in worker/store/fence_key.py.) One
@@ -21,7 +23,7 @@ from pathlib import Path
 import arq.constants
 
 from worker.config import Settings
-from worker.protocol import keys
+from worker.protocol import key_table, keys
 from worker.protocol.session_ref import SessionRef
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +42,7 @@ BUILT_FROM_ARGV = {
 
 
 def _prefixes() -> set[str]:
-    return {spec.prefix for spec in keys.KEYS if spec.prefix} | {"memfleet:", "arq:"}
+    return {spec.prefix for spec in key_table.KEYS if spec.prefix} | {"memfleet:", "arq:"}
 
 
 def _python_sources() -> list[Path]:
@@ -83,25 +85,26 @@ def test_the_check_would_see_a_key_name() -> None:
     assert not _is_key_name("memfleet: settings are wrong", prefixes)
 
 
-def _row(spec: keys.KeySpec) -> str:
+def _row(spec: key_table.KeySpec) -> str:
     cells = [f"`{spec.pattern}`", spec.type, spec.writers, spec.readers, spec.lifetime]
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
 def test_every_key_is_in_the_protocol_document_as_the_table_says() -> None:
     text = PROTOCOL_MD.read_text("utf-8")
-    missing = [spec.pattern for spec in keys.KEYS if f"`{spec.pattern}`" not in text]
+    missing = [spec.pattern for spec in key_table.KEYS if f"`{spec.pattern}`" not in text]
     assert not missing, f"docs/protocol.md does not list {missing}"
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    differ = [_row(spec) for spec in keys.KEYS if _row(spec) not in rows]
-    assert not differ, "docs/protocol.md's key table differs from keys.KEYS:\n" + "\n".join(differ)
+    differ = [_row(spec) for spec in key_table.KEYS if _row(spec) not in rows]
+    assert not differ, ("docs/protocol.md's key table differs from key_table.KEYS:\n"
+                        + "\n".join(differ))
 
 
 def test_the_table_is_whole_and_unique() -> None:
-    patterns = [spec.pattern for spec in keys.KEYS]
+    patterns = [spec.pattern for spec in key_table.KEYS]
     assert len(set(patterns)) == len(patterns)
     types = {"string", "hash", "list", "set", "zset", "stream"}
-    for spec in keys.KEYS:
+    for spec in key_table.KEYS:
         assert spec.type in types, spec
         assert spec.writers and spec.readers and spec.lifetime, spec
 
@@ -126,7 +129,7 @@ def test_every_builder_makes_a_key_of_the_table() -> None:
         keys.chat_session_key(session), keys.chat_sessions_key("ada"),
         keys.chat_turns_key("ada"),
     ]
-    regexes = [(spec.pattern, _as_regex(spec.pattern)) for spec in keys.KEYS
+    regexes = [(spec.pattern, _as_regex(spec.pattern)) for spec in key_table.KEYS
                if not spec.pattern.startswith("<queue>")]
     for key in built:
         matching = [pattern for pattern, regex in regexes if regex.match(key)]
