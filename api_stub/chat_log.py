@@ -3,7 +3,7 @@
 A session is the pair (user, session id), as everywhere in memfleet: each user
 has their own namespace of session ids, so an id in use by another user is
 neither visible nor taken (no probing, no squatting). Keys carry the user's
-hash tag (worker.protocol.session_ref), so one user's keys share a Redis Cluster slot:
+hash tag (worker.protocol.keys.user_tag), so one user's keys share a Redis Cluster slot:
 
 - ``chat:session:{<user>}:<session>``: the messages, the newest ``max_messages``
   (and, when a byte bound is given, the newest that fit it);
@@ -30,13 +30,12 @@ from typing import Any
 from worker.api.settings import ApiSettings
 from worker.protocol.keys import (
     CHAT_SESSION_PREFIX,
-    chat_session_key,
+    SessionRef,
     chat_sessions_key,
     chat_turns_key,
     user_session_prefix,
 )
 from worker.protocol.scripts import LuaScript
-from worker.protocol.session_ref import SessionRef
 
 # Each script opens with its KEYS and ARGV.
 _ADMIT_TURN = LuaScript("api_stub", "chat_admit_turn.lua")
@@ -51,7 +50,7 @@ def _item(role: str, content: str) -> str:
 
 
 def session_key(user_id: str, session_id: str) -> str:
-    return chat_session_key(SessionRef(user_id, session_id))
+    return SessionRef(user_id, session_id).chat_session_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from bench.lib.stats import pct
 from worker.client.handover import schedule_memory_persistence
 from worker.embedded import EmbeddedRedis
 from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 _BATCH = 500  # hand-overs in flight while filling
 

@@ -33,8 +33,7 @@ from api_stub.llm_stub import StubServer
 from bench.lib.servers import throwaway_servers
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.protocol.keys import lock_key
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.store.migrate import migrate
 
 DIM = 64
@@ -66,7 +65,7 @@ async def trial(redis: Redis, db: asyncpg.Connection, env: dict[str, str], log: 
     killed_at = time.monotonic()
     if await stored(db, user):
         return spawn(env, log), "after the commit", None
-    lock = lock_key(SessionRef(user, f"s{n}"))
+    lock = SessionRef(user, f"s{n}").lock_key
     moment = "lock held" if await redis.exists(lock) else "before the claim"
     worker = spawn(env, log)
     while time.monotonic() - killed_at < timeout_s:

@@ -51,7 +51,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.errors import MemfleetError
 from worker.memory_rules import Limits
 from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 EMOJI = "\U0001f600"
 
@@ -77,7 +77,7 @@ def _longest_message(limits: Limits, tag: str) -> str:
 
 
 async def _memory(redis: Redis, sessions: Sequence[SessionRef]) -> int:
-    names = [key for session in sessions for key in keys.session_keys(session)]
+    names = [key for session in sessions for key in session.state_keys]
     names += keys.user_keys(sessions[0].user_id)
     total = 0
     for key in names:

@@ -59,7 +59,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue, new_event_loop
 from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 
@@ -98,7 +98,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 async def _session_bytes(redis: Redis, plan: workload.SessionPlan, job_id: str | None,
                          queue: str) -> int:
     session = SessionRef(plan.user_id, plan.session_id)
-    names = [*keys.session_keys(session), *keys.user_keys(plan.user_id)]
+    names = [*session.state_keys, *keys.user_keys(plan.user_id)]
     if job_id:
         names.append(keys.arq_job_key(job_id))
     total = 0

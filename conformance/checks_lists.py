@@ -11,8 +11,7 @@ from conformance.checks_payload import TRICKY_MESSAGES
 from conformance.context import CheckFailed, Context
 from conformance.registry import check
 from conformance.stack import IDLE_QUEUE
-from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 MORE = [{"role": "user", "content": "And “one” more\tthing"},
         {"role": "assistant", "content": "Sure — noted."}]
@@ -20,7 +19,7 @@ MORE = [{"role": "user", "content": "And “one” more\tthing"},
 
 async def _backlog(ctx: Context, user_id: str, session_id: str) -> list[bytes]:
     entries: list[bytes] = await ctx.redis.lrange(
-        keys.backlog_key(SessionRef(user_id, session_id)), 0, -1)
+        SessionRef(user_id, session_id).backlog_key, 0, -1)
     return entries
 
 
@@ -47,7 +46,7 @@ async def merge_extends(ctx: Context) -> None:
             await ctx.reference_handover(user_id, session_id, TRICKY_MESSAGES, IDLE_QUEUE)
         else:
             await ctx.handover(user_id, session_id, TRICKY_MESSAGES, session="idle")
-        queued = await ctx.redis.get(keys.queued_key(ref))
+        queued = await ctx.redis.get(ref.queued_key)
         if first == "reference":
             result = await ctx.handover(user_id, session_id, TRICKY_MESSAGES + MORE,
                                         session="idle")
@@ -59,7 +58,7 @@ async def merge_extends(ctx: Context) -> None:
         if backlog := await _backlog(ctx, user_id, session_id):
             raise CheckFailed(f"{session_id}: an extending list left {len(backlog)} older"
                               " list(s) in the backlog (messages written differently?)")
-        if await ctx.redis.get(keys.queued_key(ref)) != queued:
+        if await ctx.redis.get(ref.queued_key) != queued:
             raise CheckFailed(f"{session_id}: a second job was queued for one session")
         if await _messages(ctx, user_id, session_id) != TRICKY_MESSAGES + MORE:
             raise CheckFailed(f"{session_id}: the stored list is not the extended one")

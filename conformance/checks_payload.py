@@ -16,7 +16,7 @@ from conformance.reference import (
 from conformance.registry import check
 from conformance.stack import IDLE_QUEUE
 from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 # Every escape the messages text knows, text beyond ASCII (Latin, typographic quotes,
 # CJK, an astral emoji), and all four roles.
@@ -82,7 +82,7 @@ async def job_json_exact(ctx: Context) -> None:
     queue and named by the session's queued marker."""
     user_id, session_id = f'{ctx.user()}"é\\', "s:1"
     result = await ctx.handover(user_id, session_id, TRICKY_MESSAGES[:2], session="idle")
-    marker = await ctx.redis.get(keys.queued_key(SessionRef(user_id, session_id)))
+    marker = await ctx.redis.get(SessionRef(user_id, session_id).queued_key)
     if marker is None:
         raise CheckFailed("no queued marker (memfleet:queued:...) names the session's job")
     job_id = marker.decode()

@@ -9,8 +9,7 @@ from typing import Any
 from conformance.context import CheckFailed, Context
 from conformance.reference import session_tag
 from conformance.registry import check
-from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 COMMIT_WITHIN_S = 20.0
 SAID = [{"role": "user", "content": "I live in Berlin."},
@@ -152,7 +151,7 @@ async def wait_needs_older_lists(ctx: Context) -> None:
     latest = (await ctx.handover(user_id, "s", [{"role": "user", "content": "replaced"}],
                                  session="idle"))["handover_id"]
     ref = SessionRef(user_id, "s")
-    await ctx.redis.hset(keys.meta_key(ref), "d", str(latest))  # the latest list finished
+    await ctx.redis.hset(ref.meta_key, "d", str(latest))  # the latest list finished
     status = await ctx.call({"op": "status", "user_id": user_id, "session_id": "s"},
                             session="idle")
     want = {"latest": latest, "finished": latest, "older_lists": 1}
@@ -162,6 +161,6 @@ async def wait_needs_older_lists(ctx: Context) -> None:
                "timeout_s": 0.3}
     if (result := await ctx.call(request, session="idle")).get("covered") is not False:
         raise CheckFailed(f"wait answered {result} while an older list waits")
-    await ctx.redis.lpop(keys.backlog_key(ref))  # the older list finished too
+    await ctx.redis.lpop(ref.backlog_key)  # the older list finished too
     if (result := await ctx.call(request, session="idle")).get("covered") is not True:
         raise CheckFailed(f"wait answered {result} with every list finished")

@@ -21,8 +21,7 @@ from conformance.adapter_process import (
 )
 from conformance.stack import IDLE_QUEUE, LIVE_QUEUE, ROOT, Stack
 from worker.client import schedule_memory_persistence
-from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 # The adapter sessions a check can ask for: the queue a real worker serves, one no
 # worker serves (what is written there stays to be read), and a Redis that is away.
@@ -130,13 +129,13 @@ class Context:
 
     async def stored(self, user_id: str, session_id: str) -> bytes | None:
         value: bytes | None = await self.redis.get(
-            keys.handover_key(SessionRef(user_id, session_id)))
+            SessionRef(user_id, session_id).handover_key)
         return value
 
     async def nothing_stored(self, user_id: str, session_id: str) -> None:
         ref = SessionRef(user_id, session_id)
-        found = [k for k in (keys.handover_key(ref), keys.meta_key(ref), keys.backlog_key(ref),
-                             keys.queued_key(ref)) if await self.redis.exists(k)]
+        found = [k for k in (ref.handover_key, ref.meta_key, ref.backlog_key,
+                             ref.queued_key) if await self.redis.exists(k)]
         if found:
             raise CheckFailed(f"a refused hand-over left {found}")
 

@@ -11,8 +11,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import Handover, Limits, encode_handover, parse_messages
-from worker.protocol.session_ref import SessionRef
 
 _PLACEHOLDER_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 # docs/protocol.md, "The payload": handed_over_at, then trace, an object of strings.

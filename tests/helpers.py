@@ -158,10 +158,9 @@ async def run_job(deps: Deps, session_id: str, job_id: str,
 
 def lock_key(user_id: str, session_id: str) -> str:
     """The session lock's Redis key (worker.protocol.lock)."""
-    from worker.protocol.keys import lock_key as session_lock_key
-    from worker.protocol.session_ref import SessionRef
+    from worker.protocol.keys import SessionRef
 
-    return session_lock_key(SessionRef(user_id, session_id))
+    return SessionRef(user_id, session_id).lock_key
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float,

@@ -40,8 +40,8 @@ from conformance.adapters.python_adapter import PythonAdapter, serve
 from worker.client import memory_status
 from worker.errors import HandoverTooLarge, HandoverUnavailable, InvalidHandover
 from worker.protocol import queue
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import check_id, parse_messages, recent_window
-from worker.protocol.session_ref import SessionRef
 
 BUGS = ("member-order", "ascii-escape", "no-window", "one-error-kind", "tag-unescaped",
         "wait-early")

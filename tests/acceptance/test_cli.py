@@ -20,8 +20,7 @@ from redis.asyncio import Redis
 
 from tests.helpers import worker_env
 from worker.config import Settings
-from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.store.migrate import default_schema_dir
 
 # Commands that only read arguments, the environment and the servers, print and
@@ -288,7 +287,7 @@ async def _forget_handovers(settings: Settings) -> None:
     """As a week without a hand-over leaves session s2 of u1."""
     redis = Redis.from_url(settings.redis_url or "")
     try:
-        await redis.delete(keys.handover_key(SessionRef("u1", "s2")))
+        await redis.delete(SessionRef("u1", "s2").handover_key)
     finally:
         await redis.aclose()
 

@@ -29,9 +29,8 @@ from redis.exceptions import RedisError
 
 from worker.errors import HandoverUnavailable
 from worker.protocol import shards
-from worker.protocol.keys import backlog_key, meta_key
+from worker.protocol.keys import SessionRef
 from worker.protocol.queue import HandoverState
-from worker.protocol.session_ref import SessionRef
 
 log = logging.getLogger("memfleet.api.sessions")
 
@@ -153,8 +152,8 @@ class WaitPoller:
         async with asyncio.timeout(TIMEOUT_S):
             pipe = client.pipeline(transaction=False)
             for watched in members:
-                pipe.hmget(meta_key(watched.ref), "q", "d")
-                pipe.llen(backlog_key(watched.ref))
+                pipe.hmget(watched.ref.meta_key, "q", "d")
+                pipe.llen(watched.ref.backlog_key)
             replies = await pipe.execute()
         return [HandoverState(int(latest or 0), int(finished or 0), int(older))
                 for (latest, finished), older in zip(replies[::2], replies[1::2], strict=True)]

@@ -56,6 +56,7 @@ from worker.errors import (
     UserSessionsFull,
 )
 from worker.protocol import events, keys, queue, shards
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import (
     Handover,
     Limits,
@@ -64,7 +65,6 @@ from worker.protocol.payload import (
     parse_messages,
     recent_window,
 )
-from worker.protocol.session_ref import SessionRef
 from worker.telemetry_ids import hashed_id, id_key
 
 

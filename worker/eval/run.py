@@ -40,8 +40,8 @@ from worker.memory_rules import Limits
 from worker.ops.privacy import erase_user
 from worker.protocol import keys, queue
 from worker.protocol.arq_worker import Worker
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import check_id, fit_handover, parse_messages
-from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Answer, Consolidator, Embedder, Providers
 from worker.providers.factory import build_embedder, embedding_model
 from worker.providers.wire import ConsolidationAnswer, ConsolidationRequest, Decision

@@ -59,8 +59,8 @@ from worker.protection.retry_policy import GIVEN_UP, Next, after_error, backoff_
 from worker.protocol import lock, queue
 from worker.protocol.arq_worker import REDIS_DOWN
 from worker.protocol.events import CommitNote
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import Limits, Snapshot, decode_handover
-from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Providers
 from worker.store.base import PipelineStore
 from worker.store.types import RunRecord

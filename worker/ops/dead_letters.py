@@ -17,8 +17,8 @@ from typing import Any
 
 from worker.errors import MemfleetError
 from worker.outcomes import Outcome
-from worker.protocol import keys, queue, shards
-from worker.protocol.session_ref import SessionRef
+from worker.protocol import queue, shards
+from worker.protocol.keys import SessionRef
 from worker.store.base import MemoryStore
 from worker.store.types import DeadLetter
 
@@ -77,7 +77,7 @@ async def _queue(redis: Any, session: SessionRef, queue_name: str) -> Redriven |
     """Queue a job for the session if its hand-over is in Redis; None if it is not.
     ``redis``: a client, or a ShardedRedis (the user's shard, both while they move)."""
     for client in shards.user_clients(redis, session.user_id):
-        if await client.exists(keys.handover_key(session)):
+        if await client.exists(session.handover_key):
             enqueued = await queue.enqueue(client, session, payload=None,
                                            queue_name=queue_name)
             return Redriven(session.user_id, session.session_id,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.protocol.shards import ShardedRedis
 
 SCAN_COUNT = 500
@@ -60,8 +60,8 @@ async def _unfinished_sessions(client: Any, user_id: str) -> int:
     count = 0
     for member in members:
         session = SessionRef(user_id, member.decode() if isinstance(member, bytes) else member)
-        latest, finished = await client.hmget(keys.meta_key(session), "q", "d")
-        if await client.exists(keys.backlog_key(session)) or (
+        latest, finished = await client.hmget(session.meta_key, "q", "d")
+        if await client.exists(session.backlog_key) or (
                 latest is not None and latest != finished):
             count += 1
     return count

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from worker.protocol.keys import SessionRef
 from worker.protocol.replies import as_text
-from worker.protocol.session_ref import SessionRef
 from worker.telemetry_ids import hashed_id, id_key
 
 EVENTS_MAXLEN = 100_000

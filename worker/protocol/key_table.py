@@ -9,7 +9,7 @@ Placeholders in a pattern:
 
 - ``<queue>``: the ARQ queue's name (MEMFLEET_QUEUE_NAME; ``keys.DEFAULT_QUEUE``);
 - ``{<user>}``: the user's hash tag, the user id escaped inside braces
-  (worker.protocol.session_ref.user_tag), so that one user's keys share a Redis
+  (worker.protocol.keys.user_tag), so that one user's keys share a Redis
   Cluster slot;
 - ``<session id>``: the session id as the chat server gave it; a session key ends
   in ``{<user>}:<session id>`` (``SessionRef.key``), which is also how sets and

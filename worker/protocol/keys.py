@@ -1,4 +1,6 @@
-"""Every Redis key memfleet uses: the prefixes, and the functions that build the keys.
+"""Every Redis key memfleet uses: the prefixes, the session (``SessionRef``) that
+carries its own keys, and the functions that build the keys of a user, a queue,
+an endpoint or a job.
 
 No other module spells a key name: the hand-over and the fleet, ARQ's keys that
 memfleet reads or writes itself, the model budget, the memory API and the chat
@@ -7,11 +9,18 @@ worker.config, which imports no package: it equals ``DEFAULT_QUEUE``, tested).
 worker.protocol.key_table documents each key (``KEYS``: pattern, type, writers,
 readers, lifetime, and the placeholders of the patterns); docs/protocol.md is the
 same table in prose, for an implementation in another language.
+
+A session is the pair (user_id, session_id): chat products number sessions per
+user ("1", "2", ...), so a session id alone names nothing. Every per-session key
+ends in ``SessionRef.key``, ``{<user>}:<session id>``: the user escaped inside a
+Redis Cluster hash tag (``user_tag``) so that one user's keys share a slot, and
+so that the pair reads back without doubt from a key or a set member
+(``SessionRef.parse``): the escaped user holds no ``}``, so the first ``}`` ends it.
 """
 
 from __future__ import annotations
 
-from worker.protocol.session_ref import SessionRef, user_tag
+from dataclasses import dataclass
 
 DEFAULT_QUEUE = "memfleet:queue"  # ARQ's queue, a sorted set; MEMFLEET_QUEUE_NAME
 # `memfleet eval`'s throwaway queues (+ a run's id): no fleet worker listens on them.
@@ -56,32 +65,83 @@ CHAT_SESSION_PREFIX = "chat:session:"
 CHAT_SESSIONS_PREFIX = "chat:sessions:"
 CHAT_TURNS_PREFIX = "chat:turns:"
 
+
 # ---------------------------------------------------------------- per session
 
-def handover_key(session: SessionRef) -> str:
-    return HANDOVER_PREFIX + session.key
+# '%' first: it escapes the others.
+_ESCAPES = (("%", "%25"), ("{", "%7B"), ("}", "%7D"))
 
 
-def meta_key(session: SessionRef) -> str:
-    return META_PREFIX + session.key
+def user_tag(user_id: str) -> str:
+    """``{<user>}``: the hash tag every Redis key of the user carries."""
+    escaped = user_id
+    for raw, code in _ESCAPES:
+        escaped = escaped.replace(raw, code)
+    return "{" + escaped + "}"
 
 
-def backlog_key(session: SessionRef) -> str:
-    return BACKLOG_PREFIX + session.key
+def _unescape(escaped: str) -> str:
+    for raw, code in reversed(_ESCAPES):
+        escaped = escaped.replace(code, raw)
+    return escaped
 
 
-def queued_key(session: SessionRef) -> str:
-    return QUEUED_PREFIX + session.key
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """A session, and its keys: each ``<prefix>{<user>}:<session id>``."""
 
+    user_id: str
+    session_id: str
 
-def lock_key(session: SessionRef) -> str:
-    return LOCK_PREFIX + session.key
+    @property
+    def key(self) -> str:
+        """``{<user>}:<session id>``: what every key of the session ends in, and how
+        sets and sorted sets name the session."""
+        return f"{user_tag(self.user_id)}:{self.session_id}"
 
+    @classmethod
+    def parse(cls, key: str) -> SessionRef:
+        """The pair back from ``key``; ValueError when it is not one."""
+        end = key.find("}")
+        if not key.startswith("{") or end < 0 or key[end + 1:end + 2] != ":":
+            raise ValueError("not a session key")
+        return cls(_unescape(key[1:end]), key[end + 2:])
 
-def session_keys(session: SessionRef) -> tuple[str, ...]:
-    """Every key that holds the session's hand-over (for an erase)."""
-    return (handover_key(session), meta_key(session), backlog_key(session),
-            queued_key(session))
+    @property
+    def handover_key(self) -> str:
+        """The latest list handed over (a string: the payload)."""
+        return HANDOVER_PREFIX + self.key
+
+    @property
+    def meta_key(self) -> str:
+        """The hand-over's meta (a hash: q, d, n, h, k)."""
+        return META_PREFIX + self.key
+
+    @property
+    def backlog_key(self) -> str:
+        """Older lists not yet finished (a list)."""
+        return BACKLOG_PREFIX + self.key
+
+    @property
+    def queued_key(self) -> str:
+        """The id of the session's queued job that has not started (a string)."""
+        return QUEUED_PREFIX + self.key
+
+    @property
+    def lock_key(self) -> str:
+        """The session lock (a string: the holding job's token)."""
+        return LOCK_PREFIX + self.key
+
+    @property
+    def state_keys(self) -> tuple[str, str, str, str]:
+        """Every key that holds the session's hand-over (what an erase deletes):
+        handover_key, meta_key, backlog_key, queued_key; not the lock."""
+        return (self.handover_key, self.meta_key, self.backlog_key, self.queued_key)
+
+    @property
+    def chat_session_key(self) -> str:
+        """The chat stand-in's (api_stub) messages of the session (a list)."""
+        return CHAT_SESSION_PREFIX + self.key
 
 
 # ---------------------------------------------------------------- per user
@@ -103,7 +163,7 @@ def user_jobs_key(user_id: str) -> str:
 
 
 def user_keys(user_id: str) -> tuple[str, ...]:
-    """The keys of the user as a whole (beside each session's session_keys)."""
+    """The keys of the user as a whole (beside each session's ``state_keys``)."""
     return (user_sessions_key(user_id), user_active_key(user_id), user_jobs_key(user_id))
 
 
@@ -196,10 +256,6 @@ def api_fact_writes_key(user_id: str) -> str:
 def api_erases_key(keyed_user: str) -> str:
     """``keyed_user``: the user's keyed hash (worker.api.write_rate), never the id."""
     return API_ERASES_PREFIX + keyed_user
-
-
-def chat_session_key(session: SessionRef) -> str:
-    return CHAT_SESSION_PREFIX + session.key
 
 
 def chat_sessions_key(user_id: str) -> str:

@@ -31,9 +31,9 @@ import structlog
 from worker.errors import LockLost
 from worker.protocol import keys, queue
 from worker.protocol.events import CommitNote
+from worker.protocol.keys import SessionRef
 from worker.protocol.replies import as_bytes, as_text
 from worker.protocol.scripts import ORPHANS, PAYLOAD_MESSAGES, LuaScript
-from worker.protocol.session_ref import SessionRef
 from worker.telemetry import StageClock
 
 log = structlog.get_logger("memfleet.lock")
@@ -69,7 +69,7 @@ class SessionLock:
 
     @property
     def key(self) -> str:
-        return keys.lock_key(self.session)
+        return self.session.lock_key
 
     def held(self) -> None:
         """The lock is ours with this token: keep it alive from now on."""
@@ -128,9 +128,9 @@ class SessionLock:
         with contextlib.suppress(Exception):
             await _RELEASE(self.redis,
                            [self.key, keys.claimed_key(self.queue_name),
-                            keys.backlog_key(self.session), keys.meta_key(self.session),
+                            self.session.backlog_key, self.session.meta_key,
                             keys.waiting_key(self.queue_name), keys.events_key(self.queue_name),
-                            keys.handover_key(self.session),
+                            self.session.handover_key,
                             keys.user_active_key(self.session.user_id)],
                            [self.token, self.session.key, done_through, latest_done,
                             int(gave_up), *note.args(), self.session.session_id])
@@ -176,11 +176,11 @@ async def claim(redis: Any, lock: SessionLock, job_id: str) -> Claimed:
     queue_name = lock.queue_name  # the breaker's keys: worker.protection.breaker
     reply = await _CLAIM(
         redis,
-        [keys.queued_key(lock.session), keys.handover_key(lock.session), lock.key,
+        [lock.session.queued_key, lock.session.handover_key, lock.key,
          keys.claimed_key(queue_name), keys.breaker_open_key(queue_name),
          keys.breaker_failures_key(queue_name), keys.breaker_probe_key(queue_name),
-         keys.pending_key(lock.queue_name), keys.meta_key(lock.session),
-         keys.backlog_key(lock.session), keys.waiting_key(lock.queue_name)],
+         keys.pending_key(lock.queue_name), lock.session.meta_key,
+         lock.session.backlog_key, keys.waiting_key(lock.queue_name)],
         [job_id, lock.token, lock.ttl_ms, lock.session.key, _now_ms(), HANDOFF_GRACE_MS],
     )
     raw, locked, open_ms, failures, seq, backlog = reply[:6]

@@ -3,9 +3,9 @@
 ARQ's ``_job_id`` alone drops hand-overs that arrive while a job runs, so
 memfleet writes ARQ jobs itself, atomically, in Lua (``worker/protocol/lua/enqueue.lua``):
 
-A session is the pair (user_id, session_id) (worker.protocol.session_ref); its
-keys (worker.protocol.keys, where every key is listed) end in ``SessionRef.key``,
-``{<user>}:<session id>``:
+A session is the pair (user_id, session_id) (worker.protocol.keys.SessionRef);
+its keys, the SessionRef's properties, end in ``SessionRef.key``,
+``{<user>}:<session id>`` (worker.protocol.key_table lists every key):
 
 - the latest list (``handover_key``) holds the session's LATEST message list
   (the chat server always sends the whole list) until a commit finishes it
@@ -69,21 +69,18 @@ from worker.protocol.keys import (
     HANDOVER_PREFIX,
     META_PREFIX,
     QUEUED_PREFIX,
-    backlog_key,
-    handover_key,
-    meta_key,
+    SessionRef,
     pending_key,
-    queued_key,
     user_active_key,
     user_jobs_key,
     user_moved_key,
     user_session_prefix,
     user_sessions_key,
+    user_tag,
     waiting_key,
 )
 from worker.protocol.replies import as_text
 from worker.protocol.scripts import PAYLOAD_MESSAGES, LuaScript
-from worker.protocol.session_ref import SessionRef, user_tag
 
 JOB_FUNCTION = "persist_session_memory"
 # Older lists a session may hold unprocessed; one more refuses the hand-over.
@@ -164,8 +161,8 @@ async def enqueue_on_old_shard(
         mode, user_moved_key(session.user_id), PAYLOAD_TTL_MS]
     result = await _ENQUEUE(
         redis,
-        [handover_key(session), queued_key(session), queue_name, pending_key(queue_name),
-         meta_key(session), backlog_key(session), user_sessions_key(session.user_id),
+        [session.handover_key, session.queued_key, queue_name, pending_key(queue_name),
+         session.meta_key, session.backlog_key, user_sessions_key(session.user_id),
          waiting_key(queue_name), user_active_key(session.user_id),
          user_jobs_key(session.user_id)],
         [payload or b"", PAYLOAD_TTL_MS, job_id, job_bytes(session, now),
@@ -275,7 +272,7 @@ class HandoverState:
 
 async def handover_state(redis: Any, session: SessionRef) -> HandoverState:
     pipe = redis.pipeline(transaction=False)
-    pipe.hmget(meta_key(session), "q", "d")
-    pipe.llen(backlog_key(session))
+    pipe.hmget(session.meta_key, "q", "d")
+    pipe.llen(session.backlog_key)
     (latest, finished), older = await pipe.execute()
     return HandoverState(int(latest or 0), int(finished or 0), int(older))

@@ -22,8 +22,7 @@ from worker.api.app import OPENAPI_PATH, create_app, openapi_json
 from worker.config import Settings
 from worker.errors import ConfigurationError
 from worker.fleet.gc_tuning import YOUNG_GC_THRESHOLD
-from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.read import open_reader
 
 
@@ -168,7 +167,7 @@ async def test_erase_deletes_everything_of_one_user_only(
     assert before["memory_fact"] == 3 and before["memory_run"] >= 2
     bob_before = await counts("bob")
     # An older list not yet processed.
-    await redis.rpush(keys.backlog_key(SessionRef("ada", "ada-s1")), b"1:{}")
+    await redis.rpush(SessionRef("ada", "ada-s1").backlog_key, b"1:{}")
     resp = await api.delete("/users/ada", headers=bearer("ada"))
     assert resp.status_code == 200
     assert resp.json() == {"user_id": "ada", "deleted": {
@@ -180,10 +179,10 @@ async def test_erase_deletes_everything_of_one_user_only(
     assert await redis.exists(session_key("ada", "ada-s1")) == 0
     assert await redis.exists(session_key("bob", "bob-s1")) == 1
     ada, bob = SessionRef("ada", "ada-s1"), SessionRef("bob", "bob-s1")
-    for key in (keys.handover_key, keys.meta_key, keys.backlog_key):
-        assert await redis.exists(key(ada)) == 0, "the hand-over's lists are erased"
+    for key in (ada.handover_key, ada.meta_key, ada.backlog_key):
+        assert await redis.exists(key) == 0, "the hand-over's lists are erased"
     # Bob's session is idle and processed: its list was dropped, its meta stays.
-    assert await redis.exists(keys.meta_key(bob)) == 1, "another user's hand-over stays"
+    assert await redis.exists(bob.meta_key) == 1, "another user's hand-over stays"
     again = await api.delete("/users/ada", headers=bearer("ada"))
     assert again.status_code == 200 and not any(again.json()["deleted"].values()), "harmless"
     assert await active(api, "ada") == {}

@@ -17,7 +17,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import StoreUnavailable
 from worker.protocol import keys, lock
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.providers.base import Answer
 from worker.providers.factory import build_providers
 from worker.providers.wire import (
@@ -267,7 +267,7 @@ async def test_a_job_whose_worker_died_before_claiming_it_is_queued_again_by_rec
     assert await lock.recover_abandoned(redis, settings.queue_name) == [], "not late yet"
     await redis.zadd(pending, {U1_S1.key: 0})  # its grace period is over
     assert await lock.recover_abandoned(redis, settings.queue_name) == [U1_S1]
-    again = await redis.get(keys.queued_key(U1_S1))
+    again = await redis.get(U1_S1.queued_key)
     assert again is not None and again.decode() != first.job_id, "a job of its own"
     await redis.delete(keys.ARQ_IN_PROGRESS_PREFIX + first.job_id)  # in time, it expires
     await drain(settings)
@@ -294,7 +294,7 @@ async def test_a_late_session_whose_job_a_live_worker_runs_is_not_queued_again(
     assert await lock.recover_abandoned(redis, settings.queue_name) == []
     deadline = await redis.zscore(pending, U1_S1.key)
     assert deadline is not None and deadline > time.time() * 1000, "watched again later"
-    assert (await redis.get(keys.queued_key(U1_S1))) == job_id.encode(), "no second job"
+    assert (await redis.get(U1_S1.queued_key)) == job_id.encode(), "no second job"
     assert await redis.zcard(settings.queue_name) == 1
     # The worker dies: its entry lapses, and the next late pass queues the session again.
     await redis.hdel(keys.workers_key(settings.queue_name), "slow-worker")

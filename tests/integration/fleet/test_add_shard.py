@@ -40,7 +40,7 @@ from worker.config import Settings
 from worker.ops import privacy
 from worker.ops.shard_moves import moving_left
 from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.protocol.shards import ShardMap
 from worker.store.postgres import PostgresStore
 
@@ -120,7 +120,7 @@ async def test_adding_a_shard_while_handing_over_loses_and_doubles_nothing(
                 assert bool(on_b) == (user in movers), user
             for user in movers:
                 for sid in ("chat0", "chat1"):
-                    latest, done = await old.hmget(keys.meta_key(SessionRef(user, sid)), "q", "d")
+                    latest, done = await old.hmget(SessionRef(user, sid).meta_key, "q", "d")
                     assert latest == done, (user, sid)
             # The moved markers were written by the joining clients, on `default` only.
             marked = {k.decode() for k in await old.keys(keys.USER_MOVED_PREFIX + "*")}

@@ -32,7 +32,7 @@ from worker.config import Settings
 from worker.embedded.process import free_port
 from worker.fleet import probe as fleet_probe
 from worker.protocol import keys, lock, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.providers.factory import build_providers
 
 CHAT = "/v1/chat/completions"
@@ -106,7 +106,7 @@ async def test_a_handover_made_during_a_run_keeps_the_session_waiting_from_its_o
     await session_lock.release(latest_done=first.handover_id)
     score = await redis.zscore(keys.waiting_key(keyed.queue_name), session.key)
     assert score == second.handover_id // 1000, "scored from the later hand-over, not the first"
-    assert await redis.hget(keys.meta_key(session), "d") != str(second.handover_id).encode()
+    assert await redis.hget(session.meta_key, "d") != str(second.handover_id).encode()
 
 
 async def test_sessions_given_up_or_erased_stop_counting_as_waiting(

@@ -23,7 +23,7 @@ from worker.config import Settings
 from worker.fleet.orphans import retire_orphans
 from worker.fleet.probe import probe
 from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 Q = keys.DEFAULT_QUEUE
 SLACK_MS = 200

@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from tests.helpers import drain, user_msg, worker_env
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.telemetry import setup_telemetry
 from worker.telemetry_ids import hashed_id
 

@@ -16,8 +16,8 @@ from tests.helpers import active_texts, drain, runs, user_msg
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import HandoverBacklogFull
-from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol import queue
+from worker.protocol.keys import SessionRef
 
 DANA_S1 = SessionRef("dana", "s1")
 
@@ -32,7 +32,7 @@ async def hand_over(settings: Settings, redis: Redis, messages: list[dict[str, s
 
 
 async def backlog(redis: Redis) -> list[bytes]:
-    return list(await redis.lrange(keys.backlog_key(DANA_S1), 0, -1))
+    return list(await redis.lrange(DANA_S1.backlog_key, 0, -1))
 
 
 async def test_a_list_that_extends_the_last_one_replaces_it(
@@ -70,13 +70,13 @@ async def test_turns_a_summary_replaced_before_any_job_ran_are_still_remembered(
     slices = [(r["outcome"], r["slice_len"]) for r in await runs(db, "s1", "dana")]
     assert slices == [("committed", 2), ("committed", 2)], "older list first, then the new one"
     assert await backlog(redis) == [], "a finished list is dropped"
-    meta = await redis.hgetall(keys.meta_key(DANA_S1))
+    meta = await redis.hgetall(DANA_S1.meta_key)
     assert meta[b"d"] == meta[b"q"], "the latest list is marked finished"
     # The same list again (a retried hand-over) is still finished; a finished
     # latest list is not kept when a later one replaces it.
     latest = [system_msg("Summary: Dana lives in Paris."), user_msg("I moved to Lyon.")]
     await hand_over(settings, redis, latest)
-    meta = await redis.hgetall(keys.meta_key(DANA_S1))
+    meta = await redis.hgetall(DANA_S1.meta_key)
     assert meta[b"d"] == meta[b"q"]
     await hand_over(settings, redis, [system_msg("Summary: Dana lives in Lyon.")])
     assert await backlog(redis) == []
@@ -96,7 +96,7 @@ async def test_a_finished_list_read_again_writes_nothing(
     [entry] = await backlog(redis)
     await drain(settings)
     assert await active_texts(db, "dana") == [], "the retraction applied"
-    await redis.rpush(keys.backlog_key(DANA_S1), entry)  # the lost drop
+    await redis.rpush(DANA_S1.backlog_key, entry)  # the lost drop
     await queue.enqueue(redis, DANA_S1, payload=None, queue_name=settings.queue_name)
     await drain(settings)
     assert await active_texts(db, "dana") == [], "the retracted fact stays retracted"
@@ -110,10 +110,10 @@ async def test_a_full_backlog_refuses_the_hand_over_and_keeps_the_last_list(
     for n in range(queue.BACKLOG_LIMIT + 1):  # each replaces the last: LIMIT older lists
         await hand_over(settings, redis, [user_msg(f"My item{n} is blue.")])
     assert len(await backlog(redis)) == queue.BACKLOG_LIMIT
-    kept = await redis.get(keys.handover_key(DANA_S1))
+    kept = await redis.get(DANA_S1.handover_key)
     with pytest.raises(HandoverBacklogFull):
         await hand_over(settings, redis, [user_msg("My pet is a cat.")])
-    assert await redis.get(keys.handover_key(DANA_S1)) == kept
+    assert await redis.get(DANA_S1.handover_key) == kept
     await drain(settings)
     remembered = await active_texts(db, "dana")
     assert len(remembered) == queue.BACKLOG_LIMIT + 1, "every list taken was remembered"

@@ -16,8 +16,8 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import HandoverUnavailable, InvalidHandover
 from worker.memory_rules import Limits
-from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol import queue
+from worker.protocol.keys import SessionRef
 
 
 async def handover(redis: Redis, settings: Settings, session: str, user: str, msgs: list) -> None:  # type: ignore[type-arg]
@@ -176,7 +176,7 @@ async def test_malformed_jobs_and_payloads_are_recorded_not_retried(
 ) -> None:
     # A payload that is not JSON, under a properly queued job.
     session = SessionRef("u1", "s1")
-    await redis.set(keys.handover_key(session), b"\xff not json")
+    await redis.set(session.handover_key, b"\xff not json")
     await queue.enqueue(redis, session, payload=None, queue_name=settings.queue_name)
     now_ms = int(time.time() * 1000)  # ARQ skips a job whose score is 0
     # A job whose arguments are wrong.
@@ -237,12 +237,12 @@ async def test_a_handover_naming_its_agent_is_taken_and_remembered(
 ) -> None:
     await schedule_memory_persistence(redis, "s1", "u1", [user_msg("I use Zig.")],
                                       queue_name=settings.queue_name, agent_id="coach")
-    stored = await redis.get(keys.handover_key(SessionRef("u1", "s1")))
+    stored = await redis.get(SessionRef("u1", "s1").handover_key)
     assert json.loads(stored)["agent_id"] == "coach"
     with pytest.raises(InvalidHandover, match="agent_id"):
         await schedule_memory_persistence(redis, "s2", "u1", [user_msg("I use Go.")],
                                           queue_name=settings.queue_name,
                                           agent_id="bad\x07agent")
-    assert await redis.get(keys.handover_key(SessionRef("u1", "s2"))) is None
+    assert await redis.get(SessionRef("u1", "s2").handover_key) is None
     await drain(settings)
     assert await active_texts(db, "u1") == ["Uses Zig"]

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
+from worker.protocol.keys import SessionRef
 from worker.protocol.lock import SessionLock
-from worker.protocol.session_ref import SessionRef
 
 S1 = SessionRef("u1", "s1")
 
@@ -88,7 +88,7 @@ async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis
         job = await queue.enqueue(redis, one.session, payload=b"{}")
         assert job.job_id is not None
         assert (await claim(redis, one, job.job_id)).locked
-    assert await redis.get(keys.queued_key(dead.session)) is None, "the job claimed its session"
+    assert await redis.get(dead.session.queued_key) is None, "the job claimed its session"
     await done.release()
     # "dead": its worker was killed, nothing extends the lock any more.
     dead._released = True
@@ -105,7 +105,7 @@ async def test_the_recovery_pass_requeues_only_sessions_whose_lock_is_gone(redis
     assert recovered == [dead.session]
     claimed = await redis.zrange(keys.claimed_key(keys.DEFAULT_QUEUE), 0, -1)
     assert claimed == [alive.session.key.encode()]
-    assert await redis.get(keys.queued_key(dead.session)) is not None, "a job waits for it"
+    assert await redis.get(dead.session.queued_key) is not None, "a job waits for it"
     assert await recover_abandoned(redis, keys.DEFAULT_QUEUE) == [], "queued once"
     await alive.release()
     assert await redis.zcard(keys.claimed_key(keys.DEFAULT_QUEUE)) == 0

@@ -24,7 +24,7 @@ from worker.config import Settings
 from worker.errors import HandoverTooLarge, SessionBytesFull, UserSessionsFull
 from worker.memory_rules import Limits
 from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 EVE = SessionRef("eve", "s1")
 # MEMORY USAGE counts what Redis allocates beside the bytes the budget counts:
@@ -44,14 +44,14 @@ async def overhead(redis: Redis, budget: int) -> int:
 async def session_memory(redis: Redis, session: SessionRef) -> int:
     """MEMORY USAGE of every key of the session, and of its user's keys."""
     total = 0
-    for key in (*keys.session_keys(session), *keys.user_keys(session.user_id)):
+    for key in (*session.state_keys, *keys.user_keys(session.user_id)):
         total += int(await redis.memory_usage(key) or 0)
     return total
 
 
 async def held(redis: Redis, session: SessionRef) -> tuple[bytes | None, list[bytes]]:
-    return (await redis.get(keys.handover_key(session)),
-            list(await redis.lrange(keys.backlog_key(session), 0, -1)))
+    return (await redis.get(session.handover_key),
+            list(await redis.lrange(session.backlog_key, 0, -1)))
 
 
 async def test_sixty_long_emoji_turns_stay_within_the_session_budget(
@@ -158,7 +158,7 @@ async def test_a_full_session_budget_refuses_and_loses_nothing_held(
     assert n == 4 and await held(redis, EVE) == before
     payload, older = before
     assert payload is not None
-    assert await redis.hget(keys.meta_key(EVE), "k") == str(sum(map(len, older))).encode()
+    assert await redis.hget(EVE.meta_key, "k") == str(sum(map(len, older))).encode()
     await drain(settings)
     assert len(await active_texts(db, "eve")) == n, "every list taken was remembered"
     assert await held(redis, EVE) == (None, []), "the budget is given back"
@@ -180,7 +180,7 @@ async def test_a_user_holds_a_bounded_number_of_unfinished_sessions(
         await hand_over("eve", session)
     with pytest.raises(UserSessionsFull, match="has 3 sessions"):
         await hand_over("eve", "d")
-    assert await redis.get(keys.handover_key(SessionRef("eve", "d"))) is None
+    assert await redis.get(SessionRef("eve", "d").handover_key) is None
     await hand_over("eve", "a", "I live in Rome.")  # a session already counted goes on
     await hand_over("bob", "d")  # another user has budgets of their own
     await drain(settings)
@@ -189,7 +189,7 @@ async def test_a_user_holds_a_bounded_number_of_unfinished_sessions(
     for session in ("d", "e", "f"):
         await hand_over("eve", session)
     # A session whose lists went without a release (expired) is pruned at the cap.
-    await redis.delete(*keys.session_keys(SessionRef("eve", "d")))
+    await redis.delete(*SessionRef("eve", "d").state_keys)
     await hand_over("eve", "g")
     assert sorted(await redis.smembers(keys.user_active_key("eve"))) == [b"e", b"f", b"g"]
 
@@ -201,7 +201,7 @@ async def test_astral_characters_are_stored_as_utf8_and_reach_the_facts(
     result = await schedule_memory_persistence(redis, "s\U0001f408", "\u00e8ve\U0001f600",
                                                [user_msg(text)], queue_name=settings.queue_name)
     session = SessionRef("\u00e8ve\U0001f600", "s\U0001f408")
-    payload = await redis.get(keys.handover_key(session))
+    payload = await redis.get(session.handover_key)
     assert payload is not None and text.encode() in payload
     assert b"\\u" not in payload, "no escape of any character"
     job = await redis.get(keys.ARQ_JOB_PREFIX + (result.job_id or ""))

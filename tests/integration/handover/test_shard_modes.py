@@ -10,8 +10,8 @@ from redis.asyncio import Redis
 from tests.helpers import drain, user_msg
 from worker.config import Settings
 from worker.protocol import keys, queue, shards
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import Handover, encode_handover
-from worker.protocol.session_ref import SessionRef
 
 EPOCH = "2026-11-26T00:00:00Z"
 

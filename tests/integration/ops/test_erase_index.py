@@ -19,7 +19,7 @@ from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.ops import privacy
 from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.providers.factory import build_providers
 
 # What the erase script itself runs is counted; these are the calls around it.
@@ -95,7 +95,7 @@ async def test_a_started_job_of_the_release_before_the_index_writes_back_nothing
         assert (await drain(llm, max_burst_jobs=1))["retried"] == 1
     finally:
         stub.reset()
-    assert await redis.get(keys.queued_key(SessionRef("alice", "1"))) is None
+    assert await redis.get(SessionRef("alice", "1").queued_key) is None
 
     async with job_deps(llm, redis, build_providers(llm)) as deps:
         deleted = await privacy.erase_user(redis, deps.store, "alice", queue_name=name)

@@ -29,7 +29,7 @@ from worker.errors import ConfigurationError
 from worker.fleet.app import worker_options
 from worker.ops import privacy
 from worker.protocol import keys, queue
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.providers.factory import build_providers
 from worker.store.fence_key import EMBEDDED_KEY_FILE, FenceKeys, embedded_key, fence_keys
 from worker.store.pool import create_pool
@@ -79,7 +79,7 @@ async def test_an_erase_takes_the_users_queued_jobs_and_set_entries_with_no_work
     assert await redis.zrange(keys.pending_key(name), 0, -1) == [bob.key.encode()]
     assert await redis.zrange(keys.waiting_key(name), 0, -1) == [bob.key.encode()]
     jobs = await redis.zrange(name, 0, -1)
-    assert sorted(jobs) == sorted([b"memfleet-running", (await redis.get(keys.queued_key(bob)))])
+    assert sorted(jobs) == sorted([b"memfleet-running", (await redis.get(bob.queued_key))])
     # bob's job still runs and remembers; the erase twice finds nothing more.
     await redis.delete(keys.ARQ_IN_PROGRESS_PREFIX + "memfleet-running",
                        keys.ARQ_JOB_PREFIX + "memfleet-running")
@@ -114,7 +114,7 @@ async def test_an_erase_takes_a_job_arq_queued_again_after_a_failed_try(
         stub.reset()
     assert await redis.get(keys.ARQ_RETRY_PREFIX + job) == b"1"
     assert await redis.zrange(name, 0, -1) == [job.encode()]
-    assert await redis.get(keys.queued_key(alice)) is None
+    assert await redis.get(alice.queued_key) is None
     await schedule_memory_persistence(redis, "1", "bob", [user_msg("I use Go.")],
                                       queue_name=name)
 

@@ -24,8 +24,8 @@ from worker.config import Settings
 from worker.memory_rules import Limits
 from worker.ops import privacy
 from worker.protocol import keys, queue
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import Handover, Message, encode_handover
-from worker.protocol.session_ref import SessionRef
 from worker.providers.base import Answer, Embedder, Providers
 from worker.providers.factory import build_providers
 from worker.telemetry import setup_telemetry
@@ -93,8 +93,8 @@ async def test_an_erase_during_a_first_job_leaves_nothing_of_the_user(
     assert await db.fetchval("SELECT count(*) FROM memory_run WHERE session_id = '1'"
                              " AND user_id IS DISTINCT FROM 'bob'") == 0
     alice = SessionRef("alice", "1")
-    assert await redis.exists(keys.handover_key(alice), keys.meta_key(alice),
-                              keys.backlog_key(alice), keys.user_sessions_key("alice")) == 0
+    assert await redis.exists(alice.handover_key, alice.meta_key,
+                              alice.backlog_key, keys.user_sessions_key("alice")) == 0
     assert await active_texts(db, "bob") == ["Lives in Oslo", "Uses Rust"], "bob untouched"
     # What alice says after the erase is remembered as usual.
     await schedule_memory_persistence(redis, "1", "alice", [user_msg("I use Zig.")],

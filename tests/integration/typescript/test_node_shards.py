@@ -21,8 +21,7 @@ from tests.shard_servers import aof_servers, shard_map, sharded
 from tests.typescript_node import closed_port, require_build, run_node
 from worker.client import ShardedRedis, memory_status
 from worker.config import Settings
-from worker.protocol import keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 from worker.protocol.shards import ShardMap
 
 
@@ -63,7 +62,7 @@ async def test_the_sharded_node_suite_routes_as_python_does(
                 if not route.moving:
                     assert entry["shard"] == route.home, entry
                 session = SessionRef(entry["user"], entry["session"])
-                meta = await plain[entry["shard"]].hmget(keys.meta_key(session), "q")
+                meta = await plain[entry["shard"]].hmget(session.meta_key, "q")
                 assert int(meta[0] or 0) == entry["handoverId"], entry
                 python = ShardedRedis(plain, pending=entry["pending"], joining=entry["joining"])
                 state = await memory_status(python, entry["session"], entry["user"])

@@ -8,8 +8,8 @@ but keys.py spelling one.
   fence's HMAC domain, a bytes literal in worker/store/fence_key.py.) One
   exception: MEMFLEET_QUEUE_NAME's default in worker/config.py, which may import
   no package (tests/unit/repo/test_import_boundaries.py); it equals keys.DEFAULT_QUEUE.
-- Every key of the table is in docs/protocol.md, and every builder's key is a
-  key of the table.
+- Every key of the table is in docs/protocol.md, and every key SessionRef and
+  keys.py's builders make is a key of the table.
 - Lua scripts take their keys as KEYS[] and hard-code no key name; the few that
   build keys from prefixes passed in ARGV are the ones docs/protocol.md lists.
 """
@@ -24,7 +24,7 @@ import arq.constants
 
 from worker.config import Settings
 from worker.protocol import key_table, keys
-from worker.protocol.session_ref import SessionRef
+from worker.protocol.keys import SessionRef
 
 ROOT = Path(__file__).resolve().parents[3]
 PROTOCOL_MD = ROOT / "docs" / "protocol.md"
@@ -119,14 +119,14 @@ def _as_regex(pattern: str) -> re.Pattern[str]:
 def test_every_builder_makes_a_key_of_the_table() -> None:
     session = SessionRef("ada{1}", "s:1")
     built = [
-        *keys.session_keys(session), keys.lock_key(session), *keys.user_keys("ada"),
+        *session.state_keys, session.lock_key, *keys.user_keys("ada"),
         keys.pending_key("q"), keys.claimed_key("q"), keys.waiting_key("q"),
         keys.events_key("q"), keys.workers_key("q"), keys.suspects_key("q"),
         keys.breaker_open_key("q"), keys.breaker_failures_key("q"), keys.breaker_probe_key("q"),
         *(keys.budget_key("0123abcd", part) for part in keys.BUDGET_PARTS),
         keys.arq_job_key("j"), keys.arq_in_progress_key("j"), keys.arq_retry_key("j"),
         keys.api_exports_key("ada"), keys.api_fact_writes_key("ada"),
-        keys.chat_session_key(session), keys.chat_sessions_key("ada"),
+        session.chat_session_key, keys.chat_sessions_key("ada"),
         keys.chat_turns_key("ada"),
     ]
     regexes = [(spec.pattern, _as_regex(spec.pattern)) for spec in key_table.KEYS

@@ -1,6 +1,8 @@
+"""worker.protocol.keys.SessionRef: the pair (user_id, session_id), its key and its keys."""
+
 import pytest
 
-from worker.protocol.session_ref import SessionRef, user_tag
+from worker.protocol.keys import SessionRef, user_tag
 
 
 @pytest.mark.parametrize("user,session", [
@@ -29,3 +31,13 @@ def test_one_users_keys_share_a_cluster_hash_tag() -> None:
 def test_a_string_that_is_no_session_key_is_refused(bad: str) -> None:
     with pytest.raises(ValueError):
         SessionRef.parse(bad)
+
+
+def test_a_session_carries_its_keys() -> None:
+    ref = SessionRef("a{b}%c", "s:1")
+    tail = "{a%7Bb%7D%25c}:s:1"  # docs/protocol.md's example
+    assert (ref.handover_key, ref.meta_key, ref.backlog_key, ref.queued_key) == ref.state_keys
+    assert ref.state_keys == ("memfleet:handover:" + tail, "memfleet:handover-meta:" + tail,
+                              "memfleet:backlog:" + tail, "memfleet:queued:" + tail)
+    assert ref.lock_key == "memory-task-lock:" + tail
+    assert ref.chat_session_key == "chat:session:" + tail

@@ -23,6 +23,7 @@ from unittest import mock
 from worker.errors import InvalidHandover
 from worker.protocol import queue
 from worker.protocol.events import session_tag
+from worker.protocol.keys import SessionRef
 from worker.protocol.payload import (
     Handover,
     Limits,
@@ -31,7 +32,6 @@ from worker.protocol.payload import (
     parse_messages,
     recent_window,
 )
-from worker.protocol.session_ref import SessionRef
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "protocol" / "handover_cases.json"
 AT = datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -43,7 +43,7 @@ for _, job in ipairs(looked) do
   if not live[job] and redis.call('EXISTS', ARGV[1] .. job) == 1 then unlisted[job] = true end
 end
 
--- The session key ({<user>}:<session id>, worker.protocol.session_ref) the job's
+-- The session key ({<user>}:<session id>, worker.protocol.keys.SessionRef) the job's
 -- arguments name (worker.protocol.queue.job_bytes); nil when it names none.
 local function session_of(raw)
   local ok, job = pcall(cjson.decode, raw)
