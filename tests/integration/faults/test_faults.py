@@ -45,32 +45,24 @@ class GatedExtractor:
         return result
 
 
-class BarrierEmbedder:
-    """Both jobs have their candidates before either commits: the race the user version
-    closes. The embeddings call is the one every job with candidates makes (a first fact,
-    with no neighbour, is added without a consolidation call)."""
+class NeighborsBarrier:
+    """The store, whose first read of the user's neighbours waits for the other job's:
+    both jobs have read the user's version before either commits, the race the user
+    version closes, however the machine schedules them (a barrier before that read let
+    one job commit before a starved other read, and no race happened)."""
 
-    def __init__(self, inner: Any, barrier: asyncio.Barrier) -> None:
-        self.inner, self.barrier, self.calls = inner, barrier, 0
+    def __init__(self, store: Any, barrier: asyncio.Barrier) -> None:
+        self._store, self._barrier, self._reads = store, barrier, 0
 
-    @property
-    def provider_name(self) -> str:
-        return str(self.inner.provider_name)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
-    @property
-    def model(self) -> str:
-        return str(self.inner.model)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
-
-    async def embed(self, texts: list[str]) -> Any:
-        self.calls += 1
-        answer = await self.inner.embed(texts)
-        if self.calls == 1:
-            await self.barrier.wait()
-        return answer
+    async def neighbors(self, *args: Any, **kwargs: Any) -> Any:
+        found = await self._store.neighbors(*args, **kwargs)
+        self._reads += 1
+        if self._reads == 1:
+            await self._barrier.wait()
+        return found
 
 
 @pytest.mark.parametrize("earlier_turns", [0, 1], ids=["first-run", "later-run"])
@@ -115,9 +107,9 @@ async def test_two_sessions_of_one_user_add_a_shared_fact_once(
     await schedule_memory_persistence(redis, "laptop", "u1", said, queue_name=settings.queue_name)
     barrier = asyncio.Barrier(2)
     base = build_providers(settings)
-    one = replace(base, embedder=BarrierEmbedder(base.embedder, barrier))
-    two = replace(base, embedder=BarrierEmbedder(base.embedder, barrier))
-    async with job_deps(settings, redis, one) as a, job_deps(settings, redis, two) as b:
+    async with job_deps(settings, redis, base) as a, job_deps(settings, redis, base) as b:
+        a = replace(a, store=NeighborsBarrier(a.store, barrier))
+        b = replace(b, store=NeighborsBarrier(b.store, barrier))
         results = await asyncio.gather(run_job(a, "phone", "j1"), run_job(b, "laptop", "j2"))
     assert {r["outcome"] for r in results} == {"committed"}
     assert await active_texts(db, "u1") == ["Lives in Lisbon"]

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from redis.asyncio import Redis
 
 from tests.helpers import job_deps, lock_key, run_job, user_msg
-from tests.integration.faults.test_faults import BarrierEmbedder, GatedExtractor
+from tests.integration.faults.test_faults import GatedExtractor, NeighborsBarrier
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.job import Deps
@@ -50,9 +50,9 @@ async def test_a_user_version_conflict_leaves_no_raw_id_in_spans(
                                           queue_name=settings.queue_name)
     barrier, exporter = asyncio.Barrier(2), InMemorySpanExporter()
     base = build_providers(settings)
-    one = replace(base, embedder=BarrierEmbedder(base.embedder, barrier))
-    two = replace(base, embedder=BarrierEmbedder(base.embedder, barrier))
-    async with job_deps(settings, redis, one) as a, job_deps(settings, redis, two) as b:
+    async with job_deps(settings, redis, base) as a, job_deps(settings, redis, base) as b:
+        a = replace(a, store=NeighborsBarrier(a.store, barrier))
+        b = replace(b, store=NeighborsBarrier(b.store, barrier))
         results = await asyncio.gather(run_job(traced(a, exporter), PHONE, "j1", USER),
                                        run_job(traced(b, exporter), LAPTOP, "j2", USER))
     assert {r["outcome"] for r in results} == {"committed"}
