@@ -162,9 +162,7 @@ def qa_comparison(per_system: Mapping[str, Sequence[QuestionScore]]) -> str:
     """Right answers (exact match) per kind and system, with bootstrap 95% intervals
     (scenarios resampled), and the facts a block held on average."""
     names = list(per_system)
-    kinds: list[str] = []
-    for scores in per_system.values():
-        kinds += [s.kind for s in scores if s.kind not in kinds]
+    kinds = list(dict.fromkeys(s.kind for scores in per_system.values() for s in scores))
     rows = [("kind", *names)]
     for kind in [*kinds, "total"]:
         rows.append((kind, *(_cell([s for s in per_system[n]

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.eval_local import calls as call_report
-from bench.eval_local import cost, subset
+from bench.eval_local import cost, qa, subset
 from bench.eval_local.gguf import MODELS
 from bench.eval_mem0.report import plot_systems
 from worker.eval.baselines import baseline_scores
 from worker.eval.compare import System, comparison
+from worker.eval.qa_score import QuestionScore
 from worker.eval.report import scores_json
 from worker.eval.suite import Scenario, load_suite
 
@@ -49,7 +50,14 @@ def report(run: dict[str, object], record: list[dict[str, object]] | None,
     lines = [f"{len(scenarios)} scenarios on {label}; systems that finished: "
              + ", ".join(s.name for s in ran if s.name not in baselines), "",
              comparison(ran)]
+    answers = run.get("qa")
+    if isinstance(answers, dict) and answers:
+        per_system = {n: [QuestionScore(**a) for a in scores] for n, scores in answers.items()}
+        lines += ["", f"questions answered by {label} from each system's own read (exact "
+                  "match; bootstrap 95% intervals over scenarios):",
+                  qa.qa_comparison(per_system)]
     if record is not None:
+        record = [e for e in record if not qa.is_question(e)]
         names = [s.name for s in ran if s.name not in baselines]
         judged = {n: call_report.judge_all(e for e in record if "embeddings" not in e
                                            and e.get("system") == n) for n in names}

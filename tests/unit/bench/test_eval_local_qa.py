@@ -65,6 +65,8 @@ def test_the_table_gives_each_system_its_right_answers_per_kind_and_in_all() -> 
                      score("c", "updates", True)],
         "empty": [score("a", "plain", False), score("b", "plain", False),
                   score("c", "updates", False)]})
+    heads = [line.split()[0] for line in table.splitlines()]
+    assert heads == ["kind", "plain", "updates", "total", "facts"], "a row per kind, once"
     lines = {line.split()[0]: line for line in table.splitlines()}
     assert "1/2 50%" in lines["plain"] and "0/2 0%" in lines["plain"]
     assert "2/3 67%" in lines["total"] and "0/3 0% [0-0]" in lines["total"]
