@@ -220,7 +220,7 @@ def _listening(port: int) -> bool:
         return False
 
 
-async def test_the_embedded_servers_are_made_by_up_alone_and_announced(
+async def test_the_embedded_servers_are_made_and_started_by_up_alone_and_announced(
     settings: Settings, tmp_path: Path,
 ) -> None:
     # PostgreSQL is the test's own; Redis is left to the embedded one (it starts fast).
@@ -241,11 +241,16 @@ async def test_the_embedded_servers_are_made_by_up_alone_and_announced(
         using = memfleet(env, *enqueue, cwd=tmp_path)
         assert "using the embedded Redis" in one_line(using, 0) and int(using.stdout) > 0
         assert memfleet(env, "down", cwd=tmp_path).returncode == 0
-        # Made once, a stopped server is started again, and said to keep running.
+        # A stop lasts: another command says the server is down and starts nothing.
         again = memfleet(env, *enqueue, cwd=tmp_path)
-        assert one_line(again, 0) == (f"memfleet: MEMFLEET_REDIS_URL unset: started the "
-                                      f"embedded Redis under {home}; `memfleet down` stops "
-                                      f"them")
+        assert one_line(again) == (f"memfleet: the embedded Redis under {home} is stopped: "
+                                   f"`memfleet up` starts it again (or set MEMFLEET_REDIS_URL)")
+        assert one_line(memfleet(env, "down", cwd=tmp_path), 0) == (
+            f"memfleet: no embedded server runs under {home}")
+        # `memfleet up` starts it again, and says so.
+        up = memfleet(env, "up", cwd=tmp_path)
+        assert one_line(up, 0) == (f"memfleet: MEMFLEET_REDIS_URL unset: started the "
+                                   f"embedded Redis under {home}; `memfleet down` stops them")
     finally:
         memfleet(env, "down", cwd=tmp_path)
     down = memfleet(env, "down", cwd=tmp_path)

@@ -30,9 +30,11 @@ def resolve(settings: AnySettings, *, database: bool = True,
     """Fill in the embedded servers' URLs where none is set (``database``: False for a
     command that needs Redis alone), and say so on stderr.
 
-    Only ``create`` (`memfleet up`, the demo) makes servers under a home that has none:
-    any other command there refuses, since an unset URL more likely means a forgotten
-    MEMFLEET_DATABASE_URL than a wish for a new, empty fleet in this directory.
+    Only ``create`` (`memfleet up`, `memfleet dev`, the demo) makes or starts servers:
+    any other command refuses where none were made, since an unset URL more likely
+    means a forgotten MEMFLEET_DATABASE_URL than a wish for a new, empty fleet in this
+    directory, and where they are stopped, since a stop (`memfleet down`) is meant to
+    last: a server that comes back as the side effect of a listing would be a surprise.
     """
     postgres, redis = database and not settings.database_url, not settings.redis_url
     if not (postgres or redis):
@@ -48,6 +50,11 @@ def resolve(settings: AnySettings, *, database: bool = True,
         raise MemfleetError(f"{unset} unset and no embedded {servers} under {home}: run "
                             f"`memfleet up` first to make them there, or set {unset}")
     running = made and embedded_running(home, postgres=postgres, redis=redis)
+    if made and not running and not create:
+        which = _stopped(home, postgres=postgres, redis=redis)
+        are, them = ("are", "them") if all(which) else ("is", "it")
+        raise MemfleetError(f"the embedded {_servers(*which)} under {home} {are} stopped: "
+                            f"`memfleet up` starts {them} again (or set {unset})")
     home.mkdir(parents=True, exist_ok=True)
     # Each embedded server only where its own URL is unset.
     database_url, redis_url = ensure_embedded(home, postgres=postgres, redis=redis)
@@ -76,6 +83,14 @@ def open_redis(settings: Settings, **options: Any) -> Any:
     from worker.protocol.shards import ShardedRedis
 
     return ShardedRedis.from_settings(settings, **options)
+
+
+def _stopped(home: Any, *, postgres: bool, redis: bool) -> tuple[bool, bool]:
+    """Which of the servers asked for are made under ``home`` and not running now."""
+    from worker.embedded import embedded_running
+
+    return (postgres and not embedded_running(home, postgres=True, redis=False),
+            redis and not embedded_running(home, postgres=False, redis=True))
 
 
 def _servers(postgres: bool, redis: bool) -> str:

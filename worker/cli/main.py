@@ -14,7 +14,7 @@ import os
 import select
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -30,6 +30,7 @@ from worker.cli import (
     memory,
     servers,
     shards,
+    typo,
 )
 from worker.cli.common import Commands, Handler
 from worker.config import Settings, settings_error
@@ -55,12 +56,33 @@ LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqu
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser, whose mistakes end as every other: one line, exit 2 (argparse
-    prints its usage before the error, which buries the error in a long command)."""
+    prints its usage before the error, which buries the error in a long command), naming
+    the command and, for a mistyped option or command, the nearest one it has."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        # argparse reports options no command knows from the top parser, which knows
+        # neither the command they were given to nor its options: reported here instead.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command_parser(getattr(parsed, "command", None))
+            (command or self).error(typo.unrecognized(extras, _option_strings(command)))
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("memfleet").strip()
+        message = typo.with_nearest_choice(message)
         said = f"{command}: {message}" if command else message
         self.exit(2, f"memfleet: {said} (see `{self.prog} --help`)\n")
+
+    def _command_parser(self, name: str | None) -> argparse.ArgumentParser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return None
+
+
+def _option_strings(parser: argparse.ArgumentParser | None) -> list[str]:
+    return [] if parser is None else [o for a in parser._actions for o in a.option_strings]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,7 +61,19 @@ def test_log_levels_are_taken_in_any_case(command: str, given: str) -> None:
                                            "choice: 'VERBOSE'"),
     (["facts"], "memfleet: facts: the following arguments are required: --user"),
     (["nosuchcommand"], "memfleet: argument command: invalid choice: 'nosuchcommand'"),
-    (["facts", "--user", "u", "--limit", "3"], "memfleet: unrecognized arguments: --limit 3"),
+    (["facts", "--user", "u", "--limit", "3"], "memfleet: facts: no option --limit (see"),
+    # A typo names its command and the option it was likely meant to be.
+    (["worker", "--brust"], "memfleet: worker: no option --brust: did you mean --burst? (see "
+                            "`memfleet worker --help`)"),
+    (["facts", "--user", "u", "--jsno"], "memfleet: facts: no option --jsno: did you mean "
+                                         "--json?"),
+    (["facts", "--user", "u", "--scpoe=profile"], "memfleet: facts: no option --scpoe: did you "
+                                                 "mean --scope?"),
+    (["facts", "--user", "u", "stray"], "memfleet: facts: unexpected arguments: stray (see"),
+    (["wroker"], "memfleet: argument command: invalid choice: 'wroker': did you mean "
+                 "'worker'? (see `memfleet --help`)"),
+    (["keys", "craete"], "memfleet: keys: argument action: invalid choice: 'craete': did you "
+                         "mean 'create'?"),
 ])
 def test_a_command_line_mistake_is_one_line_and_exit_2(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str],

@@ -42,7 +42,7 @@ from worker.cli.main import main
                                                "questions: no scenario chosen has any"),
     (["--retrieval", "--kind", "retractions"], "memfleet: eval: --qa and --retrieval need "
                                                "questions"),
-    (["--qa", "--judge", "gpt"], "memfleet: unrecognized arguments: --judge gpt"),
+    (["--qa", "--judge", "gpt"], "memfleet: eval: no option --judge (see"),
     (["--longmemeval", "{tmp}/other.json"], "memfleet: eval: longmemeval: 1 items, 0 taken "
                                             "(none); skipped: 1 single-session-user: nothing "
                                             "to run"),
