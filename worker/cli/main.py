@@ -22,6 +22,7 @@ from worker.cli import (
     api,
     dead_letters,
     demo,
+    dev,
     evaluation,
     fleet,
     handover,
@@ -37,7 +38,7 @@ from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
 GROUPS = (servers, fleet, api, handover, memory, dead_letters, maintenance, keys, demo,
-          evaluation, shards)
+          evaluation, shards, dev)
 
 # What `memfleet --help` says, and the order it lists the commands in: as it was
 # before the commands had groups (what users know), not by group.
@@ -49,9 +50,9 @@ Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, commands use the embedded
 servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts them,
 `memfleet down` stops them.
 """
-LISTED = ("up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqueue", "facts",
+LISTED = ("dev", "up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqueue", "facts",
           "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
-          "demo", "eval", "shards")
+          "token", "demo", "eval", "shards")
 
 
 class Parser(argparse.ArgumentParser):

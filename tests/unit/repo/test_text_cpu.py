@@ -78,6 +78,8 @@ OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own 
     "worker/redis_shards.py",  # MEMFLEET_REDIS_SHARDS shard names, an operator's setting
     # a webhook signature header: at most 1,024 characters, fixed-length patterns
     "worker/protocol/webhook_signature.py",
+    # argparse's own invalid-choice message, over a command line's word (no nesting)
+    "worker/cli/typo.py",
 }
 # The memory API's (worker/api, from api_stub/ where the census did not look): a
 # request's path and a validation error's field names, which a client sends but
