@@ -48,7 +48,8 @@ def printed(dev: subprocess.Popen[str]) -> list[str]:
         if line.startswith("# Logs: "):
             return lines
     dev.kill()
-    raise AssertionError(f"dev did not get ready: {lines} {dev.stderr.read() if dev.stderr else ''}")
+    said = dev.stderr.read() if dev.stderr else ""
+    raise AssertionError(f"dev did not get ready: {lines} {said}")
 
 
 def memfleet(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

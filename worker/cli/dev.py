@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -33,7 +34,7 @@ the memory API, a service key for them, and what to paste to use it all. Ctrl-C 
 the worker and the API, revokes the key and stops the servers it started. For
 development only: the JWT key is kept in a file under the home unless
 MEMFLEET_JWT_SECRET is set."""
-TOKEN_DESCRIPTION = """Mint an end user's token for the memory API (and, with --panel, the
+MINTING_DESCRIPTION = """Mint an end user's token for the memory API (and, with --panel, the
 link that opens their memory panel), signed with MEMFLEET_JWT_SECRET or --secret-file:
 for development and tests; a chat server mints its own (docs/api.md, "Minting a token")."""
 
@@ -57,7 +58,7 @@ def register(commands: Commands) -> None:
                           "(default: %(default)s)")
     dev.set_defaults(handler=cmd_dev, read_settings=api_command.read_api_settings)
     token = commands.add_parser("token", help="mint a user's token or panel link (for "
-                                              "development)", description=TOKEN_DESCRIPTION)
+                                              "development)", description=MINTING_DESCRIPTION)
     token.add_argument("--user", required=True, help="the user the token speaks for")
     token.add_argument("--ttl", type=float, default=900, metavar="SECONDS",
                        help="how long the token lives (default: %(default)s; at most "
@@ -242,7 +243,7 @@ class Child:
                                        stderr=subprocess.STDOUT,
                                        # Ctrl-C reaches dev alone; dev stops them in order.
                                        start_new_session=True,
-                                       preexec_fn=_die_with_parent)  # noqa: PLW1509
+                                       preexec_fn=_die_with_parent)
         return cls(name, process, log)
 
     def exited(self) -> int | None:
@@ -283,15 +284,11 @@ def _wait_ready(settings: ApiSettings, api_url: str, children: list[Child]) -> N
     with Redis.from_url(settings.redis_url or "", socket_timeout=2) as redis:
         while time.monotonic() < deadline:
             _check_alive(children)
-            try:
+            with contextlib.suppress(httpx.HTTPError):
                 api_ready = api_ready or httpx.get(f"{api_url}/readyz",
                                                    timeout=2).status_code == 200
-            except httpx.HTTPError:
-                pass
-            try:
+            with contextlib.suppress(RedisError):
                 worker_ready = worker_ready or redis.hlen(workers_key(settings.queue_name)) > 0
-            except RedisError:
-                pass
             if api_ready and worker_ready:
                 return
             time.sleep(0.2)

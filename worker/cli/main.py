@@ -14,7 +14,7 @@ import os
 import select
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -50,8 +50,8 @@ Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, commands use the embedded
 servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts them,
 `memfleet down` stops them.
 """
-LISTED = ("dev", "up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqueue", "facts",
-          "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
+LISTED = ("dev", "up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqueue",
+          "facts", "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
           "token", "demo", "eval", "shards")
 
 
@@ -60,10 +60,11 @@ class Parser(argparse.ArgumentParser):
     prints its usage before the error, which buries the error in a long command), naming
     the command and, for a mistyped option or command, the nearest one it has."""
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
-        # argparse reports options no command knows from the top parser, which knows
-        # neither the command they were given to nor its options: reported here instead.
-        parsed, extras = self.parse_known_args(args, namespace)
+    def parse_command_line(self, argv: list[str] | None) -> argparse.Namespace:
+        """parse_args, but options no command knows are reported by that command:
+        argparse reports them from the top parser, which knows neither the command they
+        were given to nor its options."""
+        parsed, extras = self.parse_known_args(argv)
         if extras:
             command = self._command_parser(getattr(parsed, "command", None))
             (command or self).error(typo.unrecognized(extras, _option_strings(command)))
@@ -78,7 +79,8 @@ class Parser(argparse.ArgumentParser):
     def _command_parser(self, name: str | None) -> argparse.ArgumentParser | None:
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction) and name in action.choices:
-                return action.choices[name]
+                command: argparse.ArgumentParser = action.choices[name]
+                return command
         return None
 
 
@@ -86,10 +88,11 @@ def _option_strings(parser: argparse.ArgumentParser | None) -> list[str]:
     return [] if parser is None else [o for a in parser._actions for o in a.option_strings]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = Parser(prog="memfleet", description=DESCRIPTION)
+def build_parser() -> Parser:
+    parser = Parser(prog="memfleet", description=DESCRIPTION)
     # Each command's parser is a Parser too (argparse makes them of the parent's class).
-    commands: Commands = parser.add_subparsers(dest="command", required=True)
+    commands: Commands = parser.add_subparsers(  # type: ignore[assignment]
+        dest="command", required=True)
     for group in GROUPS:
         group.register(commands)
     _list_in_order(commands)
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_command_line(argv)
     finally:
         sys.stdout.flush()  # --help into a closed pipe fails here, not at exit
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import jwt
+import pytest
 
 from worker.api.auth import AuthConfig, InvalidToken, verify_token
 from worker.cli.main import main
