@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv typescript browser-tools test test-unit tree demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv dev typescript browser-tools test test-unit tree demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -37,6 +37,11 @@ compose-secrets:
 # on servers, subprocesses and timers more than it computes, so a third worker fills the
 # cores' idle time; more adds server start-ups and CPU contention (timing tests) for little.
 TEST_WORKERS ?= 3
+
+# Everything on this machine to try it over HTTP: `memfleet dev` (docs/cli.md): the embedded
+# servers, the schema, a worker, the memory API and a service key; Ctrl-C stops it all.
+dev: $(STAMP)
+	$(VENV)/bin/memfleet dev $(DEV_ARGS)
 
 test: $(STAMP) lint prometheus-tools typescript browser-tools
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
