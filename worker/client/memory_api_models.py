@@ -17,6 +17,27 @@ from typing import Any, Literal, cast
 
 from worker.memory_rules import Basis, Category, Scope, SourceKind, SupersededReason
 
+__all__ = [
+    "ActiveFacts",
+    "CategoryGroup",
+    "Chain",
+    "Consent",
+    "Erased",
+    "Export",
+    "Fact",
+    "HandedOver",
+    "HeldAnswer",
+    "HeldProposal",
+    "KnownFacts",
+    "ProposalState",
+    "ReadScope",
+    "Readiness",
+    "SearchHit",
+    "SearchResults",
+    "SessionStatus",
+    "WaitOutcome",
+]
+
 ProposalState = Literal["open", "resolved", "all"]
 ReadScope = Literal["none", "profile", "relationship", "both", "all"]
 
