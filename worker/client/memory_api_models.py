@@ -11,33 +11,19 @@ which the client reports as a MemoryApiError naming the operation.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from worker.memory_rules import Basis, Category, Scope, SourceKind, SupersededReason
 
-__all__ = [
-    "ActiveFacts",
-    "CategoryGroup",
-    "Chain",
-    "Consent",
-    "Erased",
-    "Export",
-    "Fact",
-    "HandedOver",
-    "HeldAnswer",
-    "HeldProposal",
-    "KnownFacts",
-    "ProposalState",
-    "ReadScope",
-    "Readiness",
-    "SearchHit",
-    "SearchResults",
-    "SessionStatus",
-    "WaitOutcome",
-]
+__all__ = ["ActiveFacts", "CategoryGroup", "Chain", "Consent", "Erased", "Export", "Fact",
+           "HandedOver", "HeldAnswer", "HeldProposal", "KnownFacts", "ProposalState",
+           "ReadScope", "Readiness", "SearchHit", "SearchResults", "SessionStatus",
+           "WaitOutcome"]
 
+V = TypeVar("V")
 ProposalState = Literal["open", "resolved", "all"]
 ReadScope = Literal["none", "profile", "relationship", "both", "all"]
 
@@ -48,28 +34,16 @@ def _time(value: Any) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def _time_or_none(value: Any) -> datetime | None:
-    return None if value is None else _time(value)
-
-
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError("not an integer")
     return value
 
 
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else _int(value)
-
-
 def _str(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError("not a string")
     return value
-
-
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else _str(value)
 
 
 def _bool(value: Any) -> bool:
@@ -94,6 +68,11 @@ def _list(value: Any) -> list[Any]:
     if not isinstance(value, list):
         raise TypeError("not a JSON list")
     return value
+
+
+def _opt(read: Callable[[Any], V], value: Any) -> V | None:
+    """``read(value)``, or None for a JSON null or a member left out."""
+    return None if value is None else read(value)
 
 
 def _counts(value: Any) -> dict[str, int]:
@@ -134,19 +113,19 @@ class Fact:
             category=cast(Category, _str(d["category"])), importance=_int(d["importance"]),
             observed_at=_time(d["observed_at"]),
             source_kind=cast(SourceKind, _str(d["source_kind"])),
-            source_session_id=_str_or_none(d.get("source_session_id")),
-            superseded_at=_time_or_none(d.get("superseded_at")),
-            superseded_by=_int_or_none(d.get("superseded_by")),
+            source_session_id=_opt(_str, d.get("source_session_id")),
+            superseded_at=_opt(_time, d.get("superseded_at")),
+            superseded_by=_opt(_int, d.get("superseded_by")),
             created_at=_time(d["created_at"]), scope=cast(Scope, _str(d["scope"])),
-            agent_id=_str_or_none(d.get("agent_id")),
-            valid_from=_time_or_none(d.get("valid_from")),
-            valid_to=_time_or_none(d.get("valid_to")),
-            expires_at=_time_or_none(d.get("expires_at")), pinned=_bool(d["pinned"]),
+            agent_id=_opt(_str, d.get("agent_id")),
+            valid_from=_opt(_time, d.get("valid_from")),
+            valid_to=_opt(_time, d.get("valid_to")),
+            expires_at=_opt(_time, d.get("expires_at")), pinned=_bool(d["pinned"]),
             basis=cast(Basis, _str(d["basis"])), confidence=_float(d["confidence"]),
             superseded_reason=cast(SupersededReason | None,
-                                   _str_or_none(d.get("superseded_reason"))),
-            embedding_model=_str_or_none(d.get("embedding_model")),
-            embedding_dim=_int_or_none(d.get("embedding_dim")),
+                                   _opt(_str, d.get("superseded_reason"))),
+            embedding_model=_opt(_str, d.get("embedding_model")),
+            embedding_dim=_opt(_int, d.get("embedding_dim")),
         )
 
 
@@ -223,8 +202,8 @@ class SearchResults:
     @classmethod
     def parse(cls, value: Any, timing_ms: dict[str, float] | None = None) -> SearchResults:
         hits = [SearchHit(fact=Fact.parse(_obj(h)["fact"]), score=_float(h["score"]),
-                          semantic_rank=_int_or_none(h.get("semantic_rank")),
-                          lexical_rank=_int_or_none(h.get("lexical_rank")))
+                          semantic_rank=_opt(_int, h.get("semantic_rank")),
+                          lexical_rank=_opt(_int, h.get("lexical_rank")))
                 for h in _list(_obj(value)["results"])]
         return cls(results=hits, timing_ms=timing_ms or {})
 
@@ -271,20 +250,20 @@ class HeldProposal:
     def parse(cls, value: Any) -> HeldProposal:
         d = _obj(value)
         return cls(
-            id=_int(d["id"]), fact_id=_int_or_none(d.get("fact_id")),
-            run_id=_int_or_none(d.get("run_id")),
+            id=_int(d["id"]), fact_id=_opt(_int, d.get("fact_id")),
+            run_id=_opt(_int, d.get("run_id")),
             event=cast(Literal["ADD", "UPDATE", "DELETE"], _str(d["event"])),
             reason=cast(Literal["pinned", "outranked", "undecided"], _str(d["reason"])),
-            text=_str_or_none(d.get("text")), category=_str_or_none(d.get("category")),
-            importance=_int_or_none(d.get("importance")), scope=_str_or_none(d.get("scope")),
-            agent_id=_str_or_none(d.get("agent_id")),
-            session_id=_str_or_none(d.get("session_id")),
+            text=_opt(_str, d.get("text")), category=_opt(_str, d.get("category")),
+            importance=_opt(_int, d.get("importance")), scope=_opt(_str, d.get("scope")),
+            agent_id=_opt(_str, d.get("agent_id")),
+            session_id=_opt(_str, d.get("session_id")),
             proposed_at=_time(d["proposed_at"]),
             resolution=cast(Literal["accepted", "dismissed"] | None,
-                            _str_or_none(d.get("resolution"))),
-            resolved_at=_time_or_none(d.get("resolved_at")),
-            resolved_by=_str_or_none(d.get("resolved_by")),
-            result_fact_id=_int_or_none(d.get("result_fact_id")),
+                            _opt(_str, d.get("resolution"))),
+            resolved_at=_opt(_time, d.get("resolved_at")),
+            resolved_by=_opt(_str, d.get("resolved_by")),
+            result_fact_id=_opt(_int, d.get("result_fact_id")),
             stale=_bool(d.get("stale", False)),
         )
 
@@ -402,7 +381,7 @@ class SessionStatus:
         d = _obj(value)
         return cls(latest=_int(d["latest"]), finished=_int(d["finished"]),
                    older_lists=_int(d["older_lists"]),
-                   session_tag=_str_or_none(d.get("session_tag")))
+                   session_tag=_opt(_str, d.get("session_tag")))
 
 
 @dataclass(frozen=True, slots=True)
