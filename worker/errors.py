@@ -24,7 +24,17 @@
     │   │   └── OfflineAnswerInvalid   the offline provider's own answer broke the wire
     │   └── ProviderWorkOverBudget the provider's CPU work on a slice overran its budget
     ├── ConfigurationError     settings that cannot work (missing key, unknown model)
-    └── UnexpectedJobError     what the job hands ARQ for an error memfleet did not expect
+    ├── UnexpectedJobError     what the job hands ARQ for an error memfleet did not expect
+    └── MemoryApiError         HTTP only (worker.client.memory_api): a call refused
+        ├── AccessDenied           401/403: no, a refused or an out-of-scope credential
+        ├── NotFound               404: no such fact or held proposal for this user
+        ├── WriteConflict          409: the fact or proposal changed since it was read
+        ├── InvalidRequest         400/413/422 on a route other than the hand-over
+        ├── RateLimited            429: the user's writes, erases or exports  transient
+        ├── MemoryApiUnavailable   no answer, or a 5xx, off the hand-over     transient
+        └── LongPollRefused        a wait or an event stream refused for now  transient
+            ├── TooManyLongPolls       the caller holds its share of them (429)
+            └── LongPollsFull          the API process holds its fill (503)
 
 ``transient`` is the retry policy: the job runs again later (cursor untouched)
 only for an error that can heal by itself. Everything else ends the run at
@@ -33,6 +43,12 @@ outlast the tries too, since a session must not be given up because the
 database was away longer than a job's backoff (worker.fleet.job). Lower-level
 errors (asyncpg, redis, openai) are raised ``from`` the original so the cause
 stays in the traceback.
+
+Over HTTP the hand-over's refusals are the classes above (the API's JSON names the
+class in ``error``), and only the hand-over route raises HandoverUnavailable: a read,
+a write, a status or a wait the API did not answer is a MemoryApiUnavailable, since
+the turn's hand-over may well have been kept. Every error raised for an answer carries
+``status`` and ``retry_after_s`` (None without an answer or a Retry-After).
 
 A message is memfleet's own words, figures and field names: never a user or
 session id and never user content, since spans carry it as ``exception.message``
@@ -52,6 +68,10 @@ class MemfleetError(Exception):
     """True when trying the same work again later can succeed without anyone acting."""
     outage: ClassVar[bool] = False
     """True when a server memfleet depends on is down: waited out, whatever the tries."""
+    # Over HTTP (worker.client.memory_api): the answer's status code and Retry-After in
+    # seconds, when there was an answer and it had one; None otherwise.
+    status: int | None = None
+    retry_after_s: float | None = None
 
 
 class InvalidHandover(MemfleetError, ValueError):
@@ -238,3 +258,60 @@ class UnexpectedJobError(MemfleetError):
     """Stands in, for ARQ, for an exception memfleet did not expect in a job: ARQ
     logs what a job raises with its message and traceback, and a foreign message
     can quote user content. It names the type and place of the original only."""
+
+
+class MemoryApiError(MemfleetError):
+    """The memory API refused a call, or answered what the client cannot read
+    (worker.client.memory_api). The message names the operation and the API's
+    scheme://host:port, never the key or token, a user id or user content."""
+
+
+class AccessDenied(MemoryApiError):
+    """401 or 403: no credential, a refused one, a service key without the route's
+    scope, or an end user's token on another user's path. Not transient."""
+
+
+class NotFound(MemoryApiError):
+    """404: no such fact or held proposal for this user (another user's is exactly
+    as missing)."""
+
+
+class WriteConflict(MemoryApiError):
+    """409: the fact is no longer the active version, or the held proposal was
+    answered or went stale since it was read. Nothing was written: read again."""
+
+
+class InvalidRequest(MemoryApiError, ValueError):
+    """400, 413 or 422 on a route other than the hand-over: the call's arguments
+    break the API's rules (the message says which, never echoing the input)."""
+
+
+class RateLimited(MemoryApiError):
+    """429: the user's manual writes, erases and consent changes, or exports at
+    once, are at their bound; ``retry_after_s`` says when one goes."""
+
+    transient = True
+
+
+class MemoryApiUnavailable(MemoryApiError):
+    """The memory API did not answer in time (connection refused, a timeout) or
+    answered 5xx, on any route but the hand-over (which raises HandoverUnavailable).
+    Nothing says the call took effect or not; a read may be tried again later."""
+
+    transient = True
+
+
+class LongPollRefused(MemoryApiError):
+    """A wait or an event stream the API has no slot for now (docs/api.md,
+    "Long-lived requests"). Not a HandoverUnavailable: the hand-over was kept,
+    only following it was refused; ask again after ``retry_after_s``."""
+
+    transient = True
+
+
+class TooManyLongPolls(LongPollRefused):
+    """429: the caller (this service key, or this user's token) holds its share."""
+
+
+class LongPollsFull(LongPollRefused):
+    """503: the API process holds its fill of them, whoever holds them."""

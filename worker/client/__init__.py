@@ -6,8 +6,14 @@ store or the model providers (tests/unit/client/test_client_surface.py).
 
     from worker.client import HandoverUnavailable, InvalidHandover, schedule_memory_persistence
 
-docs/handover.md is the chat server's guide.
+docs/handover.md is the chat server's guide. ``MemoryApi`` and ``AsyncMemoryApi`` are
+the memory API's client over HTTP (httpx), for a chat server without Redis
+credentials (docs/python_client.md; their answers' types are in
+worker.client.memory_api_models); they load on first use, so that a chat server on
+Redis alone does not import httpx.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from worker.client.handover import (
     memory_events,
@@ -17,12 +23,22 @@ from worker.client.handover import (
     wait_for_memory,
 )
 from worker.errors import (
+    AccessDenied,
     HandoverBacklogFull,
     HandoverTooLarge,
     HandoverUnavailable,
     InvalidHandover,
+    InvalidRequest,
+    LongPollRefused,
+    LongPollsFull,
+    MemoryApiError,
+    MemoryApiUnavailable,
+    NotFound,
+    RateLimited,
     SessionBytesFull,
+    TooManyLongPolls,
     UserSessionsFull,
+    WriteConflict,
 )
 from worker.memory_rules import Limits
 from worker.protocol.events import CommitEvent
@@ -31,7 +47,28 @@ from worker.protocol.shards import ShardedRedis
 from worker.protocol.webhook_signature import SignatureInvalid
 from worker.protocol.webhook_signature import verify as verify_webhook
 
+if TYPE_CHECKING:
+    from worker.client.memory_api import MemoryApi
+    from worker.client.memory_api_async import AsyncMemoryApi
+
+_LAZY = {"MemoryApi": "worker.client.memory_api",
+         "AsyncMemoryApi": "worker.client.memory_api_async"}
+
+
+def __getattr__(name: str) -> Any:
+    """The memory API's clients, imported when first asked for (PEP 562)."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'worker.client' has no attribute {name!r}")
+
+
 __all__ = [
+    "AccessDenied",
+    "AsyncMemoryApi",
     "CommitEvent",
     "Enqueued",
     "HandoverBacklogFull",
@@ -39,11 +76,21 @@ __all__ = [
     "HandoverTooLarge",
     "HandoverUnavailable",
     "InvalidHandover",
+    "InvalidRequest",
     "Limits",
+    "LongPollRefused",
+    "LongPollsFull",
+    "MemoryApi",
+    "MemoryApiError",
+    "MemoryApiUnavailable",
+    "NotFound",
+    "RateLimited",
     "SessionBytesFull",
     "ShardedRedis",
     "SignatureInvalid",
+    "TooManyLongPolls",
     "UserSessionsFull",
+    "WriteConflict",
     "memory_events",
     "memory_status",
     "redis_clock",

@@ -6,6 +6,7 @@ import pytest
 
 from worker.embedded.process import EmbeddedServerError
 from worker.errors import (
+    AccessDenied,
     ConfigurationError,
     ConsolidationContention,
     CursorFenced,
@@ -14,22 +15,31 @@ from worker.errors import (
     HandoverUnavailable,
     InvalidHandover,
     InvalidJob,
+    InvalidRequest,
     LockLost,
+    LongPollRefused,
+    LongPollsFull,
     MemfleetError,
+    MemoryApiError,
+    MemoryApiUnavailable,
     MemoryOptedOut,
     ModelBudgetBusy,
+    NotFound,
     OfflineAnswerInvalid,
     ProviderAnswerInvalid,
     ProviderError,
     ProviderUnavailable,
     ProviderWorkOverBudget,
+    RateLimited,
     SessionBytesFull,
     StoreError,
     StoreUnavailable,
+    TooManyLongPolls,
     UnexpectedJobError,
     UserErased,
     UserSessionsFull,
     UserVersionConflict,
+    WriteConflict,
 )
 from worker.protection.retry_policy import Next, after_error
 from worker.protocol.webhook_signature import SignatureInvalid
@@ -39,7 +49,10 @@ PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown mo
              LockLost("gone"), EmbeddedServerError("no binaries"), MemoryOptedOut(),
              UserErased(), HandoverTooLarge("a message", 70_000, 65_536),
              UnexpectedJobError("RuntimeError at x.py:1"),
-             SignatureInvalid("a receiver's check; never raised in a job")]
+             SignatureInvalid("a receiver's check; never raised in a job"),
+             # The memory API's client (worker.client.memory_api): never raised in a job.
+             MemoryApiError("an answer the client cannot read"), AccessDenied("403"),
+             NotFound("404"), WriteConflict("409"), InvalidRequest("422")]
 # Deterministic work on the slice's own text: another try would end the same way.
 SKIPPED_AT_ONCE = [OfflineAnswerInvalid("the rules' answer breaks the wire"),
                    ProviderWorkOverBudget("over 2 s of CPU")]
@@ -50,7 +63,10 @@ TRANSIENT = [StoreError("down"), ProviderUnavailable("503"),
              StoreUnavailable("connection refused"),
              # The job defers its session before asking the policy (worker.fleet.job); were
              # the policy asked, it would retry it like any transient error.
-             ModelBudgetBusy("no slot")]
+             ModelBudgetBusy("no slot"),
+             # The memory API's client: a call that may go later (never raised in a job).
+             RateLimited("429"), MemoryApiUnavailable("503"), LongPollRefused("no slot"),
+             TooManyLongPolls("429"), LongPollsFull("503")]
 
 
 @pytest.mark.parametrize("error", PERMANENT, ids=lambda e: type(e).__name__)

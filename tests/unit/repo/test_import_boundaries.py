@@ -167,8 +167,11 @@ def test_nothing_shipped_imports_the_conformance_suite() -> None:
 # package of worker -> what none of its modules may import (anywhere in the module).
 _FLEET_SIDE = {"worker.fleet", "worker.ops", "worker.cli", "arq"}
 FORBIDDEN = {
+    # The memory API's client (worker.client.memory_api*) speaks HTTP to the API: nothing
+    # of the server either.
     "worker.client": _FLEET_SIDE | {"worker.pipeline", "worker.store", "worker.providers",
-                                    "worker.embedded", "asyncpg", "openai"},
+                                    "worker.embedded", "asyncpg", "openai", "worker.api",
+                                    "fastapi", "starlette", "uvicorn"},
     # ARQ is allowed here: whatever touches ARQ's internals lives in the protocol.
     "worker.protocol": (_FLEET_SIDE - {"arq"}) | {"worker.client", "worker.pipeline",
                                                   "worker.store", "worker.providers",
@@ -232,6 +235,7 @@ def test_worker_packages_keep_their_import_boundaries() -> None:
 @pytest.mark.parametrize(("module", "imported"), [
     ("worker.client.handover", {"worker.store.postgres"}),
     ("worker.client.handover", {"arq.connections"}),
+    ("worker.client.memory_api", {"worker.api.memory_models"}),
     ("worker.pipeline.extract", {"worker.protocol.queue"}),
     ("worker.pipeline.run", {"worker.fleet.job"}),
     ("worker.store.postgres", {"worker.pipeline.persist"}),
