@@ -80,6 +80,8 @@ OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own 
     "worker/protocol/webhook_signature.py",
     # argparse's own invalid-choice message, over a command line's word (no nesting)
     "worker/cli/typo.py",
+    # the memory API's error detail, cut to 300 characters before it is matched
+    "worker/client/memory_api_wire.py",
 }
 # The memory API's (worker/api, from api_stub/ where the census did not look): a
 # request's path and a validation error's field names, which a client sends but
