@@ -59,5 +59,5 @@ def test_the_wheel_builds_and_runs_from_a_clean_venv(settings: Settings, tmp_pat
     minted = run(["memfleet", "token", "--user", "ada"], cwd=tmp_path,
                  env={**env, "MEMFLEET_JWT_SECRET": "s" * 32}).stdout
     assert minted.count(".") == 2
-    run([python, "-c", "import worker.api.app; from worker.client import AsyncMemoryApi, MemoryApi"],
-        cwd=tmp_path, env=env)
+    clients = "import worker.api.app; from worker.client import AsyncMemoryApi, MemoryApi"
+    run([python, "-c", clients], cwd=tmp_path, env=env)
