@@ -57,16 +57,20 @@ def _says_it(slot: Slot, other: Slot) -> bool:
 
 
 def _switched(number: int, slot: Slot, neighbours: Neighbours) -> Decision:
-    """ "Uses B instead of A" (or a move from tool A): the old tool's fact becomes B's."""
+    """ "Uses B instead of A" (or a move from tool A): the old tool's fact becomes B's,
+    in its own words ("Works with A": "Works with B")."""
     new, old = norm(slot.value), norm(slot.old)
-    using_old = [n for n, s in neighbours if _uses(s) == old]
+    using_old = [(n, s) for n, s in neighbours if _uses(s) == old]
     using_new = [n for n, s in neighbours if _uses(s) == new]
     if using_old and using_new:
         # The new tool is already recorded; only the old one is stale.
-        return Decision(candidate=number, event="DELETE", target=_latest(using_old))
+        return Decision(candidate=number, event="DELETE",
+                        target=_latest([n for n, _ in using_old]))
     if using_old:
-        return Decision(candidate=number, event="UPDATE", target=_latest(using_old),
-                        text=f"Uses {slot.value}")
+        latest, stored = max(using_old, key=lambda pair: (pair[0].observed_at, pair[0].id))
+        verb = "Works with" if stored.key == "works with" else "Uses"
+        return Decision(candidate=number, event="UPDATE", target=latest.id,
+                        text=f"{verb} {slot.value}")
     if using_new:
         return Decision(candidate=number, event="NONE", target=_latest(using_new))
     return Decision(candidate=number, event="ADD", text=f"Uses {slot.value}")
