@@ -42,8 +42,9 @@ RULES_TOTAL = (302, 392)
 # memory_question task; worker/eval/qa_rules.py), measured. Its misses: the facts
 # the rules never learned (non_english, short_replies, "since 2019"), two nicknames
 # or two tools held at once (a hedge "Emacs or Elixir"), and questions sharing no
-# word with their fact ("What diet does the user follow?" of "Is vegan"). "Yesterday" and "last month" are answered since the
-# block says when a fact became true ("since ..."; 1 of 4 before).
+# word with their fact ("What diet does the user follow?" of "Is vegan"). "Yesterday"
+# and "last month" are answered since the block says when a fact became true
+# ("since ..."; 1 of 4 before).
 QA_RULES = {
     "plain": (28, 34), "updates": (9, 10), "aba": (10, 10), "contradictions": (10, 10),
     "relative_dates": (7, 10), "expiring": (7, 7), "paraphrase": (10, 10),
