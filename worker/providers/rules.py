@@ -24,7 +24,7 @@ from worker.errors import OfflineAnswerInvalid
 from worker.protection.cpu_budget import Checkpoint, CpuThreads, no_deadline, run_in_thread
 from worker.providers.base import Answer, Usage
 from worker.providers.llm_json import describe_errors
-from worker.providers.rules_consolidate import decide
+from worker.providers.rules_consolidate import decide as decide  # re-exported
 from worker.providers.rules_patterns import RULES, norm
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
 from worker.providers.wire import (
