@@ -15,7 +15,7 @@ only when it is **well-formed**, that is, all of:
   ``and the user``): "Likes tea and coffee" is one claim, "Lives in Oslo, and works
   at Equinor" is two;
 - **third person**: no first-person word (``I``, ``I'm``, ``me``, ``my``, ``mine``,
-  ``myself``, ``we``, ``our``; German ``ich``, ``mich``, ``mir``, ``mein*``; Spanish
+  ``myself``, ``we``, ``we've``, ``our``; German ``ich``, ``mich``, ``mir``, ``mein*``; Spanish
   ``yo``, ``mi``, ``mis``, ``me``, ``conmigo``; French ``je``, ``j'``, ``moi``,
   ``mon``, ``ma``, ``mes``, ``m'``), as memfleet's extraction prompt asks and mem0's
   examples are written ("Name is John"). A quoted nickname is text too: a fact that
@@ -41,7 +41,8 @@ _JOINED = re.compile(
     re.IGNORECASE)
 _A = _APOSTROPHES
 _FIRST_PERSON = re.compile(
-    rf"(?<![\w{_A}])(?:i|i[{_A}](?:m|ve|d|ll)|me|my|mine|myself|we|our|ours|us"
+    rf"(?<![\w{_A}])(?:i|i[{_A}](?:m|ve|d|ll)|me|my|mine|myself|we|we[{_A}](?:re|ve|d|ll)"
+    r"|our|ours|us"
     r"|ich|mich|mir|mein|meine|meinen|meinem|meiner|meines"
     rf"|yo|mi|mis|conmigo|je|moi|mon|ma|mes)(?![\w{_A}])"
     rf"|(?<![\w{_A}])[jm][{_A}](?=\w)",

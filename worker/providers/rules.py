@@ -4,6 +4,8 @@ No model is called, so the answers are free, instant and deterministic, which
 is what demos, tests and air-gapped trials need. It understands only the plain
 first-person phrasings in ``rules_patterns``; production uses a model.
 
+Consolidation is ``rules_consolidate``'s (``decide`` is re-exported here).
+
 Each provider class is a thin async wrapper around a pure function of the
 request, so the behaviour can be tested without an event loop; the wrapper runs
 it in a thread within a CPU budget (worker.protection.cpu_budget).
@@ -12,7 +14,7 @@ it in a thread within a CPU budget (worker.protection.cpu_budget).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, date, datetime
 from typing import TypeVar
 
@@ -22,17 +24,15 @@ from worker.errors import OfflineAnswerInvalid
 from worker.protection.cpu_budget import Checkpoint, CpuThreads, no_deadline, run_in_thread
 from worker.providers.base import Answer, Usage
 from worker.providers.llm_json import describe_errors
-from worker.providers.rules_patterns import RULES, Slot, clean_text, norm, parse_fact
+from worker.providers.rules_consolidate import decide as decide  # re-exported
+from worker.providers.rules_patterns import RULES, norm
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
 from worker.providers.wire import (
-    Candidate,
     ConsolidationAnswer,
     ConsolidationRequest,
-    Decision,
     ExtractedFact,
     ExtractionAnswer,
     ExtractionRequest,
-    Neighbor,
     SummaryAnswer,
     SummaryRequest,
     WireMessage,
@@ -168,103 +168,6 @@ def extract_facts(request: ExtractionRequest,
                     seen.add(key)
                     facts.append(fact)
     return ExtractionAnswer(facts=tuple(facts))
-
-
-# ---------------------------------------------------------------- consolidation
-
-
-def _latest(neighbours: Sequence[Neighbor]) -> int:
-    # The batch's own earlier candidates carry today's date and the highest ids,
-    # so this picks the freshest statement of a slot.
-    return max(neighbours, key=lambda n: (n.observed_at, n.id)).id
-
-
-def _uses(slot: Slot) -> str | None:
-    """The tool a fact says is in use ("Uses X" or "Uses X instead of Y")."""
-    return norm(slot.value) if slot.kind in ("uses", "switch") else None
-
-
-def _same(slot: Slot, other: Slot) -> bool:
-    if slot.kind != other.kind or slot.key != other.key:
-        return False
-    return norm(slot.value) == norm(other.value) and norm(slot.old) == norm(other.old)
-
-
-def _says_it(slot: Slot, other: Slot) -> bool:
-    """Whether a stored fact says what a forget request names: the same slot and value
-    ("Lives in Oslo"), the same tool in use, or the same fact."""
-    if slot.kind == "uses":
-        return _uses(other) == norm(slot.value)
-    return _same(slot, other) if slot.kind != "other" else norm(slot.value) == norm(other.value)
-
-
-def _decide_one(candidate: Candidate) -> Decision:
-    number = candidate.candidate
-    text = clean_text(candidate.text)
-    if not norm(text):
-        return Decision(candidate=number, event="NONE")
-    add_text = text if text != candidate.text else None
-    neighbours = [(n, parse_fact(n.text)) for n in candidate.neighbors]
-    if candidate.forget:
-        named = [n for n, s in neighbours
-                 if norm(n.text) == norm(text) or _says_it(parse_fact(text), s)]
-        if named:
-            return Decision(candidate=number, event="DELETE", target=_latest(named))
-        return Decision(candidate=number, event="NONE")  # nothing stored says it
-
-    duplicates = [n for n, _ in neighbours if norm(n.text) == norm(text)]
-    if duplicates:
-        return Decision(candidate=number, event="NONE", target=_latest(duplicates))
-
-    slot = parse_fact(text)
-    if slot.kind == "switch":
-        new, old = norm(slot.value), norm(slot.old)
-        using_old = [n for n, s in neighbours if _uses(s) == old]
-        using_new = [n for n, s in neighbours if _uses(s) == new]
-        if using_old and using_new:
-            # The new tool is already recorded; only the old one is stale.
-            return Decision(candidate=number, event="DELETE", target=_latest(using_old))
-        if using_old:
-            return Decision(candidate=number, event="UPDATE", target=_latest(using_old),
-                            text=f"Uses {slot.value}")
-        if using_new:
-            return Decision(candidate=number, event="NONE", target=_latest(using_new))
-        return Decision(candidate=number, event="ADD", text=f"Uses {slot.value}")
-
-    if slot.kind == "uses":  # "Uses X instead of Y" already says X is in use
-        restated = [n for n, s in neighbours if _uses(s) == norm(slot.value)]
-    else:
-        restated = [n for n, s in neighbours if _same(slot, s)]
-    if restated:
-        return Decision(candidate=number, event="NONE", target=_latest(restated))
-
-    if slot.kind == "stopped":
-        users = [n for n, s in neighbours if _uses(s) == norm(slot.value)]
-        if users:
-            return Decision(candidate=number, event="DELETE", target=_latest(users))
-        return Decision(candidate=number, event="NONE")  # nothing recorded to retract
-
-    if slot.kind == "single":
-        rivals = [n for n, s in neighbours if s.kind == "single" and s.key == slot.key]
-    elif slot.kind in ("likes", "dislikes"):
-        opposite = "dislikes" if slot.kind == "likes" else "likes"
-        rivals = [n for n, s in neighbours
-                  if s.kind == opposite and norm(s.value) == norm(slot.value)]
-    else:
-        rivals = []
-    if rivals:
-        return Decision(candidate=number, event="UPDATE", target=_latest(rivals), text=text)
-    return Decision(candidate=number, event="ADD", text=add_text)
-
-
-def decide(request: ConsolidationRequest,
-           checkpoint: Checkpoint = no_deadline) -> ConsolidationAnswer:
-    """One decision per candidate, judged only against that candidate's own neighbours."""
-    decisions = []
-    for candidate in request.candidates:
-        checkpoint()
-        decisions.append(_decide_one(candidate))
-    return ConsolidationAnswer(decisions=tuple(decisions))
 
 
 # ---------------------------------------------------------------- summaries

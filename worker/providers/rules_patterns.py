@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from worker.providers import rules_identity
 from worker.providers.wire import MAX_FACT_CHARS, Category
 
 RELATIONS = (
@@ -30,7 +31,8 @@ _FLAGS = re.IGNORECASE
 _TRAILING_FILLER = re.compile(
     r"\s+(?:now|currently|anymore|any\s+more|these\s+days|nowadays|too|as\s+well|"
     r"recently|lately|at\s+the\s+moment|right\s+now|for\s+now|instead|though|actually|"
-    r"really|a\s+lot|very\s+much|so\s+much|lol|haha|yesterday|today|"
+    r"really|a\s+lot|very\s+much|so\s+much|lol|haha|yesterday|today|again|at\s+all|"
+    r"for\s+(?:years|ages|a\s+while)|"
     r"(?:last|this)\s+(?:week|month|year)|a\s+while\s+ago|"
     r"(?:a\s+few|\d{1,4}|some)\s+(?:days|weeks|months|years)\s+ago)$",
     _FLAGS,
@@ -96,7 +98,13 @@ def _capitalise(word: str) -> str:
 
 # ---------------------------------------------------------------- extraction rules
 
-Check = Literal["plain", "name", "capital"]
+Check = Literal["plain", "name", "capital", "intro", "job", "identity", "tool", "food"]
+# Checks that judge the cleaned value by the word lists of ``rules_identity``.
+_WORD_CHECKS = {
+    "intro": rules_identity.intro_name, "job": rules_identity.job_title,
+    "identity": rules_identity.identity, "tool": rules_identity.tool,
+    "food": rules_identity.food,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,9 @@ class Rule:
                 value = _name_value(raw)
             elif self.check == "capital":
                 value = _capitalised_name(raw)
+            elif self.check in _WORD_CHECKS:
+                cleaned = clean_value(raw)
+                value = None if cleaned is None else _WORD_CHECKS[self.check](cleaned)
             else:
                 value = clean_value(raw)
             if value is None:
@@ -143,6 +154,19 @@ _IM = r"\b(?:i'm|i\s+am|im)" + _ADV
 _IM_WE = r"\b(?:i'm|i\s+am|im|we're|we\s+are)" + _ADV
 _NOT = r"\s+(?:don't|do\s+not|dont)"
 _V = r"\s+(?P<v>.+)"
+_ANY_MORE = r"\s+any\s*(?:more|longer)$"
+# A value that stops before a place or a time: "I work with Rust at my job" -> "Rust".
+_V_UNTIL_PREP = r"\s+(?P<v>.+?)(?:\s+(?:at|for|in|on|from|since|every|with)\s.*)?$"
+# Claims about who the user is start the clause: "my sister thinks I'm vegan" is not one.
+_START = (r"^(?:(?:hi|hello|hey|hiya|well|oh|so|and|but|also|ok|okay|actually|yes|yeah|now)"
+          r"(?:\s+there)?\s+)?")
+_IM_START = _START + r"(?:i'm|i\s+am|im)"
+# The diets and identities of rules_identity, longest first ("lacto-vegetarian").
+_IDENTITY = "|".join(re.escape(word).replace(r"\ ", r"\s")
+                     for word in sorted(rules_identity.IDENTITIES, key=len, reverse=True))
+_IS_IDENTITY = rf"(?P<v>{_IDENTITY})(?![\w-])"
+# A name's word: a capital first letter, whatever the flags (rules_identity judges the rest).
+_NAME_WORD = r"(?-i:[A-ZÀ-ÖØ-Þ])[\w'-]{1,39}"
 
 
 def _rule(
@@ -154,22 +178,71 @@ def _rule(
 # Order matters: the first rule whose pattern matches a clause decides it, so
 # the narrower phrasings ("no longer use", "don't like") come before "use", "like".
 RULES: tuple[Rule, ...] = (
+    # Negations and changes first: "I'm not vegan any more" before "I'm vegan".
+    _rule(_IM + r"\s+no\s+longer(?:\s+an?)?\s+" + _IS_IDENTITY, "Is no longer {v}", "fact", 8,
+          "identity"),
+    _rule(_IM + r"\s+not(?:\s+an?)?\s+" + _IS_IDENTITY + _ANY_MORE, "Is no longer {v}", "fact",
+          8, "identity"),
+    _rule(_I_HAVE + r"\s+(?:stopped|quit)\s+being(?:\s+an?)?\s+" + _IS_IDENTITY,
+          "Is no longer {v}", "fact", 8, "identity"),
+    _rule(_IM + r"\s+not(?:\s+an?)?\s+" + _IS_IDENTITY, "Is not {v}", "fact", 8, "identity"),
+    _rule(_IM + r"\s+no\s+longer\s+allergic\s+to" + _V, "Is no longer allergic to {v}", "fact", 9),
+    _rule(_IM + r"\s+not\s+allergic\s+to" + _V, "Is not allergic to {v}", "fact", 9),
+    _rule(_I + r"\s+no\s+longer\s+live\s+in" + _V, "No longer lives in {v}", "fact", 8),
+    _rule(_I + _NOT + r"\s+live\s+in\s+(?P<v>.+?)" + _ANY_MORE, "No longer lives in {v}",
+          "fact", 8),
+    _rule(_I_HAVE + r"\s+moved\s+(?:away\s+from|out\s+of)" + _V, "No longer lives in {v}",
+          "fact", 8),
+    _rule(_I + r"\s+no\s+longer\s+work\s+with" + _V, "No longer works with {v}", "decision",
+          6, "tool"),
+    _rule(_IM + r"\s+no\s+longer\s+working\s+with" + _V, "No longer works with {v}",
+          "decision", 6, "tool"),
+    _rule(_I_HAVE + r"\s+(?:stopped|quit)\s+working\s+with" + _V, "No longer works with {v}",
+          "decision", 6, "tool"),
+    _rule(_I + _NOT + r"\s+work\s+with\s+(?P<v>.+?)" + _ANY_MORE, "No longer works with {v}",
+          "decision", 6, "tool"),
+    _rule(_I + r"\s+no\s+longer\s+work\s+(?:at|for)" + _V, "No longer works at {v}", "fact", 7),
+    _rule(_IM + r"\s+no\s+longer\s+working\s+(?:at|for)" + _V, "No longer works at {v}",
+          "fact", 7),
+    _rule(_I_HAVE + r"\s+(?:stopped|quit)\s+working\s+(?:at|for)" + _V,
+          "No longer works at {v}", "fact", 7),
+    _rule(_I + _NOT + r"\s+work\s+(?:at|for)\s+(?P<v>.+?)" + _ANY_MORE,
+          "No longer works at {v}", "fact", 7),
+    _rule(_I_HAVE + r"\s+(?:quit|left)\s+my\s+(?:job|position|role)\s+(?:at|with)" + _V,
+          "No longer works at {v}", "fact", 7),
+    _rule(_I + r"\s+no\s+longer\s+work\s+as(?:\s+an?)?" + _V, "No longer works as {v}",
+          "fact", 7),
+    _rule(_IM + r"\s+no\s+longer\s+an?" + _V, "No longer works as {v}", "fact", 7, "job"),
+    _rule(_IM + r"\s+not\s+an?\s+(?P<v>.+?)" + _ANY_MORE, "No longer works as {v}", "fact", 7,
+          "job"),
+    _rule(_I + _NOT + r"\s+eat" + _V, "Does not eat {v}", "fact", 7, "food"),
+    _rule(_I + r"\s+no\s+longer\s+eat" + _V, "Does not eat {v}", "fact", 7, "food"),
+    _rule(_I_HAVE + r"\s+(?:stopped|quit)\s+eating" + _V, "Does not eat {v}", "fact", 7, "food"),
+    _rule(_I + r"\s+eat\s+(?P<v>.+?)\s+again$", "Eats {v}", "fact", 7, "food"),
+    _rule(_I_HAVE + r"\s+(?:started|begun)\s+eating" + _V, "Eats {v}", "fact", 7, "food"),
+    _rule(_IW_HAVE + r"\s+(?:moved|relocated)\s+from\s+(?P<old>.+?)\s+to\s+(?P<new>.+)",
+          "Moved from {old} to {new}", "fact", 7),
     _rule(_IW + r"\s+no\s+longer\s+use" + _V, "No longer uses {v}", "decision", 6),
     _rule(_IM_WE + r"\s+no\s+longer\s+using" + _V, "No longer uses {v}", "decision", 6),
     _rule(_IW_HAVE + r"\s+(?:stopped|quit)\s+using" + _V, "No longer uses {v}", "decision", 6),
     _rule(_IW + _NOT + r"\s+use\s+(?P<v>.+?)\s+any\s*more$", "No longer uses {v}",
           "decision", 6),
     _rule(r"\bwe(?:'ve|\s+have)?\s+dropped" + _V, "No longer uses {v}", "decision", 6),
-    _rule(_IW_HAVE + r"\s+(?:switched|moved|migrated)\s+from\s+(?P<old>.+?)\s+to\s+(?P<new>.+)",
+    _rule(_IW_HAVE + r"\s+(?:switched|migrated)\s+from\s+(?P<old>.+?)\s+to\s+(?P<new>.+)",
           "Uses {new} instead of {old}", "decision", 7),
     _rule(_IW_HAVE + r"\s+(?:switched|migrated)(?:\s+over)?\s+to" + _V, "Uses {v}", "decision", 6),
     _rule(_I + r"\s+live\s+in" + _V, "Lives in {v}", "fact", 8),
     _rule(_IM + r"\s+(?:based|living)\s+in" + _V, "Lives in {v}", "fact", 8),
-    _rule(_I_HAVE + r"\s+(?:moved|relocated)\s+to" + _V, "Lives in {v}", "fact", 8),
+    _rule(_I_HAVE + r"\s+(?:moved|relocated)(?:\s+back)?\s+to" + _V, "Lives in {v}", "fact", 8),
     _rule(_I + r"\s+work\s+as(?:\s+an?)?" + _V, "Works as {v}", "fact", 7),
     _rule(_IM + r"\s+an?\s+(?P<v>.+?)\s+by\s+(?:profession|trade)$", "Works as {v}", "fact", 7),
     _rule(_I + r"\s+work\s+(?:at|for)" + _V, "Works at {v}", "fact", 7),
     _rule(_IM + r"\s+working\s+(?:at|for)" + _V, "Works at {v}", "fact", 7),
+    _rule(_IM + r"\s+working\s+as(?:\s+an?)?" + _V, "Works as {v}", "fact", 7),
+    _rule(_I + r"\s+work\s+with" + _V_UNTIL_PREP, "Works with {v}", "preference", 6, "tool"),
+    _rule(_IM + r"\s+working\s+with" + _V_UNTIL_PREP, "Works with {v}", "preference", 6,
+          "tool"),
+    _rule(_IW_HAVE + r"\s+been\s+using" + _V, "Uses {v}", "preference", 6),
     _rule(_IW + r"\s+use" + _V, "Uses {v}", "preference", 6),
     _rule(_IM_WE + r"\s+using" + _V, "Uses {v}", "preference", 6),
     _rule(_I + r"\s+prefer" + _V, "Prefers {v}", "preference", 6),
@@ -190,21 +263,30 @@ RULES: tuple[Rule, ...] = (
     _rule(r"\bmy\s+(?P<thing>[^\W\d_][\w'-]{0,39}(?:\s+[^\W\d_][\w'-]{0,39}){0,3}?)\s+is"
           + _V,
           "{thing} is {v}", "fact", 5),
+    # Who the user is, at the start of a clause only, judged by rules_identity's lists.
+    _rule(_IM_START + r"(?:\s+(?:now|also|still|actually|fully|strictly|completely))?"
+          r"(?:\s+an?)?(?:\s+strict)?\s+" + _IS_IDENTITY, "Is {v}", "fact", 8, "identity"),
+    _rule(_IM_START + _ADV + r"\s+an?" + _V_UNTIL_PREP, "Works as {v}", "fact", 7, "job"),
+    _rule(_START + r"(?:i'm|i\s+am)\s+(?P<v>" + _NAME_WORD + r"(?:\s+" + _NAME_WORD
+          + r"){0,2})(?:\s+(?:here|from\s.{1,80}))?$", "Name is {v}", "fact", 9, "intro"),
 )
 
 # ---------------------------------------------------------------- reading facts back
 
-SlotKind = Literal["single", "uses", "switch", "stopped", "likes", "dislikes", "other"]
+SlotKind = Literal["single", "uses", "switch", "stopped", "likes", "dislikes", "eats",
+                   "avoids", "move", "ended", "other"]
 
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """What a fact text claims. ``single`` slots hold one value per ``key``."""
+    """What a fact text claims. ``single`` slots hold one value per ``key``; an ``ended``
+    slot's value is the fact it ends ("No longer lives in Oslo": "Lives in Oslo"); a
+    ``move`` is "Moved from A to B", of a place or a tool, which only neighbours tell."""
 
     kind: SlotKind
     key: str = ""
     value: str = ""
-    old: str = ""  # the replaced tool, for "Uses B instead of A"
+    old: str = ""  # the replaced tool, for "Uses B instead of A"; A of a move
 
 
 _SUBJECT = re.compile(r"^(?:the\s+)?user(?:'s)?\s+", _FLAGS)
@@ -218,8 +300,15 @@ def _parser(pattern: str, kind: SlotKind, key: str = "") -> tuple[re.Pattern[str
 # Tried in order against a fact text with any "User"/"The user's" subject removed.
 _PARSERS: tuple[tuple[re.Pattern[str], SlotKind, str], ...] = (
     _parser(r"^uses\s+(?P<v>.+?)\s+instead\s+of\s+(?P<old>.+)$", "switch"),
-    _parser(r"^no\s+longer\s+uses\s+(?P<v>.+)$", "stopped"),
+    _parser(r"^no\s+longer\s+(?:uses|works\s+with)\s+(?P<v>.+)$", "stopped"),
+    _parser(r"^no\s+longer\s+(?P<pos>lives\s+in|works\s+(?:at|for|as))\s+(?P<v>.+)$", "ended"),
+    _parser(r"^is\s+(?:no\s+longer|not)\s+(?P<v>.+)$", "ended", "is"),
     _parser(r"^uses\s+(?P<v>.+)$", "uses"),
+    _parser(r"^works\s+with\s+(?P<v>.+)$", "uses", "works with"),
+    _parser(r"^moved\s+from\s+(?P<old>.+?)\s+to\s+(?P<v>.+)$", "move"),
+    _parser(rf"^is\s+(?P<v>{'|'.join(map(re.escape, rules_identity.DIETS))})$", "single", "diet"),
+    _parser(r"^(?:does\s+not|doesn't)\s+eat\s+(?P<v>.+)$", "avoids"),
+    _parser(r"^eats\s+(?P<v>.+)$", "eats"),
     _parser(r"^lives\s+in\s+(?P<v>.+)$", "single", "lives in"),
     _parser(r"^works\s+(?:at|for)\s+(?P<v>.+)$", "single", "works at"),
     _parser(r"^works\s+as\s+(?:an?\s+)?(?P<v>.+)$", "single", "works as"),
@@ -255,6 +344,8 @@ def parse_fact(text: str) -> Slot:
         if match is None:
             continue
         groups = match.groupdict()
+        if kind == "ended":  # the fact it ends, in the extractor's words
+            return Slot(kind, value=_capitalise(f"{groups.get('pos') or key} {groups['v']}"))
         if key == "relation":
             key = "relation:" + groups["rel"].casefold()
         elif key == "thing":

@@ -5,9 +5,10 @@ deliberately broken consolidation (every decision ADD) scoring visibly lower.
 The rules provider answers like an oracle only for the plain English first-person
 phrasings it knows (worker/providers/rules_patterns.py), so its figures below are
 measured, not perfect, and each shortfall is a finding about the stub, not the suite:
-it reads no language but English, no context or summary ("the Danish one"), no "moved
-back to", no retraction other than "stopped/no longer using", no cancelled plan, and it
-takes a pasted email's or a quoted friend's "I" for the user's.
+it reads no language but English, no context or summary ("the Danish one"), no "I've
+lived in X since 2019", no retraction that names its fact by a pronoun ("I'm not
+allergic to it"), no cancelled plan, and it takes a pasted email's or a quoted
+friend's "I" for the user's.
 """
 
 from __future__ import annotations
@@ -30,28 +31,31 @@ from worker.read import BLOCK_HEADER
 # Assertions held / assertions per kind with the rules provider (measured; see the
 # module docstring for why the stub falls short where it does).
 RULES = {
-    "plain": (34, 34), "updates": (30, 30), "retractions": (12, 20), "aba": (31, 40),
+    "plain": (40, 40), "updates": (30, 30), "retractions": (16, 20), "aba": (40, 40),
     "contradictions": (30, 30), "relative_dates": (7, 10), "expiring": (21, 27),
     "paraphrase": (10, 10), "other_people": (19, 22), "hypotheticals": (30, 30),
     "short_replies": (0, 28), "two_agents": (35, 37), "non_english": (0, 38),
     "injection": (24, 30),
 }
-RULES_TOTAL = (283, 386)
+RULES_TOTAL = (302, 392)
 # Questions answered right / asked per kind by the offline answer rules (the stub's
 # memory_question task; worker/eval/qa_rules.py), measured. Its misses: the facts
-# the rules never learned (non_english, short_replies, "moved back to", "since 2019"),
-# and two nicknames held at once. "Yesterday" and "last month" are answered since the
-# block says when a fact became true ("since ..."; 1 of 4 before).
+# the rules never learned (non_english, short_replies, "since 2019"), two nicknames
+# or two tools held at once (a hedge "Emacs or Elixir"), and questions sharing no
+# word with their fact ("What diet does the user follow?" of "Is vegan"). "Yesterday"
+# and "last month" are answered since the block says when a fact became true
+# ("since ..."; 1 of 4 before).
 QA_RULES = {
-    "plain": (31, 31), "updates": (10, 10), "aba": (7, 10), "contradictions": (10, 10),
+    "plain": (28, 34), "updates": (9, 10), "aba": (10, 10), "contradictions": (10, 10),
     "relative_dates": (7, 10), "expiring": (7, 7), "paraphrase": (10, 10),
     "other_people": (8, 8), "hypotheticals": (6, 6), "short_replies": (0, 10),
     "two_agents": (15, 16), "non_english": (0, 14), "injection": (8, 8),
 }
 # The gold fact first, within the top 3, and first by meaning alone, in the search
 # for the question among the haystack's distractors, hashing embeddings at the tests'
-# 256 dimensions (measured; 10, 21, 14 at 1536, docs/eval.md).
-RETRIEVAL_HASHING = (28, 63, 33)
+# 256 dimensions (measured on the suite of issue 40; 10, 21, 14 at 1536 on the 49
+# scenarios before, docs/eval.md).
+RETRIEVAL_HASHING = (27, 57, 31)
 # The kinds a consolidation that never supersedes must lose on.
 SUPERSEDING = ("updates", "retractions", "aba", "contradictions", "paraphrase")
 
@@ -216,7 +220,8 @@ async def test_min_score_exits_1_below_it(settings: Settings, tmp_path: Path, mi
     plot = tmp_path / "scores.png"
     got, document, _ = _eval(worker_env(settings), tmp_path, "--kind", "retractions",
                              "--min-score", minimum, "--plot", str(plot))
-    assert document["total"]["accuracy"] == pytest.approx(12 / 20, abs=1e-4)
+    held, assertions = RULES["retractions"]
+    assert document["total"]["accuracy"] == pytest.approx(held / assertions, abs=1e-4)
     assert got == code
     assert plot.read_bytes().startswith(b"\x89PNG")  # drawn whatever the exit code
 

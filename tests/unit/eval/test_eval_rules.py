@@ -52,6 +52,8 @@ MEMORY = [fact(1, "Lives in Porto", superseded_by=3), fact(2, "Works at Acme"),
     ("Moved from Porto to Madrid in March 2026.", None),
     ("I live in Porto.", "first person"),
     ("Big news: we moved to Madrid", "first person"),
+    ("We've switched from Scala to Kotlin", "first person"),  # not "we" + a word
+    ("we\u2019re using Kotlin", "first person"),  # the typographic apostrophe
     ("Ich wohne in Köln", "first person"),
     ("J'ai un chat nommé Figaro", "first person"),
     ("Mi comida favorita es la paella", "first person"),

@@ -83,7 +83,7 @@ def _decide(text: str, *neighbors: Neighbor, category: Category = "fact") -> Dec
         ("I'm using Node.js", "Uses Node.js", "preference", 6),
         ("we're using Kubernetes", "Uses Kubernetes", "preference", 6),
         ("We switched from MySQL to Postgres", "Uses Postgres instead of MySQL", "decision", 7),
-        ("I moved from Vim to Helix", "Uses Helix instead of Vim", "decision", 7),
+        ("I moved from Vim to Helix", "Moved from Vim to Helix", "fact", 7),
         ("we've migrated from Heroku to Fly.io", "Uses Fly.io instead of Heroku", "decision", 7),
         ("I switched to Rust", "Uses Rust", "decision", 6),
         ("We migrated over to GitLab", "Uses GitLab", "decision", 6),

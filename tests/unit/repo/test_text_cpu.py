@@ -128,6 +128,14 @@ RAW: dict[str, str] = {
     "forget": "please forget that " * LIMIT,
     "control characters": "\x01\x85\u2028 " * LIMIT,
     "digits": "1,000 " * LIMIT,
+    # The wider reading of issue 40: names, jobs, diets, negations, moves.
+    "name words": "I'm " + "Grace " * LIMIT,
+    "job words": "I'm a " + "senior " * LIMIT + "nurse",
+    "not not": "I'm " + "not " * LIMIT + "vegan",
+    "moved from": "I moved from " * LIMIT,
+    "don't eat": "I don't eat " + "meat " * LIMIT,
+    "work with at": "I work with x" + " at x" * LIMIT,
+    "any more": "I'm not vegan" + " any more" * LIMIT,
 }
 ADVERSARIAL = {name: _fit(text) for name, text in RAW.items()}
 # Model answers as long as the parser reads (llm_json.MAX_ANSWER_CHARS), nearly.
