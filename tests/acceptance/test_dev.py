@@ -101,7 +101,10 @@ def test_dev_runs_it_all_and_its_printed_lines_store_a_fact_read_back(tmp_path: 
         assert ran.returncode == 0, ran.stderr
         waited, known = (json.loads(line) for line in ran.stdout.strip().splitlines())
         assert waited["covered"] is True
-        assert "Lives in Oslo" in known["block"] and known["count"] >= 1
+        # The offline extractor's introduction, home and work (issue 40's wider rules).
+        assert known["count"] == 3, known
+        for fact in ("Name is Grace", "Lives in Oslo", "Works with Rust"):
+            assert f"] {fact} (" in known["block"], known
         # The panel link's token reads ada's memory, and nobody else's.
         [panel] = [line for line in lines if "/panel#token=" in line]
         token = panel.split("#token=", 1)[1]
