@@ -35,8 +35,12 @@ TELEMETRY_ID_KEY = "ts-suite-telemetry-key"
 def require_build() -> None:
     """The compiled client is there and newer than every source: else the node tests
     would test something else than the tree."""
-    sources = [*PACKAGE.glob("src/**/*.ts"), PACKAGE / "package-lock.json",
-               PACKAGE / "tsconfig.json"]
+    sources = [*PACKAGE.glob("src/**/*.ts"), *PACKAGE.glob("scripts/*.mjs"),
+               PACKAGE / "package-lock.json", PACKAGE / "tsconfig.json",
+               PACKAGE / "tsconfig.cjs.json",
+               # embedded into the build (scripts/embed-lua.mjs)
+               *(ROOT / "worker" / "protocol" / "lua" / name
+                 for name in ("payload_messages.lua", "enqueue.lua"))]
     newest = max(p.stat().st_mtime for p in sources)
     if not BUILT_STAMP.exists() or BUILT_STAMP.stat().st_mtime < newest:
         pytest.fail("clients/typescript/dist is missing or older than clients/typescript/src:"
