@@ -1,8 +1,8 @@
 """Running the TypeScript client's node tests from pytest (clients/typescript/, built by
 ``make typescript``), with the servers they need: real Redis and PostgreSQL
 (tests/conftest.py), the LLM stub, a real ``memfleet worker`` process, the memory
-API on a loopback port, service keys; and two Redis URLs that fail: a closed port
-and one that accepts connections and never answers."""
+API on a loopback port, service keys and its token key; and two Redis URLs that
+fail: a closed port and one that accepts connections and never answers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, running_api
+from tests.api_server import SECRET, api_settings, running_api
 from tests.helpers import WorkerProcesses, worker_env
 from tests.openai_stub import openai_settings
 from worker.config import Settings
@@ -126,6 +126,10 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
                     "MEMFLEET_TEST_SERVICE_KEY": await _key(fleet.database_url or "",
                                                             "handover", "read"),
                     "MEMFLEET_TEST_READ_KEY": await _key(fleet.database_url or "", "read"),
+                    "MEMFLEET_TEST_ADMIN_KEY": await _key(fleet.database_url or "",
+                                                          "handover", "read", "admin"),
+                    # The API's token key, for the tests to mint end users' tokens.
+                    "MEMFLEET_TEST_JWT_SECRET": SECRET,
                     "MEMFLEET_TEST_SILENT_REDIS_URL": f"redis://127.0.0.1:{silent}",
                     "MEMFLEET_TEST_CLOSED_REDIS_URL": f"redis://127.0.0.1:{closed_port()}",
                 }
