@@ -143,3 +143,20 @@ def _show_logs(log_dir: Path) -> None:
         text = log.read_text("utf-8", "replace").strip()
         if text:
             print(f"--- {log.name}\n{text}")  # shown by pytest when the test fails
+
+
+def readme_examples() -> dict[str, str]:
+    """The client README's runnable examples: each ```js block whose first line is
+    ``// <file name>`` (example.mjs, example.cjs), by that name."""
+    examples: dict[str, str] = {}
+    lines: list[str] | None = None
+    for line in (PACKAGE / "README.md").read_text(encoding="utf-8").splitlines():
+        if lines is None and line.strip() == "```js":
+            lines = []
+        elif lines is not None and line.strip() == "```":
+            if lines and lines[0].startswith("// "):
+                examples[lines[0][3:].strip()] = "\n".join(lines) + "\n"
+            lines = None
+        elif lines is not None:
+            lines.append(line)
+    return examples
