@@ -211,14 +211,14 @@ export class MemfleetHttpClient extends MemoryCalls {
     let opened = false;
     let failures = 0;
     while (!signal.aborted) {
+      const headers: Record<string, string> = { ...await this.transport.authorization(),
+        Accept: "text/event-stream" };
+      if (lastId !== undefined) headers["Last-Event-ID"] = lastId;
       // The bound is on the answer's head only: the stream itself runs on.
       const opening = new AbortController();
       const timer = setTimeout(() => opening.abort(), this.timeoutMs);
       let response: Response;
       try {
-        const headers: Record<string, string> = { ...await this.transport.authorization(),
-          Accept: "text/event-stream" };
-        if (lastId !== undefined) headers["Last-Event-ID"] = lastId;
         response = await fetch(`${this.apiUrl}/events`, {
           headers, signal: AbortSignal.any([signal, opening.signal]),
         });

@@ -157,11 +157,12 @@ export class HttpTransport {
     if (this.closing.aborted) throw this.closedError(call);
     const bound = this.timeoutMs + (call.waitMs ?? 0);
     const timeout = AbortSignal.timeout(Math.ceil(bound)); // whole ms, or node throws
+    // A token function's failure is its own, thrown as it is: not the API's.
+    const headers: Record<string, string> = { ...await this.authorization(),
+      ...(call.body === undefined ? {} : { "Content-Type": "application/json" }) };
     let response: Response;
     let text: string;
     try {
-      const headers: Record<string, string> = { ...await this.authorization(),
-        ...(call.body === undefined ? {} : { "Content-Type": "application/json" }) };
       response = await fetch(this.apiUrl + call.path, {
         method, headers,
         body: call.body === undefined ? null : JSON.stringify(call.body),

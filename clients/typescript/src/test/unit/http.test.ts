@@ -166,6 +166,16 @@ test("ids that would change the path are refused before any request", async () =
   }
 });
 
+test("a token function's own failure is thrown as it is, not as the API's", async () => {
+  const signer = new Error("the signer is away");
+  const client = new MemfleetHttpClient({ apiUrl: "http://127.0.0.1:9",
+    userToken: () => { throw signer; } });
+  await assert.rejects(client.facts("ada"), (e: unknown) => e === signer);
+  await assert.rejects(client.events({ after: "0" }), (e: unknown) => e === signer);
+  const blank = new MemfleetHttpClient({ apiUrl: "http://127.0.0.1:9", userToken: () => "" });
+  await assert.rejects(blank.getConsent("ada"), ConfigurationError);
+});
+
 test("after close() every call is refused at once, naming the call", async () => {
   const client = new MemfleetHttpClient({ apiUrl: "http://127.0.0.1:9", serviceKey: KEY });
   await client.close();
