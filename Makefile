@@ -52,12 +52,16 @@ test-unit: $(STAMP) typescript
 	$(PY) -m pytest -q -n 2 tests/unit
 
 # The TypeScript client (clients/typescript/README.md): node_modules from the lock
-# file (`npm ci`), then `tsc` into clients/typescript/dist/; each step again only when its inputs
-# change. `make test` runs its node tests (tests/unit/typescript, tests/integration/typescript).
+# file (`npm ci`), then `npm run build` (scripts/build.mjs: the Lua embedded, `tsc` into
+# clients/typescript/dist/ as ES modules and dist/cjs/ as CommonJS); each step again only
+# when its inputs change. `make test` runs its node tests (tests/unit/typescript,
+# tests/integration/typescript).
 TS_DIR     := clients/typescript
 TS_MODULES := $(TS_DIR)/node_modules/.memfleet-stamp
 TS_BUILT   := $(TS_DIR)/dist/.memfleet-stamp
-TS_SOURCES := $(shell find $(TS_DIR)/src -name '*.ts' 2>/dev/null)
+TS_SOURCES := $(shell find $(TS_DIR)/src -name '*.ts' ! -name '*.generated.ts' 2>/dev/null) \
+              $(wildcard $(TS_DIR)/scripts/*.mjs) $(TS_DIR)/tsconfig.cjs.json \
+              worker/protocol/lua/payload_messages.lua worker/protocol/lua/enqueue.lua
 
 typescript: $(TS_BUILT)
 

@@ -1,8 +1,8 @@
 """Running the TypeScript client's node tests from pytest (clients/typescript/, built by
 ``make typescript``), with the servers they need: real Redis and PostgreSQL
 (tests/conftest.py), the LLM stub, a real ``memfleet worker`` process, the memory
-API on a loopback port, service keys; and two Redis URLs that fail: a closed port
-and one that accepts connections and never answers."""
+API on a loopback port, service keys and its token key; and two Redis URLs that
+fail: a closed port and one that accepts connections and never answers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, running_api
+from tests.api_server import SECRET, api_settings, running_api
 from tests.helpers import WorkerProcesses, worker_env
 from tests.openai_stub import openai_settings
 from worker.config import Settings
@@ -35,8 +35,12 @@ TELEMETRY_ID_KEY = "ts-suite-telemetry-key"
 def require_build() -> None:
     """The compiled client is there and newer than every source: else the node tests
     would test something else than the tree."""
-    sources = [*PACKAGE.glob("src/**/*.ts"), PACKAGE / "package-lock.json",
-               PACKAGE / "tsconfig.json"]
+    sources = [*PACKAGE.glob("src/**/*.ts"), *PACKAGE.glob("scripts/*.mjs"),
+               PACKAGE / "package-lock.json", PACKAGE / "tsconfig.json",
+               PACKAGE / "tsconfig.cjs.json",
+               # embedded into the build (scripts/embed-lua.mjs)
+               *(ROOT / "worker" / "protocol" / "lua" / name
+                 for name in ("payload_messages.lua", "enqueue.lua"))]
     newest = max(p.stat().st_mtime for p in sources)
     if not BUILT_STAMP.exists() or BUILT_STAMP.stat().st_mtime < newest:
         pytest.fail("clients/typescript/dist is missing or older than clients/typescript/src:"
@@ -122,6 +126,10 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
                     "MEMFLEET_TEST_SERVICE_KEY": await _key(fleet.database_url or "",
                                                             "handover", "read"),
                     "MEMFLEET_TEST_READ_KEY": await _key(fleet.database_url or "", "read"),
+                    "MEMFLEET_TEST_ADMIN_KEY": await _key(fleet.database_url or "",
+                                                          "handover", "read", "admin"),
+                    # The API's token key, for the tests to mint end users' tokens.
+                    "MEMFLEET_TEST_JWT_SECRET": SECRET,
                     "MEMFLEET_TEST_SILENT_REDIS_URL": f"redis://127.0.0.1:{silent}",
                     "MEMFLEET_TEST_CLOSED_REDIS_URL": f"redis://127.0.0.1:{closed_port()}",
                 }
@@ -135,3 +143,20 @@ def _show_logs(log_dir: Path) -> None:
         text = log.read_text("utf-8", "replace").strip()
         if text:
             print(f"--- {log.name}\n{text}")  # shown by pytest when the test fails
+
+
+def readme_examples() -> dict[str, str]:
+    """The client README's runnable examples: each ```js block whose first line is
+    ``// <file name>`` (example.mjs, example.cjs), by that name."""
+    examples: dict[str, str] = {}
+    lines: list[str] | None = None
+    for line in (PACKAGE / "README.md").read_text(encoding="utf-8").splitlines():
+        if lines is None and line.strip() == "```js":
+            lines = []
+        elif lines is not None and line.strip() == "```":
+            if lines and lines[0].startswith("// "):
+                examples[lines[0][3:].strip()] = "\n".join(lines) + "\n"
+            lines = None
+        elif lines is not None:
+            lines.append(line)
+    return examples

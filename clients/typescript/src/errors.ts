@@ -5,20 +5,38 @@
  *   MemfleetError
  *   ├── InvalidHandover            bad ids or messages: fix the call, do not retry
  *   │   └── HandoverTooLarge       a message or the hand-over over its byte budget
- *   ├── HandoverUnavailable        Redis (or the memory API) did not take it in time
+ *   ├── HandoverUnavailable        Redis (or the memory API's hand-over route) did not take it in time
  *   │   ├── HandoverBacklogFull    the session holds 32 unfinished older lists
  *   │   │   └── SessionBytesFull   the session's lists would pass the byte budget
  *   │   └── UserSessionsFull       the user has too many unfinished sessions
+ *   ├── MemoryApiUnavailable       HTTP only: the memory API did not answer a call other than
+ *   │                              the hand-over, or answered 5xx (its store or model away)
  *   ├── LongPollRefused            HTTP only: a wait or an event stream refused for now
  *   │   ├── TooManyLongPolls       the caller (key or user) holds its share of them (429)
  *   │   └── LongPollsFull          the API process holds its fill of them (503)
- *   ├── AccessDenied               HTTP only: the key is missing, wrong or lacks the scope
- *   └── ConfigurationError         settings that cannot work (a shard map): fix them first
+ *   ├── RateLimited                HTTP only: the user's manual writes, erases or exports
+ *   │                              are over their rate (429, retryAfterS)
+ *   ├── AccessDenied               HTTP only: the key or token is missing, wrong, lacks the
+ *   │                              scope, or is another user's (401, 403)
+ *   ├── NotFound                   HTTP only: no such fact or held proposal for the user (404)
+ *   ├── Conflict                   HTTP only: the fact or proposal changed since it was read
+ *   │                              (409): nothing written; read it again
+ *   ├── InvalidRequest             HTTP only: the API refused a request's input (400, 413, 422)
+ *   └── ConfigurationError         settings that cannot work (a shard map, an API URL
+ *                                  without http:// or https://): fix them first
  *
- * Every HandoverUnavailable is transient: hand the session over again later.
- * A LongPollRefused is transient too, but nothing was lost: the hand-over is
- * kept, only following it was refused; wait or subscribe again after
- * `retryAfterS` (waitForMemory and subscribe do so themselves while they may).
+ * Every error with `transient` true (HandoverUnavailable, MemoryApiUnavailable,
+ * LongPollRefused, RateLimited) may succeed if the same call is made again later;
+ * `retryAfterS` says when, when the API said. A HandoverUnavailable means nothing
+ * was stored: hand the session over again later. A LongPollRefused lost nothing:
+ * the hand-over is kept, only following it was refused; wait or subscribe again
+ * after `retryAfterS` (waitForMemory and subscribe do so themselves while they may).
+ *
+ * HTTP mode's errors name what failed: `operation` (e.g. "GET /users/{user}/facts", the
+ * route, never an id or a text) and `origin` (scheme://host:port of the API, never a
+ * key or token), both in the message too, with the cause's own words (e.g.
+ * "connect ECONNREFUSED 127.0.0.1:8088"). The hand-over's refusals of its input and
+ * budget read word for word as in Redis mode and in Python.
  */
 
 export class MemfleetError extends Error {
@@ -28,6 +46,10 @@ export class MemfleetError extends Error {
   status?: number;
   /** HTTP mode: the answer's Retry-After, in seconds, when it had one. */
   retryAfterS?: number;
+  /** HTTP mode: the call, as its method and route ("PATCH /users/{user}/facts/{id}"). */
+  operation?: string;
+  /** HTTP mode: the memory API's scheme://host:port. */
+  origin?: string;
 
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -78,7 +100,26 @@ export class TooManyLongPolls extends LongPollRefused {}
 
 export class LongPollsFull extends LongPollRefused {}
 
+/** The memory API did not answer a call other than the hand-over within its bound,
+ * or answered it with a 5xx (PostgreSQL, Redis or the embeddings away). Not a
+ * HandoverUnavailable: no hand-over was involved. */
+export class MemoryApiUnavailable extends MemfleetError {
+  override readonly transient: boolean = true;
+}
+
+/** 429 on a user's manual writes, erases or exports (docs/api.md, "Bounds one user
+ * meets"): `retryAfterS` says when one goes. */
+export class RateLimited extends MemfleetError {
+  override readonly transient: boolean = true;
+}
+
 export class AccessDenied extends MemfleetError {}
+
+export class NotFound extends MemfleetError {}
+
+export class Conflict extends MemfleetError {}
+
+export class InvalidRequest extends MemfleetError {}
 
 export class ConfigurationError extends MemfleetError {}
 

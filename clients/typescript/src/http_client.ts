@@ -1,20 +1,26 @@
 /**
- * HTTP mode: the same calls over the memory API (docs/api.md), with a service
- * key (`memfleet keys create`): the `handover` scope to hand over, `handover` or
- * `read` for status, wait and events, `read` for known facts and search. For a
- * chat server that cannot reach the fleet's Redis. Uses node's own fetch.
+ * HTTP mode: the memory API (docs/api.md) with a service key (`memfleet keys create`:
+ * `handover` to hand over, `handover` or `read` for status, wait and events, `read`
+ * to read a user's memory, `admin` to change, export or erase it) or an end user's
+ * token (every route of its own user but the hand-over and the events). For a chat
+ * server that cannot reach the fleet's Redis, and for tools that show users their
+ * memory. Uses node's own fetch. The routes of a user's memory are in
+ * http/memory_calls.ts; this class adds the hand-over and following it.
  *
- * Every request is bounded (`timeoutMs`, 2 s by default, plus the wait a long
- * poll asks for): a memory API that does not answer is a HandoverUnavailable,
- * never a hung chat turn. Refusals are the errors Redis mode raises, read from
- * the answer's `"error"` member (http/answers.ts). A wait or an event stream the
- * API has no slot for (429 TooManyLongPolls, 503 LongPollsFull) is asked again
- * after its Retry-After, within the wait's time or the stream's reconnects.
+ * Every request is bounded (`timeoutMs`, 2 s by default, plus the wait a long poll
+ * asks for): a memory API that does not answer is a MemoryApiUnavailable (for the
+ * hand-over itself a HandoverUnavailable) naming the call and the API, never a hung
+ * chat turn. Refusals are read from the answer's `"error"` member and status
+ * (http/answers.ts). A wait or an event stream the API has no slot for (429
+ * TooManyLongPolls, 503 LongPollsFull) is asked again after its Retry-After, within
+ * the wait's time or the stream's reconnects.
  */
 import { DeadlinePassed, sleep } from "./deadline.js";
-import { HandoverUnavailable, InvalidHandover, LongPollRefused, MemfleetError } from "./errors.js";
-import { errorFor, pauseMs } from "./http/answers.js";
+import { ConfigurationError, InvalidHandover, LongPollRefused, MemfleetError } from "./errors.js";
+import { MemoryCalls } from "./http/memory_calls.js";
+import { pauseMs } from "./http/answers.js";
 import { SseParser } from "./http/sse.js";
+import { type Call, HttpTransport, type UserToken } from "./http/transport.js";
 import { idFault } from "./protocol/validation.js";
 import type {
   CommitEvent,
@@ -25,42 +31,18 @@ import type {
   SessionStatus,
 } from "./types.js";
 
+export type { UserToken } from "./http/transport.js";
+
 export interface HttpClientOptions {
-  /** The memory API's base URL, e.g. http://memory.internal:8080 */
+  /** The memory API's base URL, with its scheme: http://memory.internal:8088 */
   apiUrl: string;
-  /** A service key (`mfk_...`); a user's own token works for that user's status and wait. */
-  serviceKey: string;
+  /** A service key, `mfk_<12 hex digits>_<64 hex digits>` (`memfleet keys create`). */
+  serviceKey?: string;
+  /** Instead of a service key: an end user's token (a JWT whose `sub` is the user,
+   * docs/api.md "Tokens"), or a function minting one per request. */
+  userToken?: UserToken;
   /** The bound on each request, in ms, beyond any wait it asks for (2000). */
   timeoutMs?: number;
-}
-
-export type ReadScope = "none" | "profile" | "relationship" | "both" | "all";
-
-export interface KnownFactsQuery {
-  q?: string;
-  scope?: ReadScope;
-  agentId?: string;
-}
-
-export interface KnownFacts {
-  /** The system-prompt block of the user's known facts ("" when none). */
-  block: string;
-  count: number;
-}
-
-export interface SearchQuery {
-  q: string;
-  k?: number;
-  scope?: ReadScope;
-  agentId?: string;
-}
-
-/** One hit of GET /users/{u}/search, as the API writes it (snake_case fields). */
-export interface SearchHit {
-  fact: Record<string, unknown> & { id: number; text: string };
-  score: number;
-  semantic_rank: number | null;
-  lexical_rank: number | null;
 }
 
 export interface SessionStatusWithTag extends SessionStatus {
@@ -79,24 +61,34 @@ interface EventData {
   added: number; updated: number; deleted: number; at: number;
 }
 
-function enc(part: string): string {
-  return encodeURIComponent(part);
-}
+const SESSION = "/users/{user}/sessions/{session}";
+const EVENTS: Call = { operation: "GET /events", path: "/events" };
 
-export class MemfleetHttpClient {
-  readonly apiUrl: string;
+export class MemfleetHttpClient extends MemoryCalls {
   readonly timeoutMs: number;
-  // A true private field: `private` is only checked by tsc, and console.log,
-  // JSON.stringify, Object.keys and spreading would show the key.
-  readonly #serviceKey: string;
 
   constructor(options: HttpClientOptions) {
-    if (!options.apiUrl || !options.serviceKey) {
-      throw new TypeError("MemfleetHttpClient needs apiUrl and serviceKey");
+    const given = [options.serviceKey, options.userToken].filter((c) => c !== undefined);
+    if (given.length !== 1) {
+      throw new ConfigurationError("MemfleetHttpClient needs a serviceKey or a userToken"
+        + (given.length > 1 ? ", not both" : ""));
     }
-    this.apiUrl = options.apiUrl.replace(/\/+$/, "");
-    this.#serviceKey = options.serviceKey;
-    this.timeoutMs = options.timeoutMs ?? 2000;
+    const timeoutMs = options.timeoutMs ?? 2000;
+    // The credential is kept in the transport's true private field: console.log,
+    // JSON.stringify, Object.keys and spreading never show it.
+    super(new HttpTransport(options.apiUrl, given[0] as UserToken, timeoutMs));
+    this.timeoutMs = timeoutMs;
+  }
+
+  /** The memory API's scheme://host:port, as errors name it. */
+  get origin(): string {
+    return this.transport.origin;
+  }
+
+  /** End every request and event stream of this client; later calls are refused.
+   * (node's fetch keeps no connection that would hold a script open.) */
+  async close(): Promise<void> {
+    this.transport.close();
   }
 
   /** POST /users/{u}/sessions/{s}/handover: the server checks, windows and enqueues. */
@@ -104,16 +96,16 @@ export class MemfleetHttpClient {
     const body: Record<string, unknown> = { messages: request.messages };
     if (request.agentId !== undefined) body["agent_id"] = request.agentId;
     if (request.listedAtUs !== undefined) body["listed_at_us"] = request.listedAtUs;
-    const answer = await this.request(
-      "POST", `${this.session(request)}/handover`, { body, handover: true }) as
+    const answer = await this.transport.json("POST", { operation: `POST ${SESSION}/handover`,
+      path: `${this.session(request)}/handover`, body, handover: true }) as
       { handover_id: number };
     return { handoverId: answer.handover_id, jobId: null, keptOlder: null };
   }
 
   /** GET /users/{u}/sessions/{s}/status */
   async status(session: SessionRef): Promise<SessionStatusWithTag> {
-    const answer = await this.request("GET", `${this.session(session)}/status`) as
-      { latest: number; finished: number; older_lists: number; session_tag: string | null };
+    const answer = await this.transport.json("GET", { operation: `GET ${SESSION}/status`,
+      path: `${this.session(session)}/status` }) as { latest: number; finished: number; older_lists: number; session_tag: string | null };
     return { latest: answer.latest, finished: answer.finished, olderLists: answer.older_lists,
       sessionTag: answer.session_tag ?? null };
   }
@@ -131,9 +123,10 @@ export class MemfleetHttpClient {
       const timeoutS = Math.min(MAX_WAIT_S, Math.max(left, 0.001));
       let answer: { covered: boolean };
       try {
-        answer = await this.request("GET",
-          `${this.session(session)}/handovers/${handoverId}/wait?timeout_s=${timeoutS}`,
-          { waitMs: timeoutS * 1000 }) as { covered: boolean };
+        answer = await this.transport.json("GET", {
+          operation: `GET ${SESSION}/handovers/{id}/wait`,
+          path: `${this.session(session)}/handovers/${handoverId}/wait?timeout_s=${timeoutS}`,
+          waitMs: timeoutS * 1000 }) as { covered: boolean };
       } catch (error) {
         // The hand-over is kept; only the wait was refused: ask again when the API
         // says a slot is likely free, if that is still within the caller's time.
@@ -167,6 +160,7 @@ export class MemfleetHttpClient {
     let timer: NodeJS.Timeout | undefined;
     // The last refusal of a slot, until a stream opens: thrown if time runs out on it.
     let refused: MemfleetError | undefined;
+    let opened = false;
     const arm = (ms: number): void => {
       clearTimeout(timer);
       timer = setTimeout(() => stop.abort(), ms);
@@ -174,6 +168,7 @@ export class MemfleetHttpClient {
     arm(blockMs === undefined ? this.timeoutMs : blockMs + this.timeoutMs);
     try {
       for await (const event of this.subscribe({ after, signal: stop.signal, onOpen: () => {
+        opened = true;
         refused = undefined;
         if (blockMs === undefined) arm(quietMs);
         else arm(blockMs);
@@ -190,6 +185,11 @@ export class MemfleetHttpClient {
       clearTimeout(timer);
     }
     if (refused !== undefined && found.length === 0) throw refused;
+    // A stream that never opened (an API that accepts and never answers) is no answer,
+    // not an empty stream; close() ends it quietly.
+    if (!opened && !this.transport.closing.aborted) {
+      throw this.transport.unavailable(EVENTS, new DeadlinePassed(this.timeoutMs));
+    }
     return found;
   }
 
@@ -205,29 +205,30 @@ export class MemfleetHttpClient {
   async *subscribe(options: { after?: string; signal?: AbortSignal; onOpen?: () => void;
     onRefused?: (error: MemfleetError) => void } = {}): AsyncGenerator<CommitEvent> {
     let lastId = options.after === "$" ? undefined : options.after;
-    const signal = options.signal;
+    // The caller's signal, or close(): either ends the stream.
+    const closing = this.transport.closing;
+    const signal = options.signal ? AbortSignal.any([options.signal, closing]) : closing;
     let opened = false;
     let failures = 0;
-    while (!signal?.aborted) {
-      const headers: Record<string, string> = { ...this.auth(), Accept: "text/event-stream" };
+    while (!signal.aborted) {
+      const headers: Record<string, string> = { ...await this.transport.authorization(),
+        Accept: "text/event-stream" };
       if (lastId !== undefined) headers["Last-Event-ID"] = lastId;
       // The bound is on the answer's head only: the stream itself runs on.
       const opening = new AbortController();
-      const timer = setTimeout(() => opening.abort(new DeadlinePassed(this.timeoutMs)),
-        this.timeoutMs);
+      const timer = setTimeout(() => opening.abort(), this.timeoutMs);
       let response: Response;
       try {
         response = await fetch(`${this.apiUrl}/events`, {
-          headers,
-          signal: signal ? AbortSignal.any([signal, opening.signal]) : opening.signal,
+          headers, signal: AbortSignal.any([signal, opening.signal]),
         });
       } catch (error) {
-        if (signal?.aborted) return;
+        if (signal.aborted) return;
         // A first connection that fails is the caller's to know; after a drop, a few
         // reconnects are tried (an API restarting) before giving up.
         if (!opened || ++failures > RECONNECTS) {
-          throw new HandoverUnavailable(`the memory API did not answer: ${describe(error)}`,
-            { cause: error });
+          throw this.transport.unavailable(EVENTS,
+            opening.signal.aborted ? new DeadlinePassed(this.timeoutMs) : error);
         }
         await sleep(backoffMs(failures), signal);
         continue;
@@ -235,9 +236,9 @@ export class MemfleetHttpClient {
         clearTimeout(timer);
       }
       if (!response.ok) {
-        const refusal = await this.refusal(response, false);
+        const refusal = await this.refusal(response);
         const retry = refusal instanceof LongPollRefused || (opened && response.status === 503);
-        if (signal?.aborted) return;
+        if (signal.aborted) return;
         if (!retry || ++failures > RECONNECTS) throw refusal;
         options.onRefused?.(refusal);
         await sleep(pauseMs(refusal, backoffMs(failures)), signal);
@@ -253,7 +254,7 @@ export class MemfleetHttpClient {
       try {
         const reader = body.getReader();
         const cancel = (): void => void reader.cancel().catch(() => undefined);
-        signal?.addEventListener("abort", cancel, { once: true });
+        signal.addEventListener("abort", cancel, { once: true });
         try {
           for (;;) {
             const { done, value } = await reader.read();
@@ -265,38 +266,17 @@ export class MemfleetHttpClient {
             }
           }
         } finally {
-          signal?.removeEventListener("abort", cancel);
+          signal.removeEventListener("abort", cancel);
           cancel();
         }
       } catch (error) {
-        if (signal?.aborted) return;
+        if (signal.aborted) return;
         if (error instanceof SyntaxError) throw error;
         // A dropped connection: resume after the last event seen.
       }
-      if (signal?.aborted) return;
+      if (signal.aborted) return;
       await sleep(200, signal);
     }
-  }
-
-  /** GET /users/{u}/known-facts: the system-prompt block (a key with the read scope). */
-  async knownFacts(userId: string, query: KnownFactsQuery = {}): Promise<KnownFacts> {
-    const params = new URLSearchParams();
-    if (query.q !== undefined) params.set("q", query.q);
-    if (query.scope !== undefined) params.set("scope", query.scope);
-    if (query.agentId !== undefined) params.set("agent_id", query.agentId);
-    const suffix = params.size > 0 ? `?${params}` : "";
-    return await this.request("GET", `/users/${enc(userId)}/known-facts${suffix}`) as KnownFacts;
-  }
-
-  /** GET /users/{u}/search: facts by meaning and by words (a key with the read scope). */
-  async search(userId: string, query: SearchQuery): Promise<SearchHit[]> {
-    const params = new URLSearchParams({ q: query.q });
-    if (query.k !== undefined) params.set("k", String(query.k));
-    if (query.scope !== undefined) params.set("scope", query.scope);
-    if (query.agentId !== undefined) params.set("agent_id", query.agentId);
-    const answer = await this.request("GET", `/users/${enc(userId)}/search?${params}`) as
-      { results: SearchHit[] };
-    return answer.results;
   }
 
   private session(session: SessionRef): string {
@@ -306,72 +286,25 @@ export class MemfleetHttpClient {
       const fault = idFault(id, Number.POSITIVE_INFINITY);
       if (fault !== null) throw new InvalidHandover(`${what} ${fault}`);
     }
-    return `/users/${enc(session.userId)}/sessions/${enc(session.sessionId)}`;
+    return `/users/${encodeURIComponent(session.userId)}/sessions/`
+      + encodeURIComponent(session.sessionId);
   }
 
-  private auth(): Record<string, string> {
-    return { Authorization: `Bearer ${this.#serviceKey}` };
-  }
-
-  private async request(method: string, path: string,
-    options: { body?: unknown; handover?: boolean; waitMs?: number } = {}): Promise<unknown> {
-    const bound = this.timeoutMs + (options.waitMs ?? 0);
-    let response: Response;
-    let text: string;
-    try {
-      response = await fetch(this.apiUrl + path, {
-        method,
-        headers: { ...this.auth(), ...(options.body === undefined ? {}
-          : { "Content-Type": "application/json" }) },
-        body: options.body === undefined ? null : JSON.stringify(options.body),
-        signal: AbortSignal.timeout(Math.ceil(bound)),  // a whole number of ms, or node throws
-      });
-      text = await response.text();
-    } catch (error) {
-      const reason = error instanceof DOMException && error.name === "TimeoutError"
-        ? new DeadlinePassed(bound) : error;
-      throw new HandoverUnavailable(`the memory API did not answer: ${describe(reason)}`,
-        { cause: error });
-    }
-    let body: unknown;
-    try {
-      body = text === "" ? undefined : JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
-    if (!response.ok) {
-      throw errorFor(response.status, body, response.headers.get("Retry-After"),
-        options.handover ?? false);
-    }
-    if (body === undefined) {
-      throw new MemfleetError(`the memory API answered ${response.status} without JSON`);
-    }
-    return body;
-  }
-
-  private async refusal(response: Response, handover: boolean): Promise<MemfleetError> {
+  private async refusal(response: Response): Promise<MemfleetError> {
     let body: unknown;
     try {
       body = JSON.parse(await response.text());
     } catch {
       body = undefined;
     }
-    return errorFor(response.status, body, response.headers.get("Retry-After"), handover);
+    return this.transport.refusal(EVENTS, response.status, body,
+      response.headers.get("Retry-After"));
   }
 }
 
 /** The pause before reconnect number `failures` (1, 2, ...) after a network failure. */
 function backoffMs(failures: number): number {
   return Math.min(200 * 2 ** failures, 5000);
-}
-
-function describe(error: unknown): string {
-  if (error instanceof DeadlinePassed) return "TimeoutError";
-  if (error instanceof Error) {
-    const cause = (error as { cause?: unknown }).cause;
-    return cause instanceof Error ? `${error.name} (${cause.name})` : error.name;
-  }
-  return "Error";
 }
 
 function toEvent(id: string, data: EventData): CommitEvent {

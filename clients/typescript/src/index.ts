@@ -2,7 +2,8 @@
  * @memfleet/client: hand chat sessions over to memfleet, follow their memory,
  * read the commit events. Redis mode (MemfleetRedisClient) speaks the Redis
  * protocol (docs/protocol.md) directly; HTTP mode (MemfleetHttpClient) goes
- * through the memory API with a service key. Both raise the same errors. A fleet
+ * through the memory API with a service key or a user's token, and reads and
+ * administers a user's memory too. Both raise the same errors. A fleet
  * with several Redis primaries: MemfleetShardedRedisClient, routed by the user.
  */
 export { MemfleetRedisClient } from "./redis_client.js";
@@ -14,25 +15,53 @@ export type {
 } from "./sharded_redis_client.js";
 export type { HandoverOptions, RedisClientOptions, WaitOptions } from "./redis_client.js";
 export { MemfleetHttpClient } from "./http_client.js";
+export type { HttpClientOptions, SessionStatusWithTag, UserToken } from "./http_client.js";
 export type {
-  HttpClientOptions,
+  ActiveFacts,
+  Basis,
+  Category,
+  CategoryGroup,
+  Consent,
+  ConsentChanged,
+  ConsentChoice,
+  Erased,
+  ExportFact,
+  ExportRun,
+  ExportSession,
+  Fact,
+  FactChain,
+  FactCorrection,
+  FactScope,
+  FactsQuery,
+  HeldAnswer,
+  HeldProposal,
   KnownFacts,
   KnownFactsQuery,
+  Moment,
+  NewFact,
+  ProposalState,
   ReadScope,
   SearchHit,
   SearchQuery,
-  SessionStatusWithTag,
-} from "./http_client.js";
+  SourceKind,
+  SupersededReason,
+  UserExport,
+} from "./http/memory_types.js";
 export {
   AccessDenied,
   ConfigurationError,
+  Conflict,
   HandoverBacklogFull,
   HandoverTooLarge,
   HandoverUnavailable,
   InvalidHandover,
+  InvalidRequest,
   LongPollRefused,
   LongPollsFull,
   MemfleetError,
+  MemoryApiUnavailable,
+  NotFound,
+  RateLimited,
   SessionBytesFull,
   TooManyLongPolls,
   UserSessionsFull,

@@ -14,8 +14,7 @@ import { randomUUID } from "node:crypto";
 
 import { Redis, type RedisOptions } from "ioredis";
 
-import { DeadlinePassed, sleep, withDeadline } from "./deadline.js";
-import { HandoverUnavailable, MemfleetError } from "./errors.js";
+import { sleep, withDeadline } from "./deadline.js";
 import { type Limits, limitsWith } from "./limits.js";
 import { enqueueCall, readEnqueueReply } from "./protocol/enqueue.js";
 import { parseCommitEvent } from "./protocol/events.js";
@@ -24,6 +23,7 @@ import { isoUtc } from "./protocol/payload.js";
 import { prepareHandover } from "./protocol/prepare.js";
 import { enqueueLua } from "./protocol/scripts.js";
 import { sessionTag } from "./protocol/session_tag.js";
+import { redisUnavailable, watchErrors } from "./redis_errors.js";
 import {
   type CommitEvent,
   covers,
@@ -58,14 +58,6 @@ export interface HandoverOptions {
   trace?: { traceparent: string; tracestate?: string };
   /** The hand-over's time, for tests; now by default. */
   now?: Date;
-}
-
-function unavailable(error: unknown, what: string): MemfleetError {
-  if (error instanceof MemfleetError) return error;
-  const code = (error as { code?: unknown } | null)?.code;
-  const reason = error instanceof DeadlinePassed ? "TimeoutError"
-    : typeof code === "string" ? code : error instanceof Error ? error.name : "Error";
-  return new HandoverUnavailable(`${what}: ${reason}`, { cause: error });
 }
 
 /** ioredis settings that keep every call within `timeoutMs`. */
@@ -103,7 +95,7 @@ export class MemfleetRedisClient {
       this.#owned = false;
     } else if (options.redisUrl !== undefined) {
       this.#redis = new Redis(options.redisUrl, boundedOptions(this.timeoutMs));
-      this.#redis.on("error", () => undefined); // each call reports its own failure
+      watchErrors(this.#redis); // each call reports its own failure, naming the cause
       this.#owned = true;
     } else {
       throw new TypeError("MemfleetRedisClient needs redisUrl or redis");
@@ -133,7 +125,7 @@ export class MemfleetRedisClient {
       reply = await withDeadline(this.connected().then(
         () => enqueueLua().call(this.#redis, call.keys, call.args)), this.timeoutMs);
     } catch (error) {
-      throw unavailable(error, "Redis did not take the hand-over");
+      throw redisUnavailable(error, this.#redis, "did not take the hand-over");
     }
     return readEnqueueReply(reply, limits);
   }
@@ -153,7 +145,7 @@ export class MemfleetRedisClient {
       return { latest: Number(latest ?? 0), finished: Number(finished ?? 0),
         olderLists: Number(older) };
     } catch (error) {
-      throw unavailable(error, "Redis did not answer");
+      throw redisUnavailable(error, this.#redis, "did not answer");
     }
   }
 
@@ -198,7 +190,7 @@ export class MemfleetRedisClient {
       return streams.flatMap(([, entries]) => entries.map(
         ([id, fields]) => parseCommitEvent(id, fields)));
     } catch (error) {
-      throw unavailable(error, "Redis did not answer");
+      throw redisUnavailable(error, this.#redis, "did not answer");
     }
   }
 
@@ -215,7 +207,7 @@ export class MemfleetRedisClient {
         this.connected().then(() => this.#redis.time()), this.timeoutMs);
       return Number(seconds) * 1_000_000 + Number(micros);
     } catch (error) {
-      throw unavailable(error, "Redis did not answer");
+      throw redisUnavailable(error, this.#redis, "did not answer");
     }
   }
 
@@ -236,7 +228,7 @@ export class MemfleetRedisClient {
       this.#blocking = this.#redis.duplicate({
         ...boundedOptions(this.timeoutMs), commandTimeout: undefined,
       });
-      this.#blocking.on("error", () => undefined);
+      watchErrors(this.#blocking);
     }
     return this.#blocking;
   }

@@ -13,8 +13,8 @@ import { randomUUID } from "node:crypto";
 
 import { Redis } from "ioredis";
 
-import { DeadlinePassed, sleep, withDeadline } from "./deadline.js";
-import { ConfigurationError, HandoverUnavailable, MemfleetError } from "./errors.js";
+import { sleep, withDeadline } from "./deadline.js";
+import { ConfigurationError, MemfleetError } from "./errors.js";
 import { type Limits, limitsWith } from "./limits.js";
 import { enqueueCall, readShardReply } from "./protocol/enqueue.js";
 import { DEFAULT_QUEUE } from "./protocol/keys.js";
@@ -28,6 +28,7 @@ import {
   MemfleetRedisClient,
   type WaitOptions,
 } from "./redis_client.js";
+import { redisUnavailable, watchErrors } from "./redis_errors.js";
 import {
   type CommitEvent,
   covers,
@@ -61,14 +62,6 @@ export interface ShardEventsQuery extends EventsQuery {
   shard: string;
 }
 
-function unavailable(error: unknown, what: string): MemfleetError {
-  if (error instanceof MemfleetError) return error;
-  const code = (error as { code?: unknown } | null)?.code;
-  const reason = error instanceof DeadlinePassed ? "TimeoutError"
-    : typeof code === "string" ? code : error instanceof Error ? error.name : "Error";
-  return new HandoverUnavailable(`${what}: ${reason}`, { cause: error });
-}
-
 export class MemfleetShardedRedisClient {
   readonly map: ShardMap;
   readonly queueName: string;
@@ -100,7 +93,7 @@ export class MemfleetShardedRedisClient {
       let redis: Redis;
       if (typeof target === "string") {
         redis = new Redis(target, boundedOptions(this.timeoutMs));
-        redis.on("error", () => undefined); // each call reports its own failure
+        watchErrors(redis); // each call reports its own failure, naming the cause
         this.#owned.push(redis);
       } else {
         redis = target;
@@ -152,8 +145,10 @@ export class MemfleetShardedRedisClient {
       handedOverAt: isoUtc(options.now ?? new Date()), trace: options.trace ?? {},
     });
     const route = this.route(userId);
-    const enqueue = async (shard: string, mode: Route["mode"]): Promise<unknown> => {
-      const redis = this.#redis.get(shard) as Redis;
+    let shard = route.moving ? route.home : route.target; // the one asked now, for errors
+    const enqueue = async (name: string, mode: Route["mode"]): Promise<unknown> => {
+      shard = name;
+      const redis = this.#redis.get(name) as Redis;
       if (redis.status === "wait") await redis.connect();
       const call = enqueueCall({
         userId, sessionId, payload, queueName: this.queueName, limits, mode,
@@ -176,7 +171,8 @@ export class MemfleetShardedRedisClient {
     try {
       return await withDeadline(routed(), this.timeoutMs);
     } catch (error) {
-      throw unavailable(error, "Redis did not take the hand-over");
+      throw redisUnavailable(error, this.#redis.get(shard) as Redis,
+        "did not take the hand-over", `Redis shard ${shard}`);
     }
   }
 

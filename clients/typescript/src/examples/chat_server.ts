@@ -71,6 +71,7 @@ async function main(): Promise<void> {
     seen["block"] = facts.block;
   } finally {
     await redis.close();
+    await http.close();
   }
   process.stdout.write(`${JSON.stringify(seen)}\n`);
 }

@@ -4,12 +4,17 @@
  */
 import {
   AccessDenied,
+  Conflict,
   ERROR_CLASSES,
   HandoverBacklogFull,
   HandoverTooLarge,
   HandoverUnavailable,
   InvalidHandover,
+  InvalidRequest,
   MemfleetError,
+  MemoryApiUnavailable,
+  NotFound,
+  RateLimited,
 } from "../errors.js";
 
 /** FastAPI's `detail` is a string, or a list of {loc, msg} for a 422. */
@@ -39,31 +44,39 @@ export function pauseMs(error: MemfleetError, fallbackMs: number): number {
   return error.retryAfterS * 1000 * (1 + Math.random() / 10);
 }
 
-/** The error for an answer that is not a success (`body`: its JSON, or undefined);
- * `handover`: a 400 or 422 is then the hand-over's InvalidHandover. */
+/** The error for an answer that is not a success (`body`: its JSON, or undefined).
+ * `handover`: the hand-over's route, whose 400 and 422 are an InvalidHandover, 413 a
+ * HandoverTooLarge, 429 a HandoverBacklogFull and 5xx a HandoverUnavailable when the
+ * answer names no class; on the other routes they are an InvalidRequest, a
+ * RateLimited and a MemoryApiUnavailable. `prefix` goes before the API's reason. */
 export function errorFor(status: number, body: unknown, retryAfterHeader: string | null,
-  handover = false): MemfleetError {
+  handover = false, prefix = ""): MemfleetError {
   const record = (typeof body === "object" && body !== null ? body : {}) as
     Record<string, unknown>;
-  const detail = detailText(record["detail"]) || `the memory API answered ${status}`;
+  const detail = prefix
+    + (detailText(record["detail"]) || `the memory API answered ${status}`);
   const named = record["error"];
-  let error: MemfleetError;
+  let ErrorClass: new (message: string) => MemfleetError;
   if (typeof named === "string" && Object.hasOwn(ERROR_CLASSES, named)) {
-    const ErrorClass = ERROR_CLASSES[named as keyof typeof ERROR_CLASSES];
-    error = new ErrorClass(detail);
+    ErrorClass = ERROR_CLASSES[named as keyof typeof ERROR_CLASSES];
   } else if (status === 401 || status === 403) {
-    error = new AccessDenied(detail);
+    ErrorClass = AccessDenied;
+  } else if (status === 404) {
+    ErrorClass = NotFound;
+  } else if (status === 409) {
+    ErrorClass = Conflict;
   } else if (status === 413) {
-    error = new HandoverTooLarge(detail);
+    ErrorClass = handover ? HandoverTooLarge : InvalidRequest;
   } else if (status === 429) {
-    error = new HandoverBacklogFull(detail);
-  } else if (handover && (status === 400 || status === 422)) {
-    error = new InvalidHandover(detail);
+    ErrorClass = handover ? HandoverBacklogFull : RateLimited;
+  } else if (status === 400 || status === 422) {
+    ErrorClass = handover ? InvalidHandover : InvalidRequest;
   } else if (status >= 500) {
-    error = new HandoverUnavailable(detail);
+    ErrorClass = handover ? HandoverUnavailable : MemoryApiUnavailable;
   } else {
-    error = new MemfleetError(detail);
+    ErrorClass = MemfleetError;
   }
+  const error = new ErrorClass(detail);
   error.status = status;
   const seconds = retryAfter(retryAfterHeader);
   if (seconds !== undefined) error.retryAfterS = seconds;

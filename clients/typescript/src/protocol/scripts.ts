@@ -1,41 +1,31 @@
 /**
- * The Lua scripts, the very files the Python side runs (worker/protocol/lua/),
- * one copy in the repository: read at run time from the package's `lua/`
- * folder when `npm pack` copied them there (scripts/copy-lua.mjs), else from the
- * repository this package sits in. enqueue.lua is sent with payload_messages.lua
- * put before it, the two texts concatenated as they are (worker/protocol/scripts.py):
- * the SHA is of the concatenation. Called by EVALSHA, falling back to EVAL on
- * NOSCRIPT (a first call, or a Redis restarted since).
+ * The Lua scripts, the very files the Python side runs (worker/protocol/lua/, one
+ * copy in the repository), carried inside the compiled client: the build writes
+ * them into lua.generated.ts (scripts/embed-lua.mjs), so nothing is read from disk
+ * at run time and the ES module and CommonJS builds load alike. enqueue.lua is
+ * sent with payload_messages.lua put before it, the two texts concatenated as they
+ * are (worker/protocol/scripts.py): the SHA is of the concatenation. Called by
+ * EVALSHA, falling back to EVAL on NOSCRIPT (a first call, or a Redis restarted since).
  */
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 
 import type { Redis } from "ioredis";
 
-// dist/protocol/scripts.js -> the package root (clients/typescript/), two levels below the repository root.
-const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const LUA_DIRS = [
-  join(PACKAGE_ROOT, "lua"),
-  join(PACKAGE_ROOT, "..", "..", "worker", "protocol", "lua"),
-];
-
-export function luaDir(): string {
-  const found = LUA_DIRS.find((dir) => existsSync(join(dir, "enqueue.lua")));
-  if (found === undefined) {
-    throw new Error(`memfleet's Lua scripts are in none of: ${LUA_DIRS.join(", ")}`);
-  }
-  return found;
-}
+import { LUA_FILES } from "./lua.generated.js";
 
 export class LuaScript {
   readonly text: string;
   readonly sha: string;
 
-  /** The script `filename` after the files `after` names, in that order. */
-  constructor(readonly name: string, after: readonly string[] = [], dir: string = luaDir()) {
-    this.text = [...after, name].map((file) => readFileSync(join(dir, file), "utf8")).join("");
+  /** The script `name` after the scripts `after` names, in that order, from `files`
+   * (file name to text; the embedded copies by default). */
+  constructor(readonly name: string, after: readonly string[] = [],
+    files: Readonly<Record<string, string>> = LUA_FILES) {
+    this.text = [...after, name].map((file) => {
+      const text = Object.hasOwn(files, file) ? files[file] : undefined;
+      if (text === undefined) throw new Error(`no Lua script ${file} in the build`);
+      return text;
+    }).join("");
     this.sha = createHash("sha1").update(this.text, "utf8").digest("hex");
   }
 
@@ -54,7 +44,7 @@ export class LuaScript {
 
 let enqueueScript: LuaScript | undefined;
 
-/** enqueue.lua with payload_messages.lua before it, read once. */
+/** enqueue.lua with payload_messages.lua before it. */
 export function enqueueLua(): LuaScript {
   enqueueScript ??= new LuaScript("enqueue.lua", ["payload_messages.lua"]);
   return enqueueScript;

@@ -1,3 +1,5 @@
+import { createHmac } from "node:crypto";
+
 /**
  * What tests/integration/typescript/test_node_suite.py (and the acceptance
  * wrapper) started for these tests, passed in environment variables.
@@ -7,10 +9,13 @@ export interface Servers {
   /** The queue a real worker serves. */
   queueName: string;
   telemetryIdKey: string;
-  /** The memory API, and service keys: handover + read, read alone. */
+  /** The memory API, and service keys: handover + read, read alone, all three scopes. */
   apiUrl: string;
   serviceKey: string;
   readKey: string;
+  adminKey: string;
+  /** The API's MEMFLEET_JWT_SECRET, to mint end users' tokens. */
+  jwtSecret: string;
   /** A port that accepts connections and never answers; a closed port. */
   silentUrl: string;
   closedUrl: string;
@@ -30,6 +35,8 @@ export function servers(): Servers {
     apiUrl: need("MEMFLEET_TEST_API_URL"),
     serviceKey: need("MEMFLEET_TEST_SERVICE_KEY"),
     readKey: need("MEMFLEET_TEST_READ_KEY"),
+    adminKey: need("MEMFLEET_TEST_ADMIN_KEY"),
+    jwtSecret: need("MEMFLEET_TEST_JWT_SECRET"),
     silentUrl: need("MEMFLEET_TEST_SILENT_REDIS_URL"),
     closedUrl: need("MEMFLEET_TEST_CLOSED_REDIS_URL"),
   };
@@ -38,4 +45,14 @@ export function servers(): Servers {
 /** A name no other test run uses. */
 export function fresh(prefix: string): string {
   return `${prefix}-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** An end user's token for the API (docs/api.md, "Tokens"): HS256, sub, iat, exp. */
+export function userToken(userId: string, secret: string, lifetimeS = 600): string {
+  const b64 = (value: string | Buffer): string => Buffer.from(value).toString("base64url");
+  const now = Math.floor(Date.now() / 1000);
+  const head = b64(JSON.stringify({ alg: "HS256", typ: "JWT" }));
+  const body = b64(JSON.stringify({ sub: userId, iat: now, exp: now + lifetimeS }));
+  const signature = createHmac("sha256", secret).update(`${head}.${body}`).digest();
+  return `${head}.${body}.${b64(signature)}`;
 }

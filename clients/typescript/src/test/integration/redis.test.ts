@@ -163,19 +163,32 @@ test("a long session is handed over as its most recent window", async () => {
   }
 });
 
-for (const [what, url] of [["a closed port", env.closedUrl],
-  ["a Redis that never answers", env.silentUrl]] as const) {
-  test(`${what}: HandoverUnavailable within about a second, every call`, async (t) => {
-    const down = new MemfleetRedisClient({ redisUrl: url });
+for (const [what, url, cause] of [["a closed port", env.closedUrl, /connect ECONNREFUSED/],
+  ["a Redis that never answers", env.silentUrl, /no answer within 1000 ms|Command timed out/],
+] as const) {
+  test(`${what}: HandoverUnavailable within about a second, every call, naming the Redis`,
+    async (t) => {
+    // With a password in the URL: the errors name host:port, never it.
+    const address = new URL(url).host;
+    const down = new MemfleetRedisClient({
+      redisUrl: url.replace("redis://", "redis://:pw-never-shown@") });
+    const names = (call: string) => (e: Error) => {
+      assert.ok(e instanceof HandoverUnavailable, `${call}: ${e.name}`);
+      assert.ok(e.message.startsWith(`Redis at ${address} ${call}: `), e.message);
+      assert.match(e.message, cause);
+      assert.ok(!e.message.includes("pw-never-shown"), e.message);
+      return true;
+    };
     try {
       for (let i = 0; i < 3; i++) {
         const started = performance.now();
         await assert.rejects(down.handOver({ userId: "u", sessionId: "s",
-          messages: [user("hi")] }), HandoverUnavailable);
+          messages: [user("hi")] }), names("did not take the hand-over"));
         const took = performance.now() - started;
         t.diagnostic(`${what}, call ${i + 1}: ${took.toFixed(0)} ms`);
         assert.ok(took < 1_300, `${what}: ${took.toFixed(0)} ms`);
-        await assert.rejects(down.status({ userId: "u", sessionId: "s" }), HandoverUnavailable);
+        await assert.rejects(down.status({ userId: "u", sessionId: "s" }),
+          names("did not answer"));
       }
     } finally {
       await down.close();

@@ -193,12 +193,14 @@ test("a shard that is down fails its users' calls within the bound, not the othe
   const fine = await fleet.handOver({ userId: onA, sessionId: "s1", messages: [user("a")] });
   assert.ok(fine.handoverId > 0);
   const started = performance.now();
+  // The errors name the shard's host:port and the cause.
+  const where = new URL(closed).host;
   await assert.rejects(fleet.handOver({ userId: onB, sessionId: "s1", messages: [user("a")] }),
-    (error: unknown) => error instanceof HandoverUnavailable
-      && /^Redis did not take the hand-over: /.test(error.message));
+    (error: unknown) => error instanceof HandoverUnavailable && error.message
+      === `Redis shard ${B} at ${where} did not take the hand-over: connect ECONNREFUSED ${where}`);
   await assert.rejects(fleet.status({ userId: onB, sessionId: "s1" }),
     (error: unknown) => error instanceof HandoverUnavailable
-      && /^Redis did not answer: /.test(error.message));
+      && error.message === `Redis at ${where} did not answer: connect ECONNREFUSED ${where}`);
   assert.ok(performance.now() - started < 2500, "within the bound");
   // A moving user's status reads both shards: the one down fails it.
   const moving = new MemfleetShardedRedisClient({ shards: [[A, shards[0]?.[1] as string],

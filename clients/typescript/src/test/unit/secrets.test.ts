@@ -12,7 +12,7 @@ import { MemfleetHttpClient } from "../../http_client.js";
 import { MemfleetRedisClient } from "../../redis_client.js";
 import { MemfleetShardedRedisClient } from "../../sharded_redis_client.js";
 
-const SERVICE_KEY = "mfk_0123456789abcdef.secretpartofthekey";
+const SERVICE_KEY = "mfk_0123456789ab_secretpartofthekey0123456789abcdef0123456789abcdef012345";
 const PASSWORD = "redis-password-never-shown";
 const TELEMETRY_KEY = "telemetry-id-key-never-shown";
 
@@ -52,6 +52,14 @@ test("the HTTP client never shows its service key", () => {
   // What it is meant to show still shows.
   assert.equal(client.apiUrl, "http://127.0.0.1:9");
   assert.match(inspect(client), /apiUrl/);
+});
+
+test("the HTTP client never shows a user's token, given or minted", () => {
+  const token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZGEifQ.tokensignaturenevershown";
+  assertHidden(new MemfleetHttpClient({ apiUrl: "http://127.0.0.1:9", userToken: token }),
+    [token, "tokensignaturenevershown"]);
+  assertHidden(new MemfleetHttpClient({ apiUrl: "http://127.0.0.1:9", userToken: () => token }),
+    [token, "tokensignaturenevershown"]);
 });
 
 test("the Redis client never shows the password of its URL or the telemetry id key", async () => {

@@ -1,0 +1,209 @@
+/**
+ * The memory API's routes for a user's memory (docs/api.md, "Endpoints"): the facts
+ * by scope, agent and time, adding, correcting, removing, pinning, a fact's chain,
+ * the held proposals and their answers, search, the known-facts block, consent,
+ * export and erase. MemfleetHttpClient (http_client.ts) adds the hand-over and
+ * following it. Each method names the service key scope it needs; an end user's
+ * token reaches all of these for its own user (another user's path: AccessDenied).
+ */
+import type { HttpTransport } from "./transport.js";
+import { idPart, userPath } from "./transport.js";
+import type {
+  ActiveFacts,
+  Consent,
+  ConsentChanged,
+  ConsentChoice,
+  Erased,
+  Fact,
+  FactChain,
+  FactCorrection,
+  FactsQuery,
+  HeldAnswer,
+  HeldProposal,
+  KnownFacts,
+  KnownFactsQuery,
+  Moment,
+  NewFact,
+  ProposalState,
+  SearchHit,
+  SearchQuery,
+  UserExport,
+} from "./memory_types.js";
+
+type Query = Record<string, string | number | Moment | undefined>;
+
+function iso(moment: Moment): string {
+  return moment instanceof Date ? moment.toISOString() : moment;
+}
+
+/** `?a=1&b=2` of the members given (none: ""). */
+function queryString(query: Query): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value === undefined) continue;
+    params.set(name, value instanceof Date ? value.toISOString() : String(value));
+  }
+  return params.size > 0 ? `?${params}` : "";
+}
+
+/** The members given (undefined left out, null kept: it clears), times as ISO strings. */
+function bodyOf(fields: Record<string, unknown>): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields)) {
+    if (value === undefined) continue;
+    body[name] = value instanceof Date ? iso(value) : value;
+  }
+  return body;
+}
+
+const FACTS = "/users/{user}/facts";
+const FACT = `${FACTS}/{id}`;
+const PROPOSAL = "/users/{user}/held-proposals/{id}";
+
+export class MemoryCalls {
+  protected readonly transport: HttpTransport;
+
+  constructor(transport: HttpTransport) {
+    this.transport = transport;
+  }
+
+  /** The memory API's base URL, without a trailing slash. */
+  get apiUrl(): string {
+    return this.transport.apiUrl;
+  }
+
+  /** GET /users/{u}/facts (`read`): the active facts, or those of one time
+   * (`validAt`: true then; `knownAt`: believed then), grouped by category. */
+  async facts(userId: string, query: FactsQuery = {}): Promise<ActiveFacts> {
+    const path = userPath(userId) + "/facts" + queryString({ scope: query.scope,
+      agent_id: query.agentId, valid_at: query.validAt, known_at: query.knownAt });
+    return await this.get(`GET ${FACTS}`, path) as ActiveFacts;
+  }
+
+  /** POST /users/{u}/facts (`admin`): a fact added by hand; answers it. */
+  async addFact(userId: string, fact: NewFact): Promise<Fact> {
+    const body = bodyOf({ text: fact.text, category: fact.category,
+      importance: fact.importance, scope: fact.scope, agent_id: fact.agentId,
+      valid_from: fact.validFrom, valid_to: fact.validTo, expires_at: fact.expiresAt,
+      pinned: fact.pinned });
+    return await this.transport.json("POST", { operation: `POST ${FACTS}`,
+      path: `${userPath(userId)}/facts`, body }) as Fact;
+  }
+
+  /** PATCH /users/{u}/facts/{id} (`admin`): the version is superseded by the user's
+   * text, in the same chain; answers the new version (a new id). Conflict (409): the
+   * version is no longer the active one; read the chain and correct the current one. */
+  async correctFact(userId: string, factId: number, correction: FactCorrection):
+    Promise<Fact> {
+    const body = bodyOf({ text: correction.text, category: correction.category,
+      importance: correction.importance, valid_from: correction.validFrom,
+      valid_to: correction.validTo, expires_at: correction.expiresAt });
+    return await this.transport.json("PATCH", { operation: `PATCH ${FACT}`,
+      path: this.factPath(userId, factId), body }) as Fact;
+  }
+
+  /** DELETE /users/{u}/facts/{id} (`admin`): the fact is superseded, nothing deleted;
+   * answers the version it ended. */
+  async removeFact(userId: string, factId: number): Promise<Fact> {
+    return await this.transport.json("DELETE", { operation: `DELETE ${FACT}`,
+      path: this.factPath(userId, factId) }) as Fact;
+  }
+
+  /** PUT /users/{u}/facts/{id}/pin (`admin`): consolidation holds its changes to it. */
+  async pinFact(userId: string, factId: number): Promise<Fact> {
+    return await this.transport.json("PUT", { operation: `PUT ${FACT}/pin`,
+      path: `${this.factPath(userId, factId)}/pin` }) as Fact;
+  }
+
+  /** DELETE /users/{u}/facts/{id}/pin (`admin`). */
+  async unpinFact(userId: string, factId: number): Promise<Fact> {
+    return await this.transport.json("DELETE", { operation: `DELETE ${FACT}/pin`,
+      path: `${this.factPath(userId, factId)}/pin` }) as Fact;
+  }
+
+  /** GET /users/{u}/facts/{id}/chain (`read`): every version, oldest first. */
+  async factChain(userId: string, factId: number): Promise<FactChain> {
+    return await this.get(`GET ${FACT}/chain`, `${this.factPath(userId, factId)}/chain`) as
+      FactChain;
+  }
+
+  /** GET /users/{u}/held-proposals (`read`): the open ones (default), resolved, or all. */
+  async heldProposals(userId: string, options: { state?: ProposalState } = {}):
+    Promise<HeldProposal[]> {
+    const answer = await this.get("GET /users/{user}/held-proposals",
+      `${userPath(userId)}/held-proposals${queryString({ state: options.state })}`) as
+      { proposals: HeldProposal[] };
+    return answer.proposals;
+  }
+
+  /** POST .../held-proposals/{id}/accept (`admin`): applied if its fact is still the
+   * version it was held against; Conflict if answered before or stale. */
+  async acceptProposal(userId: string, proposalId: number): Promise<HeldAnswer> {
+    return await this.answerProposal(userId, proposalId, "accept");
+  }
+
+  /** POST .../held-proposals/{id}/dismiss (`admin`): the user's refusal, recorded. */
+  async dismissProposal(userId: string, proposalId: number): Promise<HeldAnswer> {
+    return await this.answerProposal(userId, proposalId, "dismiss");
+  }
+
+  /** GET /users/{u}/search (`read`): active facts (or those of one time) by meaning and
+   * by words. */
+  async search(userId: string, query: SearchQuery): Promise<SearchHit[]> {
+    const path = `${userPath(userId)}/search${queryString({ q: query.q, k: query.k,
+      scope: query.scope, agent_id: query.agentId, valid_at: query.validAt,
+      known_at: query.knownAt })}`;
+    const answer = await this.get("GET /users/{user}/search", path) as
+      { results: SearchHit[] };
+    return answer.results;
+  }
+
+  /** GET /users/{u}/known-facts (`read`): the system-prompt block ("" while the
+   * user's memory is off). */
+  async knownFacts(userId: string, query: KnownFactsQuery = {}): Promise<KnownFacts> {
+    const path = `${userPath(userId)}/known-facts${queryString({ q: query.q,
+      scope: query.scope, agent_id: query.agentId })}`;
+    return await this.get("GET /users/{user}/known-facts", path) as KnownFacts;
+  }
+
+  /** DELETE /users/{u} (`admin`): erase everything about the user; what went per table. */
+  async eraseUser(userId: string): Promise<Erased> {
+    return await this.transport.json("DELETE", { operation: "DELETE /users/{user}",
+      path: userPath(userId) }) as Erased;
+  }
+
+  /** GET /users/{u}/export (`admin`): everything held about the user. */
+  async exportUser(userId: string): Promise<UserExport> {
+    return await this.get("GET /users/{user}/export", `${userPath(userId)}/export`) as
+      UserExport;
+  }
+
+  /** GET /users/{u}/consent (`read`): whether memfleet remembers the user. */
+  async getConsent(userId: string): Promise<Consent> {
+    return await this.get("GET /users/{user}/consent", `${userPath(userId)}/consent`) as
+      Consent;
+  }
+
+  /** PUT /users/{u}/consent (`admin`): on or off; `{ enabled: false, forget: true }`
+   * also erases everything held. */
+  async setConsent(userId: string, choice: ConsentChoice): Promise<ConsentChanged> {
+    return await this.transport.json("PUT", { operation: "PUT /users/{user}/consent",
+      path: `${userPath(userId)}/consent`,
+      body: bodyOf({ enabled: choice.enabled, forget: choice.forget }) }) as ConsentChanged;
+  }
+
+  private async get(operation: string, path: string): Promise<unknown> {
+    return await this.transport.json("GET", { operation, path });
+  }
+
+  private factPath(userId: string, factId: number): string {
+    return `${userPath(userId)}/facts/${idPart("fact_id", factId)}`;
+  }
+
+  private async answerProposal(userId: string, proposalId: number,
+    answer: "accept" | "dismiss"): Promise<HeldAnswer> {
+    return await this.transport.json("POST", { operation: `POST ${PROPOSAL}/${answer}`,
+      path: `${userPath(userId)}/held-proposals/${idPart("proposal_id", proposalId)}/${answer}`,
+    }) as HeldAnswer;
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * What the memory API's routes take and answer (docs/api.md; worker/api/memory_models.py
+ * and panel_models.py are the source). Answers are the API's JSON as it is: snake_case
+ * members, times as ISO 8601 strings, ids as numbers. Queries and bodies are written
+ * in camelCase here and sent in the API's names; a time may be a Date or an ISO string.
+ */
+
+export type Category = "preference" | "fact" | "event" | "relationship" | "decision" | "general";
+/** A fact's own scope: of the user (profile), or of one agent (relationship). */
+export type FactScope = "profile" | "relationship";
+/** What a read covers: also `both` (profile and the agent's), `none`, `all` (every agent's). */
+export type ReadScope = "none" | "profile" | "relationship" | "both" | "all";
+export type SourceKind = "extracted" | "manual" | "backfill" | "imported";
+export type Basis = "stated" | "inferred";
+export type SupersededReason = "updated" | "deleted" | "expired" | "removed";
+/** A time: a Date, or an ISO 8601 string (without a zone: UTC). */
+export type Moment = Date | string;
+
+/** One version of a fact (GET /users/{u}/facts and every route that answers a fact). */
+export interface Fact {
+  id: number;
+  text: string;
+  category: Category;
+  importance: number;
+  observed_at: string;
+  source_kind: SourceKind;
+  source_session_id: string | null;
+  superseded_at: string | null;
+  superseded_by: number | null;
+  created_at: string;
+  scope: FactScope;
+  agent_id: string | null;
+  valid_from: string | null;
+  valid_to: string | null;
+  expires_at: string | null;
+  pinned: boolean;
+  basis: Basis;
+  confidence: number;
+  superseded_reason: SupersededReason | null;
+  embedding_model: string | null;
+  embedding_dim: number | null;
+}
+
+export interface CategoryGroup {
+  category: Category;
+  /** Pinned first, then by importance, confidence, and the newest first. */
+  facts: Fact[];
+}
+
+/** GET /users/{u}/facts */
+export interface ActiveFacts {
+  user_id: string;
+  count: number;
+  /** One group per category that has facts. */
+  groups: CategoryGroup[];
+}
+
+/** The facts list's filters: one of `validAt` (what was true then) or `knownAt`
+ * (what memfleet believed then). Without `scope`: `both` with `agentId`, else `all`. */
+export interface FactsQuery {
+  scope?: ReadScope;
+  agentId?: string;
+  validAt?: Moment;
+  knownAt?: Moment;
+}
+
+/** POST /users/{u}/facts: a fact added by hand (manual, stated, fully trusted). */
+export interface NewFact {
+  text: string;
+  category?: Category;
+  importance?: number;
+  /** `relationship` needs `agentId`; `profile` (the default) takes none. */
+  scope?: FactScope;
+  agentId?: string;
+  validFrom?: Moment;
+  validTo?: Moment;
+  expiresAt?: Moment;
+  pinned?: boolean;
+}
+
+/** PATCH /users/{u}/facts/{id}, a merge patch: a member left out keeps the old
+ * version's value; `validTo` or `expiresAt` null clears it. Without `validFrom` the
+ * edit is a correction (the old text was never true); a later one: it changed then. */
+export interface FactCorrection {
+  text: string;
+  category?: Category;
+  importance?: number;
+  validFrom?: Moment;
+  validTo?: Moment | null;
+  expiresAt?: Moment | null;
+}
+
+/** GET /users/{u}/facts/{id}/chain */
+export interface FactChain {
+  fact_id: number;
+  /** Every version, oldest first. */
+  versions: Fact[];
+}
+
+export type ProposalState = "open" | "resolved" | "all";
+
+/** A change consolidation proposed and held for the user (GET /users/{u}/held-proposals). */
+export interface HeldProposal {
+  id: number;
+  /** The version it was held against; null for an ADD. */
+  fact_id: number | null;
+  run_id: number | null;
+  event: "ADD" | "UPDATE" | "DELETE";
+  reason: "pinned" | "outranked" | "undecided";
+  /** An UPDATE's proposed text, an ADD's fact; null for a DELETE. */
+  text: string | null;
+  category: string | null;
+  importance: number | null;
+  scope: string | null;
+  agent_id: string | null;
+  session_id: string | null;
+  proposed_at: string;
+  resolution: "accepted" | "dismissed" | null;
+  resolved_at: string | null;
+  /** `user`, or `key:<id>` for a service key. */
+  resolved_by: string | null;
+  result_fact_id: number | null;
+  /** Open, but its fact is no longer that version: it can only be dismissed. */
+  stale: boolean;
+}
+
+/** POST .../held-proposals/{id}/accept or /dismiss */
+export interface HeldAnswer {
+  proposal: HeldProposal;
+  /** Accepted: the new version (UPDATE, ADD) or the one it ended (DELETE); dismissed: null. */
+  fact: Fact | null;
+}
+
+/** One hit of GET /users/{u}/search. */
+export interface SearchHit {
+  fact: Fact;
+  /** Reciprocal Rank Fusion score (k = 60). */
+  score: number;
+  semantic_rank: number | null;
+  lexical_rank: number | null;
+}
+
+export interface SearchQuery {
+  q: string;
+  /** How many, 1 to 100 (10). */
+  k?: number;
+  scope?: ReadScope;
+  agentId?: string;
+  validAt?: Moment;
+  knownAt?: Moment;
+}
+
+export interface KnownFactsQuery {
+  q?: string;
+  scope?: ReadScope;
+  agentId?: string;
+}
+
+/** GET /users/{u}/known-facts */
+export interface KnownFacts {
+  /** The system-prompt block of the user's known facts ("" when none). */
+  block: string;
+  count: number;
+}
+
+/** DELETE /users/{u}: what went, per table. */
+export interface Erased {
+  user_id: string;
+  deleted: Record<string, number>;
+}
+
+/** GET /users/{u}/consent */
+export interface Consent {
+  enabled: boolean;
+  /** False: the user never chose; the fleet's default applies. */
+  chosen: boolean;
+}
+
+/** PUT /users/{u}/consent: `forget` (with `enabled` false) also erases everything. */
+export interface ConsentChoice {
+  enabled: boolean;
+  forget?: boolean;
+}
+
+export interface ConsentChanged extends Consent {
+  /** With forget: what went, as eraseUser answers. */
+  deleted: Record<string, number> | null;
+}
+
+/** A fact row of the export: every column, active and superseded versions. */
+export interface ExportFact extends Omit<Fact, "embedding_model" | "valid_from"> {
+  run_id: number | null;
+  embedding_model: string;
+  valid_from: string;
+}
+
+export interface ExportSession {
+  session_id: string;
+  processed_count: number;
+  user_turns_since_summary: number;
+  summary: string | null;
+  summary_updated_at: string | null;
+  updated_at: string;
+}
+
+export interface ExportRun {
+  id: number;
+  session_id: string | null;
+  outcome: string;
+  error: string | null;
+  slice_first_hash: string | null;
+  slice_last_hash: string | null;
+  slice_len: number;
+  candidates: number;
+  added: number;
+  updated: number;
+  deleted: number;
+  unchanged: number;
+  rejected: number;
+  held: number;
+  input_tokens: number;
+  output_tokens: number;
+  started_at: string;
+  finished_at: string;
+}
+
+/** GET /users/{u}/export: everything memfleet holds about the user (right of access). */
+export interface UserExport {
+  user_id: string;
+  exported_at: string;
+  consent: { enabled: boolean; chosen: boolean; updated_at: string | null };
+  facts: ExportFact[];
+  sessions: ExportSession[];
+  runs: ExportRun[];
+  held_proposals: Omit<HeldProposal, "stale">[];
+}
