@@ -1,6 +1,7 @@
 /**
  * The errors a chat server catches, named and nested as the Python client's
- * (worker/errors.py), so one `catch` reads the same in both languages:
+ * (worker/errors.py; tests/unit/typescript/test_error_tree.py holds them equal), so one
+ * `catch` reads the same in both languages:
  *
  *   MemfleetError
  *   ├── InvalidHandover            bad ids or messages: fix the call, do not retry
@@ -9,19 +10,20 @@
  *   │   ├── HandoverBacklogFull    the session holds 32 unfinished older lists
  *   │   │   └── SessionBytesFull   the session's lists would pass the byte budget
  *   │   └── UserSessionsFull       the user has too many unfinished sessions
- *   ├── MemoryApiUnavailable       HTTP only: the memory API did not answer a call other than
- *   │                              the hand-over, or answered 5xx (its store or model away)
- *   ├── LongPollRefused            HTTP only: a wait or an event stream refused for now
- *   │   ├── TooManyLongPolls       the caller (key or user) holds its share of them (429)
- *   │   └── LongPollsFull          the API process holds its fill of them (503)
- *   ├── RateLimited                HTTP only: the user's manual writes, erases or exports
- *   │                              are over their rate (429, retryAfterS)
- *   ├── AccessDenied               HTTP only: the key or token is missing, wrong, lacks the
- *   │                              scope, or is another user's (401, 403)
- *   ├── NotFound                   HTTP only: no such fact or held proposal for the user (404)
- *   ├── Conflict                   HTTP only: the fact or proposal changed since it was read
- *   │                              (409): nothing written; read it again
- *   ├── InvalidRequest             HTTP only: the API refused a request's input (400, 413, 422)
+ *   ├── MemoryApiError             HTTP only: the memory API refused a call, or did not answer
+ *   │   ├── AccessDenied           the key or token is missing, wrong, lacks the scope, or
+ *   │   │                          is another user's (401, 403)
+ *   │   ├── NotFound               no such fact or held proposal for the user (404)
+ *   │   ├── WriteConflict          the fact or proposal changed since it was read (409):
+ *   │   │                          nothing written; read it again
+ *   │   ├── InvalidRequest         the API refused a request's input (400, 413, 422)
+ *   │   ├── RateLimited            the user's manual writes, erases or exports are over
+ *   │   │                          their rate (429, retryAfterS)
+ *   │   ├── MemoryApiUnavailable   no answer to a call other than the hand-over, or a 5xx
+ *   │   │                          (its store or model away)
+ *   │   └── LongPollRefused        a wait or an event stream refused for now
+ *   │       ├── TooManyLongPolls   the caller (key or user) holds its share of them (429)
+ *   │       └── LongPollsFull      the API process holds its fill of them (503)
  *   └── ConfigurationError         settings that cannot work (a shard map, an API URL
  *                                  without http:// or https://): fix them first
  *
@@ -89,10 +91,14 @@ export class SessionBytesFull extends HandoverBacklogFull {}
 
 export class UserSessionsFull extends HandoverUnavailable {}
 
+/** The memory API refused a call, or answered what the client cannot read, or did not
+ * answer: the root of HTTP mode's own errors (the hand-over's are the classes above). */
+export class MemoryApiError extends MemfleetError {}
+
 /** A long-lived request (GET .../wait, GET /events) the memory API has no slot for
  * now (docs/api.md, "Long-lived requests"). Not a HandoverUnavailable: the
  * hand-over itself was kept, so it must not be sent again. */
-export class LongPollRefused extends MemfleetError {
+export class LongPollRefused extends MemoryApiError {
   override readonly transient: boolean = true;
 }
 
@@ -103,23 +109,23 @@ export class LongPollsFull extends LongPollRefused {}
 /** The memory API did not answer a call other than the hand-over within its bound,
  * or answered it with a 5xx (PostgreSQL, Redis or the embeddings away). Not a
  * HandoverUnavailable: no hand-over was involved. */
-export class MemoryApiUnavailable extends MemfleetError {
+export class MemoryApiUnavailable extends MemoryApiError {
   override readonly transient: boolean = true;
 }
 
 /** 429 on a user's manual writes, erases or exports (docs/api.md, "Bounds one user
  * meets"): `retryAfterS` says when one goes. */
-export class RateLimited extends MemfleetError {
+export class RateLimited extends MemoryApiError {
   override readonly transient: boolean = true;
 }
 
-export class AccessDenied extends MemfleetError {}
+export class AccessDenied extends MemoryApiError {}
 
-export class NotFound extends MemfleetError {}
+export class NotFound extends MemoryApiError {}
 
-export class Conflict extends MemfleetError {}
+export class WriteConflict extends MemoryApiError {}
 
-export class InvalidRequest extends MemfleetError {}
+export class InvalidRequest extends MemoryApiError {}
 
 export class ConfigurationError extends MemfleetError {}
 

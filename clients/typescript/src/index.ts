@@ -50,7 +50,7 @@ export type {
 export {
   AccessDenied,
   ConfigurationError,
-  Conflict,
+  WriteConflict,
   HandoverBacklogFull,
   HandoverTooLarge,
   HandoverUnavailable,
@@ -59,6 +59,7 @@ export {
   LongPollRefused,
   LongPollsFull,
   MemfleetError,
+  MemoryApiError,
   MemoryApiUnavailable,
   NotFound,
   RateLimited,

@@ -4,7 +4,7 @@
  */
 import {
   AccessDenied,
-  Conflict,
+  WriteConflict,
   ERROR_CLASSES,
   HandoverBacklogFull,
   HandoverTooLarge,
@@ -64,7 +64,7 @@ export function errorFor(status: number, body: unknown, retryAfterHeader: string
   } else if (status === 404) {
     ErrorClass = NotFound;
   } else if (status === 409) {
-    ErrorClass = Conflict;
+    ErrorClass = WriteConflict;
   } else if (status === 413) {
     ErrorClass = handover ? HandoverTooLarge : InvalidRequest;
   } else if (status === 429) {

@@ -91,7 +91,7 @@ export class MemoryCalls {
   }
 
   /** PATCH /users/{u}/facts/{id} (`admin`): the version is superseded by the user's
-   * text, in the same chain; answers the new version (a new id). Conflict (409): the
+   * text, in the same chain; answers the new version (a new id). WriteConflict (409): the
    * version is no longer the active one; read the chain and correct the current one. */
   async correctFact(userId: string, factId: number, correction: FactCorrection):
     Promise<Fact> {
@@ -137,7 +137,7 @@ export class MemoryCalls {
   }
 
   /** POST .../held-proposals/{id}/accept (`admin`): applied if its fact is still the
-   * version it was held against; Conflict if answered before or stale. */
+   * version it was held against; WriteConflict if answered before or stale. */
   async acceptProposal(userId: string, proposalId: number): Promise<HeldAnswer> {
     return await this.answerProposal(userId, proposalId, "accept");
   }

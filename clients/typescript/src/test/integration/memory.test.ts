@@ -10,7 +10,7 @@ import { test } from "node:test";
 
 import {
   AccessDenied,
-  Conflict,
+  WriteConflict,
   type Fact,
   HandoverUnavailable,
   MemfleetError,
@@ -88,7 +88,7 @@ test("every route of a user's memory with a service key: add, list by scope and 
   assert.deepEqual(chain.versions.map((v: Fact) => [v.text, v.superseded_by]),
     [["Likes green tea", jasmine.id], ["Likes jasmine tea", null]]);
   await assert.rejects(admin.correctFact(ada, tea.id, { text: "Likes oolong" }),
-    refused(Conflict, 409, "PATCH /users/{user}/facts/{id}"));
+    refused(WriteConflict, 409, "PATCH /users/{user}/facts/{id}"));
   await assert.rejects(admin.factChain(ada, 2 ** 52),
     refused(NotFound, 404, "GET /users/{user}/facts/{id}/chain"));
 
@@ -108,7 +108,7 @@ test("every route of a user's memory with a service key: add, list by scope and 
   assert.equal(removed.id, captain.id);
   assert.equal(removed.superseded_reason, "removed");
   await assert.rejects(admin.removeFact(ada, captain.id),
-    refused(Conflict, 409, "DELETE /users/{user}/facts/{id}"));
+    refused(WriteConflict, 409, "DELETE /users/{user}/facts/{id}"));
   await assert.rejects(admin.pinFact(ada, 2 ** 52),
     refused(NotFound, 404, "PUT /users/{user}/facts/{id}/pin"));
   assert.deepEqual(await texts(ada), ["Likes jasmine tea"]);
@@ -162,7 +162,7 @@ test("held proposals of a real worker: a pinned fact's change is held, accepted,
   assert.deepEqual([accepted.fact?.text, accepted.fact?.pinned], ["Lives in Lisbon", true]);
   assert.equal(accepted.proposal.result_fact_id, accepted.fact?.id);
   await assert.rejects(admin.acceptProposal(ida, move.id),
-    refused(Conflict, 409, "POST /users/{user}/held-proposals/{id}/accept"));
+    refused(WriteConflict, 409, "POST /users/{user}/held-proposals/{id}/accept"));
   assert.deepEqual(await texts(ida), ["Lives in Lisbon"]);
 
   await say({ userId: ida, sessionId: "s3" }, "I moved to Porto.");

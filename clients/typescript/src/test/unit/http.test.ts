@@ -6,7 +6,7 @@ import { test } from "node:test";
 import {
   AccessDenied,
   ConfigurationError,
-  Conflict,
+  WriteConflict,
   HandoverBacklogFull,
   HandoverTooLarge,
   HandoverUnavailable,
@@ -78,11 +78,11 @@ test("without an error member the status decides: the hand-over's errors on its 
   assert.ok(errorFor(400, { detail: "x", error: "toString" }, null) instanceof MemfleetError);
 });
 
-test("on the other routes: NotFound, Conflict, InvalidRequest, RateLimited, MemoryApiUnavailable",
+test("on the other routes: NotFound, WriteConflict, InvalidRequest, RateLimited, MemoryApiUnavailable",
   () => {
     const cases: [number, new (...a: never[]) => MemfleetError, boolean][] = [
       [400, InvalidRequest, false], [422, InvalidRequest, false], [413, InvalidRequest, false],
-      [404, NotFound, false], [409, Conflict, false], [429, RateLimited, true],
+      [404, NotFound, false], [409, WriteConflict, false], [429, RateLimited, true],
       [500, MemoryApiUnavailable, true], [503, MemoryApiUnavailable, true],
       [401, AccessDenied, false], [403, AccessDenied, false],
     ];
