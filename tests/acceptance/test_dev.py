@@ -52,6 +52,13 @@ def printed(dev: subprocess.Popen[str]) -> list[str]:
     raise AssertionError(f"dev did not get ready: {lines} {said}")
 
 
+def python_client_example() -> str:
+    """docs/python_client.md's first Python block (it reads MEMFLEET_API_URL and
+    MEMFLEET_SERVICE_KEY, which dev exports)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "python_client.md").read_text()
+    return doc.split("```python\n", 1)[1].split("```", 1)[0]
+
+
 def memfleet(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "worker.cli", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120)
@@ -93,7 +100,7 @@ def test_dev_runs_it_all_and_its_printed_lines_store_a_fact_read_back(tmp_path: 
         exports = dict(line.removeprefix("export ").split("=", 1) for line in lines
                        if line.startswith("export "))
         assert exports["MEMFLEET_API_URL"] == f"http://127.0.0.1:{port}"
-        assert exports["MEMFLEET_API_KEY"].startswith("mfk_")
+        assert exports["MEMFLEET_SERVICE_KEY"].startswith("mfk_")
         # The lines as a user pastes them, in a shell.
         script = "\n".join(line for line in lines if not line.startswith("#"))
         ran = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True,
@@ -121,6 +128,12 @@ def test_dev_runs_it_all_and_its_printed_lines_store_a_fact_read_back(tmp_path: 
         assert httpx.get(f"{api}/users/ada/facts", timeout=10, headers={
             "Authorization": f"Bearer {minted.stdout.strip()}"}).status_code == 200
         assert len(worker_and_api_pids(home)) == 2
+        # The Python client's first example runs on the two lines dev exported, as pasted.
+        example = python_client_example()
+        ran = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True,
+                             timeout=60, cwd=tmp_path, env={**env, **exports})
+        assert ran.returncode == 0 and "covered" in ran.stdout, ran.stderr[-2000:]
+        assert "Lives in Berlin" in ran.stdout
 
         # Ctrl-C: everything it ran or started stops; the key is revoked.
         dev.send_signal(signal.SIGINT)
@@ -136,7 +149,8 @@ def test_dev_runs_it_all_and_its_printed_lines_store_a_fact_read_back(tmp_path: 
     try:
         assert memfleet(env, tmp_path, "up").returncode == 0
         keys = json.loads(memfleet(env, tmp_path, "keys", "list", "--json").stdout)
-        [dev_key] = [k for k in keys if exports["MEMFLEET_API_KEY"].startswith(f"mfk_{k['id']}_")]
+        key = exports["MEMFLEET_SERVICE_KEY"]
+        [dev_key] = [k for k in keys if key.startswith(f"mfk_{k['id']}_")]
         assert dev_key["revoked_at"] is not None
     finally:
         memfleet(env, tmp_path, "down")

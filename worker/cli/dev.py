@@ -325,7 +325,7 @@ def _run_until_stopped(children: list[Child]) -> int:
 def _paste(api_url: str, key: str, user: str, panel: str, secret_file: Path | None,
            dev_dir: Path) -> str:
     """What dev prints on stdout: shell lines to paste, each explained."""
-    auth = '-H "Authorization: Bearer $MEMFLEET_API_KEY"'
+    auth = '-H "Authorization: Bearer $MEMFLEET_SERVICE_KEY"'
     said = ('{"messages": [{"role": "user", "content": "Hi, I am Grace and I live in '
             'Oslo. I work with Rust these days."}]}')
     session = f"$MEMFLEET_API_URL/users/{user}/sessions/first"
@@ -335,7 +335,7 @@ def _paste(api_url: str, key: str, user: str, panel: str, secret_file: Path | No
         "# memfleet dev is running: the embedded servers, a worker and the memory API.",
         "# Ctrl-C stops it all (the service key below is revoked then).",
         f"export MEMFLEET_API_URL={api_url}",
-        f"export MEMFLEET_API_KEY={key}",
+        f"export MEMFLEET_SERVICE_KEY={key}",
         "",
         "# Hand a conversation over (202 and its hand-over id), wait until the worker has",
         "# committed it, then read what is remembered, as a chat server would:",
