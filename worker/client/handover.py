@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import propagate, trace
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from worker.errors import (
@@ -123,9 +124,7 @@ async def schedule_memory_persistence(
             raise
         except (RedisError, OSError, TimeoutError) as exc:
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
-            raise HandoverUnavailable(
-                f"Redis did not take the hand-over: {type(exc).__name__}"
-            ) from exc
+            raise redis_unavailable(redis, "did not take the hand-over", exc) from exc
         span.set_attribute("messaging.message.id", enqueued.job_id or "")
         span.set_attribute("memfleet.coalesced", enqueued.job_id is None)
         span.set_attribute("memfleet.handover.kept_older", enqueued.kept_older)
@@ -166,7 +165,7 @@ async def memory_status(
         states = await asyncio.wait_for(_states(redis, SessionRef(user_id, session_id)),
                                         timeout_s)
     except (RedisError, OSError, TimeoutError) as exc:
-        raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+        raise redis_unavailable(redis, "did not answer", exc) from exc
     # Moving: the latest hand-over's shard, and the older lists of both.
     latest = max(states, key=lambda state: state.latest)
     return queue.HandoverState(latest.latest, latest.finished,
@@ -177,7 +176,7 @@ async def _covered(redis: Any, session: SessionRef, handover_id: int) -> bool:
     try:
         states = await asyncio.wait_for(_states(redis, session), 1.0)
     except (RedisError, OSError, TimeoutError) as exc:
-        raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+        raise redis_unavailable(redis, "did not answer", exc) from exc
     # A hand-over's number is its own shard's: covered where it was taken.
     return any(state.covers(handover_id) for state in states)
 
@@ -220,7 +219,30 @@ async def memory_events(
         return await events.read_events(redis, keys.events_key(queue_name), after=after,
                                         count=count, block_ms=block_ms)
     except (RedisError, OSError) as exc:
-        raise HandoverUnavailable(f"Redis did not answer: {type(exc).__name__}") from exc
+        raise redis_unavailable(redis, "did not answer", exc) from exc
+
+
+def redis_unavailable(redis: Any, what: str, exc: BaseException) -> HandoverUnavailable:
+    """The HandoverUnavailable of a call on ``redis`` that failed with ``exc``: which Redis
+    (host:port or socket, never the URL, which may hold a password) and why. A refused or
+    lost connection's own words say why ("Error 111 connecting to 127.0.0.1:6390.
+    Connection refused."); other errors only by their class, as a server's reply might
+    quote a key, and keys hold ids."""
+    reason = type(exc).__name__
+    if isinstance(exc, RedisConnectionError | OSError) and str(exc):
+        reason = f"{reason} ({str(exc)[:160]})"
+    return HandoverUnavailable(f"{redis_address(redis)} {what}: {reason}")
+
+
+def redis_address(redis: Any) -> str:
+    if isinstance(redis, shards.ShardedRedis):
+        return "the user's Redis shard"
+    kwargs = getattr(getattr(redis, "connection_pool", None), "connection_kwargs", {})
+    if kwargs.get("path"):
+        return f"Redis at {kwargs['path']}"
+    if "host" in kwargs:
+        return f"Redis at {kwargs['host']}:{kwargs.get('port', 6379)}"
+    return "Redis"
 
 
 def session_tag(session_id: str, user_id: str, telemetry_id_key: str | None) -> str:

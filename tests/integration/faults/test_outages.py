@@ -67,10 +67,16 @@ async def test_handovers_survive_a_redis_crash_with_its_append_only_file(
                                               queue_name=settings.queue_name)
         await asyncio.to_thread(aof_redis.kill)  # SIGKILL: no time to save anything
         started = time.monotonic()
-        with pytest.raises(HandoverUnavailable):
+        with pytest.raises(HandoverUnavailable) as down:
             await schedule_memory_persistence(client, "s9", "u1", [user_msg("I use Odin.")],
                                               queue_name=settings.queue_name, timeout_s=0.5)
         assert time.monotonic() - started < 2, "an outage is reported, never waited out"
+        # It names which Redis (host:port, as the TypeScript client does) and never the
+        # session, the user or the text.
+        address = (settings.redis_url or "").split("@")[-1].split("//")[-1].split("/")[0]
+        said = str(down.value)
+        assert said.startswith(f"Redis at {address} did not take the hand-over: "), said
+        assert not any(secret in said for secret in ("s9", "u1", "Odin")), said
         await asyncio.to_thread(aof_redis.start)
         assert aof_redis.url == settings.redis_url
         # The same client, reconnecting by itself.
