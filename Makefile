@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv dev typescript browser-tools test test-unit tree demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
+.PHONY: venv dev typescript browser-tools test test-unit test-packages tree demo trace bench bench-mem0 eval-mem0 eval-local eval-local-smoke eval-local-check eval-local-check-bites bench-scale bench-partitions bench-capacity bench-bounds bench-ops chaos autoscale lint clean prometheus-tools lock compose-secrets
 
 venv: $(STAMP)
 
@@ -44,7 +44,13 @@ dev: $(STAMP)
 	$(VENV)/bin/memfleet dev $(DEV_ARGS)
 
 test: $(STAMP) lint prometheus-tools typescript browser-tools
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not packaging"
+
+# The packages as a user installs them (pytest -m packaging): `pip wheel .` into a clean
+# venv, `npm pack` of a fresh clone into empty CommonJS and ES module projects, each run.
+# About 1.5 minutes, most of it pip and npm installing; .ci/run runs it after make test.
+test-packages: $(STAMP) typescript
+	$(PY) -m pytest -q -n 2 -m packaging
 
 # The unit tests alone: no servers (the TypeScript client built for its node unit tests),
 # in two processes, one per core (56 to 79 s in one process on this 2-core machine).

@@ -3,7 +3,8 @@ installs into a clean virtual environment (no checkout on its path) where the CL
 the schema ships (migrate finds it), the memory API's pieces load and the chat server's
 clients import. Dependencies come from the lock file (requirements/api.txt), checked
 against their hashes, as deploy/compose/api.Dockerfile installs them; pip's cache makes
-that quick after `make venv`."""
+that quick after `make venv`. About a minute: in `make test-packages` (CI runs it beside
+`make test`), not in `make test`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from worker.config import Settings
+
+pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[2]
 

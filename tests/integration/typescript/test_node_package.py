@@ -6,7 +6,8 @@ written but for the API's address (the key comes from the environment, as they
 read it), run to their end and exit by themselves against a real memory API and
 worker. ioredis loads and a Redis-mode client closes in both.
 
-Slow (npm installs, two compilations): marked so, still part of ``make test``.
+Slow (npm installs, two compilations): in ``make test-packages`` (CI runs it beside
+``make test``), not in ``make test``.
 npm's cache is used first (``--prefer-offline``); the registry only for what it lacks."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from api_stub.llm_stub import StubServer
 from tests.typescript_node import ROOT, node_fleet, readme_examples
 from worker.config import Settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
 README_API_URL = "http://127.0.0.1:8088"
 NPM_QUIET = ["--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
