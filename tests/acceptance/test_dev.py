@@ -176,3 +176,23 @@ def test_a_dev_killed_outright_takes_its_worker_and_api_with_it(tmp_path: Path) 
         for pid in worker_and_api_pids(home):
             os.kill(pid, signal.SIGKILL)
         memfleet(env, tmp_path, "down")
+
+
+def test_dev_leaves_running_the_servers_it_found_running(tmp_path: Path) -> None:
+    home = tmp_path / ".memfleet"
+    env = clean_env(home)
+    assert memfleet(env, tmp_path, "up").returncode == 0
+    dev = start_dev(env, tmp_path, free_port())
+    try:
+        printed(dev)
+        dev.send_signal(signal.SIGINT)
+        assert dev.wait(60) == 0
+        assert dev.stderr is not None
+        assert "dev stopped: the worker and the memory API\n" in dev.stderr.read()
+        # `memfleet up` started them: they are its to stop, with `memfleet down`.
+        assert embedded_running(home, postgres=True, redis=True)
+        assert worker_and_api_pids(home) == []
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+        memfleet(env, tmp_path, "down")

@@ -129,11 +129,12 @@ def cmd_dev(settings: ApiSettings, args: argparse.Namespace) -> int:
     from worker.store.migrate import migrate
 
     home = settings.home_dir.resolve()
-    embedded = not settings.database_url or not settings.redis_url
-    was_running = embedded and embedded_running(
-        home, postgres=not settings.database_url, redis=not settings.redis_url)
+    # The embedded servers this dev starts (used, and not running before): those it stops.
+    started_here = [server for server, used in (("postgres", not settings.database_url),
+                                                 ("redis", not settings.redis_url))
+                    if used and not embedded_running(home, postgres=server == "postgres",
+                                                     redis=server == "redis")]
     settings = resolve(settings, create=True)
-    started_here = embedded and not was_running
     secret_file = _jwt_secret_file(settings, home)
     secret = _explicit_secret(settings, secret_file)
     dev_dir = home / "dev"
@@ -162,7 +163,8 @@ def cmd_dev(settings: ApiSettings, args: argparse.Namespace) -> int:
         if key_id is not None:
             _revoke_key(settings, key_id)
         if started_here:
-            stop_embedded(home)
+            stop_embedded(home, postgres="postgres" in started_here,
+                          redis="redis" in started_here)
             print("memfleet: dev stopped: the worker, the memory API and the embedded "
                   "servers it started (their data is kept)", file=sys.stderr, flush=True)
         elif children:

@@ -83,10 +83,13 @@ def embedded_running(home: Path, *, postgres: bool = True, redis: bool = True) -
             and (not redis or EmbeddedRedis(home / "redis").is_running()))
 
 
-def stop_embedded(home: Path) -> None:
-    """Stop both servers under ``home`` if they run; nothing is deleted."""
+def stop_embedded(home: Path, *, postgres: bool = True, redis: bool = True) -> None:
+    """Stop the servers asked for (both by default) under ``home`` if they run; nothing
+    is deleted."""
     if not home.is_dir():
         return
     with file_lock(home / ".lock"):
-        EmbeddedRedis(home / "redis").stop()
-        EmbeddedPostgres(home / "postgres").stop()
+        if redis:
+            EmbeddedRedis(home / "redis").stop()
+        if postgres:
+            EmbeddedPostgres(home / "postgres").stop()
