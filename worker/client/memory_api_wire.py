@@ -132,7 +132,7 @@ class Credential(httpx.Auth):
     __str__ = __repr__
 
     def __reduce__(self) -> Any:
-        raise TypeError("a memory API credential is not pickled")
+        raise TypeError("a memory API credential is not serialized: it would carry the secret")
 
 
 @dataclass(frozen=True, slots=True)
