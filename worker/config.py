@@ -145,6 +145,17 @@ class Settings(BaseSettings):
     # The known-facts block a read builds (the memory API's, `memfleet eval`'s): all
     # active facts up to this many, else the top-k by relevance.
     read_top_k: int = Field(default=50, ge=1, le=1000)
+    # The prompt split (worker.read_split, docs/prompt.md): the stable block holds at
+    # most this many facts and UTF-8 bytes; the volatile block the turn's top-k by
+    # relevance, re-ranked: + pin boost if pinned, + agent boost if the assistant's
+    # relationship fact, - recency penalty x min(1, age in days / recency days).
+    read_stable_max_facts: int = Field(default=40, ge=0, le=1000)
+    read_stable_max_bytes: int = Field(default=4096, ge=0, le=1_000_000)
+    read_volatile_top_k: int = Field(default=8, ge=1, le=100)
+    read_rerank_pin_boost: float = Field(default=0.20, ge=0, le=10)
+    read_rerank_agent_boost: float = Field(default=0.10, ge=0, le=10)
+    read_rerank_recency_penalty: float = Field(default=0.10, ge=0, le=10)
+    read_rerank_recency_days: float = Field(default=90.0, gt=0, le=36500)
     # How often a worker looks for jobs while it has a free slot: a slot freed by a
     # finished job waits for the next look (ARQ does not wake its loop for it), so
     # a busy worker loses up to this much per job. Idle, each look is one ZRANGEBYSCORE.

@@ -34,6 +34,7 @@ from worker.store.types import ConsentGate, FactRecord
 
 if TYPE_CHECKING:
     from worker.config import Settings
+    from worker.read_split import PromptBlocks, SplitPolicy, StableBlock
 
 RRF_K = 60
 BLOCK_HEADER = (
@@ -106,12 +107,12 @@ async def search_facts(
     if consent_gate is not None and not await remembered(store, user_id, consent_gate):
         return []  # nor for a user who turned memory off (the search checks it again)
     embedder = await query_embedder(store, embedder, user_id, embedders)
-    return await _ranked(store, embedder, user_id, query, top_k=top_k, scope=scope,
+    return await fused_search(store, embedder, user_id, query, top_k=top_k, scope=scope,
                          agent_id=agent_id, valid_at=valid_at, known_at=known_at,
                          consent_gate=consent_gate)
 
 
-async def _ranked(
+async def fused_search(
     store: MemoryStore, embedder: Embedder, user_id: str, query: str, *, top_k: int,
     scope: MemoryScope, agent_id: str | None, consent_gate: ConsentGate | None,
     valid_at: datetime | None = None, known_at: datetime | None = None,
@@ -182,10 +183,12 @@ def format_block(facts: Sequence[FactRecord]) -> str:
     """The prompt block: one line per fact, in recall order. Empty when there are none."""
     if not facts:
         return ""
-    lines = [BLOCK_HEADER]
-    lines.extend(f"- [{f.category}] {_one_line(f.text)} ({_dates(f)})"
-                 for f in recall_order(facts))
-    return "\n".join(lines)
+    return "\n".join([BLOCK_HEADER, *(fact_line(f) for f in recall_order(facts))])
+
+
+def fact_line(fact: FactRecord) -> str:
+    """One fact's line of a prompt block: its category, its text on one line, its dates."""
+    return f"- [{fact.category}] {_one_line(fact.text)} ({_dates(fact)})"
 
 
 def _dates(fact: FactRecord) -> str:
@@ -235,7 +238,7 @@ async def known_facts(
         return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
     # More than top_k found behind the gate: memory is on, no second look before the
     # embeddings call (the search checks the gate again in its own statement).
-    hits = await _ranked(store, embedder_on(plan.embedding, embedder, embedders), user_id,
+    hits = await fused_search(store, embedder_on(plan.embedding, embedder, embedders), user_id,
                          query, top_k=top_k, scope=scope, agent_id=agent_id,
                          consent_gate=gate)
     return [hit.fact for hit in hits]
@@ -304,13 +307,15 @@ class MemoryReader:
     def __init__(
         self, store: MemoryStore, embedder: Embedder, *,
         embedders: EmbedderFactory | None = None, memory_default: bool = True,
+        split: SplitPolicy | None = None,
     ) -> None:
         """``embedders``: builds the embedder of another (model, dimension), for users whose
         facts were moved to one; without it, every query goes through ``embedder``.
         ``memory_default``: whether a user who never chose has memory on
-        (MEMFLEET_MEMORY_DEFAULT; ``from_settings`` takes the settings')."""
+        (MEMFLEET_MEMORY_DEFAULT; ``from_settings`` takes the settings'). ``split``: the
+        prompt split's budgets and weights (worker.read_split; None: its defaults)."""
         self.store, self.embedder, self.embedders = store, embedder, embedders
-        self.memory_default = memory_default
+        self.memory_default, self.split = memory_default, split
         self._owned: list[Any] = []  # what aclose closes: what from_settings opened
 
     @classmethod
@@ -328,8 +333,11 @@ class MemoryReader:
         except BaseException:
             await embedders.aclose()
             raise
+        from worker.read_split import SplitPolicy
+
         reader = cls(store, embedders.default, embedders=embedders,
-                     memory_default=settings.memory_default)
+                     memory_default=settings.memory_default,
+                     split=SplitPolicy.from_settings(settings))
         reader._owned = [store, embedders]
         return reader
 
@@ -367,6 +375,25 @@ class MemoryReader:
         return await known_facts(self.store, self.embedder, user_id, query=query, top_k=top_k,
                                  scope=scope, agent_id=agent_id, embedders=self.embedders,
                                  memory_default=self.memory_default)
+
+    async def prompt_blocks(
+        self, user_id: str, *, query: str | None = None, agent_id: str | None = None,
+    ) -> PromptBlocks:
+        """The prompt split (worker.read_split, docs/prompt.md): the stable block with its
+        version, and the volatile block of the facts retrieved for ``query``."""
+        from worker.read_split import prompt_blocks
+
+        return await prompt_blocks(self.store, self.embedder, user_id, query=query,
+                                   agent_id=agent_id, policy=self.split,
+                                   embedders=self.embedders,
+                                   memory_default=self.memory_default)
+
+    async def stable_block(self, user_id: str, *, agent_id: str | None = None) -> StableBlock:
+        """The stable block alone, with its version: no query, no embeddings call."""
+        from worker.read_split import stable_block
+
+        return await stable_block(self.store, user_id, agent_id=agent_id, policy=self.split,
+                                  memory_default=self.memory_default)
 
     async def search(
         self, user_id: str, query: str, *, top_k: int, scope: MemoryScope = "both",

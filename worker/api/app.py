@@ -27,6 +27,7 @@ from worker.api import (
     memory_routes,
     panel_page,
     panel_routes,
+    prompt_routes,
     readiness,
     session_routes,
 )
@@ -50,6 +51,7 @@ from worker.memory_rules import Limits
 from worker.protocol.keys import events_key
 from worker.protocol.shards import ShardedRedis
 from worker.providers.factory import build_providers, embedding_model
+from worker.read_split import SplitPolicy
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
@@ -153,6 +155,7 @@ def create_app(settings: ApiSettings, *, extensions: Sequence[Extension] = (),
                   docs_url=None, redoc_url=None,
                   openapi_url=OPENAPI_URL if settings.api_docs else None)
     app.state.auth = auth
+    app.state.split_policy = SplitPolicy.from_settings(settings)  # the prompt split's
     app.state.panel = panel_page.PanelFiles.load(settings.panel_frame_ancestors)
     install_handlers(app)
     app.add_middleware(HandoverFastPath)  # inside SizeLimits: a body within the limit
@@ -165,6 +168,7 @@ def create_app(settings: ApiSettings, *, extensions: Sequence[Extension] = (),
         for router in extension.routers:
             app.include_router(router)
     app.include_router(memory_routes.router)
+    app.include_router(prompt_routes.router)  # the prompt split (docs/prompt.md)
     app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals
     app.include_router(handover_routes.router)
     app.include_router(session_routes.router)

@@ -162,6 +162,24 @@ class KnownFacts(BaseModel):
     count: int
 
 
+class StableBlockBody(BaseModel):
+    block: str = Field(description="The stable block: the cacheable part of the system "
+                                   "prompt; empty when nothing is held.")
+    version: str = Field(description="A hash of the block's bytes; the ETag, quoted.")
+    count: int
+
+
+class VolatileBlockBody(BaseModel):
+    block: str = Field(description="The facts retrieved for this turn's message that the "
+                                   "stable block lacks, re-ranked; empty without q.")
+    count: int
+
+
+class PromptBlocksBody(BaseModel):
+    stable: StableBlockBody
+    volatile: VolatileBlockBody
+
+
 class Erased(BaseModel):
     user_id: str
     deleted: dict[str, int] = Field(

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api_models import (
     ActiveFacts,
@@ -48,6 +49,7 @@ from worker.client.memory_api_models import (
     SessionStatus,
     WaitOutcome,
 )
+from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import (
     Call,
@@ -239,6 +241,19 @@ class MemoryApi(ClientBase):
                     agent_id: str | None = None) -> KnownFacts:
         """The system-prompt block (empty while the user's memory is off). Scope ``read``."""
         return self._send(routes.known_facts(user_id, q, scope, agent_id))
+
+    def prompt_blocks(self, user_id: str, q: str | None = None, *,
+                      agent_id: str | None = None) -> PromptBlocks:
+        """The prompt split (docs/prompt.md): the stable block with its ``version`` (the
+        cacheable prefix) and the volatile block for ``q``; both empty while the user's
+        memory is off. Scope ``read``."""
+        return self._send(prompt.prompt_blocks(user_id, q, agent_id))
+
+    def stable_block(self, user_id: str, *, agent_id: str | None = None,
+                     known_version: str | None = None) -> StableBlock | None:
+        """The stable block alone; None when ``known_version`` is still its version (the
+        API's 304 to If-None-Match): the cached prefix is still good. Scope ``read``."""
+        return self._send(prompt.stable_block(user_id, agent_id, known_version))
 
     # The user's rights ---------------------------------------------------------------
 

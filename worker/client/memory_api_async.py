@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -49,6 +50,7 @@ from worker.client.memory_api_models import (
     SessionStatus,
     WaitOutcome,
 )
+from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import Call, SseParser, error_for, unreachable
 from worker.errors import LongPollRefused, MemfleetError, MemoryApiUnavailable
@@ -163,6 +165,14 @@ class AsyncMemoryApi(ClientBase):
                           scope: ReadScope | None = None,
                           agent_id: str | None = None) -> KnownFacts:
         return await self._send(routes.known_facts(user_id, q, scope, agent_id))
+
+    async def prompt_blocks(self, user_id: str, q: str | None = None, *,
+                            agent_id: str | None = None) -> PromptBlocks:
+        return await self._send(prompt.prompt_blocks(user_id, q, agent_id))
+
+    async def stable_block(self, user_id: str, *, agent_id: str | None = None,
+                           known_version: str | None = None) -> StableBlock | None:
+        return await self._send(prompt.stable_block(user_id, agent_id, known_version))
 
     async def erase_user(self, user_id: str) -> Erased:
         return await self._send(routes.erase_user(user_id))

@@ -100,6 +100,14 @@ class MemoryStore(Protocol):
         """The last ``limit`` of ``facts`` (active ones, oldest observation first)."""
         ...
 
+    async def stable_facts(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        """The first ``limit`` active facts of ``facts`` in the prompt's stable order:
+        pinned first, then importance (highest first), then id (oldest first)."""
+        ...
+
     async def read_plan(
         self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
         consent_gate: ConsentGate | None = None,

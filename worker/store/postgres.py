@@ -212,6 +212,18 @@ class PostgresStore(PostgresCorrections):
                                           agent_id, _gate(consent_gate), limit)
         return [fact_of(row) for row in reversed(rows)]
 
+    async def stable_facts(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        check_read(scope)
+        if scope == "none" or limit < 1:
+            return []
+        async with translated("reading facts"):
+            rows = await self._pool.fetch(self._facts["stable_active_facts"], user_id, scope,
+                                          agent_id, _gate(consent_gate), limit)
+        return [fact_of(row) for row in rows]
+
     async def read_plan(
         self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
         consent_gate: ConsentGate | None = None,

@@ -1,6 +1,7 @@
 """The in-memory store's reads that follow from its others (count_active, newest_facts,
-read_plan, chain), as a mixin of InMemoryStore: what PostgreSQL answers in one statement
-each (worker/store/sql/facts.sql, memory_api.sql), here derived from ``facts``."""
+stable_facts, read_plan, chain), as a mixin of InMemoryStore: what PostgreSQL answers
+in one statement each (worker/store/sql/facts.sql, memory_api.sql), here derived from
+``facts``."""
 
 from __future__ import annotations
 
@@ -47,6 +48,15 @@ class InMemoryDerivedReads:
         facts = await self.facts(user_id, scope=scope, agent_id=agent_id,
                                  consent_gate=consent_gate)
         return facts[-limit:] if limit >= 1 else []
+
+    async def stable_facts(
+        self: _Host, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        facts = await self.facts(user_id, scope=scope, agent_id=agent_id,
+                                 consent_gate=consent_gate)
+        ordered = sorted(facts, key=lambda f: (not f.pinned, -f.importance, f.id))
+        return ordered[:limit] if limit >= 1 else []
 
     async def read_plan(
         self: _Host, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,

@@ -39,13 +39,17 @@ export type {
   KnownFactsQuery,
   Moment,
   NewFact,
+  PromptBlocks,
+  PromptBlocksQuery,
   ProposalState,
   ReadScope,
   SearchHit,
   SearchQuery,
   SourceKind,
+  StableBlock,
   SupersededReason,
   UserExport,
+  VolatileBlock,
 } from "./http/memory_types.js";
 export {
   AccessDenied,

@@ -202,6 +202,8 @@ def _endpoints(user: str, fact: int) -> list[tuple[str, str, dict[str, Any] | No
         ("POST", f"/users/{user}/held-proposals/{fact}/dismiss", None),
         ("GET", f"/users/{user}/search?q=Berlin", None),
         ("GET", f"/users/{user}/known-facts", None),
+        ("GET", f"/users/{user}/prompt-blocks?q=Berlin", None),
+        ("GET", f"/users/{user}/stable-block", None),
         ("GET", f"/users/{user}/consent", None),
         ("GET", f"/users/{user}/export", None),
         ("PUT", f"/users/{user}/consent", {"enabled": False, "forget": True}),

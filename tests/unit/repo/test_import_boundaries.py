@@ -202,8 +202,9 @@ PACKAGES = ("worker.api", "worker.cli", "worker.client", "worker.embedded", "wor
             "worker.fleet", "worker.ops", "worker.pipeline", "worker.protection",
             "worker.protocol", "worker.providers", "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
-# top-level entry of an audience (chat servers reading memory back).
-TOP_LEVEL_EXCEPTIONS = {"worker.read"}
+# top-level entry of an audience (chat servers reading memory back), with its prompt
+# split (worker.read_split).
+TOP_LEVEL_EXCEPTIONS = {"worker.read", "worker.read_split"}
 
 
 def _within(name: str, package: str) -> bool:

@@ -21,6 +21,17 @@ WHERE user_id = $1 AND {{visible($2, $3, $4)}}
 ORDER BY observed_at DESC, id DESC
 LIMIT $5;
 
+-- name: stable_active_facts
+-- The first $5 of active_facts in the prompt's stable order (worker/read_split.py,
+-- docs/prompt.md): pinned first, then the most important, then the oldest id. Only
+-- the facts' own columns decide it, never a query or the clock, so the same rows
+-- come back until a commit changes one of them.
+SELECT {{fact_columns}}
+FROM memory_fact
+WHERE user_id = $1 AND {{visible($2, $3, $4)}}
+ORDER BY pinned DESC, importance DESC, id
+LIMIT $5;
+
 -- name: all_facts
 -- Superseded and expired rows too: a fact's history.
 SELECT {{fact_columns}}

@@ -1,8 +1,8 @@
 /**
  * The memory API's routes for a user's memory (docs/api.md, "Endpoints"): the facts
  * by scope, agent and time, adding, correcting, removing, pinning, a fact's chain,
- * the held proposals and their answers, search, the known-facts block, consent,
- * export and erase. MemfleetHttpClient (http_client.ts) adds the hand-over and
+ * the held proposals and their answers, search, the known-facts block, the prompt
+ * split (prompt-blocks, stable-block), consent, export and erase. MemfleetHttpClient (http_client.ts) adds the hand-over and
  * following it. Each method names the service key scope it needs; an end user's
  * token reaches all of these for its own user (another user's path: AccessDenied).
  */
@@ -24,9 +24,12 @@ import type {
   KnownFactsQuery,
   Moment,
   NewFact,
+  PromptBlocks,
+  PromptBlocksQuery,
   ProposalState,
   SearchHit,
   SearchQuery,
+  StableBlock,
   UserExport,
 } from "./memory_types.js";
 
@@ -164,6 +167,28 @@ export class MemoryCalls {
     const path = `${userPath(userId)}/known-facts${queryString({ q: query.q,
       scope: query.scope, agent_id: query.agentId })}`;
     return await this.get("GET /users/{user}/known-facts", path) as KnownFacts;
+  }
+
+  /** GET /users/{u}/prompt-blocks (`read`): the prompt split (docs/prompt.md), the
+   * stable block with its `version` (the cacheable prefix) and the volatile block for
+   * `q`; both empty while the user's memory is off. */
+  async promptBlocks(userId: string, query: PromptBlocksQuery = {}): Promise<PromptBlocks> {
+    const path = `${userPath(userId)}/prompt-blocks${queryString({ q: query.q,
+      agent_id: query.agentId })}`;
+    return await this.get("GET /users/{user}/prompt-blocks", path) as PromptBlocks;
+  }
+
+  /** GET /users/{u}/stable-block (`read`): the stable block alone; null when
+   * `knownVersion` is still its version (the API's 304 to If-None-Match). */
+  async stableBlock(userId: string,
+    options: { agentId?: string; knownVersion?: string } = {}): Promise<StableBlock | null> {
+    const path = `${userPath(userId)}/stable-block${queryString({
+      agent_id: options.agentId })}`;
+    const answer = await this.transport.json("GET", {
+      operation: "GET /users/{user}/stable-block", path, conditional: true,
+      headers: options.knownVersion === undefined ? undefined
+        : { "If-None-Match": `"${options.knownVersion}"` } });
+    return answer === undefined ? null : answer as StableBlock;
   }
 
   /** DELETE /users/{u} (`admin`): erase everything about the user; what went per table. */

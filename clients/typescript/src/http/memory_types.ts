@@ -163,6 +163,33 @@ export interface KnownFacts {
   count: number;
 }
 
+export interface PromptBlocksQuery {
+  /** The turn's message: the volatile block's query (none: the volatile block is ""). */
+  q?: string;
+  /** The assistant: its relationship facts join the profile's. */
+  agentId?: string;
+}
+
+/** The stable block (docs/prompt.md): the same bytes from turn to turn until a commit
+ * changes what it holds; `version` is a hash of them, the ETag over HTTP. */
+export interface StableBlock {
+  block: string;
+  version: string;
+  count: number;
+}
+
+/** The facts retrieved for the turn's message that the stable block lacks, re-ranked. */
+export interface VolatileBlock {
+  block: string;
+  count: number;
+}
+
+/** GET /users/{u}/prompt-blocks */
+export interface PromptBlocks {
+  stable: StableBlock;
+  volatile: VolatileBlock;
+}
+
 /** DELETE /users/{u}: what went, per table. */
 export interface Erased {
   user_id: string;

@@ -31,6 +31,10 @@ export interface Call {
   handover?: boolean;
   /** A long poll: this much longer than the bound. */
   waitMs?: number;
+  /** More request headers (a conditional request's If-None-Match). */
+  headers?: Record<string, string>;
+  /** 304 Not Modified is an answer: `json` returns undefined for it. */
+  conditional?: boolean;
 }
 
 /** The API's scheme://host:port, the port written even when it is the default. */
@@ -158,7 +162,7 @@ export class HttpTransport {
     const bound = this.timeoutMs + (call.waitMs ?? 0);
     const timeout = AbortSignal.timeout(Math.ceil(bound)); // whole ms, or node throws
     // A token function's failure is its own, thrown as it is: not the API's.
-    const headers: Record<string, string> = { ...await this.authorization(),
+    const headers: Record<string, string> = { ...call.headers, ...await this.authorization(),
       ...(call.body === undefined ? {} : { "Content-Type": "application/json" }) };
     let response: Response;
     let text: string;
@@ -173,6 +177,7 @@ export class HttpTransport {
       if (this.closing.aborted) throw this.closedError(call);
       throw this.unavailable(call, timeout.aborted ? new DeadlinePassed(bound) : error);
     }
+    if (call.conditional === true && response.status === 304) return undefined;
     let body: unknown;
     try {
       body = text === "" ? undefined : JSON.parse(text);
