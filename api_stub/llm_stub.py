@@ -23,7 +23,13 @@ Test hooks, over HTTP:
       HTTP-status fault's message quotes the request body). Each fault applies to
       the next ``count`` matching requests (default 1), first queued first.
   POST /_stub/config  {"reject_json_schema": true, "dim": 256}
-  POST /_stub/reset   forget requests and faults, restore the config
+  POST|GET|DELETE /_stub/script  scripted chat answers, for a test of a model's tool
+      calls (docs/tools.md): POST takes one answer or a list, each answering the
+      next chat request whatever it holds, first queued first:
+      {"content": "text or null", "tool_calls": [{"name": "search_memory",
+       "arguments": {"query": "tea"}, "id": "call_1"}]}  (arguments: an object,
+      sent as its JSON, or a string sent as it is; id: default call_<n>)
+  POST /_stub/reset   forget requests, faults and scripted answers, restore the config
   POST /_stub/release answer the requests a "hold" fault holds
 
 Run: ``python -m api_stub.llm_stub --port 8089`` (loopback only), or in-process
@@ -76,6 +82,7 @@ class StubState:
         # every full garbage collection of the process walks, pausing the answers.
         self.requests: deque[dict[str, Any]] = deque(maxlen=10_000)
         self.faults: list[Fault] = []
+        self.scripted: deque[dict[str, Any]] = deque()
         self.served = 0
         # Set by POST /_stub/release: what a "hold" fault waits for.
         self.released = threading.Event()
@@ -84,6 +91,7 @@ class StubState:
         with self._lock:
             self.requests.clear()
             self.faults.clear()
+            self.scripted.clear()
             self.released.set()  # nothing stays held past a reset
             self.dim, self.reject_json_schema = self._defaults
 
@@ -114,6 +122,20 @@ class StubState:
                 if any(f.mode == "hold" for f in faults):
                     self.released.clear()
             return [asdict(f) for f in self.faults]
+
+    def script(self, answers: list[dict[str, Any]] | None) -> int:
+        """Queue scripted chat answers (None: clear them); how many are queued."""
+        messages = None if answers is None else [scripted_message(a) for a in answers]
+        with self._lock:
+            if messages is None:
+                self.scripted.clear()
+            else:
+                self.scripted.extend(messages)
+            return len(self.scripted)
+
+    def next_scripted(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self.scripted.popleft() if self.scripted else None
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -146,14 +168,43 @@ def _wire_payload(body: dict[str, Any]) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
+def scripted_message(answer: Any) -> dict[str, Any]:
+    """A scripted answer (see the module docstring) as the assistant message it sends;
+    ValueError when it is not one."""
+    if not isinstance(answer, dict) or not set(answer) <= {"content", "tool_calls"}:
+        raise ValueError("a scripted answer is an object of content and tool_calls")
+    content = answer.get("content")
+    calls = answer.get("tool_calls") or []
+    if not (content is None or isinstance(content, str)) or not isinstance(calls, list):
+        raise ValueError("content is a string or null, tool_calls a list")
+    if content is None and not calls:
+        raise ValueError("a scripted answer needs content or tool_calls")
+    tool_calls = []
+    for n, call in enumerate(calls, 1):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise ValueError("a tool call names its function")
+        arguments = call.get("arguments", {})
+        tool_calls.append({
+            "id": str(call.get("id", f"call_{n}")), "type": "function",
+            "function": {"name": call["name"], "arguments": arguments
+                         if isinstance(arguments, str) else json.dumps(arguments)},
+        })
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
 def _completion(number: int, model: str, content: str, prompt_tokens: int,
-                finish_reason: str = "stop") -> dict[str, Any]:
+                finish_reason: str = "stop",
+                message: dict[str, Any] | None = None) -> dict[str, Any]:
     completion_tokens = count_tokens(content)
     return {
         "id": f"chatcmpl-stub-{number}", "object": "chat.completion", "created": number,
         "model": model, "system_fingerprint": "memfleet-llm-stub",
         "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None,
-                     "message": {"role": "assistant", "content": content, "refusal": None}}],
+                     "message": message or {"role": "assistant", "content": content,
+                                            "refusal": None}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
@@ -190,6 +241,13 @@ async def chat_completions(request: Request) -> Response:
     failed = await status_fault(request, fault)
     if failed is not None:
         return failed
+    scripted = state.next_scripted()
+    if scripted is not None:  # a test's model turn: its text or tool calls, as queued
+        prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+        said = (scripted["content"] or "") + json.dumps(scripted.get("tool_calls", []))
+        finish = "tool_calls" if "tool_calls" in scripted else "stop"
+        return JSONResponse(_completion(number, str(body.get("model", "stub")), said, prompt,
+                                        finish, scripted))
     response_format = body.get("response_format") or {}
     if state.reject_json_schema and response_format.get("type") == "json_schema":
         return error_response(400, "response_format json_schema is not supported",
@@ -258,6 +316,16 @@ async def stub_control(request: Request) -> Response:
     if what == "reset":
         state.reset()
         return JSONResponse({"reset": True})
+    if what == "script":
+        if request.method != "POST":  # GET: how many are queued; DELETE clears
+            return JSONResponse({"queued": state.script(
+                None if request.method == "DELETE" else [])})
+        try:
+            raw = await request.json()
+            queued = state.script(raw if isinstance(raw, list) else [raw])
+        except ValueError as exc:
+            return error_response(400, f"bad scripted answer: {exc}")
+        return JSONResponse({"queued": queued})
     if what == "release":
         state.released.set()
         return JSONResponse({"released": True})
@@ -278,6 +346,7 @@ def create_app(state: StubState | None = None) -> Starlette:
         Route("/_stub/requests", stub_control, methods=["GET", "DELETE"]),
         Route("/_stub/faults", stub_control, methods=["GET", "POST", "DELETE"]),
         Route("/_stub/config", stub_control, methods=["POST"]),
+        Route("/_stub/script", stub_control, methods=["GET", "POST", "DELETE"]),
         Route("/_stub/reset", stub_control, methods=["POST"]),
         Route("/_stub/release", stub_control, methods=["POST"]),
     ])
@@ -364,6 +433,10 @@ class StubServer:
 
     def configure(self, **options: Any) -> None:
         self.control("POST", "/_stub/config", options)
+
+    def script(self, *answers: dict[str, Any]) -> int:
+        """Queue scripted chat answers (the module docstring); how many are queued."""
+        return int(self.control("POST", "/_stub/script", list(answers))["queued"])
 
 
 def main(argv: list[str] | None = None) -> None:

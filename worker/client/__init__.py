@@ -10,7 +10,8 @@ docs/handover.md is the chat server's guide. ``MemoryApi`` and ``AsyncMemoryApi`
 the memory API's client over HTTP (httpx), for a chat server without Redis
 credentials (docs/python_client.md; their answers' types are in
 worker.client.memory_api_models); they load on first use, so that a chat server on
-Redis alone does not import httpx.
+Redis alone does not import httpx. ``MemoryTools`` and ``AsyncMemoryTools`` run a
+model's memory tool calls for one user over them (docs/tools.md).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -50,9 +51,12 @@ from worker.protocol.webhook_signature import verify as verify_webhook
 if TYPE_CHECKING:
     from worker.client.memory_api import MemoryApi
     from worker.client.memory_api_async import AsyncMemoryApi
+    from worker.client.memory_tools import AsyncMemoryTools, MemoryTools
 
 _LAZY = {"MemoryApi": "worker.client.memory_api",
-         "AsyncMemoryApi": "worker.client.memory_api_async"}
+         "AsyncMemoryApi": "worker.client.memory_api_async",
+         "MemoryTools": "worker.client.memory_tools",
+         "AsyncMemoryTools": "worker.client.memory_tools"}
 
 
 def __getattr__(name: str) -> Any:
@@ -69,6 +73,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AccessDenied",
     "AsyncMemoryApi",
+    "AsyncMemoryTools",
     "CommitEvent",
     "Enqueued",
     "HandoverBacklogFull",
@@ -83,6 +88,7 @@ __all__ = [
     "MemoryApi",
     "MemoryApiError",
     "MemoryApiUnavailable",
+    "MemoryTools",
     "NotFound",
     "RateLimited",
     "SessionBytesFull",

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SURFACE = [
     "AccessDenied",
     "AsyncMemoryApi",
+    "AsyncMemoryTools",
     "CommitEvent",
     "Enqueued",
     "HandoverBacklogFull",
@@ -37,6 +38,7 @@ SURFACE = [
     "MemoryApi",
     "MemoryApiError",
     "MemoryApiUnavailable",
+    "MemoryTools",
     "NotFound",
     "RateLimited",
     "SessionBytesFull",
