@@ -17,8 +17,11 @@ here logs a message, a fact, an argument or a credential.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -164,12 +167,19 @@ async def serve_stdio(api: AsyncMemoryApi, user_id: str, agent_id: str | None, *
                       call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> None:
     """The server over stdin and stdout, for one user named at start, until the client
     closes stdin. stdout is the protocol's: everything else goes to stderr."""
+    import anyio
     from mcp.server.stdio import stdio_server
 
     principal = Principal(user_id=user_id, agent_id=agent_id, api=api)
     server = build_server(lambda: principal, call_timeout_s=call_timeout_s)
+    # Copies of the descriptors: the SDK's wrappers close what they wrap when they go,
+    # and sys.stdout must outlive them (the command flushes it on its way out).
+    stdin = anyio.wrap_file(io.TextIOWrapper(os.fdopen(os.dup(sys.stdin.fileno()), "rb"),
+                                             encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(io.TextIOWrapper(os.fdopen(os.dup(sys.stdout.fileno()), "wb"),
+                                              encoding="utf-8"))
     try:
-        async with stdio_server() as (read, write):
+        async with stdio_server(stdin, stdout) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
         await api.aclose()

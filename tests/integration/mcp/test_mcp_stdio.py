@@ -50,8 +50,8 @@ async def test_the_tools_and_the_known_facts_over_stdio(
         assert answer(await mcp.call_tool("list_memory", {}))["count"] == 0
     async with AsyncMemoryApi(api_url, service_key=key) as api:
         chain = await api.fact_chain("ada", fact_id)  # forget supersedes, never deletes
-        assert chain.facts[0].superseded_at is not None
-        assert chain.facts[0].source_kind == "manual"
+        assert chain.versions[0].superseded_at is not None
+        assert chain.versions[0].source_kind == "manual"
 
 
 async def test_one_user_per_process_whatever_the_credential(
