@@ -67,6 +67,9 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     # stderr only: over stdio, stdout is the protocol's.
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # httpx logs each request's URL at INFO: a search's query and the user's id are in it.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
     if args.http:
         if args.user or args.agent:
             raise MemfleetError("--user and --agent are for stdio: over --http each request "

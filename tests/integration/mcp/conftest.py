@@ -19,7 +19,8 @@ import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.integration.client.conftest import api_url, keys, llm, new_key  # noqa: F401
@@ -51,7 +52,8 @@ async def stdio_session(api_url: str, user: str, *, agent: str | None = None,
 
 @contextlib.asynccontextmanager
 async def http_session(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
-    async with streamablehttp_client(url, headers=headers) as (read, write, _), \
+    async with create_mcp_http_client(headers=headers) as http, \
+            streamable_http_client(url, http_client=http) as (read, write, _), \
             ClientSession(read, write) as session:
         await session.initialize()
         yield session
