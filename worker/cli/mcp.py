@@ -41,7 +41,7 @@ def register(commands: Commands) -> None:
                         help="serve streamable HTTP at /mcp instead of stdio")
     parser.add_argument("--host", default="127.0.0.1",
                         help="--http: the address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8089,
+    parser.add_argument("--port", type=int, default=8090,
                         help="--http: the port to listen on (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S",
                         help="the longest a tool call or read waits for the memory API "

@@ -44,7 +44,6 @@ from starlette.types import Receive, Scope, Send
 from worker.client.memory_api_async import AsyncMemoryApi
 from worker.mcp.server import DEFAULT_CALL_TIMEOUT_S, Principal, build_server
 from worker.memory_rules import id_fault
-from worker.store.service_keys import looks_like_key
 
 log = logging.getLogger("memfleet.mcp.http")
 
@@ -57,6 +56,13 @@ SESSION_IDLE_S = 30 * 60.0
 MAX_ID_CHARS = 255  # the memory API's (worker.api.fields.MAX_ID_CHARS)
 MAX_CREDENTIAL_CHARS = 8_192
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# A service key's prefix (worker.store.service_keys.PREFIX; that module needs asyncpg).
+SERVICE_KEY_PREFIX = "mfk_"
+
+
+def looks_like_key(credential: str) -> bool:
+    """A bearer credential meant as a service key (never read as a JWT)."""
+    return credential.startswith(SERVICE_KEY_PREFIX)
 
 
 class Refused(Exception):
@@ -145,7 +151,7 @@ async def _answer(send: Send, refused: Refused) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def create_app(api_url: str, *, host: str = "127.0.0.1", port: int = 8089,
+def create_app(api_url: str, *, host: str = "127.0.0.1", port: int = 8090,
                call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> Starlette:
     """The ASGI app: the MCP endpoint at /mcp, acting through the memory API at
     ``api_url`` with each request's own credential."""
