@@ -98,8 +98,8 @@ def principal_claims(headers: Headers) -> tuple[str, AccessToken]:
         if named is not None and named != user:
             raise Refused(403, "X-Memfleet-User differs from the token's user")
         fingerprint, kind = "", "user-token"
-    for name, value in (("the user id", user), ("X-Memfleet-Agent", agent)):
-        fault = None if value is None else id_fault(value, MAX_ID_CHARS)
+    for name, given in (("the user id", user), ("X-Memfleet-Agent", agent)):
+        fault = None if given is None else id_fault(given, MAX_ID_CHARS)
         if fault is not None:
             raise Refused(400, f"{name} {fault}")
     # client_id and subject are what the session manager compares (one session, one
@@ -182,9 +182,11 @@ def _principal(server: Server[Any, Any], api_url: str, transport: httpx.AsyncHTT
     """The principal of the request being handled, from the token Guard put on it."""
     request = server.request_context.request
     user = getattr(request, "user", None) if request is not None else None
-    if not isinstance(user, AuthenticatedUser) or user.access_token.subject is None:
+    if not isinstance(user, AuthenticatedUser):
         raise PermissionError("the request carries no credential")
     token = user.access_token
+    if token.subject is None:
+        raise PermissionError("the request names no user")
     credential = token.token
     agent = (token.claims or {}).get("memfleet_agent")
     api = (AsyncMemoryApi(api_url, service_key=credential, timeout_s=timeout_s,

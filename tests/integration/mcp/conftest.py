@@ -38,10 +38,10 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def stdio_session(api_url: str, user: str, *, agent: str | None = None,
+async def stdio_session(base_url: str, user: str, *, agent: str | None = None,
                         **credential: str) -> AsyncIterator[ClientSession]:
     """`memfleet mcp --user USER` over stdio, the credential in its environment."""
-    args = ["mcp", "--user", user, "--api-url", api_url, "--timeout", "20"]
+    args = ["mcp", "--user", user, "--api-url", base_url, "--timeout", "20"]
     if agent is not None:
         args += ["--agent", agent]
     params = StdioServerParameters(command=MEMFLEET, args=args, env=clean_env(**credential))
@@ -67,12 +67,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mcp_http_process(api_url: str, tmp_path: Path) -> Iterator[str]:
+def mcp_http_process(base_url: str, tmp_path: Path) -> Iterator[str]:
     """`memfleet mcp --http` on a free loopback port; yields its /mcp URL."""
     port = free_port()
     log = (tmp_path / "mcp-http.log").open("wb")
     process = subprocess.Popen([MEMFLEET, "mcp", "--http", "--port", str(port),
-                                "--api-url", api_url, "--timeout", "20",
+                                "--api-url", base_url, "--timeout", "20",
                                 "--log-level", "info"],
                                env=clean_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
