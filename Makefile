@@ -67,7 +67,8 @@ TS_MODULES := $(TS_DIR)/node_modules/.memfleet-stamp
 TS_BUILT   := $(TS_DIR)/dist/.memfleet-stamp
 TS_SOURCES := $(shell find $(TS_DIR)/src -name '*.ts' ! -name '*.generated.ts' 2>/dev/null) \
               $(wildcard $(TS_DIR)/scripts/*.mjs) $(TS_DIR)/tsconfig.cjs.json \
-              worker/protocol/lua/payload_messages.lua worker/protocol/lua/enqueue.lua
+              worker/protocol/lua/payload_messages.lua worker/protocol/lua/enqueue.lua \
+              worker/client/memory_tools.json
 
 typescript: $(TS_BUILT)
 

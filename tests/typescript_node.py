@@ -132,6 +132,8 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
                     "MEMFLEET_TEST_JWT_SECRET": SECRET,
                     "MEMFLEET_TEST_SILENT_REDIS_URL": f"redis://127.0.0.1:{silent}",
                     "MEMFLEET_TEST_CLOSED_REDIS_URL": f"redis://127.0.0.1:{closed_port()}",
+                    # The LLM stub itself: a test scripting a model's tool calls.
+                    "MEMFLEET_TEST_LLM_STUB_URL": stub.url,
                 }
     finally:
         await asyncio.to_thread(workers.stop)

@@ -96,8 +96,10 @@ def _json_type(value: Any, kind: str) -> bool:
     raise AssertionError(f"memory_tools.json uses a type the validator lacks: {kind}")
 
 
-def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
+def _check_value(name: str, value: Any, schema: dict[str, Any]) -> Any:
     kind = schema["type"]
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON's 3.0 is 3, as JavaScript reads it
     if not _json_type(value, kind):
         raise ToolArguments("bad_arguments", f"{name} must be a JSON {kind}")
     if kind == "string":
@@ -116,6 +118,11 @@ def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
         raise ToolArguments("bad_arguments", f"{name} must be at least {schema['minimum']}")
     if "maximum" in schema and value > schema["maximum"]:
         raise ToolArguments("bad_arguments", f"{name} must be at most {schema['maximum']}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: JSON.parse refuses them too
 
 
 def validate_arguments(name: Any, arguments: Any) -> dict[str, Any]:
@@ -130,8 +137,9 @@ def validate_arguments(name: Any, arguments: Any) -> dict[str, Any]:
         if len(arguments) > MAX_ARGUMENTS_CHARS:
             raise ToolArguments("bad_arguments", "the arguments are too long")
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except (json.JSONDecodeError, RecursionError):
+            arguments = (json.loads(arguments, parse_constant=_no_constant)
+                         if arguments.strip() else {})
+        except (ValueError, RecursionError):
             raise ToolArguments("bad_arguments",
                                 "the arguments are not valid JSON") from None
     elif arguments is None:
@@ -149,9 +157,7 @@ def validate_arguments(name: Any, arguments: Any) -> dict[str, Any]:
     missing = [k for k in schema["required"] if k not in arguments]
     if missing:
         raise ToolArguments("bad_arguments", f"missing argument(s): {', '.join(missing)}")
-    for key, value in arguments.items():
-        _check_value(key, value, properties[key])
-    return dict(arguments)
+    return {key: _check_value(key, value, properties[key]) for key, value in arguments.items()}
 
 
 def _error(code: str, message: str) -> str:

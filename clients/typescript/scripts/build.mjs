@@ -1,4 +1,5 @@
-// `npm run build` (and `make typescript`): the Lua embedded (embed-lua.mjs), then two
+// `npm run build` (and `make typescript`): the Lua embedded (embed-lua.mjs), the memory
+// tools' definitions too (embed-tools.mjs), then two
 // compilations of src/: dist/ as ES modules (the whole tree: the client, its tests and
 // tools), dist/cjs/ as CommonJS (the client alone, tsconfig.cjs.json) with a package.json
 // there saying so. package.json's exports map sends `import` to one and `require` to
@@ -25,6 +26,7 @@ try {
   process.exit(1);
 }
 run([join(PACKAGE, "scripts", "embed-lua.mjs")]);
+run([join(PACKAGE, "scripts", "embed-tools.mjs")]);
 run([tsc, "-p", "tsconfig.json"]);
 run([tsc, "-p", "tsconfig.cjs.json"]);
 mkdirSync(join(PACKAGE, "dist", "cjs"), { recursive: true });

@@ -84,3 +84,16 @@ export type {
   SessionRef,
   SessionStatus,
 } from "./types.js";
+export {
+  MemoryToolExecutor,
+  memoryToolDefinitions,
+  memoryTools,
+  ToolArgumentsError,
+  validateToolArguments,
+} from "./tools.js";
+export type {
+  JsonSchemaProperty,
+  MemoryToolDefinition,
+  MemoryToolName,
+  MemoryToolScope,
+} from "./tools.js";

@@ -275,3 +275,11 @@ async def test_the_async_executor_runs_the_same_calls() -> None:
     assert off.writes() == []
     await client.aclose()
 
+
+
+def test_the_typescript_fixture_is_what_the_python_executor_answers() -> None:
+    from tests.unit.client.tool_fixtures import FIXTURE, render
+
+    assert FIXTURE.read_text("utf-8") == render(), (
+        "tests/fixtures/tools/validation.json is stale: run"
+        " `python -m tests.unit.client.tool_fixtures` and rebuild clients/typescript/")

@@ -33,7 +33,8 @@ export function codePoints(text: string): number {
   return count;
 }
 
-function isBlank(text: string): boolean {
+/** Blank as Python's str.strip() sees it. */
+export function isBlank(text: string): boolean {
   return PY_SPACE.test(text);
 }
 

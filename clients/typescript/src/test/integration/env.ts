@@ -19,6 +19,8 @@ export interface Servers {
   /** A port that accepts connections and never answers; a closed port. */
   silentUrl: string;
   closedUrl: string;
+  /** The LLM stub (api_stub/llm_stub.py): scripted model answers, tool calls too. */
+  stubUrl: string;
 }
 
 function need(name: string): string {
@@ -39,6 +41,7 @@ export function servers(): Servers {
     jwtSecret: need("MEMFLEET_TEST_JWT_SECRET"),
     silentUrl: need("MEMFLEET_TEST_SILENT_REDIS_URL"),
     closedUrl: need("MEMFLEET_TEST_CLOSED_REDIS_URL"),
+    stubUrl: need("MEMFLEET_TEST_LLM_STUB_URL"),
   };
 }
 
