@@ -28,6 +28,7 @@ from worker.cli import (
     handover,
     keys,
     maintenance,
+    mcp,
     memory,
     servers,
     shards,
@@ -37,7 +38,7 @@ from worker.cli.common import Commands, Handler
 from worker.config import Settings, settings_error
 from worker.errors import MemfleetError
 
-GROUPS = (servers, fleet, api, handover, memory, dead_letters, maintenance, keys, demo,
+GROUPS = (servers, fleet, api, mcp, handover, memory, dead_letters, maintenance, keys, demo,
           evaluation, shards, dev)
 
 # What `memfleet --help` says, and the order it lists the commands in: as it was
@@ -50,7 +51,7 @@ Without MEMFLEET_DATABASE_URL and MEMFLEET_REDIS_URL, commands use the embedded
 servers under MEMFLEET_HOME_DIR (.memfleet/): `memfleet up` makes and starts them,
 `memfleet down` stops them.
 """
-LISTED = ("dev", "up", "down", "migrate", "worker", "exporter", "webhook", "api", "enqueue",
+LISTED = ("dev", "up", "down", "migrate", "worker", "exporter", "webhook", "api", "mcp", "enqueue",
           "facts", "runs", "retry", "export", "import", "expire", "consent", "reembed", "keys",
           "token", "demo", "eval", "shards")
 

@@ -14,7 +14,7 @@ from worker.cli.main import build_parser, main
 # The options whose values are a fixed set, by command: each must list them (choices).
 FIXED_SETS = {"worker": {"log_level"}, "exporter": {"log_level"}, "webhook": {"log_level"},
               "facts": {"scope"}, "consent": {"action"}, "keys": {"action"},
-              "eval": {"kind", "control"}, "shards": {"action"}}
+              "eval": {"kind", "control"}, "shards": {"action"}, "mcp": {"log_level"}}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

