@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from api_stub.chat_log import ChatLog
+from api_stub.chat_model import ChatModel
 from api_stub.chat_routes import router as chat_router
 from worker.api import serve
 from worker.api.app import create_app as create_memory_api
@@ -41,6 +42,7 @@ def stand_in(settings: ApiSettings) -> Extension:
 def _start(app: FastAPI, deps: ApiDeps) -> tuple[EraseHook, ...]:
     chat = ChatLog.from_settings(deps.redis, deps.settings)
     app.state.chat_log = chat  # what the routes use
+    app.state.chat_model = ChatModel.from_settings(deps.settings)  # None: canned answers
 
     async def erase(user_id: str) -> Mapping[str, int]:
         return {"chat_sessions": await chat.erase_user(user_id)}

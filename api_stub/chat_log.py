@@ -99,6 +99,11 @@ class ChatLog:
                                retry_after_s)
         return None
 
+    async def history(self, user_id: str, session_id: str) -> list[dict[str, str]]:
+        """The session's messages so far, oldest first (none once it expired)."""
+        raw = await self._redis.lrange(session_key(user_id, session_id), 0, -1)
+        return [json.loads(item) for item in raw]
+
     async def append_turn(
         self, user_id: str, session_id: str, content: str, answer: str, *,
         max_bytes: int = 0,

@@ -26,4 +26,7 @@ class ChatReply(BaseModel):
     handover: HandoverOutcome = Field(
         description="What became of the memory hand-over; the answer never waits for memory."
     )
-    known_facts: int = Field(description="Facts the stand-in put in its prompt for this turn.")
+    known_facts: int = Field(description="Facts the stand-in put in its prompt for this turn "
+                                         "(the stable block's and the volatile block's).")
+    tool_calls: int = Field(default=0, description="Memory tool calls the model made and the "
+                                                   "stand-in ran this turn.")

@@ -1,9 +1,12 @@
 """The chat stand-in: what a chat server's turn looks like with memfleet done right.
 
 1. store the user's message in the session's list,
-2. read memory into the prompt (the read path: nothing while the user's memory
-   is off) and answer (canned here, after
-   ``MEMFLEET_CHAT_ANSWER_MS`` as a model's answer would take),
+2. read memory into the prompt, split (worker.read_split: the stable block, then the
+   volatile block for this message; both empty while the user's memory is off), and
+   answer: with MEMFLEET_CHAT_MODEL_BASE_URL, the model's answer to the persona, the
+   stable block, the volatile block and the conversation, the memory tools offered
+   and its tool calls run for the token's user (api_stub.chat_model); without it,
+   a canned answer after ``MEMFLEET_CHAT_ANSWER_MS`` as a model's answer would take;
    in the session ``session_id`` of the token's user (each user numbers their
    own sessions),
 3. hand the whole list over with ``schedule_memory_persistence``, after the
@@ -42,6 +45,7 @@ from pydantic import AfterValidator
 from redis.exceptions import RedisError
 
 from api_stub.chat_log import ChatLog
+from api_stub.chat_model import ChatModel, ModelUnavailable, in_process_tools, prompt_messages
 from api_stub.chat_models import ChatBody, ChatReply, HandoverOutcome
 from worker.api.auth import TokenSubject
 from worker.api.deps import ApiDeps
@@ -56,7 +60,7 @@ from worker.errors import (
     StoreError,
     UserSessionsFull,
 )
-from worker.read import known_facts
+from worker.read_split import PromptBlocks, SplitPolicy, StableBlock, VolatileBlock, prompt_blocks
 
 log = logging.getLogger("memfleet.api.chat")
 
@@ -107,20 +111,25 @@ async def chat_turn(
         log.info("chat: turn refused: %s", refused.error)
         return refusal(429, refused.detail, refused.error,
                        retry_after_s=refused.retry_after_s)
+    policy: SplitPolicy = request.app.state.split_policy
     try:
-        facts = await known_facts(deps.memory, deps.providers.embedder, user_id,
-                                  query=body.content, top_k=deps.settings.read_top_k,
-                                  embedders=deps.providers.embedder_for,
-                                  agent_id=body.agent_id,
-                                  memory_default=deps.settings.memory_default)
+        blocks = await prompt_blocks(deps.memory, deps.providers.embedder, user_id,
+                                     query=body.content, agent_id=body.agent_id,
+                                     policy=policy, embedders=deps.providers.embedder_for,
+                                     memory_default=deps.settings.memory_default)
     except StoreError:
         # Memory is an extra: the turn goes on without it.
         log.warning("chat: memory read failed; answering without it")
-        facts = []
-    # A real chat server would put format_block(facts) in the prompt and call its model here.
-    if deps.settings.chat_answer_ms:
-        await asyncio.sleep(deps.settings.chat_answer_ms / 1000)
-    answer = CANNED_ANSWER
+        blocks = NO_BLOCKS
+    model: ChatModel | None = request.app.state.chat_model  # api_stub.chat_app's start
+    tool_calls = 0
+    if model is None:
+        if deps.settings.chat_answer_ms:
+            await asyncio.sleep(deps.settings.chat_answer_ms / 1000)
+        answer = CANNED_ANSWER
+    else:
+        answer, tool_calls = await _model_answer(request, model, chat, blocks, user_id,
+                                                 session_id, body)
     try:
         # Kept no longer than a hand-over sends: the log is bounded in bytes too.
         messages, listed_at_us = await chat.append_turn_listed(
@@ -154,4 +163,32 @@ async def chat_turn(
         log.warning("chat: memory hand-over skipped; the next turn hands the list over again")
     response.headers[HANDOVER_HEADER] = f"{(time.perf_counter() - started) * 1000:.3f}"
     return ChatReply(session_id=session_id, answer=answer, handover=outcome,
-                     known_facts=len(facts))
+                     known_facts=blocks.stable.count + blocks.volatile.count,
+                     tool_calls=tool_calls)
+
+
+NO_BLOCKS = PromptBlocks(StableBlock("", "", ()), VolatileBlock("", ()))
+
+
+async def _model_answer(request: Request, model: ChatModel, chat: ChatLog,
+                        blocks: PromptBlocks, user_id: str, session_id: str,
+                        body: ChatBody) -> tuple[str, int]:
+    """The model's answer and the tool calls it ran; 503 if the model did not answer."""
+    try:
+        history = await chat.history(user_id, session_id)
+    except RedisError as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            detail="the conversation store is unavailable") from exc
+    messages = prompt_messages(blocks, history, body.content)
+    # The user's own token (TokenSubject verified it): the tools act as the user would.
+    token = request.headers["authorization"].split(" ", 1)[1].strip()
+    tools = in_process_tools(request.app, token, user_id, body.agent_id)
+    try:
+        turn = await model.answer(messages, tools)
+    except ModelUnavailable as exc:
+        log.warning("chat: the chat model did not answer (%s)", exc)
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            detail="the chat model is unavailable") from None
+    finally:
+        await tools.api.aclose()
+    return turn.answer, turn.tool_calls

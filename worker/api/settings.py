@@ -83,6 +83,16 @@ class ApiSettings(Settings):
     # How long the stand-in takes to answer, as a chat model would (benches, demos): the
     # turns waiting for their answer are the turns in flight of a real chat server.
     chat_answer_ms: int = Field(default=0, ge=0, le=60_000)
+    # The stand-in's chat model, an OpenAI-compatible endpoint (the project's stub in
+    # tests): unset, the stand-in answers its canned line and calls no model. With it, the
+    # turn's prompt is the persona, the stable block, then the volatile block (docs/prompt.md)
+    # and the model is offered the memory tools (docs/tools.md), at most
+    # chat_tool_rounds rounds of tool calls a turn (0: no tools offered).
+    chat_model_base_url: str | None = None
+    chat_model_api_key: SecretStr | None = None
+    chat_model: str = "gpt-4o-mini"
+    chat_model_timeout_s: float = Field(default=30.0, gt=0, le=300)
+    chat_tool_rounds: int = Field(default=3, ge=0, le=10)
     # --- end of the chat stand-in.
 
     @field_validator("panel_frame_ancestors")
