@@ -127,7 +127,7 @@ def principal_claims(headers: Headers) -> tuple[str, AccessToken]:
 
 
 def _token_subject(credential: str) -> str:
-    """The ``sub`` of a JWT, unverified (the memory API verifies it on every call)."""
+    """The ``sub`` of a JWT, unverified (the memory API verifies it at open and on each call)."""
     try:
         claims = jwt.decode(credential, options={"verify_signature": False})
     except jwt.PyJWTError:
