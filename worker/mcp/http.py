@@ -3,10 +3,17 @@
 Each request carries its credential, as the memory API takes it: an end user's token
 (``Authorization: Bearer <JWT>``, acting for its ``sub``) or a service key
 (``Bearer mfk_...``) with the user in ``X-Memfleet-User``; ``X-Memfleet-Agent``
-optionally names the agent. The server does not judge the credential: it passes it
-through to the memory API on every call, so the API's signature check, scopes,
-consent and rate limits apply. It reads the token's ``sub`` (unverified) only to know
-which user's paths to call; a forged ``sub`` gets the API's 401.
+optionally names the agent. The server holds no secret and judges no credential
+itself: it reads the token's ``sub`` (unverified) to know which user's paths to call,
+and asks the memory API. At open (a request without ``Mcp-Session-Id``) the credential
+must pass one cheap read for its user, ``GET /users/{u}/consent`` (the ``read`` scope
+or the user's own token; the executor reads it before every tool but forget anyway):
+a forged, expired or revoked credential is answered the API's 401, a wrong scope or
+another user's 403, before the session manager is reached, so it takes no session
+slot. A check that passed is remembered for CHECK_TTL_S per credential and user (a
+hash of both), so a client that opens sessions in a row costs one API call. After
+open, the credential rides on every call and the API checks it each time (signature,
+expiry, revocation, scopes, consent, rate limits).
 
 One session, one principal: the SDK's session manager binds a session to the principal
 of the request that opened it (``scope["user"]``: the user, the agent and, for a
@@ -21,10 +28,13 @@ per key), which every tool call goes through. Logs name no user, credential or t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -42,6 +52,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from worker.client.memory_api_async import AsyncMemoryApi
+from worker.errors import AccessDenied, MemfleetError, MemoryApiUnavailable, RateLimited
 from worker.mcp.server import DEFAULT_CALL_TIMEOUT_S, Principal, build_server
 from worker.memory_rules import id_fault
 
@@ -53,6 +64,11 @@ AGENT_HEADER = "x-memfleet-agent"
 MAX_BODY_BYTES = 262_144  # a tool call is small; the memory API caps its own bodies too
 MAX_SESSIONS = 1_000
 SESSION_IDLE_S = 30 * 60.0
+SESSION_HEADER = "mcp-session-id"
+# How long a credential that passed the check at open is trusted to open more sessions
+# for the same user without asking the API again (each call is still checked by it).
+CHECK_TTL_S = 60.0
+CHECK_CACHE_MAX = 10_000
 MAX_ID_CHARS = 255  # the memory API's (worker.api.fields.MAX_ID_CHARS)
 MAX_CREDENTIAL_CHARS = 8_192
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -68,10 +84,11 @@ def looks_like_key(credential: str) -> bool:
 class Refused(Exception):
     """A request the server answers itself: its status and fixed words."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, retry_after_s: float | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.retry_after_s = retry_after_s
 
 
 def principal_claims(headers: Headers) -> tuple[str, AccessToken]:
@@ -110,7 +127,7 @@ def principal_claims(headers: Headers) -> tuple[str, AccessToken]:
 
 
 def _token_subject(credential: str) -> str:
-    """The ``sub`` of a JWT, unverified (the memory API verifies it on every call)."""
+    """The ``sub`` of a JWT, unverified (the memory API verifies it at open and on each call)."""
     try:
         claims = jwt.decode(credential, options={"verify_signature": False})
     except jwt.PyJWTError:
@@ -121,16 +138,86 @@ def _token_subject(credential: str) -> str:
     return subject
 
 
+def _api_for(api_url: str, credential: str, transport: httpx.AsyncBaseTransport,
+             timeout_s: float) -> AsyncMemoryApi:
+    """A memory API client carrying ``credential`` (a service key or a user's token)."""
+    if looks_like_key(credential):
+        return AsyncMemoryApi(api_url, service_key=credential, timeout_s=timeout_s,
+                              transport=transport)
+    return AsyncMemoryApi(api_url, token=credential, timeout_s=timeout_s, transport=transport)
+
+
+class CredentialCheck:
+    """At a session's open: does the memory API take this credential for this user?
+    One ``GET /users/{u}/consent`` (cheap, and a credential the tools can use at all
+    must pass it); a pass is remembered CHECK_TTL_S under a hash of the credential and
+    the user, a refusal never (a fixed credential is taken at once)."""
+
+    def __init__(self, api_url: str, transport: httpx.AsyncBaseTransport,
+                 timeout_s: float, *, ttl_s: float = CHECK_TTL_S,
+                 most: int = CHECK_CACHE_MAX) -> None:
+        self.api_url = api_url
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.ttl_s = ttl_s
+        self.most = most
+        self._passed: OrderedDict[str, float] = OrderedDict()
+
+    @staticmethod
+    def _fingerprint(credential: str, user: str) -> str:
+        return hashlib.sha256(json.dumps([credential, user]).encode()).hexdigest()
+
+    async def __call__(self, credential: str, user: str) -> None:
+        """Returns when the API takes ``credential`` for ``user``; Refused otherwise."""
+        fingerprint = self._fingerprint(credential, user)
+        now = time.monotonic()
+        until = self._passed.get(fingerprint)
+        if until is not None and until > now:
+            return
+        self._passed.pop(fingerprint, None)
+        api = _api_for(self.api_url, credential, self.transport, self.timeout_s)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await api.consent(user)
+        except AccessDenied as denied:
+            if denied.status == 403:
+                raise Refused(403, "the memory API refuses this credential for this user "
+                                   "(a service key needs the read scope; a token reaches "
+                                   "its own user only)") from None
+            raise Refused(401, "the memory API refused the credential (invalid, expired "
+                               "or revoked)") from None
+        except RateLimited as limited:
+            raise Refused(429, "the memory API's rate limit: try again later",
+                          limited.retry_after_s) from None
+        except (MemoryApiUnavailable, TimeoutError):
+            raise Refused(503, "the memory API could not check the credential now",
+                          5.0) from None
+        except MemfleetError:
+            raise Refused(502, "the memory API's answer to the credential check was not "
+                               "understood") from None
+        # (never api.aclose(): it would close the transport every principal shares)
+        self._passed[fingerprint] = time.monotonic() + self.ttl_s
+        while len(self._passed) > self.most:
+            self._passed.popitem(last=False)
+
+
 class Guard:
     """In front of the SDK's session manager: who the request acts for, into
-    ``scope["user"]``; a request that says nobody answered 401 here."""
+    ``scope["user"]``; a request that says nobody answered 401 here, and a request
+    that would open a session (no Mcp-Session-Id) only with a credential the memory
+    API takes for that user (CredentialCheck), so a refused one holds no slot."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager,
+                 check: CredentialCheck | None = None) -> None:
         self.manager = manager
+        self.check = check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = Headers(scope=scope)
         try:
-            _, token = principal_claims(Headers(scope=scope))
+            user, token = principal_claims(headers)
+            if self.check is not None and SESSION_HEADER not in headers:
+                await self.check(token.token, user)
         except Refused as refused:
             log.info("mcp request refused", extra={"status": refused.status})
             await _answer(send, refused)
@@ -147,12 +234,15 @@ async def _answer(send: Send, refused: Refused) -> None:
                (b"content-length", str(len(body)).encode())]
     if refused.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="memfleet"'))
+    if refused.retry_after_s is not None:
+        headers.append((b"retry-after", str(max(1, round(refused.retry_after_s))).encode()))
     await send({"type": "http.response.start", "status": refused.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 def create_app(api_url: str, *, host: str = "127.0.0.1", port: int = 8090,
-               call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> Starlette:
+               call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+               max_sessions: int = MAX_SESSIONS) -> Starlette:
     """The ASGI app: the MCP endpoint at /mcp, acting through the memory API at
     ``api_url`` with each request's own credential."""
     # One connection pool for every principal's client (a client is per call: it holds
@@ -162,7 +252,7 @@ def create_app(api_url: str, *, host: str = "127.0.0.1", port: int = 8090,
                                                                call_timeout_s),
                                             call_timeout_s=call_timeout_s)
     manager = StreamableHTTPSessionManager(
-        server, max_request_body_size=MAX_BODY_BYTES, max_sessions=MAX_SESSIONS,
+        server, max_request_body_size=MAX_BODY_BYTES, max_sessions=max_sessions,
         session_idle_timeout=SESSION_IDLE_S, security_settings=_security(host, port))
 
     @contextlib.asynccontextmanager
@@ -173,7 +263,8 @@ def create_app(api_url: str, *, host: str = "127.0.0.1", port: int = 8090,
             finally:
                 await transport.aclose()
 
-    return Starlette(routes=[Route(PATH, endpoint=Guard(manager),
+    check = CredentialCheck(api_url, transport, call_timeout_s)
+    return Starlette(routes=[Route(PATH, endpoint=Guard(manager, check),
                                    methods=["GET", "POST", "DELETE"])], lifespan=lifespan)
 
 
@@ -187,12 +278,8 @@ def _principal(server: Server[Any, Any], api_url: str, transport: httpx.AsyncHTT
     token = user.access_token
     if token.subject is None:
         raise PermissionError("the request names no user")
-    credential = token.token
     agent = (token.claims or {}).get("memfleet_agent")
-    api = (AsyncMemoryApi(api_url, service_key=credential, timeout_s=timeout_s,
-                          transport=transport) if looks_like_key(credential)
-           else AsyncMemoryApi(api_url, token=credential, timeout_s=timeout_s,
-                               transport=transport))
+    api = _api_for(api_url, token.token, transport, timeout_s)
     return Principal(user_id=token.subject, agent_id=agent, api=api)
 
 
