@@ -4,6 +4,7 @@ conversation. Pure; no dependencies beyond the standard library."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,7 +43,7 @@ def cacheable_share(prompts: Sequence[bytes]) -> PrefixShare:
     """The prompts of a conversation's turns, in order: turn 1 has nothing before it and
     counts in neither sum."""
     per_turn = tuple(common_prefix_bytes(before, now)
-                     for before, now in zip(prompts, prompts[1:], strict=False))
+                     for before, now in itertools.pairwise(prompts))
     return PrefixShare(sum(per_turn), sum(len(p) for p in prompts[1:]), per_turn)
 
 
