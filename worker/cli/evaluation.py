@@ -61,6 +61,11 @@ def register(commands: Commands) -> None:
     parser.add_argument("--retrieval", action="store_true",
                         help="also rank the facts for each question with the search a chat "
                              "server uses, and count the gold fact in the top 1 and top 3")
+    parser.add_argument("--rerank", action="store_true",
+                        help="with --retrieval: also count the gold fact in the same hits "
+                             "re-ranked as the prompt split's volatile block ranks them "
+                             "(pins, the agent's relationship facts, recency; "
+                             "MEMFLEET_READ_RERANK_*), beside the plain ranking")
     parser.set_defaults(handler=cmd_eval)
 
 
@@ -70,6 +75,8 @@ def _check(args: argparse.Namespace) -> None:
         raise MemfleetError(f"eval: --min-score is a fraction from 0 to 1, got {args.min_score}")
     if args.control == "empty-read" and not args.qa:
         raise MemfleetError("eval: --control empty-read needs --qa")
+    if args.rerank and not args.retrieval:
+        raise MemfleetError("eval: --rerank needs --retrieval")
     if args.longmemeval is not None:
         for flag, given in (("--scenarios", args.scenarios), ("--kind", args.kind)):
             if given:
@@ -93,6 +100,14 @@ def _check(args: argparse.Namespace) -> None:
         except ImportError:
             raise MemfleetError("eval: --plot needs matplotlib: pip install matplotlib") \
                 from None
+
+
+def rerank_line(settings: Settings) -> str:
+    """The re-ranking's weights (MEMFLEET_READ_RERANK_*), as the report names them."""
+    return (f"pin +{settings.read_rerank_pin_boost:g}, agent +"
+            f"{settings.read_rerank_agent_boost:g}, recency -"
+            f"{settings.read_rerank_recency_penalty:g} over "
+            f"{settings.read_rerank_recency_days:g} days")
 
 
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
@@ -124,7 +139,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         scenarios = [s for s in scenarios if s.kind in args.kind]
         if not scenarios:
             raise MemfleetError(f"eval: no scenario of kind {', '.join(args.kind)}")
-    choice = QaChoice(answer=args.qa, retrieval=args.retrieval,
+    choice = QaChoice(answer=args.qa, retrieval=args.retrieval, rerank=args.rerank,
                       empty_read=args.control == "empty-read")
     qa_info = None
     if choice.any:
@@ -136,7 +151,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
                          answer_model=answer_name, judge_model=judge_name,
                          read_top_k=settings.read_top_k,
                          embeddings=f"{embedding_model(settings)} ({settings.embed_dim} dims)",
-                         control="empty-read" if choice.empty_read else None)
+                         control="empty-read" if choice.empty_read else None,
+                         rerank=rerank_line(settings) if choice.rerank else None)
     settings = resolve(settings)
     # Unreachable servers or a database not migrated: one line now, not a traceback later.
     asyncio.run(check_servers(settings))

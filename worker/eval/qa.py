@@ -18,7 +18,10 @@ exact match (worker.eval.qa_score) and, with MEMFLEET_EVAL_JUDGE_MODEL, by the j
 ``--retrieval``: after the answers, the user's facts get the haystack's distractors
 (worker.eval.haystack), and the search for the question (worker.read.search_facts, the
 memory API's search) ranks them; the gold fact's rank is kept, in the fused list the
-read uses and in the list by meaning alone.
+read uses and in the list by meaning alone. ``--rerank`` (with ``--retrieval``): also
+its rank in the same hits re-ranked as the prompt split's volatile block ranks them
+(worker.read_split.rerank: pins, the asking agent's relationship facts, recency, the
+MEMFLEET_READ_RERANK_* weights), at the scenario's end.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from worker.eval.suite import Question, Scenario
 from worker.providers.base import Embedder
 from worker.providers.factory import build_embedder, embedding_model
 from worker.providers.rules import MODEL as RULES_MODEL
-from worker.read import MemoryReader, format_block
+from worker.read import MemoryReader, SearchHit, format_block
+from worker.read_split import RerankWeights, rerank
 from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
 
@@ -52,6 +56,8 @@ class QaChoice:
 
     answer: bool = False  # --qa
     retrieval: bool = False  # --retrieval
+    # --rerank (with --retrieval): also rank the hits as the split's volatile block does
+    rerank: bool = False
     # --control empty-read: answer from an empty known-facts block (memory's floor)
     empty_read: bool = False
 
@@ -100,16 +106,31 @@ async def _answer(reader: MemoryReader, scenario: Scenario, user_id: str,
                          exact, judged, 0 if choice.empty_read else len(facts))
 
 
+def reranked_facts(hits: Sequence[SearchHit], weights: RerankWeights, *, now: datetime,
+                   agent_id: str | None) -> list[FactRecord]:
+    """All of ``hits`` in the prompt split's volatile order (worker.read_split.rerank,
+    its single definition), as of ``now``."""
+    return [r.fact for r in rerank(hits, weights, now=now, top_k=len(hits),
+                                   agent_id=agent_id)]
+
+
 async def _ranked(reader: MemoryReader, scenario: Scenario, user_id: str, question: Question,
-                  score: QuestionScore) -> QuestionScore:
-    """``score`` with the gold fact's ranks in the search for the question."""
+                  score: QuestionScore, weights: RerankWeights | None) -> QuestionScore:
+    """``score`` with the gold fact's ranks in the search for the question; ``weights``:
+    also in the hits re-ranked with them (--rerank)."""
     hits = await reader.search(user_id, question.ask, top_k=SEARCH_DEPTH,
                                agent_id=question.agent)
     by_meaning = sorted((h for h in hits if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
+    reranked = None
+    if weights is not None:
+        reranked = _gold_rank(question, _live(
+            reranked_facts(hits, weights, now=scenario.ends_at, agent_id=question.agent),
+            scenario.ends_at))
     return dataclasses.replace(
         score, rank=_gold_rank(question, _live([h.fact for h in hits], scenario.ends_at)),
         semantic_rank=_gold_rank(question, _live([h.fact for h in by_meaning],
-                                                 scenario.ends_at)))
+                                                 scenario.ends_at)),
+        reranked_rank=reranked)
 
 
 def _gold_rank(question: Question, ranked: Sequence[FactRecord]) -> int | None:
@@ -139,7 +160,8 @@ async def ask_questions(
             return scores
         for user_id in {users[s.id] for s, _ in asked}:
             await add_distractors(store, embedder, user_id)
-        return [await _ranked(reader, s, users[s.id], q, score)
+        weights = RerankWeights.from_settings(settings) if choice.rerank else None
+        return [await _ranked(reader, s, users[s.id], q, score, weights)
                 for (s, q), score in zip(asked, scores, strict=True)]
     finally:
         for closable in (answerer, judge, embedder):

@@ -26,6 +26,8 @@ class QaInfo:
     read_top_k: int  # MEMFLEET_READ_TOP_K: the chat server's read
     embeddings: str  # what the search ranked with
     control: str | None = None  # "empty-read": answered from an empty block
+    # --rerank: the re-ranking's weights, as a line (None: not measured)
+    rerank: str | None = None
     prompt_version: str = QA_PROMPT_VERSION
 
     def line(self) -> str:
@@ -40,6 +42,9 @@ class QaInfo:
         if self.retrieval:
             parts.append(f"retrieval: the gold fact's rank in the search, embeddings "
                          f"{self.embeddings}")
+        if self.retrieval and self.rerank:
+            parts.append(f"reranked: the same hits in the prompt split's volatile order "
+                         f"({self.rerank})")
         return "; ".join(parts)
 
 
@@ -55,6 +60,8 @@ def _columns(info: QaInfo) -> tuple[str, ...]:
             head += ["right", "right %"]
     if info.retrieval:
         head += ["gold@1", f"gold@{RETRIEVAL_K}", "meaning@1"]
+        if info.rerank:
+            head += ["reranked@1", f"reranked@{RETRIEVAL_K}"]
     return tuple(head)
 
 
@@ -67,6 +74,8 @@ def _row(k: QaKindScore, info: QaInfo) -> tuple[str, ...]:
     if info.retrieval:
         row += [f"{k.at_1}/{k.questions}", f"{k.at_k}/{k.questions}",
                 f"{k.semantic_at_1}/{k.questions}"]
+        if info.rerank:
+            row += [f"{k.reranked_at_1}/{k.questions}", f"{k.reranked_at_k}/{k.questions}"]
     return tuple(row)
 
 
@@ -110,6 +119,9 @@ def _kind_json(k: QaKindScore, info: QaInfo) -> dict[str, Any]:
     if info.retrieval:
         out |= {"gold_at_1": k.at_1, f"gold_at_{RETRIEVAL_K}": k.at_k,
                 "gold_by_meaning_at_1": k.semantic_at_1}
+        if info.rerank:
+            out |= {"reranked_gold_at_1": k.reranked_at_1,
+                    f"reranked_gold_at_{RETRIEVAL_K}": k.reranked_at_k}
     return out
 
 
@@ -124,11 +136,13 @@ def qa_json(answers: Sequence[QuestionScore], info: QaInfo) -> dict[str, Any]:
         "control": info.control,
         "retrieval": info.retrieval,
         "retrieval_embeddings": info.embeddings if info.retrieval else None,
+        "rerank": info.rerank if info.retrieval else None,
         "kinds": [_kind_json(k, info) for k in kinds],
         "total": _kind_json(total, info),
         "questions": [{"scenario": a.scenario, "kind": a.kind, "ask": a.ask, "gold": a.gold,
                        "answer": a.answer if info.answered else None,
                        "exact": a.exact if info.answered else None, "judged": a.judged,
-                       "facts": a.facts, "rank": a.rank, "semantic_rank": a.semantic_rank}
+                       "facts": a.facts, "rank": a.rank, "semantic_rank": a.semantic_rank,
+                       "reranked_rank": a.reranked_rank}
                       for a in answers],
     }

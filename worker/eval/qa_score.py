@@ -109,6 +109,9 @@ class QuestionScore:
     # Its rank by meaning alone (the embedder's own list, before the words' list is
     # fused with it): what tells two embedders apart.
     semantic_rank: int | None = None
+    # Its rank in the same hits re-ranked as the prompt split's volatile block ranks
+    # them (--rerank); None: not among the hits, or not measured.
+    reranked_rank: int | None = None
 
     @property
     def right(self) -> bool:
@@ -128,6 +131,8 @@ class QaKindScore:
     at_1: int = 0  # the gold fact ranked first in the search for the question
     at_k: int = 0  # the gold fact within the first RETRIEVAL_K
     semantic_at_1: int = 0  # the gold fact first by meaning alone
+    reranked_at_1: int = 0  # first in the re-ranked hits (--rerank)
+    reranked_at_k: int = 0  # within the first RETRIEVAL_K of them
     facts: int = 0  # facts in the blocks the questions were answered from, summed
 
     def add(self, score: QuestionScore, k: int) -> None:
@@ -139,6 +144,8 @@ class QaKindScore:
         self.at_1 += score.rank == 1
         self.at_k += score.rank is not None and score.rank <= k
         self.semantic_at_1 += score.semantic_rank == 1
+        self.reranked_at_1 += score.reranked_rank == 1
+        self.reranked_at_k += score.reranked_rank is not None and score.reranked_rank <= k
         self.facts += score.facts
 
     @property

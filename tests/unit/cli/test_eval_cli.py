@@ -35,6 +35,8 @@ from worker.cli.main import main
     (["--longmemeval", "{tmp}/lme.json"], "memfleet: --longmemeval {tmp}/lme.json: item 1: "
                                           "no field 'question_date'"),
     (["--control", "empty-read"], "memfleet: eval: --control empty-read needs --qa"),
+    (["--rerank"], "memfleet: eval: --rerank needs --retrieval"),
+    (["--qa", "--rerank"], "memfleet: eval: --rerank needs --retrieval"),
     (["--qa", "--control", "nothing"], "memfleet: eval: argument --control: invalid choice"),
     (["--longmemeval", "{tmp}/none.json", "--qa"], "memfleet: eval: --longmemeval "
                                                    "{tmp}/none.json: no such file"),
