@@ -38,7 +38,8 @@ def test_the_wheel_builds_and_runs_from_a_clean_venv(settings: Settings, tmp_pat
     [wheel] = (tmp_path / "dist").glob("memfleet-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"memfleet_schema/baseline.sql", "worker/protocol/lua/enqueue.lua",
-            "worker/api/panel/index.html", "worker/py.typed"} <= names
+            "worker/api/panel/index.html", "worker/py.typed",
+            "worker/client/memory_tools.json"} <= names
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
@@ -64,5 +65,7 @@ def test_the_wheel_builds_and_runs_from_a_clean_venv(settings: Settings, tmp_pat
     minted = run(["memfleet", "token", "--user", "ada"], cwd=tmp_path,
                  env={**env, "MEMFLEET_JWT_SECRET": "s" * 32}).stdout
     assert minted.count(".") == 2
-    clients = "import worker.api.app; from worker.client import AsyncMemoryApi, MemoryApi"
-    run([python, "-c", clients], cwd=tmp_path, env=env)
+    clients = ("import worker.api.app; from worker.client import AsyncMemoryApi, MemoryApi; "
+               "from worker.client.memory_tools import memory_tool_definitions; "
+               "print(len(memory_tool_definitions()))")
+    assert run([python, "-c", clients], cwd=tmp_path, env=env).stdout.strip() == "4"
