@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,18 @@ async def running_api(settings: ApiSettings) -> AsyncIterator[str]:
     """Serve the app (with the chat stand-in if ``settings`` ask); yield its base URL;
     stop it on exit."""
     app = (chat_app if settings.chat_standin else memory_api).create_app(settings)
+    # The protocol worker.api.serve runs: its shutdown ends open event streams.
+    async with serving_in_thread(lambda _port: app, "the memory API",
+                                 http=NoDelayHttpProtocol) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving_in_thread(make_app: Callable[[int], Any], what: str,
+                            **config: Any) -> AsyncIterator[str]:
+    """Serve the ASGI app ``make_app(port)`` makes with uvicorn in a thread of its own (its
+    own event loop, as in its own process) on a loopback port the kernel picks; yield its
+    base URL; stop it on exit. ``config``: more of uvicorn's Config (its HTTP protocol)."""
     # proto IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only
     # when the listening socket says TCP, and without it every response waits ~40 ms
     # (Nagle against the client's delayed ACK).
@@ -68,16 +80,15 @@ async def running_api(settings: ApiSettings) -> AsyncIterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))  # the kernel picks the port: no race with other tests
     port = sock.getsockname()[1]
-    # The protocol worker.api.serve runs: its shutdown ends open event streams.
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                           http=NoDelayHttpProtocol))
+    server = uvicorn.Server(uvicorn.Config(make_app(port), log_level="warning",
+                                           lifespan="on", **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the memory API did not start")
+                raise RuntimeError(f"{what} did not start")
             await asyncio.sleep(0.01)
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -4,14 +4,12 @@ subprocess, over stdio or streamable HTTP, driven by the `mcp` SDK's own client.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,13 +17,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
+from tests.api_server import serving_in_thread
 from tests.integration.client.conftest import api_url, keys, llm, new_key  # noqa: F401
 from worker.mcp.http import create_app
 
@@ -104,24 +102,11 @@ def mcp_http_process(base_url: str, tmp_path: Path) -> Iterator[str]:
 async def mcp_in_process(base_url: str, *, max_sessions: int) -> AsyncIterator[str]:
     """`memfleet mcp --http`'s app in this process (uvicorn in a thread), at a session
     limit of ``max_sessions``: what a test of the slots needs. Yields its /mcp URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = create_app(base_url, port=port, call_timeout_s=20, max_sessions=max_sessions)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the MCP app did not start")
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await asyncio.to_thread(thread.join, 15)
-        sock.close()
+    def make_app(port: int) -> Any:
+        return create_app(base_url, port=port, call_timeout_s=20, max_sessions=max_sessions)
+
+    async with serving_in_thread(make_app, "the MCP app") as url:
+        yield f"{url}/mcp"
 
 
 @pytest.fixture
