@@ -32,6 +32,7 @@ from worker.api.auth import AuthConfig, issue_token
 from worker.api.serve import NoDelayHttpProtocol
 from worker.api.settings import ApiSettings
 from worker.config import Settings
+from worker.store.service_keys import ServiceKeyStore
 
 SECRET = "memfleet-test-secret-0123456789abcdef"  # noqa: S105 - a throwaway test key
 START_TIMEOUT_S = 20.0
@@ -95,6 +96,12 @@ async def serving_in_thread(make_app: Callable[[int], Any], what: str,
         server.should_exit = True
         await asyncio.to_thread(thread.join, 15)
         sock.close()
+
+
+async def new_key(keys: ServiceKeyStore, *scopes: str) -> str:
+    """A fresh service key with these scopes, as ``memfleet keys create`` prints it."""
+    _, key = await keys.create(f"chat server ({','.join(scopes)})", scopes)
+    return key
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ from tests.conftest import TEST_EMBED_DIM
 from worker.config import Settings
 from worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from worker.store.migrate import migrate
+from worker.store.service_keys import ServiceKeyStore
 
 
 @pytest.fixture
@@ -57,3 +58,13 @@ async def own_postgres(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
     await migrate(server.url, embed_dim=TEST_EMBED_DIM)
     yield server
     await asyncio.to_thread(server.stop)
+
+
+@pytest.fixture
+async def keys(database_url: str) -> AsyncIterator[ServiceKeyStore]:
+    """The service keys of the test's database (``memfleet keys`` does the same)."""
+    store = await ServiceKeyStore.connect(database_url)
+    try:
+        yield store
+    finally:
+        await store.aclose()

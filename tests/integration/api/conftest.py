@@ -15,7 +15,6 @@ from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, running_api
 from tests.openai_stub import openai_settings
 from worker.config import Settings
-from worker.store.service_keys import ServiceKeyStore
 
 # The fleet's telemetry key, shared by the workers and the API: the session tags of
 # the status route and of the commit events are then the same.
@@ -40,20 +39,6 @@ async def client(llm: Settings, request: pytest.FixtureRequest) -> AsyncIterator
         yield api
 
 
-@pytest.fixture
-async def keys(database_url: str) -> AsyncIterator[ServiceKeyStore]:
-    """The service keys of the test's database (``memfleet keys`` does the same)."""
-    store = await ServiceKeyStore.connect(database_url)
-    try:
-        yield store
-    finally:
-        await store.aclose()
-
-
-async def new_key(keys: ServiceKeyStore, *scopes: str) -> str:
-    """A fresh service key with these scopes, as ``memfleet keys create`` prints it."""
-    _, key = await keys.create(f"chat server ({','.join(scopes)})", scopes)
-    return key
 
 
 def key_auth(key: str) -> dict[str, str]:

@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 from redis.asyncio import Redis
 
-from tests.api_server import api_process, api_settings, running_api
+from tests.api_server import api_process, api_settings, new_key, running_api
 from tests.helpers import drain
-from tests.integration.api.conftest import ID_KEY, SseReader, key_auth, new_key
+from tests.integration.api.conftest import ID_KEY, SseReader, key_auth
 from worker.client import session_tag
 from worker.config import Settings
 from worker.protocol.keys import events_key

@@ -11,8 +11,8 @@ import time
 
 import httpx
 
-from tests.api_server import api_settings, running_api
-from tests.integration.api.conftest import SseReader, key_auth, new_key
+from tests.api_server import api_settings, new_key, running_api
+from tests.integration.api.conftest import SseReader, key_auth
 from tests.integration.api.test_api_events import commit
 from worker.config import Settings
 from worker.embedded import EmbeddedRedis

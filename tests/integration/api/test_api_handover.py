@@ -16,9 +16,9 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import api_settings, bearer, new_key, running_api
 from tests.helpers import active_texts, drain
-from tests.integration.api.conftest import key_auth, new_key
+from tests.integration.api.conftest import key_auth
 from worker.api.settings import ApiSettings
 from worker.config import Settings
 from worker.embedded import EmbeddedRedis

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from tests.integration.api.conftest import key_auth, new_key
+from tests.api_server import new_key
+from tests.integration.api.conftest import key_auth
 from worker.api.handover_fast import _fields
 from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore

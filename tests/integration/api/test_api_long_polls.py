@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from tests.api_server import api_settings, bearer, running_api
-from tests.integration.api.conftest import key_auth, new_key
+from tests.api_server import api_settings, bearer, new_key, running_api
+from tests.integration.api.conftest import key_auth
 from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore
 

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import api_settings, bearer, new_key, running_api
 from tests.contract.test_store_contract import advance, commit, insert, vec
 from tests.helpers import fences_for_tests
-from tests.integration.api.conftest import key_auth, new_key
+from tests.integration.api.conftest import key_auth
 from tests.integration.api.test_api import add
 from tests.integration.api.test_api_memory_model import listed
 from worker.config import Settings

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from api_stub.llm_stub import EMBED_PATH, StubServer
-from tests.api_server import api_settings, running_api
+from tests.api_server import api_settings, new_key, running_api
 from tests.helpers import fences_for_tests
-from tests.integration.api.conftest import key_auth, new_key
+from tests.integration.api.conftest import key_auth
 from tests.openai_stub import openai_settings
 from worker.api.read_timing import HEADER
 from worker.config import Settings

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, bearer, running_api
-from tests.integration.api.conftest import key_auth, new_key
+from tests.api_server import api_settings, bearer, new_key, running_api
+from tests.integration.api.conftest import key_auth
 from tests.integration.api.test_api_prompt_read import embeddings_calls, remember, timing
 from tests.openai_stub import openai_settings
 from worker.config import Settings

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from tests.api_server import SECRET, api_process, bearer, token
-from tests.integration.api.conftest import key_auth, new_key
+from tests.api_server import SECRET, api_process, bearer, new_key, token
+from tests.integration.api.conftest import key_auth
 from worker.api.settings import ApiSettings
 from worker.config import Settings
 from worker.protocol.keys import DEFAULT_QUEUE

@@ -13,8 +13,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.api_server import api_settings, bearer, running_api, token
-from tests.integration.api.conftest import key_auth, new_key
+from tests.api_server import api_settings, bearer, new_key, running_api, token
+from tests.integration.api.conftest import key_auth
 from worker.api.service_auth import KEY_CACHE_TTL_S
 from worker.config import Settings
 from worker.store.service_keys import ServiceKeyStore

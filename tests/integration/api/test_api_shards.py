@@ -10,9 +10,9 @@ import asyncpg
 import httpx
 from redis.asyncio import Redis
 
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import api_settings, bearer, new_key, running_api
 from tests.helpers import active_texts
-from tests.integration.api.conftest import key_auth, new_key
+from tests.integration.api.conftest import key_auth
 from tests.shard_servers import aof_servers, sharded
 from worker.config import Settings
 from worker.fleet.shard_workers import drain_shards

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 from redis.asyncio import Redis
 
-from tests.api_server import api_settings, running_api
-from tests.integration.api.conftest import key_auth, new_key
+from tests.api_server import api_settings, new_key, running_api
+from tests.integration.api.conftest import key_auth
 from tests.shard_servers import aof_servers, sharded
 from worker.config import Settings
 from worker.fleet.shard_workers import drain_shards

@@ -19,7 +19,6 @@ from tests.helpers import WorkerProcesses, worker_env
 from tests.integration.api.conftest import ID_KEY
 from tests.openai_stub import openai_settings
 from worker.config import Settings
-from worker.store.service_keys import ServiceKeyStore
 
 
 @pytest.fixture
@@ -36,19 +35,6 @@ async def api_url(llm: Settings) -> AsyncIterator[str]:
         yield url
 
 
-@pytest.fixture
-async def keys(database_url: str) -> AsyncIterator[ServiceKeyStore]:
-    store = await ServiceKeyStore.connect(database_url)
-    try:
-        yield store
-    finally:
-        await store.aclose()
-
-
-async def new_key(keys: ServiceKeyStore, *scopes: str) -> str:
-    """A fresh service key with these scopes, as ``memfleet keys create`` prints it."""
-    _, key = await keys.create(f"chat server ({','.join(scopes)})", scopes)
-    return key
 
 
 @pytest.fixture

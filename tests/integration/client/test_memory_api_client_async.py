@@ -12,10 +12,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.api_server import free_port, token
+from tests.api_server import free_port, new_key, token
 from tests.helpers import WorkerProcesses, bot_msg, user_msg
 from tests.integration.api.conftest import ID_KEY
-from tests.integration.client.conftest import new_key
 from worker.client import (
     AccessDenied,
     AsyncMemoryApi,

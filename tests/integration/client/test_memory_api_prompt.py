@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_server import token
-from tests.integration.client.conftest import new_key
+from tests.api_server import new_key, token
 from worker.client import AccessDenied, AsyncMemoryApi, MemoryApi
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.store.service_keys import ServiceKeyStore

@@ -16,7 +16,7 @@ import pytest
 from openai import OpenAI
 
 from api_stub.llm_stub import CHAT_PATH, StubServer
-from tests.integration.client.conftest import new_key
+from tests.api_server import new_key
 from worker.client import AsyncMemoryApi, AsyncMemoryTools, MemoryApi, MemoryTools
 from worker.store.service_keys import ServiceKeyStore
 

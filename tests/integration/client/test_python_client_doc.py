@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.api_server import new_key
 from tests.helpers import WorkerProcesses
-from tests.integration.client.conftest import new_key
 from worker.store.service_keys import ServiceKeyStore
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -23,8 +23,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.api_server import serving_in_thread
-from tests.integration.client.conftest import api_url, keys, llm, new_key  # noqa: F401
+from tests.api_server import (
+    new_key,  # noqa: F401 - the tests import it from here
+    serving_in_thread,
+)
+from tests.integration.client.conftest import api_url, llm  # noqa: F401
 from worker.mcp.http import create_app
 
 MEMFLEET = str(Path(sys.executable).with_name("memfleet"))
