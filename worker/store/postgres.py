@@ -204,25 +204,29 @@ class PostgresStore(PostgresCorrections):
         self, user_id: str, limit: int, *, scope: MemoryScope = "both",
         agent_id: str | None = None, consent_gate: ConsentGate | None = None,
     ) -> list[FactRecord]:
-        check_read(scope)
-        if scope == "none" or limit < 1:
-            return []
-        async with translated("reading facts"):
-            rows = await self._pool.fetch(self._facts["newest_active_facts"], user_id, scope,
-                                          agent_id, _gate(consent_gate), limit)
+        rows = await self._limited_facts("newest_active_facts", user_id, limit, scope,
+                                         agent_id, consent_gate)
         return [fact_of(row) for row in reversed(rows)]
 
     async def stable_facts(
         self, user_id: str, limit: int, *, scope: MemoryScope = "both",
         agent_id: str | None = None, consent_gate: ConsentGate | None = None,
     ) -> list[FactRecord]:
+        rows = await self._limited_facts("stable_active_facts", user_id, limit, scope,
+                                         agent_id, consent_gate)
+        return [fact_of(row) for row in rows]
+
+    async def _limited_facts(self, query: str, user_id: str, limit: int, scope: MemoryScope,
+                             agent_id: str | None,
+                             consent_gate: ConsentGate | None) -> list[asyncpg.Record]:
+        """The first ``limit`` active facts in ``query``'s order (facts.sql)."""
         check_read(scope)
         if scope == "none" or limit < 1:
             return []
         async with translated("reading facts"):
-            rows = await self._pool.fetch(self._facts["stable_active_facts"], user_id, scope,
-                                          agent_id, _gate(consent_gate), limit)
-        return [fact_of(row) for row in rows]
+            rows: list[asyncpg.Record] = await self._pool.fetch(
+                self._facts[query], user_id, scope, agent_id, _gate(consent_gate), limit)
+        return rows
 
     async def read_plan(
         self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
