@@ -265,7 +265,10 @@ def report(results: dict[Row, Measured]) -> str:
     return "\n".join(lines)
 
 
-def run(servers: Servers, args: argparse.Namespace) -> dict[Row, Measured]:
+def stub_and_api(servers: Servers) -> tuple[int, int, str, str, dict[str, str], Settings]:
+    """Ports and URLs for the stub and the API, the API's embeddings settings (the stub's
+    endpoint) as variables, and the same as Settings for seeding: what a read bench
+    starts (this one and bench.prompt_split)."""
     stub_port, api_port = free_port(), free_port()
     stub_url, api_url = f"http://127.0.0.1:{stub_port}", f"http://127.0.0.1:{api_port}"
     embeddings = {"embed_provider": "openai", "embed_base_url": stub_url + "/v1",
@@ -273,6 +276,11 @@ def run(servers: Servers, args: argparse.Namespace) -> dict[Row, Measured]:
     settings = Settings(database_url=servers.database_url, redis_url=servers.redis_url,
                         home_dir=servers.root / "home", embed_provider="openai",
                         embed_base_url=stub_url + "/v1", embed_model=MODEL, embed_dim=DIM)
+    return stub_port, api_port, stub_url, api_url, embeddings, settings
+
+
+def run(servers: Servers, args: argparse.Namespace) -> dict[Row, Measured]:
+    stub_port, api_port, stub_url, api_url, embeddings, settings = stub_and_api(servers)
     sizes = {50: [f"u50-{i}" for i in range(args.users)],
              1000: [f"u1000-{i}" for i in range(args.users)]}
     rows = [Row(facts, query, c) for c in args.concurrency for facts in sizes

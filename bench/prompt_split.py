@@ -33,23 +33,22 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench.lib.api_procs import api_argv, api_env, free_port, running, stub_argv
+from bench.lib.api_procs import api_argv, api_env, running, stub_argv
 from bench.lib.prefix_cache import PrefixShare, cacheable_share, render_prompt
 from bench.lib.proc import load_1min
 from bench.lib.servers import Servers, throwaway_servers
 from bench.lib.stats import ms, pct, table
 from bench.prompt_read import (
     DIM,
-    MODEL,
     TARGET_P99_MS,
     Measured,
     RawReads,
     questions,
     read_key,
     seed,
+    stub_and_api,
     timing_parts,
 )
-from worker.config import Settings
 from worker.store.migrate import migrate
 
 USER = "split-1000"
@@ -150,13 +149,7 @@ def report(turns: Turns, timed: dict[str, Measured]) -> str:
 
 
 def run(servers: Servers, args: argparse.Namespace) -> tuple[Turns, dict[str, Measured]]:
-    stub_port, api_port = free_port(), free_port()
-    stub_url, api_url = f"http://127.0.0.1:{stub_port}", f"http://127.0.0.1:{api_port}"
-    embeddings = {"embed_provider": "openai", "embed_base_url": stub_url + "/v1",
-                  "embed_model": MODEL, "embed_dim": str(DIM)}
-    settings = Settings(database_url=servers.database_url, redis_url=servers.redis_url,
-                        home_dir=servers.root / "home", embed_provider="openai",
-                        embed_base_url=stub_url + "/v1", embed_model=MODEL, embed_dim=DIM)
+    stub_port, api_port, stub_url, api_url, embeddings, settings = stub_and_api(servers)
     asked = questions()
     random.Random(41).shuffle(asked)
     messages = asked[:args.turns]
