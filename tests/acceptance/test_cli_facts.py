@@ -17,7 +17,8 @@ from worker.store.types import FactTerms, NewFact
 DESIGN_FIELDS = {"id", "text", "category", "importance", "observed_at", "source_session_id",
                  "superseded_at", "superseded_by"}
 MODEL_FIELDS = {"scope", "agent_id", "valid_from", "valid_to", "expires_at", "pinned", "basis",
-                "confidence", "superseded_reason", "embedding_model", "embedding_dim"}
+                "confidence", "superseded_reason", "embedding_model", "embedding_dim",
+                "written_via"}
 
 
 async def remembered(settings: Settings) -> None:

@@ -201,8 +201,11 @@ describe('ada works her memory through the panel', () => {
     await fact(page, 'Lives in Lisbon, Alfama').waitFor(); // the page behind is current
     await page.getByRole('button', { name: 'Save' }).click();
     await status(page, 'Corrected');
-    assert.deepEqual((await chainOf(ADA, 'ada', lisbon.id)).map((v) => v.text),
+    const chain = await chainOf(ADA, 'ada', lisbon.id);
+    assert.deepEqual(chain.map((v) => v.text),
       ['Lives in Paris', 'Lives in Lisbon', 'Lives in Lisbon, Alfama', 'Lives in Porto now']);
+    // The panel's correction says it was written there; the API's plain PATCH: api.
+    assert.deepEqual(chain.slice(2).map((v) => v.written_via), ['api', 'panel']);
   });
 
   it('a remove on a stale view shows the current state and says so', async () => {
@@ -224,8 +227,8 @@ describe('ada works her memory through the panel', () => {
     await page.locator('#add-dialog').getByRole('button', { name: 'Add' }).click();
     await status(page, 'Added');
     const added = (await activeFacts(ADA, 'ada')).get(markup);
-    assert.deepEqual([added.scope, added.agent_id, added.category, added.source_kind],
-      ['relationship', 'luna', 'preference', 'manual']);
+    assert.deepEqual([added.scope, added.agent_id, added.category, added.source_kind,
+      added.written_via], ['relationship', 'luna', 'preference', 'manual', 'panel']);
     const shown = page.locator(`li.fact[data-fact-id="${added.id}"] .fact-text`);
     assert.equal(await shown.textContent(), markup);
     assert.deepEqual(await page.evaluate(() => [

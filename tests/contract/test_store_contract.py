@@ -253,6 +253,19 @@ async def test_manual_facts_bump_the_version_and_stay_scoped(store: Store) -> No
     assert (await store.neighbors("u1", vec(3)[None, :], 1)).version == 2, "a miss bumps nothing"
 
 
+async def test_a_manual_fact_records_how_it_was_written_and_an_extracted_one_none(
+    store: Store,
+) -> None:
+    plain = await store.add_fact("u1", NewFact("Likes tea", "preference", 4, vec(3), "test"))
+    saved = await store.add_fact("u1", NewFact("Likes oolong", "preference", 4, vec(4), "test",
+                                               via="tool"))
+    assert (plain.written_via, saved.written_via) == ("api", "tool"), "api: the default"
+    assert await store.get_fact("u1", saved.id) == saved
+    await store.commit_run(commit(advance(0), (insert(0, "Plays chess", vec(5)),), 2))
+    extracted = next(f for f in await store.facts("u1") if f.source_kind == "extracted")
+    assert extracted.written_via is None
+
+
 async def test_search_ranks_by_meaning_and_by_words(store: Store) -> None:
     await store.commit_run(commit(advance(0), (
         insert(0, "Plays the cello", vec(0)), insert(1, "Drinks green tea", vec(1)),

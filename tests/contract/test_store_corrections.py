@@ -74,6 +74,19 @@ async def test_an_edit_supersedes_the_version_in_its_chain(store: Store) -> None
                              valid_at=datetime(2025, 6, 1, tzinfo=UTC)) == [new]
 
 
+async def test_an_edit_records_how_it_was_written_an_accepted_update_none(
+    store: Store,
+) -> None:
+    old = await store.add_fact("u1", NewFact("Uses Vim", "fact", 5, vec(1), "test",
+                                             via="panel"))
+    assert old.written_via == "panel"
+    new = await store.edit_fact("u1", old.id, edit("Uses Neovim", old, via="tool"))
+    assert new is not None and new.written_via == "tool"
+    by_default = await store.edit_fact("u1", new.id, edit("Uses Helix", new))
+    assert by_default is not None and by_default.written_via == "api"
+    assert [f.written_via for f in await store.chain("u1", old.id)] == ["panel", "tool", "api"]
+
+
 async def test_an_edit_with_a_later_valid_from_ends_the_old_version_there(
     store: Store,
 ) -> None:
@@ -130,6 +143,7 @@ async def test_an_accepted_update_supersedes_its_fact_and_answers_the_proposal(
     blues = done.fact
     assert (blues.text, blues.source_kind, blues.source_session_id, blues.basis) == (
         "Likes blues", "extracted", "s1", "stated")
+    assert blues.written_via is None, "extracted: no manual way in"
     assert blues.pinned and blues.scope == "profile", "the pin stays with the fact"
     assert blues.valid_from == proposal["proposed_at"]
     assert await version(store) == before + 1

@@ -21,7 +21,7 @@ from worker.memory_rules import (
     SourceKind,
     SupersededReason,
 )
-from worker.store.types import FactRecord
+from worker.store.types import FactRecord, WrittenVia
 
 MAX_FACT_CHARS = 2_000
 MAX_QUERY_CHARS = 1_000
@@ -40,6 +40,15 @@ def utc(value: datetime) -> datetime:
 
 
 Moment = Annotated[datetime, AfterValidator(utc)]
+
+# How a write through the API says it was made: by an application (the default), by
+# the user on the memory panel, or by the assistant with the memory tools
+# (worker/client/memory_tools.py, clients/typescript/src/tools.ts). Recorded as the
+# fact's written_via; it changes nothing else about the fact.
+Via = Literal["api", "panel", "tool"]
+VIA_DESCRIPTION = ("How the fact was written: api (an application; the default), panel (the "
+                   "user on the memory panel) or tool (the assistant with the memory tools). "
+                   "Recorded as the fact's written_via, and nothing else.")
 
 
 class Fact(BaseModel):
@@ -66,6 +75,10 @@ class Fact(BaseModel):
     superseded_reason: SupersededReason | None
     embedding_model: str | None
     embedding_dim: int | None
+    written_via: WrittenVia | None = Field(
+        default=None, description="A manual fact's way in: api, panel, tool or cli; null for "
+                                  "an extracted or imported fact, and for a manual one "
+                                  "written before it was recorded.")
 
     @classmethod
     def of(cls, record: FactRecord) -> Fact:
@@ -100,6 +113,7 @@ class NewFactBody(BaseModel):
     valid_to: Moment | None = None
     expires_at: Moment | None = None
     pinned: bool = False
+    via: Via = Field(default="api", description=VIA_DESCRIPTION)
 
     @model_validator(mode="after")
     def _consistent(self) -> NewFactBody:
@@ -241,6 +255,7 @@ class ExportFact(BaseModel):
     confidence: float
     superseded_reason: str | None
     embedding_dim: int | None
+    written_via: str | None = None
 
 
 class ExportSession(BaseModel):

@@ -174,7 +174,7 @@ async def add_fact(request: Request, user_id: WritingUser, body: NewFactBody) ->
     record = await deps.memory.add_fact(user_id, NewFact(
         text=body.text, category=body.category, importance=body.importance,
         embedding=answer.value[0], embedding_model=embedder.model, terms=terms,
-        pinned=body.pinned,
+        pinned=body.pinned, via=body.via,
     ))
     return Fact.of(record)
 

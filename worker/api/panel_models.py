@@ -7,7 +7,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worker.api.fields import CleanText
-from worker.api.memory_models import MAX_FACT_CHARS, Fact, HeldProposal, Moment
+from worker.api.memory_models import (
+    MAX_FACT_CHARS,
+    VIA_DESCRIPTION,
+    Fact,
+    HeldProposal,
+    Moment,
+    Via,
+)
 from worker.memory_rules import MAX_IMPORTANCE, MIN_IMPORTANCE, Category
 
 # Fields an edit may leave out (the old version's then) but not set to null.
@@ -30,6 +37,7 @@ class FactEditBody(BaseModel):
                                   "fact changed then. Without a zone: UTC.")
     valid_to: Moment | None = None
     expires_at: Moment | None = None
+    via: Via = Field(default="api", description=VIA_DESCRIPTION)
 
     @model_validator(mode="after")
     def _no_null_where_a_value_is_needed(self) -> FactEditBody:

@@ -115,7 +115,7 @@ async def edit_fact(
         text=body.text, category=body.category or old.category,
         importance=body.importance or old.importance, embedding=embedding,
         embedding_model=model, valid_from=valid_from, valid_to=valid_to,
-        expires_at=expires_at, confidence=confidence_for("manual", "stated")))
+        expires_at=expires_at, confidence=confidence_for("manual", "stated"), via=body.via))
     if new is None:  # changed between the read above and the write: a stale view
         raise HTTPException(status.HTTP_409_CONFLICT, detail=_NOT_ACTIVE)
     return Fact.of(new)

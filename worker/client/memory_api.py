@@ -47,6 +47,7 @@ from worker.client.memory_api_models import (
     ReadScope,
     SearchResults,
     SessionStatus,
+    Via,
     WaitOutcome,
 )
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
@@ -184,23 +185,24 @@ class MemoryApi(ClientBase):
                  importance: int | None = None, scope: str | None = None,
                  agent_id: str | None = None, valid_from: datetime | None = None,
                  valid_to: datetime | None = None, expires_at: datetime | None = None,
-                 pinned: bool | None = None) -> Fact:
-        """Add a fact by hand (the API's defaults for what is left out). Scope ``admin``."""
+                 pinned: bool | None = None, via: Via | None = None) -> Fact:
+        """Add a fact by hand (the API's defaults for what is left out; ``via``: how it
+        was written, api when left out). Scope ``admin``."""
         return self._send(routes.add_fact(
             user_id, text, category=category, importance=importance, scope=scope,
             agent_id=agent_id, valid_from=valid_from, valid_to=valid_to,
-            expires_at=expires_at, pinned=pinned))
+            expires_at=expires_at, pinned=pinned, via=via))
 
     def edit_fact(self, user_id: str, fact_id: int, text: str, *, category: str | None = None,
                   importance: int | None = None, valid_from: datetime | None = None,
                   valid_to: datetime | Kept | None = KEEP,
-                  expires_at: datetime | Kept | None = KEEP) -> Fact:
+                  expires_at: datetime | Kept | None = KEEP, via: Via | None = None) -> Fact:
         """Correct a fact (PATCH): the version is superseded by ``text``; the new version
         is answered. Left out: the old version's value; ``valid_to=None`` or
         ``expires_at=None`` clears it. WriteConflict: no longer the active version."""
         return self._send(routes.edit_fact(
             user_id, fact_id, text, category=category, importance=importance,
-            valid_from=valid_from, valid_to=valid_to, expires_at=expires_at))
+            valid_from=valid_from, valid_to=valid_to, expires_at=expires_at, via=via))
 
     def remove_fact(self, user_id: str, fact_id: int) -> Fact:
         """Remove a fact: it is superseded, nothing is deleted. Scope ``admin``."""

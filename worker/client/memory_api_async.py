@@ -48,6 +48,7 @@ from worker.client.memory_api_models import (
     ReadScope,
     SearchResults,
     SessionStatus,
+    Via,
     WaitOutcome,
 )
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
@@ -117,20 +118,20 @@ class AsyncMemoryApi(ClientBase):
                        importance: int | None = None, scope: str | None = None,
                        agent_id: str | None = None, valid_from: datetime | None = None,
                        valid_to: datetime | None = None, expires_at: datetime | None = None,
-                       pinned: bool | None = None) -> Fact:
+                       pinned: bool | None = None, via: Via | None = None) -> Fact:
         return await self._send(routes.add_fact(
             user_id, text, category=category, importance=importance, scope=scope,
             agent_id=agent_id, valid_from=valid_from, valid_to=valid_to,
-            expires_at=expires_at, pinned=pinned))
+            expires_at=expires_at, pinned=pinned, via=via))
 
     async def edit_fact(self, user_id: str, fact_id: int, text: str, *,
                         category: str | None = None, importance: int | None = None,
                         valid_from: datetime | None = None,
                         valid_to: datetime | Kept | None = KEEP,
-                        expires_at: datetime | Kept | None = KEEP) -> Fact:
+                        expires_at: datetime | Kept | None = KEEP, via: Via | None = None) -> Fact:
         return await self._send(routes.edit_fact(
             user_id, fact_id, text, category=category, importance=importance,
-            valid_from=valid_from, valid_to=valid_to, expires_at=expires_at))
+            valid_from=valid_from, valid_to=valid_to, expires_at=expires_at, via=via))
 
     async def remove_fact(self, user_id: str, fact_id: int) -> Fact:
         return await self._send(routes.remove_fact(user_id, fact_id))

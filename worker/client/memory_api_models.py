@@ -25,6 +25,9 @@ __all__ = ["ActiveFacts", "CategoryGroup", "Chain", "Consent", "Erased", "Export
 
 V = TypeVar("V")
 ProposalState = Literal["open", "resolved", "all"]
+# How a manual fact was written; a write through the API names api, panel or tool.
+WrittenVia = Literal["api", "panel", "tool", "cli"]
+Via = Literal["api", "panel", "tool"]
 ReadScope = Literal["none", "profile", "relationship", "both", "all"]
 
 
@@ -104,6 +107,9 @@ class Fact:
     superseded_reason: SupersededReason | None
     embedding_model: str | None
     embedding_dim: int | None
+    # A manual fact's way in (api | panel | tool | cli); None for an extracted or
+    # imported fact, a manual one written before it was recorded, or an older server.
+    written_via: WrittenVia | None = None
 
     @classmethod
     def parse(cls, value: Any) -> Fact:
@@ -126,6 +132,7 @@ class Fact:
                                    _opt(_str, d.get("superseded_reason"))),
             embedding_model=_opt(_str, d.get("embedding_model")),
             embedding_dim=_opt(_int, d.get("embedding_dim")),
+            written_via=cast(WrittenVia | None, _opt(_str, d.get("written_via"))),
         )
 
 

@@ -78,12 +78,12 @@ def facts(user_id: str, scope: ReadScope | None, agent_id: str | None,
 def add_fact(user_id: str, text: str, *, category: str | None, importance: int | None,
              scope: str | None, agent_id: str | None, valid_from: datetime | None,
              valid_to: datetime | None, expires_at: datetime | None,
-             pinned: bool | None) -> Call[Fact]:
+             pinned: bool | None, via: str | None = None) -> Call[Fact]:
     body: dict[str, Any] = {"text": text}
     given = {"category": category, "importance": importance, "scope": scope,
              "agent_id": agent_id, "valid_from": _moment(valid_from),
              "valid_to": _moment(valid_to), "expires_at": _moment(expires_at),
-             "pinned": pinned}
+             "pinned": pinned, "via": via}
     body.update({name: value for name, value in given.items() if value is not None})
     return Call("add_fact", "POST", f"{_user(user_id)}/facts", lambda r: Fact.parse(r.json()),
                 body=body)
@@ -91,8 +91,11 @@ def add_fact(user_id: str, text: str, *, category: str | None, importance: int |
 
 def edit_fact(user_id: str, fact_id: int, text: str, *, category: str | None,
               importance: int | None, valid_from: datetime | None,
-              valid_to: datetime | Kept | None, expires_at: datetime | Kept | None) -> Call[Fact]:
+              valid_to: datetime | Kept | None, expires_at: datetime | Kept | None,
+              via: str | None = None) -> Call[Fact]:
     body: dict[str, Any] = {"text": text}
+    if via is not None:
+        body["via"] = via
     if category is not None:
         body["category"] = category
     if importance is not None:

@@ -27,9 +27,9 @@ supersedes). The consent is read on each call; a change between that read and th
 write is not fenced.
 
 A saved fact is a manual fact (source_kind ``manual``, basis ``stated``: the user
-said it), of profile scope (every assistant of the user sees it). The API has no
-field that records which client wrote a manual fact, so a tool's save and a save
-from the memory panel look alike (docs/tools.md, "What is not recorded").
+said it), of profile scope (every assistant of the user sees it), sent with
+``via: tool``: it reads back with ``written_via`` ``tool``, where a save from the
+memory panel has ``panel`` (docs/tools.md, "How a saved fact is recorded").
 """
 
 from __future__ import annotations
@@ -231,7 +231,8 @@ class _Scoped:
                                            and fact.agent_id == self.agent_id)
 
     def _save(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"category": args.get("category", "general"), "scope": "profile"}
+        # via tool: the saved fact records that the assistant wrote it (written_via).
+        return {"category": args.get("category", "general"), "scope": "profile", "via": "tool"}
 
     @staticmethod
     def _searched(hits: SearchResults) -> str:

@@ -46,13 +46,13 @@ async def _new_version(
     conn: Any, user_id: str, old: Any, *, text: str, category: str, importance: int,
     embedding: Any, model: str, session_id: str | None, kind: str,
     valid_from: datetime, valid_to: datetime | None, expires_at: datetime | None,
-    confidence: float,
+    confidence: float, via: str | None = None,
 ) -> FactRecord:
     """Insert the successor of the locked version ``old`` and end ``old`` with it."""
     row = await conn.fetchrow(
         _sql("insert_version"), user_id, text, category, importance, HalfVector(embedding),
         model, datetime.now(UTC), session_id, kind, old["scope"], old["agent_id"],
-        valid_from, valid_to, expires_at, old["pinned"], confidence)
+        valid_from, valid_to, expires_at, old["pinned"], confidence, via)
     if await conn.fetchval(_sql("supersede_version"), user_id, old["id"], row["id"]) is None:
         raise RowMissing  # cannot happen: ``old`` is locked and was active
     return fact_of(row)
@@ -81,7 +81,7 @@ class PostgresCorrections(VersionedWrites):
                 importance=edit.importance, embedding=edit.embedding,
                 model=edit.embedding_model, session_id=None, kind="manual",
                 valid_from=edit.valid_from, valid_to=edit.valid_to,
-                expires_at=edit.expires_at, confidence=edit.confidence)
+                expires_at=edit.expires_at, confidence=edit.confidence, via=edit.via)
 
         return await self._versioned("editing a fact", user_id, write)
 

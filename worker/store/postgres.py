@@ -308,7 +308,7 @@ class PostgresStore(PostgresCorrections):
                 self._api["insert_manual_fact"], user_id, fact.text, fact.category,
                 fact.importance, HalfVector(fact.embedding), fact.embedding_model, observed_at,
                 t.scope, t.agent_id, t.valid_from, t.valid_to, t.expires_at, fact.pinned,
-                t.basis, t.confidence,
+                t.basis, t.confidence, fact.via,
             )
             return fact_of(row)
 

@@ -286,6 +286,9 @@ class FactRecord:
     superseded_reason: str | None = None
     embedding_model: str | None = None
     embedding_dim: int | None = None
+    # How a manual fact was written (api | panel | tool | cli); None for an extracted
+    # or imported fact, and for a manual one written before it was recorded.
+    written_via: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -311,6 +314,7 @@ class FactRecord:
             "superseded_reason": self.superseded_reason,
             "embedding_model": self.embedding_model,
             "embedding_dim": self.embedding_dim,
+            "written_via": self.written_via,
         }
 
 
@@ -327,6 +331,12 @@ class RankedFact:
     lexical_rank: int | None
 
 
+# How a manual fact was written: through the memory API by an application, on the
+# panel by the user, by the assistant with the memory tools, or with the memfleet CLI.
+WrittenVia = Literal["api", "panel", "tool", "cli"]
+WRITTEN_VIA: tuple[WrittenVia, ...] = ("api", "panel", "tool", "cli")
+
+
 @dataclass(frozen=True, slots=True)
 class NewFact:
     """A fact written by hand through the memory API."""
@@ -338,6 +348,7 @@ class NewFact:
     embedding_model: str
     terms: FactTerms = FactTerms(confidence=1.0)
     pinned: bool = False
+    via: WrittenVia = "api"  # how it was written: recorded as its written_via
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +366,7 @@ class FactEdit:
     valid_to: datetime | None
     expires_at: datetime | None
     confidence: float = 1.0  # a manual, stated fact's
+    via: WrittenVia = "api"  # how the correction was written: the new version's written_via
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ class _Host(Protocol):
     def _insert(self, user_id: str, text: str, category: str, importance: int,
                 embedding: Vector, observed_at: datetime, session_id: str | None,
                 kind: str, *, terms: FactTerms = ..., model: str = "",
-                pinned: bool = False) -> int: ...
+                pinned: bool = False, via: str | None = None) -> int: ...
 
 
 def _current(host: _Host, user_id: str, fact_id: int) -> FactRecord | None:
@@ -85,7 +85,7 @@ class InMemoryCorrections:
                           confidence=edit.confidence)
         new_id = self._insert(user_id, edit.text, edit.category, edit.importance,
                               edit.embedding, datetime.now(UTC), None, "manual", terms=terms,
-                              model=edit.embedding_model, pinned=old.pinned)
+                              model=edit.embedding_model, pinned=old.pinned, via=edit.via)
         _succeed(self, old, new_id)
         fact: FactRecord = self.rows[new_id].fact
         return fact

@@ -237,7 +237,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         fact_id = self._insert(user_id, fact.text, fact.category, fact.importance,
                                fact.embedding, datetime.now(UTC), None, "manual",
                                terms=fact.terms, model=fact.embedding_model,
-                               pinned=fact.pinned)
+                               pinned=fact.pinned, via=fact.via)
         return self.rows[fact_id].fact
 
     async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
@@ -301,7 +301,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
     def _insert(self, user_id: str, text: str, category: str, importance: int,
                 embedding: Vector, observed_at: datetime, session_id: str | None,
                 kind: str, *, terms: FactTerms = PROFILE, model: str = "",
-                pinned: bool = False) -> int:
+                pinned: bool = False, via: str | None = None) -> int:
         fact_id, self._next_fact = self._next_fact, self._next_fact + 1
         fact = FactRecord(
             id=fact_id, user_id=user_id, text=text, category=category, importance=importance,
@@ -311,7 +311,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
             valid_from=terms.valid_from or observed_at, valid_to=terms.valid_to,
             expires_at=terms.expires_at, pinned=pinned, basis=terms.basis,
             confidence=terms.confidence, embedding_model=model,
-            embedding_dim=int(np.asarray(embedding).shape[-1]),
+            embedding_dim=int(np.asarray(embedding).shape[-1]), written_via=via,
         )
         vector = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         self.rows[fact_id] = _Row(fact, vector)

@@ -49,7 +49,9 @@ export type {
   StableBlock,
   SupersededReason,
   UserExport,
+  Via,
   VolatileBlock,
+  WrittenVia,
 } from "./http/memory_types.js";
 export {
   AccessDenied,

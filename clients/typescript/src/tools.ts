@@ -278,7 +278,8 @@ export class MemoryToolExecutor {
     if (!(await client.getConsent(userId)).enabled) return error("memory_off", MEMORY_OFF);
     if (name === "save_memory") {
       const saved = await client.addFact(userId, { text: args.text as string,
-        category: (args.category as Category | undefined) ?? "general", scope: "profile" });
+        category: (args.category as Category | undefined) ?? "general", scope: "profile",
+        via: "tool" });
       return ok({ saved: shown(saved) });
     }
     const agent = this.agentId === undefined ? {} : { agentId: this.agentId };

@@ -193,3 +193,43 @@ async def test_held_proposals_are_listed_and_exported(
     assert fact["pinned"] is True and fact["scope"] == "profile"
     other = (await api.get("/users/bob/export", headers=bearer("bob"))).json()
     assert other["held_proposals"] == []
+
+
+async def test_a_manual_fact_records_how_it_was_written(
+    api: httpx.AsyncClient, store: PostgresStore
+) -> None:
+    """api by default, panel or tool when the writer says so; an edit records its own;
+    an extracted fact has none; the chain and the export carry it."""
+    plain = await add(api, "u1", "Likes tea")
+    panel = await add(api, "u1", "Lives in Oslo", via="panel")
+    tool = await add(api, "u1", "Runs marathons", via="tool")
+    assert [f["written_via"] for f in (plain, panel, tool)] == ["api", "panel", "tool"]
+    assert plain["source_kind"] == panel["source_kind"] == tool["source_kind"] == "manual"
+    assert plain["confidence"] == panel["confidence"] == tool["confidence"], "trusted alike"
+    mine = "/users/ada/facts"  # refused() is ada's
+    assert "via" in await refused(api, "POST", mine, json={"text": "x", "via": "worker"})
+    assert "via" in await refused(api, "POST", mine, json={"text": "x", "via": "cli"})
+    assert "via" in await refused(api, "PATCH", f"{mine}/1", json={"text": "x", "via": "nope"})
+    path = "/users/u1/facts"
+    resp = await api.patch(f"{path}/{panel['id']}", json={"text": "Lives in Bergen",
+                                                          "via": "panel"}, headers=bearer("u1"))
+    assert resp.status_code == 200, resp.text
+    edited = resp.json()
+    assert edited["written_via"] == "panel"
+    resp = await api.patch(f"{path}/{tool['id']}", json={"text": "Runs ultramarathons"},
+                           headers=bearer("u1"))
+    assert resp.status_code == 200 and resp.json()["written_via"] == "api", "the default"
+    chain = (await api.get(f"{path}/{panel['id']}/chain", headers=bearer("u1"))).json()
+    assert [v["written_via"] for v in chain["versions"]] == ["panel", "panel"]
+
+    await store.commit_run(commit(advance(0), (insert(0, "Plays chess", vec(5)),),
+                                  (await store.neighbors("u1", vec(0)[None, :], 1)).version))
+    listed = (await api.get(path, headers=bearer("u1"))).json()
+    by_text = {f["text"]: f for g in listed["groups"] for f in g["facts"]}
+    assert by_text["Plays chess"]["source_kind"] == "extracted"
+    assert by_text["Plays chess"]["written_via"] is None
+
+    export = (await api.get("/users/u1/export", headers=bearer("u1"))).json()
+    assert {f["text"]: f["written_via"] for f in export["facts"]} == {
+        "Likes tea": "api", "Lives in Oslo": "panel", "Lives in Bergen": "panel",
+        "Runs marathons": "tool", "Runs ultramarathons": "api", "Plays chess": None}

@@ -74,6 +74,7 @@ async def test_a_model_saves_lists_searches_and_forgets_through_the_tools(
     stored = admin.fact_chain("ada", fact_id).versions[-1]
     assert (stored.text, stored.source_kind, stored.basis, stored.scope) == (
         "Likes green tea", "manual", "stated", "profile")
+    assert stored.written_via == "tool", "the assistant saved it, with the memory tools"
     # The model's turn went with the tools, and the call's result came back to it.
     requests = [r["body"] for r in stub.recorded() if r["path"] == CHAT_PATH]
     assert requests[0]["tools"] == tools.definitions
@@ -165,6 +166,8 @@ async def test_the_async_executor_against_the_real_api(
                               timeout_s=30) as api:
         tools = AsyncMemoryTools(api, user_id="dee", agent_id=agent)
         saved = json.loads(await tools.run("save_memory", '{"text": "Runs marathons"}'))
+        stored = (await api.fact_chain("dee", saved["saved"]["id"])).versions[-1]
+        assert stored.written_via == "tool"
         found = json.loads(await tools.run("search_memory", {"query": "marathons"}))
         assert found["results"][0]["id"] == saved["saved"]["id"]
         assert json.loads(await tools.run("forget_memory",

@@ -94,11 +94,12 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
     pool = await create_pool(empty_database_url, min_size=1, max_size=2)
     conn = await asyncpg.connect(empty_database_url)
     try:
-        # This release's store reads the held-proposal columns 0014 adds; the 0012
-        # table gets them as 0014 adds them (all NULL here), so the reads before and
-        # after compare like with like. 0013 rebuilds the table without them.
-        (later,) = default_schema_dir().glob("0014_*.sql")
-        await conn.execute(later.read_text("utf-8"))
+        # This release's store reads the held-proposal columns 0014 adds and the fact
+        # column 0015 adds; the 0012 tables get them as those add them (all NULL here),
+        # so the reads before and after compare like with like. 0013 rebuilds the
+        # tables without them.
+        for later in sorted(default_schema_dir().glob("001[45]_*.sql")):
+            await conn.execute(later.read_text("utf-8"))
         store = PostgresStore(pool, fences_for_tests())
         for n, user in enumerate(USERS):
             await _fill(store, user, accept=n % 2 == 0)
@@ -115,7 +116,7 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
         last_held = max(r["id"] for r in rows_before["memory_held_proposal"])
 
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, pg_partitions=4) == [
-            "0013_partition_by_user", "0014_held_additions"]
+            "0013_partition_by_user", "0014_held_additions", "0015_manual_fact_via"]
 
         parts = await conn.fetch(
             "SELECT p.relname AS parent, count(*) AS n FROM pg_inherits AS i"

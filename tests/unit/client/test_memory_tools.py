@@ -179,7 +179,7 @@ def test_memory_off_stores_and_reads_nothing_and_says_so(name: str, arguments: A
     assert [r.url.path for r in api.sent] == ["/users/ada/consent"]
 
 
-def test_save_is_a_profile_fact_of_the_user_only() -> None:
+def test_save_is_a_profile_fact_of_the_user_written_via_the_tool() -> None:
     api = FakeApi()
     answer = result(tools_over(api).run("save_memory", '{"text": "Likes green tea", '
                                                        '"category": "preference"}'))
@@ -188,7 +188,7 @@ def test_save_is_a_profile_fact_of_the_user_only() -> None:
     post = api.sent[-1]
     assert post.url.path == "/users/ada/facts"
     assert json.loads(post.content) == {"text": "Likes green tea", "category": "preference",
-                                        "scope": "profile"}
+                                        "scope": "profile", "via": "tool"}
 
 
 def test_search_and_list_are_scoped_to_the_assistant() -> None:

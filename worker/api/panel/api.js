@@ -70,8 +70,9 @@ export class MemoryApi {
   facts() { return this.#send('GET', '/facts?scope=all'); }
   search(q) { return this.#send('GET', `/search?scope=all&k=50&q=${encodeURIComponent(q)}`); }
   chain(id) { return this.#send('GET', `/facts/${id}/chain`); }
-  add(fact) { return this.#send('POST', '/facts', fact); }
-  edit(id, text) { return this.#send('PATCH', `/facts/${id}`, { text }); }
+  // via 'panel': the fact records that the user wrote it here (its written_via).
+  add(fact) { return this.#send('POST', '/facts', { ...fact, via: 'panel' }); }
+  edit(id, text) { return this.#send('PATCH', `/facts/${id}`, { text, via: 'panel' }); }
   remove(id) { return this.#send('DELETE', `/facts/${id}`); }
   pin(id, pinned) { return this.#send(pinned ? 'PUT' : 'DELETE', `/facts/${id}/pin`); }
   proposals() { return this.#send('GET', '/held-proposals'); }

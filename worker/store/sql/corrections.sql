@@ -50,11 +50,14 @@ FOR UPDATE;
 -- name: insert_version
 -- The next version of a fact: its scope ($10), agent ($11) and pin ($15) are
 -- the old version's. $9: manual (an edit) or extracted (a proposal accepted, from
--- the session $8 that said it).
+-- the session $8 that said it). $17: how an edit was written (api | panel | tool |
+-- cli); NULL for an accepted proposal.
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_session_id, source_kind, scope, agent_id,
-                         valid_from, valid_to, expires_at, pinned, basis, confidence)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'stated', $16)
+                         valid_from, valid_to, expires_at, pinned, basis, confidence,
+                         written_via)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'stated', $16,
+        $17)
 RETURNING {{fact_columns}};
 
 -- name: insert_addition

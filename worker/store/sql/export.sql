@@ -12,7 +12,7 @@ SELECT enabled, updated_at FROM user_memory_consent WHERE user_id = $1;
 SELECT id, text, category, importance, observed_at, source_session_id, source_kind,
        superseded_at, superseded_by, run_id, embedding_model, created_at, scope, agent_id,
        valid_from, valid_to, expires_at, pinned, basis, confidence, superseded_reason,
-       embedding_dim
+       embedding_dim, written_via
 FROM memory_fact
 WHERE user_id = $1
 ORDER BY id;

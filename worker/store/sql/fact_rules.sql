@@ -18,7 +18,8 @@
 -- (worker.store.versioned.fact_of reads the row by these names).
 id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
 superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
-expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim
+expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim,
+written_via
 
 -- fragment: active
 -- Not superseded, and not expired even before the expiry pass supersedes it

@@ -27,11 +27,12 @@ ORDER BY count(*) DESC, embedding_model, embedding_dim
 LIMIT 1;
 
 -- name: insert_manual_fact
+-- $16: how it was written (api | panel | tool | cli).
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_kind, scope, agent_id, valid_from, valid_to,
-                         expires_at, pinned, basis, confidence)
+                         expires_at, pinned, basis, confidence, written_via)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'manual', $8, $9, coalesce($10::timestamptz, $7), $11, $12, $13, $14,
-        $15)
+        $15, $16)
 RETURNING {{fact_columns}};
 
 -- name: remove_fact

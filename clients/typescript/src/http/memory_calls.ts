@@ -88,7 +88,7 @@ export class MemoryCalls {
     const body = bodyOf({ text: fact.text, category: fact.category,
       importance: fact.importance, scope: fact.scope, agent_id: fact.agentId,
       valid_from: fact.validFrom, valid_to: fact.validTo, expires_at: fact.expiresAt,
-      pinned: fact.pinned });
+      pinned: fact.pinned, via: fact.via });
     return await this.transport.json("POST", { operation: `POST ${FACTS}`,
       path: `${userPath(userId)}/facts`, body }) as Fact;
   }
@@ -100,7 +100,7 @@ export class MemoryCalls {
     Promise<Fact> {
     const body = bodyOf({ text: correction.text, category: correction.category,
       importance: correction.importance, valid_from: correction.validFrom,
-      valid_to: correction.validTo, expires_at: correction.expiresAt });
+      valid_to: correction.validTo, expires_at: correction.expiresAt, via: correction.via });
     return await this.transport.json("PATCH", { operation: `PATCH ${FACT}`,
       path: this.factPath(userId, factId), body }) as Fact;
   }

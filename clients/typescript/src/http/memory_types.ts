@@ -13,6 +13,11 @@ export type ReadScope = "none" | "profile" | "relationship" | "both" | "all";
 export type SourceKind = "extracted" | "manual" | "backfill" | "imported";
 export type Basis = "stated" | "inferred";
 export type SupersededReason = "updated" | "deleted" | "expired" | "removed";
+/** How a manual fact was written (the fact's `written_via`). */
+export type WrittenVia = "api" | "panel" | "tool" | "cli";
+/** How a write through the API says it was made: by an application (`api`, the
+ * default), by the user on the memory panel, or by the assistant with the memory tools. */
+export type Via = "api" | "panel" | "tool";
 /** A time: a Date, or an ISO 8601 string (without a zone: UTC). */
 export type Moment = Date | string;
 
@@ -39,6 +44,9 @@ export interface Fact {
   superseded_reason: SupersededReason | null;
   embedding_model: string | null;
   embedding_dim: number | null;
+  /** A manual fact's way in: `api`, `panel`, `tool` or `cli`; null for an extracted or
+   * imported fact, and for a manual one written before it was recorded. */
+  written_via?: WrittenVia | null;
 }
 
 export interface CategoryGroup {
@@ -76,6 +84,8 @@ export interface NewFact {
   validTo?: Moment;
   expiresAt?: Moment;
   pinned?: boolean;
+  /** How it was written; left out: `api`. */
+  via?: Via;
 }
 
 /** PATCH /users/{u}/facts/{id}, a merge patch: a member left out keeps the old
@@ -88,6 +98,8 @@ export interface FactCorrection {
   validFrom?: Moment;
   validTo?: Moment | null;
   expiresAt?: Moment | null;
+  /** How the correction was written; left out: `api`. */
+  via?: Via;
 }
 
 /** GET /users/{u}/facts/{id}/chain */

@@ -16,6 +16,7 @@ import {
   MemfleetError,
   MemfleetHttpClient,
   MemoryApiUnavailable,
+  MemoryToolExecutor,
   NotFound,
   type SessionRef,
 } from "../../index.js";
@@ -64,8 +65,9 @@ test("every route of a user's memory with a service key: add, list by scope and 
     tea.scope, tea.superseded_at], ["Likes green tea", "preference", 6, "manual", false,
     "profile", null]);
   const captain = await admin.addFact(ada, { text: "Calls the user Captain",
-    scope: "relationship", agentId: "luna", validFrom: before, pinned: true });
+    scope: "relationship", agentId: "luna", validFrom: before, pinned: true, via: "panel" });
   assert.deepEqual([captain.agent_id, captain.pinned], ["luna", true]);
+  assert.deepEqual([tea.written_via, captain.written_via], ["api", "panel"], "api: the default");
   assert.equal(new Date(captain.valid_from ?? "").getTime(), before.getTime());
 
   assert.equal((await admin.facts(ada)).count, 2);
@@ -79,7 +81,8 @@ test("every route of a user's memory with a service key: add, list by scope and 
   assert.equal((await admin.facts(ada, { validAt: "2000-01-01T00:00:00Z" })).count, 0);
 
   const jasmine = await admin.correctFact(ada, tea.id, { text: "Likes jasmine tea",
-    importance: 7 });
+    importance: 7, via: "tool" });
+  assert.equal(jasmine.written_via, "tool");
   assert.notEqual(jasmine.id, tea.id);
   assert.deepEqual([jasmine.text, jasmine.category, jasmine.importance],
     ["Likes jasmine tea", "preference", 7]);
@@ -122,8 +125,9 @@ test("every route of a user's memory with a service key: add, list by scope and 
 
   const held = await admin.exportUser(ada);
   assert.equal(held.user_id, ada);
-  assert.deepEqual(held.facts.map((f) => f.text).sort(),
-    ["Calls the user Captain", "Likes green tea", "Likes jasmine tea"]);
+  assert.deepEqual(held.facts.map((f) => [f.text, f.written_via]).sort(),
+    [["Calls the user Captain", "panel"], ["Likes green tea", "api"],
+      ["Likes jasmine tea", "tool"]]);
   assert.deepEqual([held.consent.enabled, held.consent.chosen], [true, true]);
   assert.deepEqual(held.held_proposals, []);
 
@@ -288,3 +292,14 @@ test("an API that is not there: MemoryApiUnavailable naming the API and the call
       && names(HandoverUnavailable, "POST /users/{user}/sessions/{session}/handover")(error));
   await gone.close();
 });
+
+test("a fact the assistant saves with the memory tools records it was written via tool",
+  async () => {
+    const tia = fresh("tia");
+    const tools = new MemoryToolExecutor(admin, { userId: tia });
+    const saved = JSON.parse(await tools.run("save_memory", { text: "Grows tomatoes" }));
+    assert.equal(saved.ok, true, JSON.stringify(saved));
+    const [stored] = (await admin.factChain(tia, saved.saved.id)).versions;
+    assert.deepEqual([stored?.text, stored?.source_kind, stored?.written_via],
+      ["Grows tomatoes", "manual", "tool"]);
+  });

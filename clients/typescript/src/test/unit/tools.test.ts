@@ -157,7 +157,7 @@ test("save, search, list and forget, scoped to the user and the assistant", asyn
     '{"text": "Likes green tea", "category": "preference"}')),
     { ok: true, saved: { id: 9, text: "Likes green tea", category: "preference" } });
   assert.deepEqual(JSON.parse(state.sent.at(-1)!.body),
-    { text: "Likes green tea", category: "preference", scope: "profile" });
+    { text: "Likes green tea", category: "preference", scope: "profile", via: "tool" });
   assert.deepEqual(JSON.parse(await tools.run("search_memory", { query: "tea", k: 3 })),
     { ok: true, results: [{ id: 1, text: "Likes tea", category: "preference", score: 0.032787 }] });
   assert.equal(state.sent.at(-1)!.url, "/users/ada/search?q=tea&k=3&scope=both&agent_id=coach");
