@@ -98,6 +98,22 @@ class ClientBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.endpoint.base!r}, {self.credential.kind})"
 
+    def _reconnect_pause(self, error: MemfleetError, failures: int, reconnects: int,
+                         deadline: float | None) -> float | None:
+        """How long the event stream waits before it reconnects after ``error``, its
+        ``failures``-th in a row (the Retry-After, else a doubling backoff up to 5 s), or
+        None when the caller's deadline comes first. ``error`` is raised when it is not
+        transient or the reconnects are spent."""
+        if not error.transient or failures > reconnects:
+            raise error from None
+        pause = error.retry_after_s if error.retry_after_s is not None else min(
+            0.25 * 2 ** failures, 5.0)
+        if deadline is not None and time.monotonic() + pause >= deadline:
+            return None
+        log.info("memory_events on %s: %s; reconnecting in %.2f s", self.host,
+                 type(error).__name__, pause)
+        return pause
+
     def _timeout(self, left_s: float) -> httpx.Timeout:
         left_s = max(left_s, 0.001)
         return httpx.Timeout(left_s, connect=min(self.connect_timeout_s, left_s))
@@ -345,14 +361,9 @@ class MemoryApi(ClientBase):
             except MemfleetError as refused:
                 error = refused
             failures += 1
-            if not error.transient or failures > reconnects:
-                raise error from None
-            pause = error.retry_after_s if error.retry_after_s is not None else min(
-                0.25 * 2 ** failures, 5.0)
-            if deadline is not None and time.monotonic() + pause >= deadline:
+            pause = self._reconnect_pause(error, failures, reconnects, deadline)
+            if pause is None:
                 return
-            log.info("memory_events on %s: %s; reconnecting in %.2f s", self.host,
-                     type(error).__name__, pause)
             time.sleep(pause)
 
     # Probes ---------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from worker.client.memory_api import (
     USER_AGENT,
     ClientBase,
     _wait_check,
-    log,
 )
 from worker.client.memory_api_models import (
     ActiveFacts,
@@ -244,14 +243,9 @@ class AsyncMemoryApi(ClientBase):
             except MemfleetError as refused:
                 error = refused
             failures += 1
-            if not error.transient or failures > reconnects:
-                raise error from None
-            pause = error.retry_after_s if error.retry_after_s is not None else min(
-                0.25 * 2 ** failures, 5.0)
-            if deadline is not None and time.monotonic() + pause >= deadline:
+            pause = self._reconnect_pause(error, failures, reconnects, deadline)
+            if pause is None:
                 return
-            log.info("memory_events on %s: %s; reconnecting in %.2f s", self.host,
-                     type(error).__name__, pause)
             await asyncio.sleep(pause)
 
     async def healthz(self) -> bool:
