@@ -27,6 +27,7 @@ from tests.api_server import (
     new_key,  # noqa: F401 - the tests import it from here
     serving_in_thread,
 )
+from tests.helpers import stop_process
 from tests.integration.client.conftest import api_url, llm  # noqa: F401
 from worker.mcp.http import create_app
 
@@ -92,12 +93,7 @@ def mcp_http_process(base_url: str, tmp_path: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log.close()
 
 
