@@ -116,13 +116,15 @@ async def fused_search(
     store: MemoryStore, embedder: Embedder, user_id: str, query: str, *, top_k: int,
     scope: MemoryScope, agent_id: str | None, consent_gate: ConsentGate | None,
     valid_at: datetime | None = None, known_at: datetime | None = None,
+    exclude: Sequence[int] = (),
 ) -> list[SearchHit]:
     # search_facts once its caller knows the user's memory is on, and ``embedder`` is
-    # the one of the user's facts (query_embedder).
+    # the one of the user's facts (query_embedder). ``exclude``: MemoryStore.search.
     answer = await embedder.embed([query])
     ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
                                 scope=scope, agent_id=agent_id, valid_at=valid_at,
-                                known_at=known_at, consent_gate=consent_gate)
+                                known_at=known_at, consent_gate=consent_gate,
+                                exclude=exclude)
     by_id = {hit.fact.id: hit for hit in ranked}
     semantic = sorted((h for h in ranked if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
     lexical = sorted((h for h in ranked if h.lexical_rank), key=lambda h: h.lexical_rank or 0)

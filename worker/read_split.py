@@ -14,8 +14,8 @@ Two blocks instead of known_facts_block's one (docs/prompt.md):
   stay the same from turn to turn until a commit changes a fact it holds or one that
   would now enter it; ``version`` is a hash of exactly those bytes.
 - the **volatile** block: the facts retrieved for the turn's message (search_facts'
-  hybrid search) that the stable block lacks, re-ranked (``rerank``) and cut at
-  MEMFLEET_READ_VOLATILE_TOP_K.
+  hybrid search, over the facts the stable block lacks) re-ranked (``rerank``) and
+  cut at MEMFLEET_READ_VOLATILE_TOP_K.
 
 Both are empty while the user's memory is off, as every read for a prompt. Nothing
 here writes.
@@ -43,11 +43,10 @@ VOLATILE_HEADER = (
 )
 # The fused score of a fact first by meaning and first by words: relevance 1.0.
 RRF_BEST = 2.0 / (RRF_K + 1)
-# The search looks this many times the volatile top-k past the stable block's facts,
-# so that the re-ranking has candidates to promote (a pinned or recent fact a little
-# lower by relevance); never more than MAX_CANDIDATES.
+# The search (the stable block's facts left out) returns this many times the volatile
+# top-k, so that the re-ranking has candidates to promote (a pinned or recent fact a
+# little lower by relevance).
 CANDIDATE_FACTOR = 3
-MAX_CANDIDATES = 200
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -198,25 +197,27 @@ async def prompt_blocks(
 ) -> PromptBlocks:
     """Both blocks for one turn; ``query`` is the turn's message (none or blank: the
     volatile block is empty). A user whose active facts all fit in the stable block
-    gets an empty volatile block and no embeddings call."""
+    gets an empty volatile block and no embeddings call.
+
+    Two statements at most, as known_facts: the stable block's facts with the read's
+    plan (MemoryStore.stable_plan), then the search, which leaves the stable block's
+    facts out, so it ranks only what the volatile block may take."""
     policy = policy or SplitPolicy()
     store = memory_store(store_or_pool)
-    stable = await stable_block(store, user_id, agent_id=agent_id, policy=policy,
-                                memory_default=memory_default)
-    empty = PromptBlocks(stable, VolatileBlock("", ()))
-    if query is None or not query.strip():
-        return empty
     gate = ConsentGate(memory_default)
-    plan = await store.read_plan(user_id, scope="both", agent_id=agent_id, consent_gate=gate)
-    if plan.active <= stable.count:
-        return empty  # all in the stable block already (memory off: nothing at all)
-    held = {f.id for f in stable.facts}
-    candidates = min(MAX_CANDIDATES, stable.count + CANDIDATE_FACTOR * policy.volatile_top_k)
+    ordered, plan = await store.stable_plan(user_id, policy.stable_max_facts, scope="both",
+                                            agent_id=agent_id, consent_gate=gate)
+    stable = build_stable(ordered, policy.stable_max_bytes)
+    empty = PromptBlocks(stable, VolatileBlock("", ()))
+    if query is None or not query.strip() or plan.active <= stable.count:
+        return empty  # nothing asked, or all in the stable block (memory off: nothing)
+    # Facts the byte budget cut from the stable block stay searchable: only those it
+    # holds are left out.
     hits = await fused_search(store, embedder_on(plan.embedding, embedder, embedders), user_id,
-                         query, top_k=candidates, scope="both", agent_id=agent_id,
-                         consent_gate=gate)
-    best = rerank([h for h in hits if h.fact.id not in held], policy.weights,
-                  now=now or datetime.now(UTC), top_k=policy.volatile_top_k,
-                  agent_id=agent_id)
+                              query, top_k=CANDIDATE_FACTOR * policy.volatile_top_k,
+                              scope="both", agent_id=agent_id, consent_gate=gate,
+                              exclude=[f.id for f in stable.facts])
+    best = rerank(hits, policy.weights, now=now or datetime.now(UTC),
+                  top_k=policy.volatile_top_k, agent_id=agent_id)
     facts = tuple(r.fact for r in best)
     return PromptBlocks(stable, VolatileBlock(format_volatile(facts), facts))

@@ -280,6 +280,27 @@ async def test_search_ranks_by_meaning_and_by_words(store: Store) -> None:
     assert all(h.fact.user_id == "u1" for h in hits.values())
 
 
+async def test_a_search_leaving_facts_out_ranks_the_rest_as_if_they_were_not_there(
+    store: Store,
+) -> None:
+    """The prompt split's volatile read: the stable block's ids left out, the others
+    ranked among themselves; an "as of" search refuses ids to leave out."""
+    await store.commit_run(commit(advance(0), (
+        insert(0, "Plays the cello", vec(0)), insert(1, "Drinks green tea", vec(1)),
+        insert(2, "Owns a cello and a violin", vec(2)),
+    )))
+    ids = {f.text: f.id for f in await store.facts("u1")}
+    hits = {h.fact.text: h for h in await store.search(
+        "u1", vec(0), "cello", 2, exclude=[ids["Plays the cello"]])}
+    assert set(hits) == {"Drinks green tea", "Owns a cello and a violin"}
+    assert hits["Owns a cello and a violin"].lexical_rank == 1
+    assert sorted(h.semantic_rank or 0 for h in hits.values()) == [1, 2]
+    assert await store.search("u1", vec(0), "cello", 2, exclude=list(ids.values())) == []
+    with pytest.raises(ValueError, match="as-of"):
+        await store.search("u1", vec(0), "cello", 2, exclude=[1],
+                           valid_at=datetime.now(UTC))
+
+
 async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) -> None:
     await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
     await store.commit_run(commit(advance(0, session="x", user="u2"),

@@ -115,6 +115,14 @@ class MemoryStore(Protocol):
         """``count_active`` and ``active_embedding`` at once (one round trip)."""
         ...
 
+    async def stable_plan(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> tuple[list[FactRecord], ReadPlan]:
+        """``stable_facts`` and ``read_plan`` at once (one round trip): the prompt
+        split's read before its search."""
+        ...
+
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
 
     async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
@@ -130,10 +138,12 @@ class MemoryStore(Protocol):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None,
+        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
     ) -> list[RankedFact]:
         """Top-k facts by meaning and by words, with their rank in each list: of the
-        rows ``facts`` returns for the same scope, agent, time and consent gate."""
+        rows ``facts`` returns for the same scope, agent, time and consent gate, less
+        the ids of ``exclude`` (ranked as if they were not there; a read of now only:
+        with a time, ValueError)."""
         ...
 
     async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:

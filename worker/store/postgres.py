@@ -44,7 +44,7 @@ from worker.store.types import (
     Vector,
 )
 from worker.store.versioned import RowMissing, fact_of
-from worker.store.visibility import check_read
+from worker.store.visibility import check_exclude, check_read
 
 # An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
@@ -240,6 +240,20 @@ class PostgresStore(PostgresCorrections):
         # scope "none" matches no row: a count of 0.
         return ReadPlan(row["active"], None if model is None else (model, row["embedding_dim"]))
 
+    async def stable_plan(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> tuple[list[FactRecord], ReadPlan]:
+        check_read(scope)
+        async with translated("reading facts"):
+            rows = await self._pool.fetch(self._api["stable_plan"], user_id, scope, agent_id,
+                                          _gate(consent_gate), max(0, limit))
+        # scope "none" matches no row: a count of 0, no fact (one row, its columns NULL).
+        first = rows[0]
+        model = first["plan_model"]
+        plan = ReadPlan(first["active"], None if model is None else (model, first["plan_dim"]))
+        return [fact_of(row) for row in rows if row["id"] is not None], plan
+
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         async with translated("reading a fact"):
             row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
@@ -259,19 +273,21 @@ class PostgresStore(PostgresCorrections):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None,
+        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
     ) -> list[RankedFact]:
         """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
         check_read(scope, valid_at=valid_at, known_at=known_at)
+        as_of = valid_at is not None or known_at is not None
+        check_exclude(exclude, as_of=as_of)
         if scope == "none":
             return []
-        as_of = valid_at is not None or known_at is not None
-        extra = (valid_at, known_at) if as_of else ()
+        # The "as of" read takes no exclusion (check_exclude); the other its ids last.
+        tail = (valid_at, known_at, _gate(consent_gate)) if as_of else (
+            _gate(consent_gate), list(exclude))
         async with translated("searching facts"):
             rows = await self._pool.fetch(
                 self._api["search_as_of" if as_of else "search"], user_id,
-                HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *extra,
-                _gate(consent_gate),
+                HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *tail,
             )
         return [RankedFact(fact_of(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 

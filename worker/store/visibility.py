@@ -8,6 +8,7 @@ tests/contract/test_store_visibility.py holds the two together, case by case.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from worker.memory_rules import MEMORY_SCOPES, MemoryScope
@@ -32,6 +33,13 @@ def check_read(
     for moment in (valid_at, known_at):
         if moment is not None and moment.tzinfo is None:
             raise ValueError("as-of times must carry a time zone")
+
+
+def check_exclude(exclude: Sequence[int], *, as_of: bool) -> None:
+    """A search leaves facts out only on the read of now (the prompt split's volatile
+    read); an "as of" search with ids to leave out is refused (ValueError)."""
+    if exclude and as_of:
+        raise ValueError("an as-of search cannot leave facts out")
 
 
 def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool:

@@ -49,7 +49,7 @@ from worker.store.types import (
     SessionRead,
     Vector,
 )
-from worker.store.visibility import check_read
+from worker.store.visibility import check_exclude, check_read
 from worker.testing.in_memory_corrections import InMemoryCorrections
 from worker.testing.in_memory_dead_letters import dead_letters_of
 from worker.testing.in_memory_reads import InMemoryDerivedReads
@@ -199,11 +199,13 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None,
+        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
     ) -> list[RankedFact]:
+        check_exclude(exclude, as_of=valid_at is not None or known_at is not None)
         visible = {f.id for f in await self.facts(user_id, scope=scope, agent_id=agent_id,
                                                   valid_at=valid_at, known_at=known_at,
                                                   consent_gate=consent_gate)}
+        visible -= set(exclude)
         active = [self.rows[i] for i in sorted(visible)]
         query = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         semantic = sorted((r for r in active if r.fact.embedding_dim == len(query)),

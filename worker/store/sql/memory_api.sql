@@ -69,11 +69,12 @@ ORDER BY id;
 -- name: search
 -- The hybrid search of fact_rules.sql over the rows a read sees now: the top-$4
 -- by meaning ($2, of dimension $5) and by words ($3), of the scope ($6) and agent
--- ($7) asked, behind the consent gate ($8).
+-- ($7) asked, behind the consent gate ($8), leaving out the ids of $9 (the prompt
+-- split's volatile read: the facts its stable block holds already; empty: none).
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
-    WHERE user_id = $1 AND {{visible($6, $7, $8)}}
+    WHERE user_id = $1 AND {{visible($6, $7, $8)}} AND id <> ALL($9::bigint[])
 ),
 {{hybrid_search($2, $3, $4, $5)}};
 
@@ -109,6 +110,35 @@ FROM (
     WHERE user_id = $1 AND superseded_at IS NULL
     GROUP BY embedding_model, embedding_dim
 ) AS g;
+
+-- name: stable_plan
+-- The prompt split's first read (worker/read_split.py), one round trip: read_plan's
+-- count and model ($2 scope, $3 agent, $4 consent gate) on every row, and beside them
+-- facts.sql stable_active_facts' first $5 facts (none: one row, its fact columns
+-- NULL). The plan's model and dimension are renamed: the fact's own carry those names.
+SELECT p.active, p.embedding_model AS plan_model, p.embedding_dim AS plan_dim, s.*
+FROM (
+    SELECT coalesce(sum(g.visible), 0)::bigint AS active,
+           (array_agg(g.embedding_model ORDER BY g.n DESC, g.embedding_model,
+                      g.embedding_dim))[1] AS embedding_model,
+           (array_agg(g.embedding_dim ORDER BY g.n DESC, g.embedding_model,
+                      g.embedding_dim))[1] AS embedding_dim
+    FROM (
+        SELECT embedding_model, embedding_dim, count(*) AS n,
+               count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible
+        FROM memory_fact
+        WHERE user_id = $1 AND superseded_at IS NULL
+        GROUP BY embedding_model, embedding_dim
+    ) AS g
+) AS p
+LEFT JOIN LATERAL (
+    SELECT {{fact_columns}}
+    FROM memory_fact
+    WHERE user_id = $1 AND {{visible($2, $3, $4)}}
+    ORDER BY pinned DESC, importance DESC, id
+    LIMIT $5
+) AS s ON true
+ORDER BY s.pinned DESC, s.importance DESC, s.id;
 
 -- name: set_pinned
 -- The user pins or unpins an active, unexpired fact; consolidation then holds
