@@ -114,6 +114,12 @@ class NewFactBody(BaseModel):
     expires_at: Moment | None = None
     pinned: bool = False
     via: Via = Field(default="api", description=VIA_DESCRIPTION)
+    if_memory_on: bool = Field(
+        default=False,
+        description="Store it only while the user's memory is on, as the memory tools ask:"
+                    " else 409 with error MemoryOff and nothing stored or embedded. Checked"
+                    " again in the write's own transaction, so a consent change is before"
+                    " the write or after it, never between the check and the write.")
 
     @model_validator(mode="after")
     def _consistent(self) -> NewFactBody:

@@ -117,11 +117,13 @@ class AsyncMemoryApi(ClientBase):
                        importance: int | None = None, scope: str | None = None,
                        agent_id: str | None = None, valid_from: datetime | None = None,
                        valid_to: datetime | None = None, expires_at: datetime | None = None,
-                       pinned: bool | None = None, via: Via | None = None) -> Fact:
+                       pinned: bool | None = None, via: Via | None = None,
+                       if_memory_on: bool | None = None) -> Fact:
         return await self._send(routes.add_fact(
             user_id, text, category=category, importance=importance, scope=scope,
             agent_id=agent_id, valid_from=valid_from, valid_to=valid_to,
-            expires_at=expires_at, pinned=pinned, via=via))
+            expires_at=expires_at, pinned=pinned, via=via,
+            if_memory_on=if_memory_on))
 
     async def edit_fact(self, user_id: str, fact_id: int, text: str, *,
                         category: str | None = None, importance: int | None = None,

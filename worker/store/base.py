@@ -146,8 +146,12 @@ class MemoryStore(Protocol):
         with a time, ValueError)."""
         ...
 
-    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
-        """Insert a fact written by hand (source_kind 'manual'); bumps the user's version."""
+    async def add_fact(self, user_id: str, fact: NewFact, *,
+                       if_memory_on: ConsentGate | None = None) -> FactRecord:
+        """Insert a fact written by hand (source_kind 'manual'); bumps the user's version.
+        With ``if_memory_on``, only while the user's memory is on behind that gate, read
+        in the write's own transaction under the user's lock (a consent change is
+        before it or after it): else MemoryOptedOut, nothing written."""
         ...
 
     async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:

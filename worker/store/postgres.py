@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 import asyncpg
 from pgvector import HalfVector
 
-from worker.errors import ConfigurationError
+from worker.errors import ConfigurationError, MemoryOptedOut
 from worker.memory_rules import MemoryScope
 from worker.outcomes import ATTEMPTS, CURSOR_MOVES, DEAD_LETTERS
 from worker.store import halfvec, queries
@@ -44,7 +44,7 @@ from worker.store.types import (
     Vector,
 )
 from worker.store.versioned import RowMissing, fact_of
-from worker.store.visibility import check_exclude, check_read
+from worker.store.visibility import check_exclude, check_read, consent_open
 
 # An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
@@ -315,11 +315,15 @@ class PostgresStore(PostgresCorrections):
 
     # -- writing (MemoryStore) ---------------------------------------------
 
-    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+    async def add_fact(self, user_id: str, fact: NewFact, *,
+                       if_memory_on: ConsentGate | None = None) -> FactRecord:
         observed_at = datetime.now(UTC)
         t = fact.terms
 
         async def write(conn: Any) -> FactRecord:
+            if if_memory_on is not None and not consent_open(
+                    await conn.fetchval(self._api["consent"], user_id), if_memory_on):
+                raise MemoryOptedOut()
             row = await conn.fetchrow(
                 self._api["insert_manual_fact"], user_id, fact.text, fact.category,
                 fact.importance, HalfVector(fact.embedding), fact.embedding_model, observed_at,
@@ -328,7 +332,8 @@ class PostgresStore(PostgresCorrections):
             )
             return fact_of(row)
 
-        result = await self._versioned("adding a fact", user_id, write)
+        result = await self._versioned("adding a fact", user_id, write,
+                                       user_lock=if_memory_on is not None)
         assert result is not None  # an insert always returns its row
         return result
 

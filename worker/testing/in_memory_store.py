@@ -234,7 +234,11 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
 
     # -- writing (MemoryStore) ---------------------------------------------
 
-    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+    async def add_fact(self, user_id: str, fact: NewFact, *,
+                       if_memory_on: ConsentGate | None = None) -> FactRecord:
+        if if_memory_on is not None and not visibility.consent_open(
+                self.consents.get(user_id), if_memory_on):
+            raise MemoryOptedOut()
         self.versions[user_id] = self.versions.get(user_id, 0) + 1
         fact_id = self._insert(user_id, fact.text, fact.category, fact.importance,
                                fact.embedding, datetime.now(UTC), None, "manual",

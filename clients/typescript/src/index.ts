@@ -57,6 +57,7 @@ export {
   AccessDenied,
   ConfigurationError,
   WriteConflict,
+  MemoryOff,
   HandoverBacklogFull,
   HandoverTooLarge,
   HandoverUnavailable,

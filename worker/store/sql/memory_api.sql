@@ -153,6 +153,11 @@ RETURNING {{fact_columns}};
 -- the user's commits in flight and they wait for it (memfleet_commit_run).
 SELECT pg_advisory_xact_lock(hashtextextended('memfleet:user:' || $1, 0));
 
+-- name: lock_user_shared
+-- lock_user, shared: a manual write that must see the user's consent as it commits
+-- (PostgresStore.add_fact with a gate) waits for a consent change in flight.
+SELECT pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || $1, 0));
+
 -- name: fence_key_check
 -- The check value of the key the fleet's fences are written with, recorded by the
 -- first caller ($1: its own): a caller whose value differs must not fence.

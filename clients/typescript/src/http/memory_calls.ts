@@ -88,7 +88,7 @@ export class MemoryCalls {
     const body = bodyOf({ text: fact.text, category: fact.category,
       importance: fact.importance, scope: fact.scope, agent_id: fact.agentId,
       valid_from: fact.validFrom, valid_to: fact.validTo, expires_at: fact.expiresAt,
-      pinned: fact.pinned, via: fact.via });
+      pinned: fact.pinned, via: fact.via, if_memory_on: fact.ifMemoryOn });
     return await this.transport.json("POST", { operation: `POST ${FACTS}`,
       path: `${userPath(userId)}/facts`, body }) as Fact;
   }

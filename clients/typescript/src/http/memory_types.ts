@@ -86,6 +86,9 @@ export interface NewFact {
   pinned?: boolean;
   /** How it was written; left out: `api`. */
   via?: Via;
+  /** Store it only while the user's memory is on, checked in the write's own
+   * transaction: else MemoryOff (409) and nothing stored or embedded. */
+  ifMemoryOn?: boolean;
 }
 
 /** PATCH /users/{u}/facts/{id}, a merge patch: a member left out keeps the old
