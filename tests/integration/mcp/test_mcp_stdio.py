@@ -5,6 +5,7 @@ whatever the credential; memory off stores nothing; no credential, one line, exi
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -70,9 +71,10 @@ async def test_one_user_per_process_whatever_the_credential(
         block = (await mcp.read_resource(AnyUrl(KNOWN_FACTS_URI))).contents[0]
         assert "4321" not in block.text  # type: ignore[union-attr]
     # ada's token named for bob: refused at start, one line, exit 2, nothing served
-    done = subprocess.run([MEMFLEET, "mcp", "--user", "bob", "--api-url", api_url],
-                          env=clean_env(MEMFLEET_USER_TOKEN=token("ada")),
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = await asyncio.to_thread(
+        subprocess.run, [MEMFLEET, "mcp", "--user", "bob", "--api-url", api_url],
+        env=clean_env(MEMFLEET_USER_TOKEN=token("ada")), capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL)
     assert (done.returncode, done.stdout) == (2, "")
     (line,) = done.stderr.splitlines()
     assert line.startswith("memfleet: `memfleet mcp` cannot act for --user: ")
@@ -114,9 +116,10 @@ async def test_a_refused_or_unanswered_credential_ends_it_at_start(
     forged = key[:-4] + ("0000" if not key.endswith("0000") else "1111")
     for env, url in ((dict(MEMFLEET_SERVICE_KEY=forged), api_url),
                      (dict(MEMFLEET_SERVICE_KEY=key), "http://127.0.0.1:9")):
-        done = subprocess.run([MEMFLEET, "mcp", "--user", "ada", "--api-url", url],
-                              env=clean_env(**env), capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
+        done = await asyncio.to_thread(
+            subprocess.run, [MEMFLEET, "mcp", "--user", "ada", "--api-url", url],
+            env=clean_env(**env), capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL)
         assert (done.returncode, done.stdout) == (2, ""), done.stderr
         (line,) = done.stderr.splitlines()
         assert line.startswith("memfleet: `memfleet mcp` cannot act for --user: "), line
