@@ -243,6 +243,7 @@ def test_a_scenario_without_questions_reads_as_before() -> None:
 
 def test_the_haystack_is_spread_evenly_over_the_scenarios_span() -> None:
     from datetime import UTC, datetime, timedelta
+    from itertools import pairwise
 
     from worker.eval.haystack import spread
 
@@ -250,6 +251,6 @@ def test_the_haystack_is_spread_evenly_over_the_scenarios_span() -> None:
     last = first + timedelta(days=30)
     moments = spread(first, last, 31)
     assert moments[0] == first and moments[-1] == last
-    assert all(b - a == timedelta(days=1) for a, b in zip(moments, moments[1:], strict=False))
+    assert all(b - a == timedelta(days=1) for a, b in pairwise(moments))
     assert spread(first, last, 1) == [last]
     assert spread(last, first, 3) == [first] * 3, "no span: all at its end"
