@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[3]
 LOCKS = ROOT / "requirements"
 # Each image built here and the lock it installs (besides build.txt).
 IMAGE_LOCKS = {ROOT / "deploy" / "Dockerfile": "runtime.txt",
-               ROOT / "deploy" / "compose" / "api.Dockerfile": "api.txt"}
+               ROOT / "deploy" / "compose" / "api.Dockerfile": "api.txt",
+               ROOT / "deploy" / "compose" / "mcp.Dockerfile": "mcp.txt"}
 DOCKERFILES = list(IMAGE_LOCKS)
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
 
@@ -202,7 +203,7 @@ def test_the_images_install_only_from_the_lock(path: Path) -> None:
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=[p.name for p in DOCKERFILES])
 def test_each_image_installs_its_own_lock(path: Path) -> None:
-    """An image with another image's lock would build, and fail at start."""
+    """The mcp image with api.txt would build, and `memfleet mcp` would exit at start."""
     text = path.read_text("utf-8").replace("\\\n", " ")
     installed = {Path(m).name for m in re.findall(r"--require-hashes\s+-r\s+(\S+)", text)}
     assert installed == {"build.txt", IMAGE_LOCKS[path]}
