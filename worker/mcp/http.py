@@ -23,7 +23,8 @@ token, or a service key naming another user, never reaches that session.
 
 Bounds: the request headers (MAX_HEADER_BYTES, 431), the request body (MAX_BODY_BYTES,
 413), open sessions (MAX_SESSIONS, 503), idle sessions closed after SESSION_IDLE_S;
-rates are the memory API's (per user and per key), which every tool call goes through. Logs name no user, credential or text.
+rates are the memory API's (per user and per key), which every tool call goes through.
+Logs name no user, credential or text.
 """
 
 from __future__ import annotations
