@@ -61,10 +61,14 @@ async def _read_neighbors(
         {"db.system.name": "postgresql", "db.operation.name": "SELECT",
          "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
     ):
+        about = [p.id if isinstance(p := c.terms.person, ExistingPerson) else None
+                 for c in candidates]
+        # Named only when a candidate is about a stored person: None everywhere is the
+        # user's facts, the store's default.
+        by_person = {"persons": about} if any(p is not None for p in about) else {}
         found = await ctx.store.neighbors(
             user_id, embeddings, k, agents=[c.terms.agent_id for c in candidates], model=model,
-            persons=[p.id if isinstance(p := c.terms.person, ExistingPerson) else None
-                     for c in candidates])
+            **by_person)
     # A person met for the first time has no facts yet: nothing stored to compare with.
     for i, candidate in enumerate(candidates):
         if isinstance(candidate.terms.person, NewPerson):
