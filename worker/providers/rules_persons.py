@@ -6,7 +6,8 @@ A clause about another person becomes that person's fact, never the user's:
 - "my sister Ana is vegetarian", "my boss Tom moved to Berlin": about Ana (sister),
   Tom (boss);
 - "my wife is allergic to nuts": about the wife, not yet named;
-- "my wife's name is Sarah", "my wife is called Sarah": about Sarah (wife);
+- "my wife's name is Sarah", "my wife is called Sarah": about Sarah (wife), said as
+  "Sarah is the user's wife";
 - "Mia is my wife now": about Mia, whose relation is wife;
 - "Ana is a pilot", for an Ana that "people" lists: about her;
 - "she works as a dentist", after one person in the same message: about that person.
@@ -134,29 +135,29 @@ def person_clause(clause: str, people: Sequence[KnownPerson],
     if (match := _NAMING.match(clause)) is not None:
         rel, name = _relation(match["rel"]), match["name"]
         about = AboutPerson(name=name, relation=rel)
-        return PersonClause(_fact(f"The user's {rel} is named {name}.", about, 7), about)
+        return PersonClause(_fact(f"{name} is the user's {rel}", about, 8), about)
     if (match := _BECAME.match(clause)) is not None:
         rel, name = _relation(match["rel"]), match["name"]
         about = AboutPerson(name=name, relation=rel)
-        return PersonClause(_fact(f"{name} is the user's {rel}.", about, 8), about)
+        return PersonClause(_fact(f"{name} is the user's {rel}", about, 8), about)
     if (match := _NAMED.match(clause)) is not None:
         rel, name = _relation(match["rel"]), match["name"]
         about = AboutPerson(name=name, relation=rel)
-        return PersonClause(_fact(f"The user's {rel} {name} {_said(match['rest'])}.", about),
+        return PersonClause(_fact(f"The user's {rel} {name} {_said(match['rest'])}", about),
                             about)
     if (match := _UNNAMED.match(clause)) is not None:
         rel = _relation(match["rel"])
         about = AboutPerson(name=None, relation=rel)
-        return PersonClause(_fact(f"The user's {rel} {_said(match['rest'])}.", about), about)
+        return PersonClause(_fact(f"The user's {rel} {_said(match['rest'])}", about), about)
     if (match := _PRONOUN.match(clause)) is not None:
         if previous is None or mentioned != 1:
             return PersonClause(None, None)  # who is meant cannot be told: nobody's fact
         who = previous.name or f"The user's {previous.relation}"
-        return PersonClause(_fact(f"{who} {_said(match['rest'])}.", previous), previous)
+        return PersonClause(_fact(f"{who} {_said(match['rest'])}", previous), previous)
     if people and (match := _KNOWN.match(clause)) is not None:
         listed = _known(match["name"], people)
         if listed is not None:
-            return PersonClause(_fact(f"{match['name']} {_said(match['rest'])}.", listed),
+            return PersonClause(_fact(f"{match['name']} {_said(match['rest'])}", listed),
                                 listed)
     return None
 
