@@ -116,7 +116,7 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
         last_held = max(r["id"] for r in rows_before["memory_held_proposal"])
 
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, pg_partitions=4) == [
-            "0013_partition_by_user", "0014_held_additions", "0015_manual_fact_via"]
+            "0013_partition_by_user", "0014_held_additions", "0015_manual_fact_via", "0016_persons"]
 
         parts = await conn.fetch(
             "SELECT p.relname AS parent, count(*) AS n FROM pg_inherits AS i"
