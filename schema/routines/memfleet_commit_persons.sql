@@ -36,7 +36,7 @@ BEGIN
         SELECT p.id INTO v_id
         FROM memory_person AS p
         JOIN memory_person_label AS l
-          ON l.user_id = p.user_id AND l.person_id = p.id AND l.superseded_at IS NULL
+          ON l.user_id = p_user AND l.person_id = p.id AND l.superseded_at IS NULL
         WHERE p.user_id = p_user AND p.merged_into IS NULL
           AND CASE WHEN r.display_name IS NOT NULL
                    THEN lower(l.display_name) = lower(r.display_name)

@@ -9,7 +9,7 @@ SELECT p.id, p.user_id, l.display_name, l.relation, l.aliases, p.created_from,
        l.set_by AS label_set_by, p.merged_into, p.merged_at
 FROM memory_person AS p
 JOIN memory_person_label AS l
-  ON l.user_id = p.user_id AND l.person_id = p.id AND l.superseded_at IS NULL
+  ON l.user_id = $1 AND l.person_id = p.id AND l.superseded_at IS NULL
 WHERE p.user_id = $1 AND (p.merged_into IS NULL OR $2::boolean)
 ORDER BY p.id;
 
@@ -19,7 +19,7 @@ SELECT p.id, p.user_id, l.display_name, l.relation, l.aliases, p.created_from,
        l.set_by AS label_set_by, p.merged_into, p.merged_at
 FROM memory_person AS p
 JOIN memory_person_label AS l
-  ON l.user_id = p.user_id AND l.person_id = p.id AND l.superseded_at IS NULL
+  ON l.user_id = $1 AND l.person_id = p.id AND l.superseded_at IS NULL
 WHERE p.user_id = $1 AND p.id = $2;
 
 -- name: lock_person
@@ -79,7 +79,7 @@ WITH old AS (
                              observed_at, source_session_id, source_kind, run_id, scope,
                              agent_id, valid_from, valid_to, expires_at, pinned, basis,
                              confidence, import_key, written_via, person_id)
-    SELECT user_id, text, category, importance, embedding, embedding_model, now(),
+    SELECT $1, text, category, importance, embedding, embedding_model, now(),
            source_session_id, source_kind, run_id, scope, agent_id, valid_from, valid_to,
            expires_at, pinned, basis, confidence, NULL, written_via, $3::bigint
     FROM old
