@@ -159,7 +159,7 @@ async def test_an_erase_removes_the_persons_and_memory_off_stores_none(
     finally:
         await store.aclose()
     for table in ("memory_person", "memory_person_label", "memory_fact"):
-        assert await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = 'gus'") == 0
-        assert await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = 'hal'") >= 1
+        assert await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = 'gus'") == 0  # noqa: S608
+        assert await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = 'hal'") >= 1  # noqa: S608
     await say(llm, redis, "ivy", "s1", "My boss Tom moved to Berlin.")
     assert await db.fetchval("SELECT count(*) FROM memory_person WHERE user_id = 'ivy'") == 0
