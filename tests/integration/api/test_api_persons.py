@@ -15,11 +15,13 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import api_settings, bearer, running_api, token
 from tests.helpers import drain, user_msg
 from tests.integration.api.test_api_memory_model import listed
 from tests.openai_stub import openai_settings
+from worker.client import AsyncMemoryApi, MemoryApi
 from worker.client.handover import schedule_memory_persistence
+from worker.errors import MemoryApiError
 from worker.config import Settings
 
 
@@ -154,3 +156,27 @@ async def test_another_user_reaches_none_of_a_users_persons_and_an_erase_removes
     assert erased.json()["deleted"]["memory_person"] == 1
     assert await persons(api, "ada", include_merged="true") == []
     assert [p["relation"] for p in await persons(api, "bob")] == ["friend"]
+
+
+async def test_the_python_clients_speak_the_persons_routes(
+    llm: Settings, redis: Redis, api: httpx.AsyncClient
+) -> None:
+    await say(llm, redis, "cat", "s1", "My sister Ana is vegetarian.")
+    url = str(api.base_url).rstrip("/")
+    async with AsyncMemoryApi(url, token=lambda: token("cat"), timeout_s=30) as client:
+        (ana,) = await client.persons("cat")
+        assert (ana.display_name, ana.relation, [f.text for f in ana.facts]) == (
+            "Ana", "sister", ["The user's sister Ana is vegetarian"])
+        leo = await client.create_person("cat", display_name="Leo", relation="brother")
+        assert (leo.created_from, leo.label_set_by) == ("user", "user")
+        assert (await client.add_alias("cat", leo.id, "Leon")).aliases == ["Leon"]
+        assert (await client.update_person("cat", leo.id, relation=None)).relation is None
+        moved = await client.move_fact("cat", ana.facts[0].id, leo.id)
+        assert moved.person_id == leo.id
+        kept = await client.merge_persons("cat", ana.id, into=leo.id)
+        assert (kept.id, kept.aliases) == (leo.id, ["Leon", "Ana"])
+    with MemoryApi(url, token=lambda: token("cat"), timeout_s=30) as blocking:
+        assert [p.display_name for p in blocking.persons("cat", include_merged=True)] == [
+            "Ana", "Leo"]
+        with pytest.raises(MemoryApiError):
+            blocking.merge_persons("cat", leo.id, into=leo.id)
