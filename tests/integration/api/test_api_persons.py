@@ -21,8 +21,8 @@ from tests.integration.api.test_api_memory_model import listed
 from tests.openai_stub import openai_settings
 from worker.client import AsyncMemoryApi, MemoryApi
 from worker.client.handover import schedule_memory_persistence
-from worker.errors import MemoryApiError
 from worker.config import Settings
+from worker.errors import MemoryApiError
 
 
 @pytest.fixture
