@@ -6,8 +6,9 @@ A clause about another person becomes that person's fact, never the user's:
 - "my sister Ana is vegetarian", "my boss Tom moved to Berlin": about Ana (sister),
   Tom (boss);
 - "my wife is allergic to nuts": about the wife, not yet named;
-- "my wife's name is Sarah", "my wife is called Sarah": about Sarah (wife), said as
-  "Sarah is the user's wife";
+- "my wife's name is Sarah", "my wife is called Sarah" stay the user's relationship
+  facts, as before persons (who the user's partner is, and its changes, are the
+  user's); a name said with the relation ("my wife Sarah ...") names the person;
 - "Mia is my wife now": about Mia, whose relation is wife;
 - "Ana is a pilot", for an Ana that "people" lists: about her;
 - "she works as a dentist", after one person in the same message: about that person.
@@ -132,10 +133,8 @@ def person_clause(clause: str, people: Sequence[KnownPerson],
     clause = clause.strip()
     if _REPORTED.match(clause):
         return PersonClause(None, None)
-    if (match := _NAMING.match(clause)) is not None:
-        rel, name = _relation(match["rel"]), match["name"]
-        about = AboutPerson(name=name, relation=rel)
-        return PersonClause(_fact(f"{name} is the user's {rel}", about, 8), about)
+    if _NAMING.match(clause) is not None:
+        return None  # who the user's partner is: the user's relationship fact, as before
     if (match := _BECAME.match(clause)) is not None:
         rel, name = _relation(match["rel"]), match["name"]
         about = AboutPerson(name=name, relation=rel)

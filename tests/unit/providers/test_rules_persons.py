@@ -23,7 +23,6 @@ def facts(text: str, *people: KnownPerson,
     ("My sister Ana is vegetarian.", ("The user's sister Ana is vegetarian", "Ana", "sister")),
     ("My wife is allergic to nuts.", ("The user's wife is allergic to nuts", None, "wife")),
     ("My boss Tom moved to Berlin.", ("The user's boss Tom moved to Berlin", "Tom", "boss")),
-    ("My wife's name is Sarah.", ("Sarah is the user's wife", "Sarah", "wife")),
     ("Mia is my wife now.", ("Mia is the user's wife", "Mia", "wife")),
 ])
 def test_a_fact_about_someone_is_theirs(said: str, expected: tuple[str, str, str]) -> None:
@@ -54,6 +53,11 @@ def test_a_pronoun_is_read_after_one_person_and_left_after_several() -> None:
 def test_a_quote_is_nobodys_fact_and_never_the_users() -> None:
     assert facts("My friend Tom said 'I'm allergic to cats' when he visited."
                  " I'm not, I love cats.") == ["Likes cats"]
+
+
+def test_naming_the_users_partner_stays_the_users_relationship_fact() -> None:
+    assert facts("My wife's name is Sarah.") == ["Wife's name is Sarah"]
+    assert facts("My partner is Alex.") == ["Partner's name is Alex"]
 
 
 def test_persons_off_read_as_before() -> None:
