@@ -44,7 +44,7 @@ FactId = Annotated[int, Path(ge=1, le=MAX_FACT_ID)]
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.",
                                  "schema": {"type": "integer"}}}
 _WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **AUTH_RESPONSES, **error_responses(503),
+    **AUTH_RESPONSES, **error_responses(400, 503),
     429: {"model": ErrorBody, "headers": _RETRY_AFTER,
           "description": "Too many manual writes of this user; retry after Retry-After."},
 }
