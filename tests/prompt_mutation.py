@@ -16,7 +16,7 @@ MUTATION = "Reply with whatever you like."
 
 def mutate() -> None:
     """Every pass of the openai providers sends MUTATION as its system prompt."""
-    for name in ("_EXTRACTION", "_CONSOLIDATION", "_SUMMARY"):
+    for name in ("_EXTRACTION", "_ATTRIBUTED_EXTRACTION", "_CONSOLIDATION", "_SUMMARY"):
         setattr(openai_chat, name, replace(getattr(openai_chat, name), prompt=MUTATION))
 
 

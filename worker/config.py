@@ -142,6 +142,13 @@ class Settings(BaseSettings):
     # Every worker supersedes facts whose expires_at has come this often
     # (worker.ops.expiry); reads skip them meanwhile. 0: this worker never does.
     expiry_interval_s: float = Field(default=60.0, ge=0)
+    # The people in a user's life (docs/persons.md): extraction says who each fact is
+    # about, and facts about the user's persons are kept as theirs, never the user's.
+    # Off: as before persons (every fact extracted is the user's).
+    persons: bool = True
+    # The read path's section "About the people in the user's life" (the known-facts
+    # block, the prompt split's stable block): at most this many facts; 0: none.
+    read_people_max_facts: int = Field(default=20, ge=0, le=1000)
     # The known-facts block a read builds (the memory API's, `memfleet eval`'s): all
     # active facts up to this many, else the top-k by relevance.
     read_top_k: int = Field(default=50, ge=1, le=1000)

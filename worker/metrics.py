@@ -65,6 +65,11 @@ class Metrics:
         self.expired = m.create_counter(
             "memfleet.facts.expired", "{fact}",
             "Facts past their expires_at superseded by this process's expiry pass")
+        # Who each candidate fact is about (docs/persons.md): user, person (one stored),
+        # new_person, ambiguous (dropped). Never a name.
+        self.attributions = m.create_counter(
+            "memfleet.persons.attributions", "{fact}",
+            "Candidate facts by who they are about (user, person, new_person, ambiguous)")
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")

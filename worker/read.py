@@ -309,7 +309,7 @@ class MemoryReader:
     def __init__(
         self, store: MemoryStore, embedder: Embedder, *,
         embedders: EmbedderFactory | None = None, memory_default: bool = True,
-        split: SplitPolicy | None = None,
+        split: SplitPolicy | None = None, people_max_facts: int = 0,
     ) -> None:
         """``embedders``: builds the embedder of another (model, dimension), for users whose
         facts were moved to one; without it, every query goes through ``embedder``.
@@ -318,6 +318,8 @@ class MemoryReader:
         prompt split's budgets and weights (worker.read_split; None: its defaults)."""
         self.store, self.embedder, self.embedders = store, embedder, embedders
         self.memory_default, self.split = memory_default, split
+        # The people section (worker.read_persons, MEMFLEET_READ_PEOPLE_MAX_FACTS): 0, none.
+        self.people_max_facts = people_max_facts
         self._owned: list[Any] = []  # what aclose closes: what from_settings opened
 
     @classmethod
@@ -339,7 +341,8 @@ class MemoryReader:
 
         reader = cls(store, embedders.default, embedders=embedders,
                      memory_default=settings.memory_default,
-                     split=SplitPolicy.from_settings(settings))
+                     split=SplitPolicy.from_settings(settings),
+                     people_max_facts=settings.read_people_max_facts)
         reader._owned = [store, embedders]
         return reader
 
@@ -365,9 +368,17 @@ class MemoryReader:
     ) -> str:
         """The "known facts about the user" block for a system prompt ("" if none): all
         active facts while the user has at most ``top_k``, else the ``top_k`` most
-        relevant to ``query``; the profile, and ``agent_id``'s relationship facts."""
-        return format_block(await self.known_facts(user_id, query=query, top_k=top_k,
-                                                   scope=scope, agent_id=agent_id))
+        relevant to ``query``; the profile, and ``agent_id``'s relationship facts; then
+        the people section (worker.read_persons) when the reader has one."""
+        block = format_block(await self.known_facts(user_id, query=query, top_k=top_k,
+                                                    scope=scope, agent_id=agent_id))
+        if not self.people_max_facts:
+            return block
+        from worker.read_persons import people_section, with_people
+
+        return with_people(block, await people_section(
+            self.store, user_id, max_facts=self.people_max_facts,
+            memory_default=self.memory_default))
 
     async def known_facts(
         self, user_id: str, *, query: str | None = None, top_k: int | None = None,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Self
 
 from worker.providers.base import Embedder, EmbedderFactory
 from worker.read import BLOCK_HEADER, RRF_K, SearchHit, embedder_on, fact_line, fused_search
+from worker.read_persons import people_section, with_people
 from worker.store.postgres import StoreOrPool, memory_store
 from worker.store.types import ConsentGate, FactRecord
 
@@ -78,13 +79,17 @@ class SplitPolicy:
     stable_max_bytes: int = 4096
     volatile_top_k: int = 8
     weights: RerankWeights = field(default_factory=RerankWeights)
+    # The people section after the stable block's facts (worker.read_persons): at most
+    # this many facts about the user's persons; 0: none.
+    people_max_facts: int = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Self:
         return cls(stable_max_facts=settings.read_stable_max_facts,
                    stable_max_bytes=settings.read_stable_max_bytes,
                    volatile_top_k=settings.read_volatile_top_k,
-                   weights=RerankWeights.from_settings(settings))
+                   weights=RerankWeights.from_settings(settings),
+                   people_max_facts=settings.read_people_max_facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +191,17 @@ async def stable_block(
     facts = await store.stable_facts(user_id, policy.stable_max_facts, scope="both",
                                      agent_id=agent_id,
                                      consent_gate=ConsentGate(memory_default))
-    return build_stable(facts, policy.stable_max_bytes)
+    stable = build_stable(facts, policy.stable_max_bytes)
+    if not policy.people_max_facts:
+        return stable
+    # The people section's order is as stable as the facts' (worker.read_persons), so the
+    # cacheable prefix holds it; the version covers it.
+    people = await people_section(store, user_id, max_facts=policy.people_max_facts,
+                                  memory_default=memory_default)
+    if not people:
+        return stable
+    block = with_people(stable.block, people)
+    return StableBlock(block, stable_version(block), stable.facts)
 
 
 async def prompt_blocks(

@@ -79,6 +79,9 @@ class Fact(BaseModel):
         default=None, description="A manual fact's way in: api, panel, tool or cli; null for "
                                   "an extracted or imported fact, and for a manual one "
                                   "written before it was recorded.")
+    person_id: int | None = Field(
+        default=None, description="Who the fact is about: null, the user; else one of the "
+                                  "user's persons (docs/persons.md).")
 
     @classmethod
     def of(cls, record: FactRecord) -> Fact:
@@ -262,6 +265,29 @@ class ExportFact(BaseModel):
     superseded_reason: str | None
     embedding_dim: int | None
     written_via: str | None = None
+    person_id: int | None = None
+
+
+class ExportPersonLabel(BaseModel):
+    id: int
+    display_name: str | None
+    relation: str | None
+    aliases: list[str]
+    set_by: str
+    observed_at: datetime
+    superseded_at: datetime | None
+    superseded_by: int | None
+
+
+class ExportPerson(BaseModel):
+    id: int
+    created_from: str
+    source_session_id: str | None
+    created_at: datetime
+    merged_into: int | None
+    merged_at: datetime | None
+    labels: list[ExportPersonLabel] = Field(
+        description="Every version of the person's name, relation and aliases, oldest first.")
 
 
 class ExportSession(BaseModel):
@@ -305,3 +331,6 @@ class Export(BaseModel):
     runs: list[ExportRun] = Field(description="The runs that read the user's sessions.")
     held_proposals: list[HeldProposal] = Field(
         description="Changes consolidation proposed and memfleet kept for the user.")
+    persons: list[ExportPerson] = Field(
+        default_factory=list,
+        description="The people in the user's life (docs/persons.md), merged ones too.")

@@ -56,6 +56,7 @@ from worker.read import (
     remembered,
     search_facts,
 )
+from worker.read_persons import people_section, with_people
 from worker.store.types import ConsentGate, FactRecord, FactTerms, NewFact
 
 router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
@@ -308,8 +309,11 @@ async def known_facts_route(
                               top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
                               embedders=timing.embedders,
                               memory_default=deps.settings.memory_default)
+    people = await people_section(deps.memory, user_id,
+                                  max_facts=deps.settings.read_people_max_facts,
+                                  memory_default=deps.settings.memory_default)
     timing.read_done()
-    answer = KnownFacts(block=format_block(facts), count=len(facts))
+    answer = KnownFacts(block=with_people(format_block(facts), people), count=len(facts))
     response.headers[SERVER_TIMING] = timing.header()
     return answer
 

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_persons as people
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api_models import (
@@ -50,6 +51,7 @@ from worker.client.memory_api_models import (
     Via,
     WaitOutcome,
 )
+from worker.client.memory_api_persons import Person
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import (
@@ -276,6 +278,34 @@ class MemoryApi(ClientBase):
         """The stable block alone; None when ``known_version`` is still its version (the
         API's 304 to If-None-Match): the cached prefix is still good. Scope ``read``."""
         return self._send(prompt.stable_block(user_id, agent_id, known_version))
+
+    # The people in the user's life (docs/persons.md) ---------------------------------
+
+    def persons(self, user_id: str, *, include_merged: bool = False) -> list[Person]:
+        """The user's persons, each with the active facts about them. Scope ``read``."""
+        return self._send(people.persons(user_id, include_merged))
+
+    def create_person(self, user_id: str, *, display_name: str | None = None,
+                      relation: str | None = None, aliases: list[str] | None = None) -> Person:
+        """A person made by hand: a name, a relation, or both. Scope ``admin``."""
+        return self._send(people.create_person(user_id, display_name, relation, aliases))
+
+    def update_person(self, user_id: str, person_id: int, **changes: Any) -> Person:
+        """Rename, relabel or set the aliases (``display_name``, ``relation``, ``aliases``;
+        None clears): a new label version. Scope ``admin``."""
+        return self._send(people.update_person(user_id, person_id, changes))
+
+    def add_alias(self, user_id: str, person_id: int, alias: str) -> Person:
+        """Another name the person goes by. Scope ``admin``."""
+        return self._send(people.add_alias(user_id, person_id, alias))
+
+    def merge_persons(self, user_id: str, person_id: int, into: int) -> Person:
+        """Merge ``person_id`` into ``into`` (the one that stays, returned). Scope ``admin``."""
+        return self._send(people.merge_persons(user_id, person_id, into))
+
+    def move_fact(self, user_id: str, fact_id: int, person_id: int | None) -> Fact:
+        """Say who a fact is about (None: the user): its new version. Scope ``admin``."""
+        return self._send(people.move_fact(user_id, fact_id, person_id))
 
     # The user's rights ---------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_persons as people
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api import (
@@ -50,6 +51,7 @@ from worker.client.memory_api_models import (
     Via,
     WaitOutcome,
 )
+from worker.client.memory_api_persons import Person
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import Call, SseParser, error_for, unreachable
@@ -175,6 +177,26 @@ class AsyncMemoryApi(ClientBase):
     async def stable_block(self, user_id: str, *, agent_id: str | None = None,
                            known_version: str | None = None) -> StableBlock | None:
         return await self._send(prompt.stable_block(user_id, agent_id, known_version))
+
+    async def persons(self, user_id: str, *, include_merged: bool = False) -> list[Person]:
+        return await self._send(people.persons(user_id, include_merged))
+
+    async def create_person(self, user_id: str, *, display_name: str | None = None,
+                            relation: str | None = None,
+                            aliases: list[str] | None = None) -> Person:
+        return await self._send(people.create_person(user_id, display_name, relation, aliases))
+
+    async def update_person(self, user_id: str, person_id: int, **changes: Any) -> Person:
+        return await self._send(people.update_person(user_id, person_id, changes))
+
+    async def add_alias(self, user_id: str, person_id: int, alias: str) -> Person:
+        return await self._send(people.add_alias(user_id, person_id, alias))
+
+    async def merge_persons(self, user_id: str, person_id: int, into: int) -> Person:
+        return await self._send(people.merge_persons(user_id, person_id, into))
+
+    async def move_fact(self, user_id: str, fact_id: int, person_id: int | None) -> Fact:
+        return await self._send(people.move_fact(user_id, fact_id, person_id))
 
     async def erase_user(self, user_id: str) -> Erased:
         return await self._send(routes.erase_user(user_id))

@@ -110,6 +110,8 @@ class Fact:
     # A manual fact's way in (api | panel | tool | cli); None for an extracted or
     # imported fact, a manual one written before it was recorded, or an older server.
     written_via: WrittenVia | None = None
+    # Who it is about: None, the user (or an older server); else a person's id.
+    person_id: int | None = None
 
     @classmethod
     def parse(cls, value: Any) -> Fact:
@@ -133,6 +135,7 @@ class Fact:
             embedding_model=_opt(_str, d.get("embedding_model")),
             embedding_dim=_opt(_int, d.get("embedding_dim")),
             written_via=cast(WrittenVia | None, _opt(_str, d.get("written_via"))),
+            person_id=_opt(_int, d.get("person_id")),
         )
 
 
@@ -340,6 +343,8 @@ class Export:
     runs: list[dict[str, Any]]
     held_proposals: list[HeldProposal]
     document: dict[str, Any]
+    # The user's persons with every version of their labels (none from an older server).
+    persons: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, value: Any) -> Export:
@@ -352,7 +357,7 @@ class Export:
             sessions=[_obj(s) for s in _list(d["sessions"])],
             runs=[_obj(r) for r in _list(d["runs"])],
             held_proposals=[HeldProposal.parse(p) for p in _list(d["held_proposals"])],
-            document=d,
+            document=d, persons=[_obj(p) for p in _list(d.get("persons", []))],
         )
 
 

@@ -33,7 +33,7 @@ from worker.config import Settings, secret
 from worker.conversation import Handover
 from worker.eval.qa import QaChoice, ask_questions
 from worker.eval.qa_score import QuestionScore
-from worker.eval.score import ScenarioScore, active_at, score_scenario
+from worker.eval.score import People, ScenarioScore, active_at, score_scenario
 from worker.eval.suite import Scenario, cycles_after, shifted
 from worker.fleet.app import worker_options
 from worker.memory_rules import Limits
@@ -174,6 +174,13 @@ async def read_back(settings: Settings, store: PostgresStore, embedder: Embedder
     return views
 
 
+async def people_of(store: PostgresStore, user_id: str) -> People:
+    """The user's persons at the end, with their names, and the facts about them."""
+    names = {p.id: (p.display_name or "", p.relation or "", *p.aliases)
+             for p in await store.persons(user_id)}
+    return People(names, await store.person_facts(user_id))
+
+
 async def run_suite(
     settings: Settings, scenarios: Sequence[Scenario], *, add_only: bool = False,
     progress: Callable[[str], None] = lambda _: None, now: datetime | None = None,
@@ -214,7 +221,8 @@ async def run_suite(
                 user_id = users[scenario.id]
                 facts = await store.facts(user_id, include_superseded=True, scope="all")
                 read = await read_back(settings, store, embedder, scenario, user_id)
-                scores.append(score_scenario(scenario, facts, read))
+                scores.append(score_scenario(scenario, facts, read,
+                                             await people_of(store, user_id)))
                 outcomes.update(str(r["outcome"]) for r in await store.runs(user_id))
         finally:
             close = getattr(embedder, "aclose", None)

@@ -56,6 +56,8 @@ KINDS: dict[str, str] = {
     "two_agents": "what the user tells one assistant stays with it",
     "non_english": "facts stay in the language they were said in",
     "injection": "instructions inside messages are not obeyed as memory commands",
+    "named_people": "facts about named people are theirs (docs/persons.md), never the user's",
+    "person_changes": "a person renamed or a relation changed keeps their facts",
 }
 
 # Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
@@ -119,6 +121,9 @@ class Active(Words):
     # Held by one active fact only: a second one matching fails the assertion (the
     # duplicates column counts it either way).
     once: bool = False
+    # A fact about a person of the user's (docs/persons.md): words naming that person
+    # (name, relation or alias, "Ana|sister"); None: a fact about the user.
+    about: str | None = None
 
     @field_validator("valid_from")
     @classmethod
@@ -153,6 +158,20 @@ class Chain(_Frozen):
     new: Words
 
 
+class PersonGold(_Frozen):
+    """A person of the user's that must exist at the end, with a current name and
+    relation matching these words (alternatives "Mia|Mya"; None: not checked)."""
+
+    name: str | None = None
+    relation: str | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> PersonGold:
+        if self.name is None and self.relation is None:
+            raise ValueError("a person is named by a name, a relation or both")
+        return self
+
+
 class Expect(_Frozen):
     active: tuple[Active, ...] = ()
     absent: tuple[Absent, ...] = ()
@@ -160,6 +179,8 @@ class Expect(_Frozen):
     # Facts that must have been learned and then ended (retracted, or expired): kept
     # as history, not active. Absent alone would also pass if they were never learned.
     ended: tuple[Words, ...] = ()
+    # The people of the user's life at the end (docs/persons.md).
+    persons: tuple[PersonGold, ...] = ()
 
 
 class Turn(_Frozen):
@@ -251,7 +272,7 @@ class Scenario(_Frozen):
     @property
     def assertions(self) -> int:
         e = self.expect
-        return len(e.active) + len(e.absent) + len(e.chains) + len(e.ended)
+        return len(e.active) + len(e.absent) + len(e.chains) + len(e.ended) + len(e.persons)
 
 
 # ---------------------------------------------------------------- files

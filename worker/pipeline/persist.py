@@ -182,6 +182,7 @@ async def _commit(
         embedding_model=decided.embedding_model or ctx.providers.embedder.model,
         source_session_id=handover.session_id,
         run=run,
+        persons=decided.persons,
     ))
 
 

@@ -34,9 +34,15 @@ from worker.providers.llm_json import (
     parse_answer,
     salvage_items,
 )
-from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
+from worker.providers.prompts import (
+    ATTRIBUTED_EXTRACTION_PROMPT,
+    CONSOLIDATION_PROMPT,
+    EXTRACTION_PROMPT,
+    SUMMARY_PROMPT,
+)
 from worker.providers.wire import (
     AskedConsolidation,
+    AskedExtraction,
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
@@ -92,7 +98,10 @@ class ChatPass(Generic[A]):
 
 
 _EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
-                    salvage_cut_off=True)
+                    AskedExtraction, salvage_cut_off=True)
+# Persons on (the request names "people"): each fact also says who it is about.
+_ATTRIBUTED_EXTRACTION = ChatPass("fact_extraction", ATTRIBUTED_EXTRACTION_PROMPT,
+                                  ExtractionAnswer, salvage_cut_off=True)
 _CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
@@ -271,7 +280,8 @@ class OpenAIChat:
 
 class OpenAIExtractor(OpenAIChat):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
-        return await self._ask(_EXTRACTION, request)
+        spec = _EXTRACTION if request.people is None else _ATTRIBUTED_EXTRACTION
+        return await self._ask(spec, request)
 
 
 class OpenAIConsolidator(OpenAIChat):

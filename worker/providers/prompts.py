@@ -106,6 +106,36 @@ Answer with the JSON object only. {"facts": []} when the messages hold no fact
 about the user.
 """
 
+# Persons on (MEMFLEET_PERSONS, docs/persons.md): the extraction request carries
+# "people" and each fact says who it is about. Appended to the extraction prompt, which
+# is otherwise unchanged, so a run with persons off sends exactly what it did before.
+# ``PERSONS_PROMPT_VERSION`` changes with any edit of this part.
+PERSONS_PROMPT_VERSION = "persons-2026-12-a"
+
+PERSONS_ADDENDUM = """
+Who each fact is about. The document also has "people": the persons of the user's
+life that memory already knows, each with a "name", a "relation" to the user
+("sister", "wife", "boss") and "aliases"; the list may be empty. Give every fact one
+more field, "about":
+- null when the fact is about the user: where they live, what they like, that they
+  have a sister.
+- {"name": ..., "relation": ...} when the fact is about another person of the
+  user's life: "My sister Ana is vegetarian" gives "The user's sister Ana is
+  vegetarian." about {"name": "Ana", "relation": "sister"}; "my wife is allergic to
+  nuts" gives about {"name": null, "relation": "wife"}. Use the name or relation
+  under which "people" lists the person when it is the same one ("Annie" for an
+  alias of Ana, "mom" for a mother). A relation word the user uses for them is the
+  relation; a name alone is fine when no relation is said.
+- When you cannot tell who a fact is about ("he", "she", "my friend" while several
+  friends are in play, and no name), leave the fact out rather than guess. Never
+  make such a fact the user's.
+A fact that joins the user and someone else ("The user and Ana run together") is the
+user's (about null). In the example above, Ana's job is about {"name": "Ana",
+"relation": "wife"} and every other fact is about null.
+"""
+
+ATTRIBUTED_EXTRACTION_PROMPT = EXTRACTION_PROMPT + PERSONS_ADDENDUM
+
 CONSOLIDATION_PROMPT = """\
 You keep a user's long-term memory consistent. You receive one JSON document with
 new candidate facts. Each candidate comes with "neighbors": the most similar facts

@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
 )
 
@@ -33,6 +34,15 @@ class WireMessage(_Frozen):
     content: str
 
 
+class KnownPerson(_Frozen):
+    """A person of the user's that memory knows already (docs/persons.md): how the
+    extraction can tell "Ana" and "my sister" are one, and say so in ``about``."""
+
+    name: str | None
+    relation: str | None
+    aliases: tuple[str, ...] = ()
+
+
 class ExtractionRequest(_Frozen):
     task: Literal["fact_extraction"] = "fact_extraction"
     observed_at: str  # "2026-11-22 (Sunday)"
@@ -43,16 +53,35 @@ class ExtractionRequest(_Frozen):
     # server named one: facts may then belong to that relationship. Absent, not
     # null, when there is none, so requests without agents read as before.
     agent: str | None = None
+    # Persons on (MEMFLEET_PERSONS): the user's known persons, possibly none, and
+    # each fact is then asked who it is about (ExtractedFact.about). Absent when
+    # persons are off, so such a request reads as before.
+    people: tuple[KnownPerson, ...] | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_agent(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and data.get("agent") is None:
-            data.pop("agent", None)
+        if isinstance(data, dict):
+            for optional in ("agent", "people"):
+                if data.get(optional) is None:
+                    data.pop(optional, None)
         return data
 
 
-class ExtractedFact(_Frozen):
+# Neither a name nor a relation: someone the conversation does not make clear
+# ("he", "my friend" among several); such a fact is kept by no one (docs/persons.md).
+class AboutPerson(_Frozen):
+    """The person a fact is about, when not the user: their name, their relation to
+    the user, or both."""
+
+    name: str | None = Field(default=None, max_length=100)
+    relation: str | None = Field(default=None, max_length=40)
+
+
+# One fact as the extraction answer was before persons: the shape asked for while
+# persons are off (AskedExtraction). Its docstring is part of the schema sent, so it
+# stays as it was.
+class UserFact(_Frozen):
     """One fact. The fields after ``importance`` came with the memory model; an
     endpoint that leaves them out gets their defaults (a stated profile fact,
     valid from when it was said, not expiring)."""
@@ -72,8 +101,38 @@ class ExtractedFact(_Frozen):
     forget: bool = False
 
 
+# A UserFact and who it is about (docs/persons.md); an endpoint that leaves
+# ``about`` out means the user. The docstrings below are sent in the schema.
+class ExtractedFact(UserFact):
+    """One fact, and who it is about: "about" is null for the user."""
+
+    about: AboutPerson | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_the_user(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A fact about the user dumps as it did before persons (the stub's answers).
+        data = handler(self)
+        if isinstance(data, dict) and data.get("about") is None:
+            data.pop("about", None)
+        return data
+
+    @field_validator("about", mode="before")
+    @classmethod
+    def _name_alone(cls, value: Any) -> Any:
+        # json_object mode: a small model writes the name alone ("about": "Ana").
+        if isinstance(value, str):
+            return {"name": value} if value.strip() else None
+        return value
+
+
 class ExtractionAnswer(_Frozen):
     facts: tuple[ExtractedFact, ...]
+
+
+# The extraction answer's schema as sent while persons are off: without ``about``,
+# as before persons; parsed as ExtractionAnswer. (No docstring: it would be sent.)
+class AskedExtraction(_Frozen):
+    facts: tuple[UserFact, ...]
 
 
 class Neighbor(_Frozen):

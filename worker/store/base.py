@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from worker.memory_rules import MemoryScope
 from worker.outcomes import DEAD_LETTERS
+from worker.store.person_types import PersonLabel, PersonOrigin, PersonRecord, PersonStatus
 from worker.store.types import (
     Acceptance,
     ConsentGate,
@@ -48,9 +49,11 @@ class PipelineStore(Protocol):
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int, *,
         agents: Sequence[str | None] | None = None, model: str | None = None,
+        persons: Sequence[int | None] | None = None,
     ) -> Neighbors:
         """The user's version and, per row of ``embeddings``, its top-k ACTIVE, unexpired
-        facts of the same agent (``agents``, per row: None for a profile fact), nearest
+        facts of the same agent (``agents``, per row: None for a profile fact) and about
+        the same person (``persons``, per row: None for the user), nearest
         first (cosine distance), read in one snapshot. Only rows embedded by ``model`` at
         the embeddings' dimension are ranked; ``other_model`` says when the user's facts
         are on another."""
@@ -69,6 +72,42 @@ class PipelineStore(Protocol):
     async def record_run(self, run: RunRecord) -> int:
         """An audit row on its own, for runs that write no fact and move no cursor."""
         ...
+
+    async def known_persons(self, user_id: str) -> list[PersonRecord]:
+        """The user's persons that are not merged into another, with their current
+        label, by id (docs/persons.md): what a run attributes facts to."""
+        ...
+
+
+class PersonStore(Protocol):
+    """What the memory API and the read path do on the people in a user's life
+    (docs/persons.md). Every change is a write under the user's version; nothing is
+    deleted but by an erase."""
+
+    async def persons(self, user_id: str, *, include_merged: bool = False
+                      ) -> list[PersonRecord]: ...
+
+    async def person(self, user_id: str, person_id: int) -> PersonRecord | None: ...
+
+    async def person_facts(
+        self, user_id: str, *, person_id: int | None = None, limit: int = ...,
+        consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        """Active, unexpired facts about the user's persons (one, or all), by person,
+        then pinned, importance and id; none behind a closed ``consent_gate``."""
+        ...
+
+    async def create_person(self, user_id: str, label: PersonLabel,
+                            origin: PersonOrigin = "user") -> PersonRecord: ...
+
+    async def relabel_person(self, user_id: str, person_id: int, label: PersonLabel
+                             ) -> tuple[PersonStatus, PersonRecord | None]: ...
+
+    async def move_fact(self, user_id: str, fact_id: int, person_id: int | None
+                        ) -> tuple[PersonStatus, FactRecord | None]: ...
+
+    async def merge_persons(self, user_id: str, source_id: int, target_id: int
+                            ) -> tuple[PersonStatus, PersonRecord | None]: ...
 
 
 class MemoryStore(Protocol):

@@ -25,6 +25,7 @@ from worker.store import halfvec, queries
 from worker.store.base import MemoryStore
 from worker.store.corrections import PostgresCorrections
 from worker.store.fence_key import FenceKeys
+from worker.store.persons import PostgresPersons
 from worker.store.run_commit import commit_arguments, flat_json
 from worker.store.translate import PG_ERRORS, commit_error, status_count, store_error, translated
 from worker.store.types import (
@@ -69,7 +70,7 @@ def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
     return store
 
 
-class PostgresStore(PostgresCorrections):
+class PostgresStore(PostgresPersons, PostgresCorrections):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
@@ -91,15 +92,18 @@ class PostgresStore(PostgresCorrections):
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int, *,
         agents: Sequence[str | None] | None = None, model: str | None = None,
+        persons: Sequence[int | None] | None = None,
     ) -> Neighbors:
         result: list[list[NeighborRow]] = [[] for _ in range(len(embeddings))]
         if not len(embeddings):
             return Neighbors(0, result)
         vectors = halfvec.encode_rows(embeddings)
         per_candidate = list(agents) if agents is not None else [None] * len(embeddings)
+        about = list(persons) if persons is not None else [None] * len(embeddings)
         async with translated("the neighbour query"):
             rows = await self._pool.fetch(self._pipeline["neighbors"], user_id, vectors, k,
-                                          per_candidate, model, int(embeddings.shape[1]))
+                                          per_candidate, model, int(embeddings.shape[1]),
+                                          about)
         version = 0
         other: tuple[str, int] | None = None
         for row in rows:
@@ -374,6 +378,9 @@ class PostgresStore(PostgresCorrections):
             for table, name, extra in (
                 ("memory_held_proposal", "erase_held", ()),
                 ("memory_fact", "erase_facts", ()),
+                # The people in the user's life, once no fact points at them.
+                ("memory_person_label", "erase_person_labels", ()),
+                ("memory_person", "erase_persons", ()),
                 ("memory_run", "erase_runs", ()),
                 ("session_cursor", "erase_cursors", ()),
                 ("user_memory_state", "erase_state", ()),

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from worker.outcomes import Outcome
+from worker.store.person_types import PersonRef, PersonWrites
 from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
 
@@ -132,6 +133,9 @@ class FactTerms:
     expires_at: datetime | None = None
     basis: str = "stated"  # stated | inferred
     confidence: float = 0.9
+    # Who the fact is about: None, the user; else one of the user's persons
+    # (docs/persons.md).
+    person: PersonRef | None = None
 
 
 PROFILE = FactTerms()
@@ -260,6 +264,9 @@ class RunCommit:
     embedding_model: str
     source_session_id: str
     run: RunRecord
+    # The persons the run creates or relabels (docs/persons.md); None: persons are
+    # off, and every new fact is about the user.
+    persons: PersonWrites | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +296,8 @@ class FactRecord:
     # How a manual fact was written (api | panel | tool | cli); None for an extracted
     # or imported fact, and for a manual one written before it was recorded.
     written_via: str | None = None
+    # Who the fact is about: None, the user; else the id of one of the user's persons.
+    person_id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -315,6 +324,7 @@ class FactRecord:
             "embedding_model": self.embedding_model,
             "embedding_dim": self.embedding_dim,
             "written_via": self.written_via,
+            "person_id": self.person_id,
         }
 
 
@@ -400,8 +410,9 @@ class HeldOutcome:
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).
-ExportSection = Literal["facts", "sessions", "runs", "held_proposals"]
-EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals")
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "persons"]
+EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals",
+                                              "persons")
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,9 +43,11 @@ def check_exclude(exclude: Sequence[int], *, as_of: bool) -> None:
 
 
 def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool:
-    """Profile facts for ``profile`` and ``both``; relationship facts of ``agent_id``
-    only, for ``relationship`` and ``both``. Another agent's never. (fact_rules.sql
-    in_scope)"""
+    """The user's own facts (never one about a person of theirs): profile facts for
+    ``profile`` and ``both``; relationship facts of ``agent_id`` only, for
+    ``relationship`` and ``both``. Another agent's never. (fact_rules.sql in_scope)"""
+    if fact.person_id is not None:
+        return False
     if scope == "all":
         return True
     if fact.scope == "profile":

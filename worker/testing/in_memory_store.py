@@ -52,6 +52,7 @@ from worker.store.types import (
 from worker.store.visibility import check_exclude, check_read
 from worker.testing.in_memory_corrections import InMemoryCorrections
 from worker.testing.in_memory_dead_letters import dead_letters_of
+from worker.testing.in_memory_persons import InMemoryPersons
 from worker.testing.in_memory_reads import InMemoryDerivedReads
 
 _WORD = re.compile(r"\w+")
@@ -64,7 +65,7 @@ class _Row:
 
 
 @dataclass(slots=True)
-class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
+class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
     cursors: dict[tuple[str, str], CursorState] = field(default_factory=dict)  # (user, session)
     versions: dict[str, int] = field(default_factory=dict)
     consents: dict[str, bool] = field(default_factory=dict)
@@ -84,6 +85,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int, *,
         agents: Sequence[str | None] | None = None, model: str | None = None,
+        persons: Sequence[int | None] | None = None,
     ) -> Neighbors:
         now = datetime.now(UTC)
         active = [row for row in self.rows.values()
@@ -99,8 +101,9 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         result: list[list[NeighborRow]] = []
         for i, query in enumerate(_half(embeddings) if len(embeddings) else []):
             agent = agents[i] if agents is not None else None
+            person = persons[i] if persons is not None else None
             ranked = sorted(((_distance(query, r.embedding), r.fact.id, r) for r in same
-                             if r.fact.agent_id == agent),
+                             if r.fact.agent_id == agent and r.fact.person_id == person),
                             key=lambda t: (t[0], t[1]))[:k]
             result.append([NeighborRow(r.fact.id, r.fact.text, r.fact.observed_at, d,
                                        r.fact.pinned, r.fact.confidence)
@@ -137,12 +140,15 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
             self.versions[user] = commit.user_version + 1
         run_id = self._insert_run(commit.run)
         new_ids: dict[int, int] = {}
-        for write in commit.writes:
-            if isinstance(write, InsertFact):
-                new_ids[write.ref] = self._insert(
-                    user, write.text, write.category, write.importance, write.embedding,
-                    commit.observed_at, commit.source_session_id, "extracted",
-                    terms=write.terms, model=commit.embedding_model)
+        inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
+        about = ([None] * len(inserts) if commit.persons is None else self.write_persons(
+            user, commit.persons, [w.terms.person for w in inserts], commit.source_session_id,
+            commit.observed_at))
+        for insert, person_id in zip(inserts, about, strict=True):
+            new_ids[insert.ref] = self._insert(
+                user, insert.text, insert.category, insert.importance, insert.embedding,
+                commit.observed_at, commit.source_session_id, "extracted",
+                terms=insert.terms, model=commit.embedding_model, person_id=person_id)
         for write in commit.writes:
             if isinstance(write, HoldProposal):
                 if write.target is None or write.target.id in self.rows:
@@ -281,7 +287,9 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         if user_id in self.consents and (self.consents[user_id] or not erasure.keep_opt_out):
             del self.consents[user_id]
             consent = 1
+        persons = self.erase_persons(user_id)
         counts = {"memory_held_proposal": proposals, "memory_fact": len(facts),
+                  "memory_person_label": persons, "memory_person": persons,
                   "memory_run": runs,
                   "session_cursor": len(cursors), "user_memory_state": state,
                   "user_memory_consent": consent}
@@ -307,7 +315,8 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
     def _insert(self, user_id: str, text: str, category: str, importance: int,
                 embedding: Vector, observed_at: datetime, session_id: str | None,
                 kind: str, *, terms: FactTerms = PROFILE, model: str = "",
-                pinned: bool = False, via: str | None = None) -> int:
+                pinned: bool = False, via: str | None = None,
+                person_id: int | None = None) -> int:
         fact_id, self._next_fact = self._next_fact, self._next_fact + 1
         fact = FactRecord(
             id=fact_id, user_id=user_id, text=text, category=category, importance=importance,
@@ -318,6 +327,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
             expires_at=terms.expires_at, pinned=pinned, basis=terms.basis,
             confidence=terms.confidence, embedding_model=model,
             embedding_dim=int(np.asarray(embedding).shape[-1]), written_via=via,
+            person_id=person_id,
         )
         vector = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         self.rows[fact_id] = _Row(fact, vector)

@@ -48,7 +48,8 @@ def _settings(**fields: float) -> Settings:
 
 def test_the_weights_come_from_the_settings_with_the_documented_defaults() -> None:
     assert RerankWeights.from_settings(_settings()) == RerankWeights(0.20, 0.10, 0.10, 90.0)
-    assert SplitPolicy.from_settings(_settings()) == SplitPolicy(40, 4096, 8)
+    assert SplitPolicy.from_settings(_settings()) == SplitPolicy(40, 4096, 8,
+                                                                 people_max_facts=20)
     weights = RerankWeights.from_settings(_settings(
         read_rerank_pin_boost=0.5, read_rerank_agent_boost=0.0,
         read_rerank_recency_penalty=0.3, read_rerank_recency_days=30))

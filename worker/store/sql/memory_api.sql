@@ -195,6 +195,16 @@ DELETE FROM memory_held_proposal WHERE user_id = $1;
 -- referencing row is gone too.
 DELETE FROM memory_fact WHERE user_id = $1;
 
+-- name: erase_person_labels
+-- The names of the people in the user's life (schema/0016_persons.sql), after
+-- the facts about them.
+DELETE FROM memory_person_label WHERE user_id = $1;
+
+-- name: erase_persons
+-- After the labels; merged_into only points at rows of the same user, checked at
+-- the end of the statement.
+DELETE FROM memory_person WHERE user_id = $1;
+
 -- name: erase_runs
 -- The user's audit rows. Never a row by its session id alone: session ids
 -- repeat across users, and a row names a session only with its user

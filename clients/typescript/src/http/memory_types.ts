@@ -47,6 +47,8 @@ export interface Fact {
   /** A manual fact's way in: `api`, `panel`, `tool` or `cli`; null for an extracted or
    * imported fact, and for a manual one written before it was recorded. */
   written_via?: WrittenVia | null;
+  /** Who the fact is about: null, the user; else one of the user's persons (docs/persons.md). */
+  person_id?: number | null;
 }
 
 export interface CategoryGroup {
