@@ -288,6 +288,19 @@ class ExportRun(BaseModel):
     finished_at: datetime
 
 
+class ExportPortrait(BaseModel):
+    version: int
+    text: str
+    facts_hash: str
+    fact_count: int
+    model: str
+    prompt_version: str
+    created_at: datetime
+    superseded_at: datetime | None
+    removed_at: datetime | None
+    removed_reason: str | None
+
+
 class Export(BaseModel):
     """Everything memfleet holds about the user (worker/ops/access_export.py), streamed."""
 
@@ -299,3 +312,5 @@ class Export(BaseModel):
     runs: list[ExportRun] = Field(description="The runs that read the user's sessions.")
     held_proposals: list[HeldProposal] = Field(
         description="Changes consolidation proposed and memfleet kept for the user.")
+    portraits: list[ExportPortrait] = Field(
+        default_factory=list, description="Every version of the user's portrait.")

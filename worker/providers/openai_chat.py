@@ -34,13 +34,20 @@ from worker.providers.llm_json import (
     parse_answer,
     salvage_items,
 )
-from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
+from worker.providers.prompts import (
+    CONSOLIDATION_PROMPT,
+    EXTRACTION_PROMPT,
+    PORTRAIT_PROMPT,
+    SUMMARY_PROMPT,
+)
 from worker.providers.wire import (
     AskedConsolidation,
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    PortraitAnswer,
+    PortraitRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -96,6 +103,7 @@ _EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
 _CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
+_PORTRAIT = ChatPass("user_portrait", PORTRAIT_PROMPT, PortraitAnswer)
 
 
 @functools.cache
@@ -282,3 +290,8 @@ class OpenAIConsolidator(OpenAIChat):
 class OpenAISummarizer(OpenAIChat):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         return await self._ask(_SUMMARY, request)
+
+
+class OpenAIPortraitWriter(OpenAIChat):
+    async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]:
+        return await self._ask(_PORTRAIT, request)

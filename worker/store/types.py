@@ -400,8 +400,9 @@ class HeldOutcome:
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).
-ExportSection = Literal["facts", "sessions", "runs", "held_proposals"]
-EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals")
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "portraits"]
+EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals",
+                                              "portraits")
 
 
 @dataclass(frozen=True, slots=True)

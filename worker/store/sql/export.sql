@@ -43,3 +43,11 @@ SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at, resolu
 FROM memory_held_proposal
 WHERE user_id = $1
 ORDER BY id;
+
+-- name: portraits
+-- Every version of the user's portrait (docs/portrait.md), and how each ended.
+SELECT version, text, facts_hash, fact_count, model, prompt_version, created_at,
+       superseded_at, removed_at, removed_reason
+FROM memory_portrait
+WHERE user_id = $1
+ORDER BY version;
