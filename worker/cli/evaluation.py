@@ -16,7 +16,7 @@ from worker.errors import MemfleetError
 # imports nothing of worker.eval.
 KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
          "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
-         "two_agents", "non_english", "injection")
+         "two_agents", "non_english", "injection", "portrait_update")
 CONTROLS = ("add-only", "empty-read")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api_models import (
@@ -50,6 +51,7 @@ from worker.client.memory_api_models import (
     Via,
     WaitOutcome,
 )
+from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import (
@@ -272,6 +274,22 @@ class MemoryApi(ClientBase):
         """The stable block alone; None when ``known_version`` is still its version (the
         API's 304 to If-None-Match): the cached prefix is still good. Scope ``read``."""
         return self._send(prompt.stable_block(user_id, agent_id, known_version))
+
+    # The user's portrait (docs/portrait.md) ------------------------------------------
+
+    def portrait(self, user_id: str, *, known_tag: str | None = None) -> Portrait | None:
+        """The user's portrait and its state; None when ``known_tag`` (a ``Portrait.tag``)
+        is still current (the API's 304). Scope ``read``."""
+        return self._send(portraits.portrait(user_id, known_tag))
+
+    def remove_portrait(self, user_id: str) -> int | None:
+        """Remove the portrait (the version that ended, or None); none is made until
+        ``refresh_portrait``. Scope ``admin``."""
+        return self._send(portraits.remove_portrait(user_id))
+
+    def refresh_portrait(self, user_id: str) -> bool:
+        """Ask for a portrait (again): whether a refresh was queued. Scope ``admin``."""
+        return self._send(portraits.refresh_portrait(user_id))
 
     # The user's rights ---------------------------------------------------------------
 

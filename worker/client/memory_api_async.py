@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api import (
@@ -50,6 +51,7 @@ from worker.client.memory_api_models import (
     Via,
     WaitOutcome,
 )
+from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import Call, SseParser, error_for, unreachable
@@ -173,6 +175,15 @@ class AsyncMemoryApi(ClientBase):
     async def stable_block(self, user_id: str, *, agent_id: str | None = None,
                            known_version: str | None = None) -> StableBlock | None:
         return await self._send(prompt.stable_block(user_id, agent_id, known_version))
+
+    async def portrait(self, user_id: str, *, known_tag: str | None = None) -> Portrait | None:
+        return await self._send(portraits.portrait(user_id, known_tag))
+
+    async def remove_portrait(self, user_id: str) -> int | None:
+        return await self._send(portraits.remove_portrait(user_id))
+
+    async def refresh_portrait(self, user_id: str) -> bool:
+        return await self._send(portraits.refresh_portrait(user_id))
 
     async def erase_user(self, user_id: str) -> Erased:
         return await self._send(routes.erase_user(user_id))

@@ -340,6 +340,8 @@ class Export:
     runs: list[dict[str, Any]]
     held_proposals: list[HeldProposal]
     document: dict[str, Any]
+    # Every version of the portrait (docs/portrait.md); empty from an API before it.
+    portraits: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, value: Any) -> Export:
@@ -353,6 +355,7 @@ class Export:
             runs=[_obj(r) for r in _list(d["runs"])],
             held_proposals=[HeldProposal.parse(p) for p in _list(d["held_proposals"])],
             document=d,
+            portraits=[_obj(p) for p in _list(d.get("portraits", []))],
         )
 
 

@@ -56,6 +56,7 @@ KINDS: dict[str, str] = {
     "two_agents": "what the user tells one assistant stays with it",
     "non_english": "facts stay in the language they were said in",
     "injection": "instructions inside messages are not obeyed as memory commands",
+    "portrait_update": "the user's portrait follows an update: the new value, not the old",
 }
 
 # Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
@@ -153,6 +154,15 @@ class Chain(_Frozen):
     new: Words
 
 
+class Portrait(_Frozen):
+    """The user's portrait at the end (docs/portrait.md): each of ``has`` found in its
+    text, none of ``lacks`` (but where ``unless`` excuses it: "moved from Porto to
+    Madrid" tells the change). A ``lacks`` holds only beside a ``has`` that held."""
+
+    has: tuple[Words, ...] = Field(min_length=1)
+    lacks: tuple[Absent, ...] = ()
+
+
 class Expect(_Frozen):
     active: tuple[Active, ...] = ()
     absent: tuple[Absent, ...] = ()
@@ -160,6 +170,8 @@ class Expect(_Frozen):
     # Facts that must have been learned and then ended (retracted, or expired): kept
     # as history, not active. Absent alone would also pass if they were never learned.
     ended: tuple[Words, ...] = ()
+    # The portrait written from the facts (a run with one makes portraits for its user).
+    portrait: Portrait | None = None
 
 
 class Turn(_Frozen):
@@ -251,7 +263,8 @@ class Scenario(_Frozen):
     @property
     def assertions(self) -> int:
         e = self.expect
-        return len(e.active) + len(e.absent) + len(e.chains) + len(e.ended)
+        portrait = 0 if e.portrait is None else len(e.portrait.has) + len(e.portrait.lacks)
+        return len(e.active) + len(e.absent) + len(e.chains) + len(e.ended) + portrait
 
 
 # ---------------------------------------------------------------- files

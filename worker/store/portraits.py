@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from worker.store import queries
 from worker.store.pool import PooledStore
@@ -73,6 +73,7 @@ def facts_hash(facts: Sequence[PortraitFact]) -> str:
     return hashlib.sha256(ids.encode()).hexdigest()[:32]
 
 
+@runtime_checkable
 class PortraitStore(Protocol):
     """What the portrait's refresh, the read path and the memory API need."""
 

@@ -278,7 +278,9 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads):
         counts = {"memory_held_proposal": proposals, "memory_fact": len(facts),
                   "memory_run": runs,
                   "session_cursor": len(cursors), "user_memory_state": state,
-                  "user_memory_consent": consent}
+                  "user_memory_consent": consent,
+                  # It keeps no portraits (docs/portrait.md: PostgreSQL's alone).
+                  "memory_portrait": 0, "user_portrait_choice": 0}
         self.erasures.append(counts)
         return counts
 

@@ -38,7 +38,7 @@ from worker.store.types import (
     SupersedeFact,
 )
 
-PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor")
+PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor", "memory_portrait")
 NAMES_PARTITIONED = re.compile(r"\b(" + "|".join(PARTITIONED) + r")\b")
 
 # Statements on partitioned tables that span users on purpose: operator commands.
