@@ -13,6 +13,7 @@ empties it; a removed portrait stays removed until the user asks again.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -21,6 +22,12 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.helpers import drain, eventually, fences_for_tests, user_msg
+from tests.integration.faults.test_no_text_in_logs import (
+    MARKER,
+    Captured,
+    assert_clean,
+    drain_captured,
+)
 from tests.openai_stub import openai_settings, wire_requests
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
@@ -218,3 +225,20 @@ async def test_portraits_off_queue_no_refresh(
     assert portrait_calls(stub) == []
     assert not await redis.exists(user_portrait_key("ivy"))
     assert await versions(db, "ivy") == []
+
+
+async def test_no_fact_or_portrait_text_in_logs_or_spans_written_or_failed(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    captured = Captured()
+    await say(llm, redis, "jo", "s1", f"I live in {MARKER}ville.", drained=False)
+    await drain_captured(llm, caplog, captured)
+    assert MARKER in (await current(db, "jo") or ""), "the portrait holds the marked fact"
+    # A model that keeps breaking the portrait's schema: tried, then failed on the record.
+    stub.add_fault("schema_break", count=20, task=PORTRAIT)
+    await say(llm, redis, "jo", "s2", "I use Go.", drained=False)
+    await drain_captured(llm, caplog, captured)
+    assert [r["version"] for r in await versions(db, "jo")] == [1]
+    assert_clean(captured, [])
