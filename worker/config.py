@@ -163,6 +163,19 @@ class Settings(BaseSettings):
     read_rerank_agent_boost: float = Field(default=0.10, ge=0, le=10)
     read_rerank_recency_penalty: float = Field(default=0.10, ge=0, le=10)
     read_rerank_recency_days: float = Field(default=90.0, gt=0, le=36500)
+    # --- The user's portrait (docs/portrait.md): a short narrative of the user, written
+    # by the fleet from the active profile facts after commits, at most once per
+    # portrait_min_interval minutes unless portrait_max_commits commits come first. Off
+    # by default: it costs a model call per user and interval.
+    portrait_enabled: bool = False
+    portrait_min_interval: float = Field(default=10.0, ge=0, le=10080)  # minutes
+    portrait_max_commits: int = Field(default=20, ge=1, le=100_000)
+    portrait_model: str | None = None  # None: the summaries' model
+    portrait_max_facts: int = Field(default=60, ge=1, le=200)  # wire.MAX_PORTRAIT_FACTS
+    portrait_max_words: int = Field(default=120, ge=10, le=300)  # wire.MAX_PORTRAIT_WORDS
+    # The prompt split's stable block opens with the user's portrait (docs/prompt.md).
+    read_stable_portrait: bool = False
+    # --- end of the portrait.
     # How often a worker looks for jobs while it has a free slot: a slot freed by a
     # finished job waits for the next look (ARQ does not wake its loop for it), so
     # a busy worker loses up to this much per job. Idle, each look is one ZRANGEBYSCORE.

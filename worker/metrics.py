@@ -73,6 +73,14 @@ class Metrics:
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")
+        # The user's portrait (worker.fleet.portrait_job, docs/portrait.md).
+        self.portrait_refreshes = m.create_counter(
+            "memfleet.portrait.refreshes", "{refresh}",
+            "Portrait refreshes by outcome (written, unchanged: no model call, memory_off,"
+            " not_wanted, no_facts, fenced, deferred, failed, ...)")
+        self.portrait_debounced = m.create_counter(
+            "memfleet.portrait.debounced", "{commit}",
+            "Commits that joined a portrait refresh already queued for their user")
         self.lag = m.create_histogram(
             "memfleet.handover.lag", "s", "From hand-over to the commit of its slice",
             explicit_bucket_boundaries_advisory=[

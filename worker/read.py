@@ -35,6 +35,7 @@ from worker.store.types import ConsentGate, FactRecord
 if TYPE_CHECKING:
     from worker.config import Settings
     from worker.read_split import PromptBlocks, SplitPolicy, StableBlock
+    from worker.store.portraits import Portrait
 
 RRF_K = 60
 BLOCK_HEADER = (
@@ -407,6 +408,12 @@ class MemoryReader:
 
         return await stable_block(self.store, user_id, agent_id=agent_id, policy=self.split,
                                   memory_default=self.memory_default)
+
+    async def portrait(self, user_id: str) -> Portrait | None:
+        """The user's portrait (docs/portrait.md); None while there is none or memory is off."""
+        from worker.read_split import user_portrait
+
+        return await user_portrait(self.store, user_id, memory_default=self.memory_default)
 
     async def search(
         self, user_id: str, query: str, *, top_k: int, scope: MemoryScope = "both",

@@ -47,6 +47,8 @@ from worker.store.types import (
 from worker.testing.in_memory_store import InMemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+# The erase's counts of the portrait's tables (docs/portrait.md): none written here.
+NO_PORTRAIT = {"memory_portrait": 0, "user_portrait_choice": 0}
 
 
 def _pair(found: Neighbors) -> tuple[int, list[list[NeighborRow]]]:
@@ -308,7 +310,7 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     counts = await store.erase_user(Erasure("u1", erased_seq=5))
     assert counts == {"memory_held_proposal": 0, "memory_fact": 1, "memory_person_label": 0,
                       "memory_person": 0, "memory_run": 1, "session_cursor": 1,
-                      "user_memory_state": 1, "user_memory_consent": 0}
+                      "user_memory_state": 1, "user_memory_consent": 0, **NO_PORTRAIT}
     assert await store.facts("u1", include_superseded=True) == []
     assert await cursor_of(store, "s1") is None
     assert [f.text for f in await store.facts("u2")] == ["Likes rock"]
@@ -326,11 +328,12 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     assert await store.erase_user(Erasure("u1", erased_seq=7)) == {
         "memory_held_proposal": 0, "memory_fact": 1, "memory_person_label": 0,
         "memory_person": 0, "memory_run": 1, "session_cursor": 1,
-        "user_memory_state": 1, "user_memory_consent": 0}
+        "user_memory_state": 1, "user_memory_consent": 0, **NO_PORTRAIT}
     assert await store.erase_user(Erasure("u1", erased_seq=8)) == {
         "memory_held_proposal": 0, "memory_fact": 0, "memory_person_label": 0,
         "memory_person": 0, "memory_run": 0, "session_cursor": 0,
-        "user_memory_state": 0, "user_memory_consent": 0}, "erasing twice is harmless"
+        "user_memory_state": 0, "user_memory_consent": 0, **NO_PORTRAIT}, \
+        "erasing twice is harmless"
 
 
 async def test_an_erase_takes_the_users_runs_alone_and_strips_late_rows(

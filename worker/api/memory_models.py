@@ -320,6 +320,19 @@ class ExportRun(BaseModel):
     finished_at: datetime
 
 
+class ExportPortrait(BaseModel):
+    version: int
+    text: str
+    facts_hash: str
+    fact_count: int
+    model: str
+    prompt_version: str
+    created_at: datetime
+    superseded_at: datetime | None
+    removed_at: datetime | None
+    removed_reason: str | None
+
+
 class Export(BaseModel):
     """Everything memfleet holds about the user (worker/ops/access_export.py), streamed."""
 
@@ -334,3 +347,5 @@ class Export(BaseModel):
     persons: list[ExportPerson] = Field(
         default_factory=list,
         description="The people in the user's life (docs/persons.md), merged ones too.")
+    portraits: list[ExportPortrait] = Field(
+        default_factory=list, description="Every version of the user's portrait.")

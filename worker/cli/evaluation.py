@@ -16,7 +16,8 @@ from worker.errors import MemfleetError
 # imports nothing of worker.eval.
 KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
          "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
-         "two_agents", "non_english", "injection", "named_people", "person_changes")
+         "two_agents", "non_english", "injection", "named_people", "person_changes",
+         "portrait_update")
 CONTROLS = ("add-only", "empty-read")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import httpx
 
 from worker.client import memory_api_persons as people
+from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api_models import (
@@ -52,6 +53,7 @@ from worker.client.memory_api_models import (
     WaitOutcome,
 )
 from worker.client.memory_api_persons import Person
+from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import (
@@ -306,6 +308,22 @@ class MemoryApi(ClientBase):
     def move_fact(self, user_id: str, fact_id: int, person_id: int | None) -> Fact:
         """Say who a fact is about (None: the user): its new version. Scope ``admin``."""
         return self._send(people.move_fact(user_id, fact_id, person_id))
+
+    # The user's portrait (docs/portrait.md) ------------------------------------------
+
+    def portrait(self, user_id: str, *, known_tag: str | None = None) -> Portrait | None:
+        """The user's portrait and its state; None when ``known_tag`` (a ``Portrait.tag``)
+        is still current (the API's 304). Scope ``read``."""
+        return self._send(portraits.portrait(user_id, known_tag))
+
+    def remove_portrait(self, user_id: str) -> int | None:
+        """Remove the portrait (the version that ended, or None); none is made until
+        ``refresh_portrait``. Scope ``admin``."""
+        return self._send(portraits.remove_portrait(user_id))
+
+    def refresh_portrait(self, user_id: str) -> bool:
+        """Ask for a portrait (again): whether a refresh was queued. Scope ``admin``."""
+        return self._send(portraits.refresh_portrait(user_id))
 
     # The user's rights ---------------------------------------------------------------
 

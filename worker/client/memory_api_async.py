@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from worker.client import memory_api_persons as people
+from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api import (
@@ -52,6 +53,7 @@ from worker.client.memory_api_models import (
     WaitOutcome,
 )
 from worker.client.memory_api_persons import Person
+from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import Call, SseParser, error_for, unreachable
@@ -197,6 +199,15 @@ class AsyncMemoryApi(ClientBase):
 
     async def move_fact(self, user_id: str, fact_id: int, person_id: int | None) -> Fact:
         return await self._send(people.move_fact(user_id, fact_id, person_id))
+
+    async def portrait(self, user_id: str, *, known_tag: str | None = None) -> Portrait | None:
+        return await self._send(portraits.portrait(user_id, known_tag))
+
+    async def remove_portrait(self, user_id: str) -> int | None:
+        return await self._send(portraits.remove_portrait(user_id))
+
+    async def refresh_portrait(self, user_id: str) -> bool:
+        return await self._send(portraits.refresh_portrait(user_id))
 
     async def erase_user(self, user_id: str) -> Erased:
         return await self._send(routes.erase_user(user_id))

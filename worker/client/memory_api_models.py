@@ -346,6 +346,9 @@ class Export:
     # The user's persons with every version of their labels (none from an older server).
     persons: list[dict[str, Any]] = field(default_factory=list)
 
+    # Every version of the portrait (docs/portrait.md); empty from an API before it.
+    portraits: list[dict[str, Any]] = field(default_factory=list)
+
     @classmethod
     def parse(cls, value: Any) -> Export:
         d = _obj(value)
@@ -358,6 +361,7 @@ class Export:
             runs=[_obj(r) for r in _list(d["runs"])],
             held_proposals=[HeldProposal.parse(p) for p in _list(d["held_proposals"])],
             document=d, persons=[_obj(p) for p in _list(d.get("persons", []))],
+            portraits=[_obj(p) for p in _list(d.get("portraits", []))],
         )
 
 

@@ -48,7 +48,7 @@ from worker.providers.wire import ConsolidationAnswer, ConsolidationRequest, Dec
 from worker.read import known_facts
 from worker.store.fence_key import fence_keys
 from worker.store.postgres import PostgresStore
-from worker.store.types import FactRecord
+from worker.store.types import ConsentGate, FactRecord
 from worker.telemetry import hide_job_arguments, setup_telemetry
 
 TURN_GAP = timedelta(minutes=1)  # between two user turns of a session
@@ -192,6 +192,12 @@ async def run_suite(
     run = secrets.token_hex(4)
     settings = settings.model_copy(update={"queue_name": keys.eval_queue(run),
                                            "expiry_interval_s": 0.0})
+    # Portraits (docs/portrait.md) for the scenarios that check one, refreshed after
+    # every commit; the other users want none, so theirs end without a model call.
+    portraits = {s.id for s in scenarios if s.expect.portrait is not None}
+    if portraits:
+        settings = settings.model_copy(update={"portrait_enabled": True,
+                                               "portrait_min_interval": 0.0})
     years = cycles_after(min(s.sessions[0].at for s in scenarios), now or datetime.now(UTC))
     moved = [shifted(s, years) for s in scenarios]
     users = {s.id: f"eval-{run}-{s.id}" for s in moved}
@@ -206,6 +212,10 @@ async def run_suite(
         if not settings.memory_default:  # the fleet's users start with memory off
             for user_id in users.values():
                 await store.set_consent(user_id, True)
+        if portraits:
+            for scenario_id, user_id in users.items():
+                if scenario_id not in portraits:
+                    await store.remove_portrait(user_id)
         rounds = max(len(p) for p in plans.values())
         for index in range(rounds):
             progress(f"round {index + 1} of {rounds}")
@@ -221,8 +231,11 @@ async def run_suite(
                 user_id = users[scenario.id]
                 facts = await store.facts(user_id, include_superseded=True, scope="all")
                 read = await read_back(settings, store, embedder, scenario, user_id)
+                portrait = None if scenario.id not in portraits else \
+                    await store.current_portrait(user_id, ConsentGate(settings.memory_default))
                 scores.append(score_scenario(scenario, facts, read,
-                                             await people_of(store, user_id)))
+                                             await people_of(store, user_id),
+                                             None if portrait is None else portrait.text))
                 outcomes.update(str(r["outcome"]) for r in await store.runs(user_id))
         finally:
             close = getattr(embedder, "aclose", None)

@@ -23,7 +23,16 @@ from typing import Literal
 
 from worker.eval.bootstrap import intervals
 from worker.eval.form import fault, well_formed
-from worker.eval.suite import KINDS, Absent, Active, Chain, PersonGold, Scenario, Words
+from worker.eval.suite import (
+    KINDS,
+    Absent,
+    Active,
+    Chain,
+    PersonGold,
+    Portrait,
+    Scenario,
+    Words,
+)
 from worker.store.types import FactRecord
 from worker.store.visibility import believed_at
 
@@ -32,7 +41,7 @@ from worker.store.visibility import believed_at
 # relationship facts).
 ReadViews = Mapping[str | None, Sequence[FactRecord]]
 
-CheckKind = Literal["active", "absent", "chain", "ended"]
+CheckKind = Literal["active", "absent", "chain", "ended", "portrait"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,12 +299,36 @@ def check_person(gold: PersonGold, people: People) -> Check:
     return Check("active", said, False, f"persons: {known or 'none'}")
 
 
+def check_portrait(gold: Portrait, portrait: str | None) -> list[Check]:
+    """The portrait's checks: each ``has`` found in its text; each ``lacks`` not, held
+    only when some ``has`` held (no portrait, or an empty one, holds nothing)."""
+    if portrait is None:
+        return [Check("portrait", f"portrait: {w.said()}", False, "no portrait")
+                for w in (*gold.has, *gold.lacks)]
+    shown = portrait if len(portrait) <= 160 else portrait[:159] + "\u2026"
+    checks = [Check("portrait", f"portrait has: {w.said()}", w.found_in(portrait),
+                    "" if w.found_in(portrait) else f"not in {shown!r}") for w in gold.has]
+    remembered = any(c.held for c in checks)
+    for lack in gold.lacks:
+        said = f"portrait lacks: {lack.said()}"
+        if lack.false_in(portrait):
+            checks.append(Check("portrait", said, False, f"in {shown!r}"))
+        elif not remembered:
+            checks.append(Check("portrait", said, False, "nothing it should say was said",
+                                gated=True))
+        else:
+            checks.append(Check("portrait", said, True))
+    return checks
+
+
 def score_scenario(scenario: Scenario, facts: Sequence[FactRecord],
-                   read: ReadViews | None = None, people: People = NO_PEOPLE) -> ScenarioScore:
+                   read: ReadViews | None = None, people: People = NO_PEOPLE,
+                   portrait: str | None = None) -> ScenarioScore:
     """``facts``: every version of the scenario's user's facts, superseded ones included;
     ``read``: what the read path returned at the end, per reader (by default worked out
     from the active facts: ``read_views``); ``people``: the user's persons and the facts
-    about them (a fact about a person is never among ``facts``: docs/persons.md)."""
+    about them (a fact about a person is never among ``facts``: docs/persons.md);
+    ``portrait``: the user's portrait at the end (None: none)."""
     moment = scenario.ends_at
     # A memory that keeps no persons (a baseline) keeps every fact as the user's.
     active = [f for f in facts if active_at(f, moment) and f.person_id is None]
@@ -314,6 +347,8 @@ def score_scenario(scenario: Scenario, facts: Sequence[FactRecord],
     checks.extend(check_person(gold, people) for gold in expect.persons)
     remembered = any(c.held for c in checks)
     checks.extend(check_absent(gold, read, remembered) for gold in expect.absent)
+    if expect.portrait is not None:
+        checks.extend(check_portrait(expect.portrait, portrait))
     malformed = sum(1 for f in active if not well_formed(f.text))
     return ScenarioScore(scenario.id, scenario.kind, tuple(checks), duplicates, malformed)
 

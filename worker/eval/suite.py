@@ -58,6 +58,7 @@ KINDS: dict[str, str] = {
     "injection": "instructions inside messages are not obeyed as memory commands",
     "named_people": "facts about named people are theirs (docs/persons.md), never the user's",
     "person_changes": "a person renamed or a relation changed keeps their facts",
+    "portrait_update": "the user's portrait follows an update: the new value, not the old",
 }
 
 # Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
@@ -172,6 +173,15 @@ class PersonGold(_Frozen):
         return self
 
 
+class Portrait(_Frozen):
+    """The user's portrait at the end (docs/portrait.md): each of ``has`` found in its
+    text, none of ``lacks`` (but where ``unless`` excuses it: "moved from Porto to
+    Madrid" tells the change). A ``lacks`` holds only beside a ``has`` that held."""
+
+    has: tuple[Words, ...] = Field(min_length=1)
+    lacks: tuple[Absent, ...] = ()
+
+
 class Expect(_Frozen):
     active: tuple[Active, ...] = ()
     absent: tuple[Absent, ...] = ()
@@ -181,6 +191,8 @@ class Expect(_Frozen):
     ended: tuple[Words, ...] = ()
     # The people of the user's life at the end (docs/persons.md).
     persons: tuple[PersonGold, ...] = ()
+    # The portrait written from the facts (a run with one makes portraits for its user).
+    portrait: Portrait | None = None
 
 
 class Turn(_Frozen):
@@ -272,7 +284,9 @@ class Scenario(_Frozen):
     @property
     def assertions(self) -> int:
         e = self.expect
-        return len(e.active) + len(e.absent) + len(e.chains) + len(e.ended) + len(e.persons)
+        portrait = 0 if e.portrait is None else len(e.portrait.has) + len(e.portrait.lacks)
+        return (len(e.active) + len(e.absent) + len(e.chains) + len(e.ended) + len(e.persons)
+                + portrait)
 
 
 # ---------------------------------------------------------------- files

@@ -12,6 +12,8 @@ from worker.providers.wire import (
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    PortraitAnswer,
+    PortraitRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -65,6 +67,13 @@ class Summarizer(Labelled, Protocol):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]: ...
 
 
+class PortraitWriter(Labelled, Protocol):
+    """The ``user_portrait`` pass (docs/portrait.md): called by the fleet's portrait job,
+    never by a session's job."""
+
+    async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]: ...
+
+
 class Embedder(Labelled, Protocol):
     @property
     def dim(self) -> int: ...
@@ -87,6 +96,8 @@ class Providers:
     # For users whose facts `memfleet reembed` moved to another model than
     # ``embedder``'s: their candidates are embedded again with that one.
     embedder_factory: EmbedderFactory | None = None
+    # The user's portrait (docs/portrait.md); None where nothing writes portraits.
+    portrait_writer: PortraitWriter | None = None
     _other_embedders: dict[tuple[str, int], Embedder] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
@@ -105,8 +116,9 @@ class Providers:
     async def aclose(self) -> None:
         others = list(self._other_embedders.values())
         self._other_embedders.clear()
+        writer = () if self.portrait_writer is None else (self.portrait_writer,)
         for provider in (self.extractor, self.consolidator, self.summarizer, self.embedder,
-                         *others):
+                         *writer, *others):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()

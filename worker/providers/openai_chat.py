@@ -38,6 +38,7 @@ from worker.providers.prompts import (
     ATTRIBUTED_EXTRACTION_PROMPT,
     CONSOLIDATION_PROMPT,
     EXTRACTION_PROMPT,
+    PORTRAIT_PROMPT,
     SUMMARY_PROMPT,
 )
 from worker.providers.wire import (
@@ -47,6 +48,8 @@ from worker.providers.wire import (
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    PortraitAnswer,
+    PortraitRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -105,6 +108,7 @@ _ATTRIBUTED_EXTRACTION = ChatPass("fact_extraction", ATTRIBUTED_EXTRACTION_PROMP
 _CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
+_PORTRAIT = ChatPass("user_portrait", PORTRAIT_PROMPT, PortraitAnswer)
 
 
 @functools.cache
@@ -292,3 +296,8 @@ class OpenAIConsolidator(OpenAIChat):
 class OpenAISummarizer(OpenAIChat):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         return await self._ask(_SUMMARY, request)
+
+
+class OpenAIPortraitWriter(OpenAIChat):
+    async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]:
+        return await self._ask(_PORTRAIT, request)

@@ -220,3 +220,31 @@ class SummaryRequest(_Frozen):
 
 class SummaryAnswer(_Frozen):
     summary: str = Field(max_length=4000)
+
+
+# ---------------------------------------------------------------- the user's portrait
+
+MAX_PORTRAIT_CHARS = 2000  # a portrait's text; providers must answer within it
+MAX_PORTRAIT_FACTS = 200  # the most facts one request carries
+MAX_PORTRAIT_WORDS = 300  # the highest length a request may ask for
+
+
+class ProfileFact(_Frozen):
+    """One active profile fact a portrait is written from."""
+
+    text: str
+    category: Category
+
+
+class PortraitRequest(_Frozen):
+    """The ``user_portrait`` pass (docs/llm_wire.md, docs/portrait.md): a short narrative
+    of the user from their active profile facts, and from nothing else."""
+
+    task: Literal["user_portrait"] = "user_portrait"
+    observed_at: str  # "2026-11-22 (Sunday)": the day it is written
+    max_words: int = Field(ge=10, le=MAX_PORTRAIT_WORDS)
+    facts: tuple[ProfileFact, ...] = Field(min_length=1, max_length=MAX_PORTRAIT_FACTS)
+
+
+class PortraitAnswer(_Frozen):
+    portrait: str = Field(min_length=1, max_length=MAX_PORTRAIT_CHARS)

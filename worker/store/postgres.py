@@ -26,6 +26,7 @@ from worker.store.base import MemoryStore
 from worker.store.corrections import PostgresCorrections
 from worker.store.fence_key import FenceKeys
 from worker.store.persons import PostgresPersons
+from worker.store.portraits import PostgresPortraits
 from worker.store.run_commit import commit_arguments, flat_json
 from worker.store.translate import PG_ERRORS, commit_error, status_count, store_error, translated
 from worker.store.types import (
@@ -70,7 +71,7 @@ def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
     return store
 
 
-class PostgresStore(PostgresPersons, PostgresCorrections):
+class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
@@ -385,6 +386,8 @@ class PostgresStore(PostgresPersons, PostgresCorrections):
                 ("session_cursor", "erase_cursors", ()),
                 ("user_memory_state", "erase_state", ()),
                 ("user_memory_consent", "erase_consent", (erasure.keep_opt_out,)),
+                ("memory_portrait", "erase_portraits", ()),
+                ("user_portrait_choice", "erase_portrait_choice", (erasure.keep_opt_out,)),
             ):
                 status: str = await conn.execute(self._api[name], user_id, *extra)
                 counts[table] = status_count(status)
@@ -396,6 +399,8 @@ class PostgresStore(PostgresPersons, PostgresCorrections):
                 conn.transaction():
             await conn.execute(self._api["lock_user"], user_id)
             await conn.execute(self._api["set_consent"], user_id, enabled)
+            if not enabled:  # a portrait is empty while memory is off (docs/portrait.md)
+                await self._end_portrait_on(conn, user_id, "memory_off")
 
     async def consent(self, user_id: str) -> bool | None:
         async with translated("reading consent"):

@@ -410,9 +410,9 @@ class HeldOutcome:
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).
-ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "persons"]
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "persons", "portraits"]
 EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals",
-                                              "persons")
+                                              "persons", "portraits")
 
 
 @dataclass(frozen=True, slots=True)

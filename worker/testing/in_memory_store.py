@@ -292,7 +292,9 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
                   "memory_person_label": persons, "memory_person": persons,
                   "memory_run": runs,
                   "session_cursor": len(cursors), "user_memory_state": state,
-                  "user_memory_consent": consent}
+                  "user_memory_consent": consent,
+                  # It keeps no portraits (docs/portrait.md: PostgreSQL's alone).
+                  "memory_portrait": 0, "user_portrait_choice": 0}
         self.erasures.append(counts)
         return counts
 

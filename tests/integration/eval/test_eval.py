@@ -35,11 +35,11 @@ RULES = {
     "contradictions": (30, 30), "relative_dates": (7, 10), "expiring": (21, 27),
     "paraphrase": (10, 10), "other_people": (22, 22), "hypotheticals": (30, 30),
     "short_replies": (0, 28), "two_agents": (35, 37), "non_english": (0, 38),
-    "injection": (24, 30),
+    "injection": (24, 30), "portrait_update": (39, 39),
     # The people in a user's life (docs/persons.md): with persons on, the default.
     "named_people": (41, 41), "person_changes": (32, 32),
 }
-RULES_TOTAL = (378, 465)
+RULES_TOTAL = (417, 504)
 # Questions answered right / asked per kind by the offline answer rules (the stub's
 # memory_question task; worker/eval/qa_rules.py), measured. Its misses: the facts
 # the rules never learned (non_english, short_replies, "since 2019"), two nicknames
@@ -60,7 +60,8 @@ QA_RULES = {
 # scenarios before, docs/eval.md).
 RETRIEVAL_HASHING = (27, 57, 31)
 # The kinds a consolidation that never supersedes must lose on.
-SUPERSEDING = ("updates", "retractions", "aba", "contradictions", "paraphrase")
+SUPERSEDING = ("updates", "retractions", "aba", "contradictions", "paraphrase",
+               "portrait_update")
 
 
 def _memfleet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -117,7 +118,7 @@ async def test_the_rules_provider_reaches_its_measured_scores_and_leaves_nothing
                                   "embeddings": f"hashing-v1 ({settings.embed_dim} dims)"}
     assert document["prompt_version"] and document["control"] is None
     assert set(document["runs"]) == {"committed"}  # no run failed: the scores are memory's
-    assert len(document["scenarios"]) == 160
+    assert len(document["scenarios"]) == 170
     # The baselines, beside it in the table and the JSON, hold nothing (docs/eval.md).
     assert {name: b["total"]["held"] for name, b in document["baselines"].items()} == \
         {"empty": 0, "raw-messages": 0, "latest-session": 0}

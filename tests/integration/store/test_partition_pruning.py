@@ -39,7 +39,7 @@ from worker.store.types import (
 )
 
 PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor", "memory_person",
-               "memory_person_label")
+               "memory_person_label", "memory_portrait")
 NAMES_PARTITIONED = re.compile(r"\b(" + "|".join(PARTITIONED) + r")\b")
 
 # Statements on partitioned tables that span users on purpose: operator commands.

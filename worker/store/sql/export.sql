@@ -59,3 +59,11 @@ SELECT p.id, p.created_from, p.source_session_id, p.created_at, p.merged_into, p
 FROM memory_person AS p
 WHERE p.user_id = $1
 ORDER BY p.id;
+
+-- name: portraits
+-- Every version of the user's portrait (docs/portrait.md), and how each ended.
+SELECT version, text, facts_hash, fact_count, model, prompt_version, created_at,
+       superseded_at, removed_at, removed_reason
+FROM memory_portrait
+WHERE user_id = $1
+ORDER BY version;

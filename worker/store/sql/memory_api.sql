@@ -221,6 +221,14 @@ DELETE FROM user_memory_state WHERE user_id = $1;
 -- A user who turned memory off stays off ($2): forgetting must not turn it on.
 DELETE FROM user_memory_consent WHERE user_id = $1 AND (enabled OR NOT $2);
 
+-- name: erase_portraits
+-- Every version of the user's portrait (schema/0018_portraits.sql).
+DELETE FROM memory_portrait WHERE user_id = $1;
+
+-- name: erase_portrait_choice
+-- A user who removed their portrait stays without one ($2), as an opt-out stays.
+DELETE FROM user_portrait_choice WHERE user_id = $1 AND (wanted OR NOT $2);
+
 -- name: record_erasure
 INSERT INTO memory_erasure (removed) VALUES ($1::jsonb);
 

@@ -207,6 +207,26 @@ export interface PromptBlocks {
   volatile: VolatileBlock;
 }
 
+/** GET /users/{u}/portrait (docs/portrait.md): the user's portrait, `state` current
+ * (`portrait` is it), none (not made yet), removed (by the user: none is made until
+ * asked again) or off (memory is off). Its tag (the ETag) is `portraitTag`'s. */
+export interface UserPortrait {
+  user_id: string;
+  state: "current" | "none" | "removed" | "off";
+  portrait: {
+    text: string;
+    version: number;
+    fact_count: number;
+    model: string;
+    created_at: string;
+  } | null;
+}
+
+/** The portrait's entity tag, without quotes: its version, or its state without one. */
+export function portraitTag(shown: UserPortrait): string {
+  return shown.portrait === null ? shown.state : String(shown.portrait.version);
+}
+
 /** DELETE /users/{u}: what went, per table. */
 export interface Erased {
   user_id: string;
@@ -277,4 +297,6 @@ export interface UserExport {
   sessions: ExportSession[];
   runs: ExportRun[];
   held_proposals: Omit<HeldProposal, "stale">[];
+  /** Every version of the portrait (docs/portrait.md); absent from an older API. */
+  portraits?: Record<string, unknown>[];
 }
