@@ -39,5 +39,5 @@ def test_the_shipped_kind_has_ten_scenarios_each_checking_a_portrait() -> None:
     for scenario in scenarios:
         assert scenario.expect.portrait is not None and scenario.expect.portrait.lacks
         # Without a portrait the scenario scores nothing of its portrait checks.
-        score = score_scenario(scenario, [], None, None)
+        score = score_scenario(scenario, [], None, portrait=None)
         assert not any(c.held for c in score.checks if c.kind == "portrait")
