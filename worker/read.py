@@ -30,7 +30,7 @@ from worker.memory_rules import CATEGORY_ORDER, MemoryScope
 from worker.providers.base import Embedder, EmbedderFactory
 from worker.store.base import MemoryStore
 from worker.store.postgres import PostgresStore, StoreOrPool, memory_store
-from worker.store.types import ConsentGate, FactRecord
+from worker.store.types import ConsentGate, FactRecord, ReadPlan
 
 if TYPE_CHECKING:
     from worker.config import Settings
@@ -221,30 +221,46 @@ async def known_facts(
     Without a query or a top_k every active fact is returned. With both, a user
     with at most top_k facts still gets them all (no embeddings call).
     """
+    facts, _ = await planned_known_facts(
+        store_or_pool, embedder, user_id, query=query, top_k=top_k, scope=scope,
+        agent_id=agent_id, embedders=embedders, memory_default=memory_default)
+    return facts
+
+
+async def planned_known_facts(
+    store_or_pool: StoreOrPool, embedder: Embedder, user_id: str, *,
+    query: str | None = None, top_k: int | None = None, scope: MemoryScope = "both",
+    agent_id: str | None = None, embedders: EmbedderFactory | None = None,
+    memory_default: bool = True,
+) -> tuple[list[FactRecord], ReadPlan | None]:
+    """known_facts, and the read's plan when it read one (a query and a top_k): what
+    the people section may reuse (ReadPlan.people)."""
     store = memory_store(store_or_pool)
     if top_k is not None and top_k < 1:
         raise ValueError("top_k must be at least 1")
     if scope == "none":
-        return []
+        return [], None
     # Each read checks consent in its own statement: memory off, each finds nothing
     # (a count of 0 takes the no-search branch, so no embeddings call either).
     gate = ConsentGate(memory_default)
     if top_k is None:
-        return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
+        return await store.facts(user_id, scope=scope, agent_id=agent_id,
+                                 consent_gate=gate), None
     if query is None or not query.strip():
         # The newest top_k, picked by the store: the others are never fetched.
         return await store.newest_facts(user_id, top_k, scope=scope, agent_id=agent_id,
-                                        consent_gate=gate)
+                                        consent_gate=gate), None
     # The count and the facts' model in one round trip.
     plan = await store.read_plan(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
     if plan.active <= top_k:
-        return await store.facts(user_id, scope=scope, agent_id=agent_id, consent_gate=gate)
+        return await store.facts(user_id, scope=scope, agent_id=agent_id,
+                                 consent_gate=gate), plan
     # More than top_k found behind the gate: memory is on, no second look before the
     # embeddings call (the search checks the gate again in its own statement).
     hits = await fused_search(store, embedder_on(plan.embedding, embedder, embedders), user_id,
-                         query, top_k=top_k, scope=scope, agent_id=agent_id,
-                         consent_gate=gate)
-    return [hit.fact for hit in hits]
+                              query, top_k=top_k, scope=scope, agent_id=agent_id,
+                              consent_gate=gate)
+    return [hit.fact for hit in hits], plan
 
 
 async def known_facts_block(
@@ -371,15 +387,17 @@ class MemoryReader:
         active facts while the user has at most ``top_k``, else the ``top_k`` most
         relevant to ``query``; the profile, and ``agent_id``'s relationship facts; then
         the people section (worker.read_persons) when the reader has one."""
-        block = format_block(await self.known_facts(user_id, query=query, top_k=top_k,
-                                                    scope=scope, agent_id=agent_id))
+        facts, plan = await planned_known_facts(
+            self.store, self.embedder, user_id, query=query, top_k=top_k, scope=scope,
+            agent_id=agent_id, embedders=self.embedders, memory_default=self.memory_default)
+        block = format_block(facts)
         if not self.people_max_facts:
             return block
         from worker.read_persons import people_section, with_people
 
         return with_people(block, await people_section(
             self.store, user_id, max_facts=self.people_max_facts,
-            memory_default=self.memory_default))
+            memory_default=self.memory_default, counted=None if plan is None else plan.people))
 
     async def known_facts(
         self, user_id: str, *, query: str | None = None, top_k: int | None = None,

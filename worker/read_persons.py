@@ -55,11 +55,13 @@ def format_people(facts: Sequence[FactRecord], persons: Mapping[int, PersonRecor
 
 
 async def people_section(store: Any, user_id: str, *, max_facts: int,
-                         memory_default: bool = True) -> str:
+                         memory_default: bool = True, counted: int | None = None) -> str:
     """The section for a prompt: at most ``max_facts`` facts; "" when ``max_facts`` is 0,
-    the user has none, their memory is off, or the store keeps no persons."""
+    the user has none, their memory is off, or the store keeps no persons. ``counted``:
+    the read's plan counted the facts about persons already (ReadPlan.people), so none
+    costs no statement here."""
     persons_store = people_store(store)
-    if persons_store is None or max_facts < 1:
+    if persons_store is None or max_facts < 1 or counted == 0:
         return ""
     facts = await persons_store.person_facts(user_id, limit=max_facts,
                                              consent_gate=ConsentGate(memory_default))

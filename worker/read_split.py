@@ -211,7 +211,8 @@ async def stable_block(
 
 
 async def _stable_of(store: MemoryStore, user_id: str, facts: Sequence[FactRecord],
-                     policy: SplitPolicy, memory_default: bool) -> StableBlock:
+                     policy: SplitPolicy, memory_default: bool,
+                     people: int | None = None) -> StableBlock:
     """The stable block of ``facts`` (the stable order's first), headed by the user's
     portrait and followed by the people section when the policy has them: each one more
     statement, each as stable as the facts, and the version covers them."""
@@ -223,11 +224,11 @@ async def _stable_of(store: MemoryStore, user_id: str, facts: Sequence[FactRecor
         return stable
     # The people section's order is as stable as the facts' (worker.read_persons), so the
     # cacheable prefix holds it.
-    people = await people_section(store, user_id, max_facts=policy.people_max_facts,
-                                  memory_default=memory_default)
-    if not people:
+    section = await people_section(store, user_id, max_facts=policy.people_max_facts,
+                                   memory_default=memory_default, counted=people)
+    if not section:
         return stable
-    block = with_people(stable.block, people)
+    block = with_people(stable.block, section)
     return StableBlock(block, stable_version(block), stable.facts)
 
 
@@ -260,7 +261,7 @@ async def prompt_blocks(
     gate = ConsentGate(memory_default)
     ordered, plan = await store.stable_plan(user_id, policy.stable_max_facts, scope="both",
                                             agent_id=agent_id, consent_gate=gate)
-    stable = await _stable_of(store, user_id, ordered, policy, memory_default)
+    stable = await _stable_of(store, user_id, ordered, policy, memory_default, plan.people)
     empty = PromptBlocks(stable, VolatileBlock("", ()))
     if query is None or not query.strip() or plan.active <= stable.count:
         return empty  # nothing asked, or all in the stable block (memory off: nothing)

@@ -253,8 +253,8 @@ async def test_a_prompt_reads_plan_and_newest_facts_agree_with_the_reads_they_re
     """read_plan is count_active and active_embedding in one, stable_plan stable_facts
     and read_plan in one; newest_facts the last
     ``limit`` of facts, in facts' order; both behind the consent gate."""
-    assert await store.read_plan("u1") == ReadPlan(0, None)
-    assert await store.stable_plan("u1", 5) == ([], ReadPlan(0, None))
+    assert await store.read_plan("u1") == ReadPlan(0, None, 0)
+    assert await store.stable_plan("u1", 5) == ([], ReadPlan(0, None, 0))
     for n in range(5):
         await store.add_fact("u1", profile(f"Profile fact {n}"))
     await store.add_fact("u1", about("sam", "Calls the assistant Sam"))
@@ -265,7 +265,7 @@ async def test_a_prompt_reads_plan_and_newest_facts_agree_with_the_reads_they_re
                  {"scope": "all"}, {"scope": "none"}, {"consent_gate": gate}):
         plan = await store.read_plan("u1", **read)
         assert plan == ReadPlan(await store.count_active("u1", **read),
-                                await store.active_embedding("u1")), read
+                                await store.active_embedding("u1"), 0), read
         listed = await store.facts("u1", **read)
         for limit in (1, 3, 50):
             newest = await store.newest_facts("u1", limit, **read)

@@ -50,7 +50,7 @@ from worker.ops import privacy
 from worker.protocol.keys import api_exports_key, api_fact_writes_key
 from worker.read import (
     format_block,
-    known_facts,
+    planned_known_facts,
     query_embedder,
     recall_order,
     remembered,
@@ -305,13 +305,14 @@ async def known_facts_route(
     # A prompt's read: empty while the user's memory is off (the routes above still
     # show the user what is kept, until they forget it). A user with at most
     # read_top_k facts gets them all, with no embeddings call.
-    facts = await known_facts(deps.memory, timing.embedder, user_id, query=q,
-                              top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
-                              embedders=timing.embedders,
-                              memory_default=deps.settings.memory_default)
+    facts, plan = await planned_known_facts(
+        deps.memory, timing.embedder, user_id, query=q, top_k=deps.settings.read_top_k,
+        scope=scope, agent_id=agent_id, embedders=timing.embedders,
+        memory_default=deps.settings.memory_default)
     people = await people_section(deps.memory, user_id,
                                   max_facts=deps.settings.read_people_max_facts,
-                                  memory_default=deps.settings.memory_default)
+                                  memory_default=deps.settings.memory_default,
+                                  counted=None if plan is None else plan.people)
     timing.read_done()
     answer = KnownFacts(block=with_people(format_block(facts), people), count=len(facts))
     response.headers[SERVER_TIMING] = timing.header()

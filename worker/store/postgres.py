@@ -243,7 +243,8 @@ class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
                                             _gate(consent_gate))
         model = row["embedding_model"]
         # scope "none" matches no row: a count of 0.
-        return ReadPlan(row["active"], None if model is None else (model, row["embedding_dim"]))
+        return ReadPlan(row["active"], None if model is None else (model, row["embedding_dim"]),
+                        row["people"])
 
     async def stable_plan(
         self, user_id: str, limit: int, *, scope: MemoryScope = "both",
@@ -256,7 +257,8 @@ class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
         # scope "none" matches no row: a count of 0, no fact (one row, its columns NULL).
         first = rows[0]
         model = first["plan_model"]
-        plan = ReadPlan(first["active"], None if model is None else (model, first["plan_dim"]))
+        plan = ReadPlan(first["active"], None if model is None else (model, first["plan_dim"]),
+                        first["people"])
         return [fact_of(row) for row in rows if row["id"] is not None], plan
 
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:

@@ -54,6 +54,9 @@ class ReadPlan:
 
     active: int
     embedding: tuple[str, int] | None
+    # Facts about the user's persons a people section would find (worker.read_persons);
+    # None: not counted.
+    people: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,8 @@ class _Host(Protocol):
         consent_gate: ConsentGate | None = None,
     ) -> int: ...
 
+    def people_count(self, user_id: str, consent_gate: ConsentGate | None) -> int: ...
+
 
 class _Stable(Protocol):
     """What stable_plan needs: the mixin's own two reads."""
@@ -87,7 +89,8 @@ class InMemoryDerivedReads:
     ) -> ReadPlan:
         active = await self.count_active(user_id, scope=scope, agent_id=agent_id,
                                          consent_gate=consent_gate)
-        return ReadPlan(active, await self.active_embedding(user_id))
+        return ReadPlan(active, await self.active_embedding(user_id),
+                        self.people_count(user_id, consent_gate))
 
     async def chain(self: _Host, user_id: str, fact_id: int) -> list[FactRecord]:
         if await self.get_fact(user_id, fact_id) is None:

@@ -306,6 +306,14 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
 
     # -- internals ---------------------------------------------------------
 
+    def people_count(self, user_id: str, consent_gate: ConsentGate | None) -> int:
+        """ReadPlan.people: the user's active facts about their persons, behind the gate."""
+        if not visibility.consent_open(self.consents.get(user_id), consent_gate):
+            return 0
+        now = datetime.now(UTC)
+        return sum(1 for r in self.rows.values() if r.fact.user_id == user_id
+                   and r.fact.person_id is not None and visibility.active(r.fact, now))
+
     def _active(self, user_id: str, fact_id: int) -> bool:
         row = self.rows.get(fact_id)
         return row is not None and row.fact.user_id == user_id and row.fact.superseded_at is None

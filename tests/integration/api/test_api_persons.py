@@ -121,6 +121,14 @@ async def test_the_user_sees_corrects_and_merges_their_persons(
     stable = await api.get("/users/ada/stable-block", headers=bearer("ada"))
     assert stable.status_code == 200, stable.text
     assert "About the people in the user's life" in stable.json()["block"]
+    # With a question the read's plan counts the facts about persons first (a user with
+    # none skips the section's statement): the section is there all the same.
+    asked = (await api.get("/users/ada/known-facts", params={"q": "chess"},
+                           headers=bearer("ada"))).json()
+    assert "- Anna (sister):" in asked["block"].partition("\n\nAbout the people")[2]
+    blocks = (await api.get("/users/ada/prompt-blocks", params={"q": "chess"},
+                            headers=bearer("ada"))).json()
+    assert blocks["stable"]["block"] == stable.json()["block"]
 
     # The export carries the persons with their label history.
     export = (await api.get("/users/ada/export", headers=bearer("ada"))).json()

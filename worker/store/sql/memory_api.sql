@@ -97,15 +97,20 @@ WHERE user_id = $1 AND {{visible($2, $3, $4)}};
 -- What a prompt's read needs before it searches, in one round trip and one pass over
 -- the user's active rows: the count of count_active ($2 scope, $3 agent, $4 consent
 -- gate; its rule asks again that a row is not superseded, which the WHERE keeps) and the
--- model and dimension of active_embedding (NULL: no active fact).
+-- model and dimension of active_embedding (NULL: no active fact); and how many facts
+-- about the user's persons the read path's people section would find (persons.sql
+-- person_facts: active, behind the gate), so a user with none costs no statement.
 SELECT coalesce(sum(g.visible), 0)::bigint AS active,
+       coalesce(sum(g.people), 0)::bigint AS people,
        (array_agg(g.embedding_model ORDER BY g.n DESC, g.embedding_model, g.embedding_dim))[1]
            AS embedding_model,
        (array_agg(g.embedding_dim ORDER BY g.n DESC, g.embedding_model, g.embedding_dim))[1]
            AS embedding_dim
 FROM (
     SELECT embedding_model, embedding_dim, count(*) AS n,
-           count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible
+           count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible,
+           count(*) FILTER (WHERE person_id IS NOT NULL AND {{active}}
+                            AND {{consent_gate($4)}}) AS people
     FROM memory_fact
     WHERE user_id = $1 AND superseded_at IS NULL
     GROUP BY embedding_model, embedding_dim
@@ -116,16 +121,20 @@ FROM (
 -- count and model ($2 scope, $3 agent, $4 consent gate) on every row, and beside them
 -- facts.sql stable_active_facts' first $5 facts (none: one row, its fact columns
 -- NULL). The plan's model and dimension are renamed: the fact's own carry those names.
-SELECT p.active, p.embedding_model AS plan_model, p.embedding_dim AS plan_dim, s.*
+SELECT p.active, p.people, p.embedding_model AS plan_model, p.embedding_dim AS plan_dim,
+       s.*
 FROM (
     SELECT coalesce(sum(g.visible), 0)::bigint AS active,
+           coalesce(sum(g.people), 0)::bigint AS people,
            (array_agg(g.embedding_model ORDER BY g.n DESC, g.embedding_model,
                       g.embedding_dim))[1] AS embedding_model,
            (array_agg(g.embedding_dim ORDER BY g.n DESC, g.embedding_model,
                       g.embedding_dim))[1] AS embedding_dim
     FROM (
         SELECT embedding_model, embedding_dim, count(*) AS n,
-               count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible
+               count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible,
+               count(*) FILTER (WHERE person_id IS NOT NULL AND {{active}}
+                                AND {{consent_gate($4)}}) AS people
         FROM memory_fact
         WHERE user_id = $1 AND superseded_at IS NULL
         GROUP BY embedding_model, embedding_dim
