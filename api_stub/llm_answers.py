@@ -14,7 +14,13 @@ from typing import Any
 from worker.eval.qa_rules import answer_question, judge_answer
 from worker.eval.qa_wire import AnswerRequest, JudgeRequest
 from worker.providers.rules import decide, extract_facts, summarize
-from worker.providers.wire import ConsolidationRequest, ExtractionRequest, SummaryRequest
+from worker.providers.rules_notes import promote
+from worker.providers.wire import (
+    ConsolidationRequest,
+    ExtractionRequest,
+    NotePromotionRequest,
+    SummaryRequest,
+)
 
 CONTENT_MODES = frozenset({"truncated", "schema_break", "unknown_ids", "aimed_ids", "prose",
                            "hostile", "quoting_break", "oversized", "extra_keys", "runaway"})
@@ -38,6 +44,8 @@ def answer_for(payload: dict[str, Any]) -> dict[str, Any]:
         return decide(ConsolidationRequest.model_validate(payload)).model_dump(mode="json")
     if task == "session_summary":
         return summarize(SummaryRequest.model_validate(payload)).model_dump(mode="json")
+    if task == "note_promotion":  # docs/notes.md
+        return promote(NotePromotionRequest.model_validate(payload)).model_dump(mode="json")
     # `memfleet eval --qa`'s calls (worker.eval.qa_wire), answered by the offline
     # rules of worker.eval.qa_rules: a stand-in that picks the fact sharing the most
     # words with the question, and a judge that compares words.
@@ -76,6 +84,7 @@ _SCHEMA_BREAKS: dict[str | None, Any] = {
                                    "importance": 42}]},
     "memory_consolidation": {"decisions": [{"candidate": "first", "event": "MERGE"}]},
     "session_summary": {"text": None},
+    "note_promotion": {"fact": {"text": "", "category": "opinion"}},
 }
 
 

@@ -65,6 +65,12 @@ class Metrics:
         self.expired = m.create_counter(
             "memfleet.facts.expired", "{fact}",
             "Facts past their expires_at superseded by this process's expiry pass")
+        # Notes beside facts (docs/notes.md): counts only, never their text.
+        self.notes = m.create_counter(
+            "memfleet.notes", "{note}", "Notes of committed runs, by event (ADD, UPDATE, NONE)")
+        self.notes_promoted = m.create_counter(
+            "memfleet.notes.promoted", "{note}",
+            "Notes the promotion job made part of a fact, by result (added, covered)")
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")

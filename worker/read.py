@@ -34,6 +34,7 @@ from worker.store.types import ConsentGate, FactRecord
 
 if TYPE_CHECKING:
     from worker.config import Settings
+    from worker.read_notes import NoteHit
     from worker.read_split import PromptBlocks, SplitPolicy, StableBlock
 
 RRF_K = 60
@@ -307,15 +308,18 @@ class MemoryReader:
     def __init__(
         self, store: MemoryStore, embedder: Embedder, *,
         embedders: EmbedderFactory | None = None, memory_default: bool = True,
-        split: SplitPolicy | None = None,
+        split: SplitPolicy | None = None, notes_top_k: int = 0,
     ) -> None:
         """``embedders``: builds the embedder of another (model, dimension), for users whose
         facts were moved to one; without it, every query goes through ``embedder``.
         ``memory_default``: whether a user who never chose has memory on
         (MEMFLEET_MEMORY_DEFAULT; ``from_settings`` takes the settings'). ``split``: the
-        prompt split's budgets and weights (worker.read_split; None: its defaults)."""
+        prompt split's budgets and weights (worker.read_split; None: its defaults).
+        ``notes_top_k``: notes in the known-facts block (MEMFLEET_READ_NOTES_TOP_K,
+        docs/notes.md; 0: none)."""
         self.store, self.embedder, self.embedders = store, embedder, embedders
         self.memory_default, self.split = memory_default, split
+        self.notes_top_k = notes_top_k
         self._owned: list[Any] = []  # what aclose closes: what from_settings opened
 
     @classmethod
@@ -337,7 +341,8 @@ class MemoryReader:
 
         reader = cls(store, embedders.default, embedders=embedders,
                      memory_default=settings.memory_default,
-                     split=SplitPolicy.from_settings(settings))
+                     split=SplitPolicy.from_settings(settings),
+                     notes_top_k=settings.read_notes_top_k)
         reader._owned = [store, embedders]
         return reader
 
@@ -363,9 +368,18 @@ class MemoryReader:
     ) -> str:
         """The "known facts about the user" block for a system prompt ("" if none): all
         active facts while the user has at most ``top_k``, else the ``top_k`` most
-        relevant to ``query``; the profile, and ``agent_id``'s relationship facts."""
-        return format_block(await self.known_facts(user_id, query=query, top_k=top_k,
-                                                   scope=scope, agent_id=agent_id))
+        relevant to ``query``; the profile, and ``agent_id``'s relationship facts. With
+        ``notes_top_k`` and a query, the notes most relevant to it follow in a section
+        of their own (worker.read_notes)."""
+        block = format_block(await self.known_facts(user_id, query=query, top_k=top_k,
+                                                    scope=scope, agent_id=agent_id))
+        if not self.notes_top_k or scope in ("none", "relationship"):
+            return block
+        from worker.read_notes import prompt_notes, with_notes
+
+        return with_notes(block, await prompt_notes(
+            self.store, self.embedder, user_id, query, top_k=self.notes_top_k,
+            memory_default=self.memory_default))
 
     async def known_facts(
         self, user_id: str, *, query: str | None = None, top_k: int | None = None,
@@ -405,6 +419,14 @@ class MemoryReader:
         return await search_facts(self.store, self.embedder, user_id, query, top_k=top_k,
                                   scope=scope, agent_id=agent_id, valid_at=valid_at,
                                   known_at=known_at, embedders=self.embedders,
+                                  consent_gate=ConsentGate(self.memory_default))
+
+    async def search_notes(self, user_id: str, query: str, *, top_k: int) -> list[NoteHit]:
+        """The user's top-k notes for ``query`` (worker.read_notes), each marked
+        ``kind = "note"``; none while the user's memory is off."""
+        from worker.read_notes import search_notes
+
+        return await search_notes(self.store, self.embedder, user_id, query, top_k=top_k,
                                   consent_gate=ConsentGate(self.memory_default))
 
 

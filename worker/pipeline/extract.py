@@ -14,6 +14,7 @@ from worker.conversation import Handover, Message
 from worker.memory_rules import SourceKind, confidence_for
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
+from worker.pipeline.notes import CandidateNote, notes_from
 from worker.providers.wire import (
     Category,
     ExtractedFact,
@@ -48,6 +49,7 @@ def build_request(
     summary: str | None,
     observed_at: datetime,
     agent_id: str | None = None,
+    with_notes: bool = False,
 ) -> ExtractionRequest:
     """Only the new slice and the declared context go out, nothing else of the session."""
     context = messages[max(0, start - context_messages) : start]
@@ -57,6 +59,7 @@ def build_request(
         context=tuple(WireMessage(role=m.role, content=m.content) for m in context),
         messages=tuple(WireMessage(role=m.role, content=m.content) for m in messages[start:end]),
         agent=agent_id,
+        with_notes=with_notes,
     )
 
 
@@ -142,20 +145,31 @@ def candidates_from(
         out = [out[i] for i in sorted(keep)]
     return out
 
-async def run(ctx: RunContext, handover: Handover, position: Position) -> list[CandidateFact]:
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    facts: list[CandidateFact]
+    notes: list[CandidateNote]  # empty unless MEMFLEET_NOTES_ENABLED (docs/notes.md)
+
+
+async def run(ctx: RunContext, handover: Handover, position: Position) -> Extracted:
+    with_notes = ctx.settings.notes_enabled
     with ctx.clock.stage("extract") as span:
         request = build_request(
             handover.messages, position.piece.start, position.piece.end,
             ctx.settings.context_messages,
             position.cursor.summary if position.cursor else None, handover.handed_over_at,
-            handover.agent_id,
+            handover.agent_id, with_notes,
         )
         extractor = ctx.providers.extractor
         answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
         candidates = candidates_from(answer.value, observed_at=handover.handed_over_at,
                                      agent_id=handover.agent_id)
+        # Notes not asked for are not kept, whatever an endpoint answers.
+        notes = notes_from(answer.value) if with_notes else []
         span.set_attribute("memfleet.candidates", len(candidates))
+        if with_notes:
+            span.set_attribute("memfleet.notes", len(notes))
         if ctx.settings.capture_content:
             for candidate in candidates:
                 span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
-    return candidates
+    return Extracted(candidates, notes)

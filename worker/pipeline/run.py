@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 from worker.conversation import Snapshot
 from worker.errors import ConsolidationContention, UserVersionConflict
-from worker.pipeline import consolidate, cursor, embed, extract, persist, summary
+from worker.pipeline import consolidate, cursor, embed, extract, notes, persist, summary
 from worker.pipeline.context import RunContext
 from worker.pipeline.cursor import Position
 from worker.pipeline.extract import CandidateFact
+from worker.pipeline.notes import NO_NOTES, NotePlan
 from worker.pipeline.persist import RunResult
 from worker.vectors import Vector
 
@@ -41,9 +42,16 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
         return await persist.opt_out(ctx, handover, position)
     refreshing = asyncio.create_task(summary.run(ctx, handover, position))
     try:
-        candidates = await extract.run(ctx, handover, position)
-        embeddings = await embed.run(ctx, candidates)
-        return await _decide_and_commit(ctx, position, candidates, embeddings, refreshing)
+        extracted = await extract.run(ctx, handover, position)
+        candidates = extracted.facts
+        embedded = await embed.run(ctx, candidates, extracted.notes)
+        embeddings = embedded[:len(candidates)]
+        # The notes' writes (docs/notes.md): decided once, outside the facts' loop, since
+        # they depend on no fact and on no other session.
+        note_plan = await notes.run(ctx, handover.user_id, handover.session_id,
+                                    extracted.notes, embedded[len(candidates):])
+        return await _decide_and_commit(ctx, position, candidates, embeddings, refreshing,
+                                        note_plan)
     finally:
         if not refreshing.done():  # the run ended early (an error): the summary is moot
             refreshing.cancel()
@@ -53,7 +61,7 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
 
 async def _decide_and_commit(
     ctx: RunContext, position: Position, candidates: Sequence[CandidateFact],
-    embeddings: Vector, refreshing: asyncio.Task[str | None],
+    embeddings: Vector, refreshing: asyncio.Task[str | None], note_plan: NotePlan = NO_NOTES,
 ) -> RunResult:
     handover = position.handover
     decided = await consolidate.run(ctx, handover.user_id, candidates, embeddings,
@@ -66,7 +74,8 @@ async def _decide_and_commit(
                                             handover.handed_over_at, attempt)
         try:
             return await persist.commit(ctx, handover, position, decided, new_summary,
-                                        candidates=len(candidates), attempt=attempt)
+                                        candidates=len(candidates), attempt=attempt,
+                                        notes=note_plan)
         except UserVersionConflict:
             continue  # another job of the user committed first: decide again on fresh neighbours
     raise ConsolidationContention(f"{attempts} consolidations lost to other jobs of the user")

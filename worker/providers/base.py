@@ -12,6 +12,8 @@ from worker.providers.wire import (
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    NotePromotionAnswer,
+    NotePromotionRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -63,6 +65,14 @@ class Consolidator(Labelled, Protocol):
 
 class Summarizer(Labelled, Protocol):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]: ...
+
+
+class NotePromoter(Labelled, Protocol):
+    """The note promotion pass (docs/notes.md): recurring notes said as one fact."""
+
+    async def promote(self, request: NotePromotionRequest) -> Answer[NotePromotionAnswer]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Embedder(Labelled, Protocol):

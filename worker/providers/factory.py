@@ -26,17 +26,30 @@ from worker.protection.budget import (
 )
 from worker.protection.cpu_budget import CpuThreads
 from worker.protection.retry import RetryPolicy
-from worker.providers.base import Consolidator, Embedder, Extractor, Providers, Summarizer
+from worker.providers.base import (
+    Consolidator,
+    Embedder,
+    Extractor,
+    NotePromoter,
+    Providers,
+    Summarizer,
+)
 from worker.providers.hashing import HashingEmbedder
 from worker.providers.http_client import Clients
 from worker.providers.openai_chat import (
     ChatOptions,
     OpenAIConsolidator,
     OpenAIExtractor,
+    OpenAINotePromoter,
     OpenAISummarizer,
 )
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
-from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
+from worker.providers.rules import (
+    RulesConsolidator,
+    RulesExtractor,
+    RulesNotePromoter,
+    RulesSummarizer,
+)
 
 if TYPE_CHECKING:
     from worker.metrics import Metrics
@@ -264,3 +277,19 @@ def build_providers(
         embedder = HashingEmbedder(settings.embed_dim)
     return Providers(extractor, consolidator, summarizer, embedder,
                      _embedder_factory(settings, on_failure, budgets))
+
+
+def build_note_promoter(
+    settings: Settings, *, on_failure: FailureHook | None = None, redis: Any = None,
+    metrics: Metrics | None = None,
+) -> NotePromoter:
+    """The notes' promotion pass (docs/notes.md) on the settings' chat provider: the
+    extraction model, within the fleet's model budget (``redis``); the rules provider's
+    deterministic promotion offline."""
+    if settings.llm_provider == "rules":
+        return RulesNotePromoter(settings.provider_cpu_budget_s)
+    if settings.llm_provider != "openai":
+        raise ConfigurationError(f"unknown MEMFLEET_LLM_PROVIDER {settings.llm_provider!r}")
+    options = chat_options(settings, settings.extract_model, "the notes' promotion",
+                           on_failure, _Budgets(settings, redis, metrics))
+    return OpenAINotePromoter(options)

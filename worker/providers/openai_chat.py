@@ -34,13 +34,22 @@ from worker.providers.llm_json import (
     parse_answer,
     salvage_items,
 )
-from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
+from worker.providers.prompts import (
+    CONSOLIDATION_PROMPT,
+    EXTRACTION_PROMPT,
+    EXTRACTION_WITH_NOTES_PROMPT,
+    PROMOTION_PROMPT,
+    SUMMARY_PROMPT,
+)
 from worker.providers.wire import (
     AskedConsolidation,
+    AskedExtraction,
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    NotePromotionAnswer,
+    NotePromotionRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -91,8 +100,13 @@ class ChatPass(Generic[A]):
         return self.asked or self.answer
 
 
-_EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
-                    salvage_cut_off=True)
+_EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer, AskedExtraction,
+                       salvage_cut_off=True)
+# A request with "with_notes" (docs/notes.md): the prompt says what a note is, and the
+# schema asks for the notes too.
+_EXTRACTION_WITH_NOTES = ChatPass("fact_extraction", EXTRACTION_WITH_NOTES_PROMPT,
+                                  ExtractionAnswer, salvage_cut_off=True)
+_PROMOTION = ChatPass("note_promotion", PROMOTION_PROMPT, NotePromotionAnswer)
 _CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
@@ -271,7 +285,8 @@ class OpenAIChat:
 
 class OpenAIExtractor(OpenAIChat):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
-        return await self._ask(_EXTRACTION, request)
+        return await self._ask(_EXTRACTION_WITH_NOTES if request.with_notes else _EXTRACTION,
+                               request)
 
 
 class OpenAIConsolidator(OpenAIChat):
@@ -282,3 +297,10 @@ class OpenAIConsolidator(OpenAIChat):
 class OpenAISummarizer(OpenAIChat):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         return await self._ask(_SUMMARY, request)
+
+
+class OpenAINotePromoter(OpenAIChat):
+    """The note promotion pass (docs/notes.md): recurring notes said as one fact."""
+
+    async def promote(self, request: NotePromotionRequest) -> Answer[NotePromotionAnswer]:
+        return await self._ask(_PROMOTION, request)

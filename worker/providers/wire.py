@@ -22,6 +22,7 @@ from worker.memory_rules import Category as Category
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 MAX_FACT_CHARS = 1000  # an extracted fact's text; providers must answer within it
+MAX_NOTE_CHARS = 1000  # an extracted note's text (docs/notes.md)
 
 
 class _Frozen(BaseModel):
@@ -43,12 +44,17 @@ class ExtractionRequest(_Frozen):
     # server named one: facts may then belong to that relationship. Absent, not
     # null, when there is none, so requests without agents read as before.
     agent: str | None = None
+    # Notes are asked for (docs/notes.md): the answer may carry ``notes`` beside its
+    # facts. Absent, not false, when they are not, so such requests read as before.
+    with_notes: bool = False
 
     @model_serializer(mode="wrap")
     def _without_absent_agent(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         if isinstance(data, dict) and data.get("agent") is None:
             data.pop("agent", None)
+        if isinstance(data, dict) and not data.get("with_notes"):
+            data.pop("with_notes", None)
         return data
 
 
@@ -72,7 +78,31 @@ class ExtractedFact(_Frozen):
     forget: bool = False
 
 
+# Free-form narrative context about the user that is not one short atomic fact
+# ("considering a kitchen renovation, budget about $40k, timeline unclear"): kept beside
+# the facts, never consolidated with them (docs/notes.md).
+class ExtractedNote(_Frozen):
+    text: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+
+
 class ExtractionAnswer(_Frozen):
+    facts: tuple[ExtractedFact, ...]
+    # Only when the request asked ``with_notes``; absent from a dump when empty, so an
+    # answer without notes reads (and is served by the stub) as before.
+    notes: tuple[ExtractedNote, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_notes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("notes"):
+            data.pop("notes", None)
+        return data
+
+
+# The extraction answer's schema as sent when notes are not asked for: facts only, so
+# the request is byte for byte the one without notes. Parsed as ExtractionAnswer. (A
+# comment, not a docstring: a docstring would enter the schema as its description.)
+class AskedExtraction(_Frozen):
     facts: tuple[ExtractedFact, ...]
 
 
@@ -161,3 +191,27 @@ class SummaryRequest(_Frozen):
 
 class SummaryAnswer(_Frozen):
     summary: str = Field(max_length=4000)
+
+
+class PromotionNote(_Frozen):
+    text: str
+    observed_at: str  # "2026-11-22"
+
+
+class NotePromotionRequest(_Frozen):
+    """The note promotion pass (docs/notes.md): similar notes of the user from several
+    sessions, newest last, to be said as one lasting fact."""
+
+    task: Literal["note_promotion"] = "note_promotion"
+    observed_at: str
+    notes: tuple[PromotionNote, ...]
+
+
+class PromotedFact(_Frozen):
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS)
+    category: Category
+    importance: int = Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
+
+
+class NotePromotionAnswer(_Frozen):
+    fact: PromotedFact

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from worker.outcomes import Outcome
+from worker.store.note_types import InsertNote
 from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
 
@@ -260,6 +261,9 @@ class RunCommit:
     embedding_model: str
     source_session_id: str
     run: RunRecord
+    # The run's notes (docs/notes.md), written in the same transaction; none when notes
+    # are off.
+    notes: tuple[InsertNote, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
