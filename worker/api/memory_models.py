@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from worker.api.fields import AgentId, CleanText
+from worker.api.note_models import NoteHitBody
 from worker.memory_rules import (
     MAX_IMPORTANCE,
     MIN_IMPORTANCE,
@@ -169,6 +170,11 @@ class SearchHitBody(BaseModel):
 
 class SearchResults(BaseModel):
     results: list[SearchHitBody]
+    notes: list[NoteHitBody] = Field(
+        default_factory=list,
+        description="The user's notes for the query, each marked kind 'note', never mixed "
+                    "into results: with MEMFLEET_NOTES_ENABLED and no valid_at or known_at "
+                    "(docs/notes.md); otherwise empty.")
 
 
 class KnownFacts(BaseModel):
@@ -288,6 +294,21 @@ class ExportRun(BaseModel):
     finished_at: datetime
 
 
+class ExportNote(BaseModel):
+    id: int
+    text: str
+    observed_at: datetime
+    source_session_id: str | None
+    run_id: int | None
+    created_at: datetime
+    superseded_at: datetime | None
+    superseded_by: int | None
+    superseded_reason: str | None
+    promoted_to: int | None
+    embedding_model: str
+    embedding_dim: int | None
+
+
 class Export(BaseModel):
     """Everything memfleet holds about the user (worker/ops/access_export.py), streamed."""
 
@@ -299,3 +320,6 @@ class Export(BaseModel):
     runs: list[ExportRun] = Field(description="The runs that read the user's sessions.")
     held_proposals: list[HeldProposal] = Field(
         description="Changes consolidation proposed and memfleet kept for the user.")
+    notes: list[ExportNote] = Field(
+        default_factory=list,
+        description="Every note beside the facts, active and superseded (docs/notes.md).")

@@ -40,6 +40,7 @@ from worker.api.memory_models import (
     SearchResults,
     utc,
 )
+from worker.api.note_models import Note, NoteHitBody
 from worker.api.read_timing import HEADER as SERVER_TIMING
 from worker.api.read_timing import ReadTiming
 from worker.api.service_auth import AdminUser, ReadUser
@@ -48,6 +49,7 @@ from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.ops import privacy
 from worker.protocol.keys import api_exports_key, api_fact_writes_key
 from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
+from worker.read_notes import prompt_notes, search_notes, with_notes
 from worker.store.types import FactRecord, FactTerms, NewFact
 
 router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
@@ -262,12 +264,16 @@ async def search(
     hits = await search_facts(deps.memory, timing.embedder, user_id, q, top_k=k,
                               scope=scope, agent_id=agent_id, valid_at=valid_at,
                               known_at=known_at, embedders=timing.embedders)
+    notes = [] if not deps.settings.notes_enabled or valid_at or known_at else [
+        NoteHitBody(note=Note.of(h.note), score=h.score, semantic_rank=h.semantic_rank,
+                    lexical_rank=h.lexical_rank)
+        for h in await search_notes(deps.memory, timing.embedder, user_id, q, top_k=k)]
     timing.read_done()
     results = SearchResults(results=[
         SearchHitBody(fact=Fact.of(h.fact), score=h.score, semantic_rank=h.semantic_rank,
                       lexical_rank=h.lexical_rank)
         for h in hits
-    ])
+    ], notes=notes)
     response.headers[SERVER_TIMING] = timing.header()
     return results
 
@@ -292,8 +298,12 @@ async def known_facts_route(
                               top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
                               embedders=timing.embedders,
                               memory_default=deps.settings.memory_default)
+    # The notes most relevant to the query, in a section of their own (docs/notes.md).
+    notes = [] if scope in ("none", "relationship") else await prompt_notes(
+        deps.memory, timing.embedder, user_id, q, top_k=deps.settings.read_notes_top_k,
+        memory_default=deps.settings.memory_default)
     timing.read_done()
-    answer = KnownFacts(block=format_block(facts), count=len(facts))
+    answer = KnownFacts(block=with_notes(format_block(facts), notes), count=len(facts))
     response.headers[SERVER_TIMING] = timing.header()
     return answer
 

@@ -4,7 +4,8 @@
      "facts": [every row, active and superseded, with its chain links],
      "sessions": [cursor rows: counts and the rolling summary],
      "runs": [audit rows that wrote them: slice hashes, counts, times, outcome],
-     "held_proposals": [changes consolidation proposed and kept for the user]}
+     "held_proposals": [changes consolidation proposed and kept for the user],
+     "notes": [every note beside the facts, and what became of it (docs/notes.md)]}
 
 Streamed: rows come from server-side cursors inside one read-only REPEATABLE
 READ transaction (one consistent snapshot: worker.store.maintenance) and

@@ -404,8 +404,9 @@ class HeldOutcome:
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).
-ExportSection = Literal["facts", "sessions", "runs", "held_proposals"]
-EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals")
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "notes"]
+EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals",
+                                              "notes")
 
 
 @dataclass(frozen=True, slots=True)

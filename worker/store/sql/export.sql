@@ -43,3 +43,13 @@ SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at, resolu
 FROM memory_held_proposal
 WHERE user_id = $1
 ORDER BY id;
+
+-- name: notes
+-- The user's notes beside their facts (docs/notes.md), every version: what was
+-- said, where, and what became of each (updated, removed, promoted to a fact).
+-- Not the embedding.
+SELECT id, text, observed_at, source_session_id, run_id, created_at, superseded_at,
+       superseded_by, superseded_reason, promoted_to, embedding_model, embedding_dim
+FROM memory_note
+WHERE user_id = $1
+ORDER BY id;
