@@ -237,6 +237,9 @@ async def test_notes_are_searched_and_reach_no_other_user_and_go_with_an_erase(
     facts, section = block.split("\n\n")
     assert "Lives in Oslo" in facts and "renovation" not in facts
     assert section.startswith("Notes about the user") and "kitchen renovation" in section
+    # The prompt split's stable block never holds notes.
+    stable = await reader.stable_block("ida")
+    assert "Lives in Oslo" in stable.block and "renovation" not in stable.block
     # Another user's reads never reach them.
     assert all(h.note.user_id == "jo" for h in await reader.search_notes(
         "jo", "kitchen renovation", top_k=5))
