@@ -56,7 +56,12 @@ KINDS: dict[str, str] = {
     "two_agents": "what the user tells one assistant stays with it",
     "non_english": "facts stay in the language they were said in",
     "injection": "instructions inside messages are not obeyed as memory commands",
+    # Only with MEMFLEET_NOTES_ENABLED (docs/notes.md): left out of a run without it.
+    "notes": "notes that recur in several sessions are promoted to one fact; others are not",
 }
+# Kinds that need a setting on (docs/eval.md, "The kinds"): a run without it leaves
+# them out, and `--kind` naming one is a mistake.
+NEEDS_SETTING: dict[str, str] = {"notes": "notes_enabled"}
 
 # Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
 # as its question types; not in the shipped suite, so not among --kind's choices.

@@ -21,6 +21,7 @@ No model call happens inside a transaction. Spans and metrics carry counts only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,20 @@ async def promotion_pass(
     if report.added or report.covered:
         log.info("notes promoted", users=report.users, facts=report.added,
                  covered=report.covered, notes=report.notes)
+    return report
+
+
+async def promote_users(
+    store: NotePromotionStore, promoter: NotePromoter, embedder: Embedder,
+    policy: PromotionPolicy, user_ids: Sequence[str],
+) -> PassReport:
+    """The promotion of these users alone (`memfleet eval`'s own users, never anyone
+    else's): no pass lock and no record of where the job left them; each cluster's
+    transaction guards it as in a pass."""
+    report = PassReport()
+    for user_id in user_ids:
+        report.users += 1
+        await _promote_user(store, promoter, embedder, policy, user_id, report)
     return report
 
 
