@@ -18,7 +18,7 @@ NOTES_RULES = (26, 26)  # measured: docs/eval.md, "The notes kind"
 async def test_notes_that_recur_are_promoted_and_the_others_are_not(
         settings: Settings, tmp_path: Path) -> None:
     env = worker_env(settings, notes_enabled="true")
-    code, document, stdout = _eval(env, tmp_path, "--kind", "notes", "--qa")
+    code, document, _ = _eval(env, tmp_path, "--kind", "notes", "--qa")
     assert code == 0
     assert _figures(document) == {"notes": NOTES_RULES}
     assert {k["kind"]: (k["exact"], k["questions"]) for k in document["qa"]["kinds"]} == {
