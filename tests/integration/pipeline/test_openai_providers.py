@@ -52,8 +52,8 @@ from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SU
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import (
     AskedConsolidation,
+    AskedExtraction,
     ConsolidationRequest,
-    ExtractionAnswer,
     ExtractionRequest,
     SummaryAnswer,
     SummaryRequest,
@@ -178,7 +178,7 @@ async def test_extraction_round_trip(stub: StubServer, make: Make, mode: Structu
     assert recorded["authorization"] == f"Bearer {KEY}"
     if mode == "json_schema":
         assert body["response_format"] == {"type": "json_schema", "json_schema": {
-            "name": "fact_extraction", "strict": True, "schema": strict_schema(ExtractionAnswer)}}
+            "name": "fact_extraction", "strict": True, "schema": strict_schema(AskedExtraction)}}
     else:
         assert body["response_format"] == {"type": "json_object"}
 
