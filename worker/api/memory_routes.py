@@ -264,7 +264,9 @@ async def search(
     hits = await search_facts(deps.memory, timing.embedder, user_id, q, top_k=k,
                               scope=scope, agent_id=agent_id, valid_at=valid_at,
                               known_at=known_at, embedders=timing.embedders)
-    notes = [] if not deps.settings.notes_enabled or valid_at or known_at else [
+    # Notes (docs/notes.md): the user's, for no time; none for a relationship-only read.
+    plain = not (valid_at or known_at) and scope not in ("none", "relationship")
+    notes = [] if not deps.settings.notes_enabled or not plain else [
         NoteHitBody(note=Note.of(h.note), score=h.score, semantic_rank=h.semantic_rank,
                     lexical_rank=h.lexical_rank)
         for h in await search_notes(deps.memory, timing.embedder, user_id, q, top_k=k)]

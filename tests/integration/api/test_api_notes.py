@@ -83,6 +83,10 @@ async def test_notes_are_listed_searched_and_read_for_a_prompt_each_users_alone(
     as_of = await api.get("/users/ada/search", headers=bearer("ada"), params={
         "q": "kitchen", "known_at": "2099-01-01T00:00:00Z"})
     assert as_of.json()["notes"] == []
+    # An agent's relationship alone: notes are the user's, none of them.
+    related = await api.get("/users/ada/search", headers=bearer("ada"), params={
+        "q": "kitchen", "scope": "relationship", "agent_id": "luna"})
+    assert related.json()["notes"] == []
     block = (await api.get("/users/ada/known-facts", params={"q": "the kitchen renovation"},
                            headers=bearer("ada"))).json()["block"]
     facts, section = block.split("\n\n")
