@@ -1,5 +1,5 @@
-"""`python -m tests.prompt_mutation ARGS`: the memfleet CLI with all three of its
-prompts (extraction, consolidation, summary) replaced by one that asks for
+"""`python -m tests.prompt_mutation ARGS`: the memfleet CLI with every one of its
+prompts (extraction, consolidation, summary, portrait) replaced by one that asks for
 nothing, as issue 38's audit did. What tests/integration/eval/test_eval_stub_claim.py
 runs `memfleet eval` through to see whether a suite measures the prompts."""
 
@@ -16,7 +16,8 @@ MUTATION = "Reply with whatever you like."
 
 def mutate() -> None:
     """Every pass of the openai providers sends MUTATION as its system prompt."""
-    for name in ("_EXTRACTION", "_CONSOLIDATION", "_SUMMARY"):
+    for name in ("_EXTRACTION", "_ATTRIBUTED_EXTRACTION", "_CONSOLIDATION", "_SUMMARY",
+                 "_PORTRAIT"):
         setattr(openai_chat, name, replace(getattr(openai_chat, name), prompt=MUTATION))
 
 

@@ -142,6 +142,13 @@ class Settings(BaseSettings):
     # Every worker supersedes facts whose expires_at has come this often
     # (worker.ops.expiry); reads skip them meanwhile. 0: this worker never does.
     expiry_interval_s: float = Field(default=60.0, ge=0)
+    # The people in a user's life (docs/persons.md): extraction says who each fact is
+    # about, and facts about the user's persons are kept as theirs, never the user's.
+    # Off: as before persons (every fact extracted is the user's).
+    persons: bool = True
+    # The read path's section "About the people in the user's life" (the known-facts
+    # block, the prompt split's stable block): at most this many facts; 0: none.
+    read_people_max_facts: int = Field(default=20, ge=0, le=1000)
     # The known-facts block a read builds (the memory API's, `memfleet eval`'s): all
     # active facts up to this many, else the top-k by relevance.
     read_top_k: int = Field(default=50, ge=1, le=1000)
@@ -156,6 +163,19 @@ class Settings(BaseSettings):
     read_rerank_agent_boost: float = Field(default=0.10, ge=0, le=10)
     read_rerank_recency_penalty: float = Field(default=0.10, ge=0, le=10)
     read_rerank_recency_days: float = Field(default=90.0, gt=0, le=36500)
+    # --- The user's portrait (docs/portrait.md): a short narrative of the user, written
+    # by the fleet from the active profile facts after commits, at most once per
+    # portrait_min_interval minutes unless portrait_max_commits commits come first. Off
+    # by default: it costs a model call per user and interval.
+    portrait_enabled: bool = False
+    portrait_min_interval: float = Field(default=10.0, ge=0, le=10080)  # minutes
+    portrait_max_commits: int = Field(default=20, ge=1, le=100_000)
+    portrait_model: str | None = None  # None: the summaries' model
+    portrait_max_facts: int = Field(default=60, ge=1, le=200)  # wire.MAX_PORTRAIT_FACTS
+    portrait_max_words: int = Field(default=120, ge=10, le=300)  # wire.MAX_PORTRAIT_WORDS
+    # The prompt split's stable block opens with the user's portrait (docs/prompt.md).
+    read_stable_portrait: bool = False
+    # --- end of the portrait.
     # --- Notes beside facts (docs/notes.md). On: extraction may answer notes beside its
     # facts (free-form context that is no one fact), kept with supersession, searched,
     # and promoted to a fact by the fleet's promotion job when similar notes (closer

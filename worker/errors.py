@@ -29,6 +29,7 @@
         ├── AccessDenied           401/403: no, a refused or an out-of-scope credential
         ├── NotFound               404: no such fact or held proposal for this user
         ├── WriteConflict          409: the fact or proposal changed since it was read
+        │   └── MemoryOff              an add asked with if_memory_on: memory is off
         ├── InvalidRequest         400/413/422 on a route other than the hand-over
         ├── RateLimited            429: the user's writes, erases or exports  transient
         ├── MemoryApiUnavailable   no answer, or a 5xx, off the hand-over     transient
@@ -279,6 +280,11 @@ class NotFound(MemoryApiError):
 class WriteConflict(MemoryApiError):
     """409: the fact is no longer the active version, or the held proposal was
     answered or went stale since it was read. Nothing was written: read again."""
+
+
+class MemoryOff(WriteConflict):
+    """409 with error MemoryOff: an add asked only while the user's memory is on
+    (``if_memory_on``, as the memory tools ask) found it off. Nothing was stored."""
 
 
 class InvalidRequest(MemoryApiError, ValueError):

@@ -65,6 +65,11 @@ class Metrics:
         self.expired = m.create_counter(
             "memfleet.facts.expired", "{fact}",
             "Facts past their expires_at superseded by this process's expiry pass")
+        # Who each candidate fact is about (docs/persons.md): user, person (one stored),
+        # new_person, ambiguous (dropped). Never a name.
+        self.attributions = m.create_counter(
+            "memfleet.persons.attributions", "{fact}",
+            "Candidate facts by who they are about (user, person, new_person, ambiguous)")
         # Notes beside facts (docs/notes.md): counts only, never their text.
         self.notes = m.create_counter(
             "memfleet.notes", "{note}", "Notes of committed runs, by event (ADD, UPDATE, NONE)")
@@ -74,6 +79,14 @@ class Metrics:
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")
+        # The user's portrait (worker.fleet.portrait_job, docs/portrait.md).
+        self.portrait_refreshes = m.create_counter(
+            "memfleet.portrait.refreshes", "{refresh}",
+            "Portrait refreshes by outcome (written, unchanged: no model call, memory_off,"
+            " not_wanted, no_facts, fenced, deferred, failed, ...)")
+        self.portrait_debounced = m.create_counter(
+            "memfleet.portrait.debounced", "{commit}",
+            "Commits that joined a portrait refresh already queued for their user")
         self.lag = m.create_histogram(
             "memfleet.handover.lag", "s", "From hand-over to the commit of its slice",
             explicit_bucket_boundaries_advisory=[

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from worker.config import Settings
     from worker.read_notes import NoteHit
     from worker.read_split import PromptBlocks, SplitPolicy, StableBlock
+    from worker.store.portraits import Portrait
 
 RRF_K = 60
 BLOCK_HEADER = (
@@ -117,13 +118,15 @@ async def fused_search(
     store: MemoryStore, embedder: Embedder, user_id: str, query: str, *, top_k: int,
     scope: MemoryScope, agent_id: str | None, consent_gate: ConsentGate | None,
     valid_at: datetime | None = None, known_at: datetime | None = None,
+    exclude: Sequence[int] = (),
 ) -> list[SearchHit]:
     # search_facts once its caller knows the user's memory is on, and ``embedder`` is
-    # the one of the user's facts (query_embedder).
+    # the one of the user's facts (query_embedder). ``exclude``: MemoryStore.search.
     answer = await embedder.embed([query])
     ranked = await store.search(user_id, answer.value[0], words_query(query), top_k,
                                 scope=scope, agent_id=agent_id, valid_at=valid_at,
-                                known_at=known_at, consent_gate=consent_gate)
+                                known_at=known_at, consent_gate=consent_gate,
+                                exclude=exclude)
     by_id = {hit.fact.id: hit for hit in ranked}
     semantic = sorted((h for h in ranked if h.semantic_rank), key=lambda h: h.semantic_rank or 0)
     lexical = sorted((h for h in ranked if h.lexical_rank), key=lambda h: h.lexical_rank or 0)
@@ -308,7 +311,7 @@ class MemoryReader:
     def __init__(
         self, store: MemoryStore, embedder: Embedder, *,
         embedders: EmbedderFactory | None = None, memory_default: bool = True,
-        split: SplitPolicy | None = None, notes_top_k: int = 0,
+        split: SplitPolicy | None = None, people_max_facts: int = 0, notes_top_k: int = 0,
     ) -> None:
         """``embedders``: builds the embedder of another (model, dimension), for users whose
         facts were moved to one; without it, every query goes through ``embedder``.
@@ -319,6 +322,8 @@ class MemoryReader:
         docs/notes.md; 0: none)."""
         self.store, self.embedder, self.embedders = store, embedder, embedders
         self.memory_default, self.split = memory_default, split
+        # The people section (worker.read_persons, MEMFLEET_READ_PEOPLE_MAX_FACTS): 0, none.
+        self.people_max_facts = people_max_facts
         self.notes_top_k = notes_top_k
         self._owned: list[Any] = []  # what aclose closes: what from_settings opened
 
@@ -342,6 +347,7 @@ class MemoryReader:
         reader = cls(store, embedders.default, embedders=embedders,
                      memory_default=settings.memory_default,
                      split=SplitPolicy.from_settings(settings),
+                     people_max_facts=settings.read_people_max_facts,
                      notes_top_k=settings.read_notes_top_k)
         reader._owned = [store, embedders]
         return reader
@@ -368,11 +374,18 @@ class MemoryReader:
     ) -> str:
         """The "known facts about the user" block for a system prompt ("" if none): all
         active facts while the user has at most ``top_k``, else the ``top_k`` most
-        relevant to ``query``; the profile, and ``agent_id``'s relationship facts. With
-        ``notes_top_k`` and a query, the notes most relevant to it follow in a section
-        of their own (worker.read_notes)."""
+        relevant to ``query``; the profile, and ``agent_id``'s relationship facts; then
+        the people section (worker.read_persons) when the reader has one; then, with
+        ``notes_top_k`` and a query, the notes most relevant to it in a section of their
+        own (worker.read_notes)."""
         block = format_block(await self.known_facts(user_id, query=query, top_k=top_k,
                                                     scope=scope, agent_id=agent_id))
+        if self.people_max_facts:
+            from worker.read_persons import people_section, with_people
+
+            block = with_people(block, await people_section(
+                self.store, user_id, max_facts=self.people_max_facts,
+                memory_default=self.memory_default))
         if not self.notes_top_k or scope in ("none", "relationship"):
             return block
         from worker.read_notes import prompt_notes, with_notes
@@ -408,6 +421,12 @@ class MemoryReader:
 
         return await stable_block(self.store, user_id, agent_id=agent_id, policy=self.split,
                                   memory_default=self.memory_default)
+
+    async def portrait(self, user_id: str) -> Portrait | None:
+        """The user's portrait (docs/portrait.md); None while there is none or memory is off."""
+        from worker.read_split import user_portrait
+
+        return await user_portrait(self.store, user_id, memory_default=self.memory_default)
 
     async def search(
         self, user_id: str, query: str, *, top_k: int, scope: MemoryScope = "both",

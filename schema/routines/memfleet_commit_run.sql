@@ -51,7 +51,10 @@ CREATE OR REPLACE FUNCTION memfleet_commit_run(
     -- proposals held back: [{"fact_id", "event", "reason", "text"}]; an undecided
     -- candidate (event ADD) has no fact_id and adds "category", "importance",
     -- "scope", "agent_id"
-    p_holds             jsonb
+    p_holds             jsonb,
+    -- who each new fact is about, and the persons to write first
+    -- (memfleet_commit_persons); NULL: every new fact is about the user
+    p_persons           jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -63,6 +66,7 @@ DECLARE
     v_new_ids bigint[];
     v_done    integer;
     v_erased  bigint;
+    v_persons bigint[];  -- per new fact: the person it is about (NULL: the user)
 BEGIN
     IF v_fence IS NULL THEN
         RAISE EXCEPTION 'no erase fence key' USING ERRCODE = 'MF005';
@@ -128,17 +132,22 @@ BEGIN
 
     v_run_id := memfleet_insert_run(p_run);
 
+    IF p_persons IS NOT NULL THEN
+        v_persons := memfleet_commit_persons(v_user, p_persons, p_observed_at,
+                                             p_source_session_id);
+    END IF;
+
     IF cardinality(p_texts) > 0 THEN
         -- Identity values are drawn in ORDER BY order: sorted, they follow p_texts.
         WITH inserted AS (
             INSERT INTO memory_fact (user_id, text, category, importance, embedding,
                                      embedding_model, observed_at, source_session_id,
                                      source_kind, run_id, scope, agent_id, valid_from,
-                                     valid_to, expires_at, basis, confidence)
+                                     valid_to, expires_at, basis, confidence, person_id)
             SELECT v_user, t.text, t.category, t.importance, t.embedding, p_embedding_model,
                    p_observed_at, p_source_session_id, 'extracted', v_run_id, t.scope,
                    t.agent_id, coalesce(t.valid_from, p_observed_at), t.valid_to,
-                   t.expires_at, t.basis, t.confidence
+                   t.expires_at, t.basis, t.confidence, v_persons[t.ord]
             FROM unnest(p_texts, p_categories, p_importances, p_embeddings, p_scopes,
                         p_agents, p_valid_from, p_valid_to, p_expires_at, p_bases,
                         p_confidences)
@@ -193,7 +202,25 @@ BEGIN
 END;
 $$;
 
--- The previous release's form.
+-- The previous release's form (before persons, schema/0016): every new fact is
+-- about the user.
+CREATE OR REPLACE FUNCTION memfleet_commit_run(
+    p_cursor jsonb, p_user_version bigint, p_run jsonb, p_texts text[], p_categories text[],
+    p_importances smallint[], p_embeddings halfvec[], p_embedding_model text,
+    p_observed_at timestamptz, p_source_session_id text, p_sup_target bigint[],
+    p_sup_target_new integer[], p_sup_successor integer[], p_scopes text[], p_agents text[],
+    p_valid_from timestamptz[], p_valid_to timestamptz[], p_expires_at timestamptz[],
+    p_bases text[], p_confidences real[], p_holds jsonb
+) RETURNS bigint
+LANGUAGE sql AS $$
+    SELECT memfleet_commit_run(
+        p_cursor, p_user_version, p_run, p_texts, p_categories, p_importances, p_embeddings,
+        p_embedding_model, p_observed_at, p_source_session_id, p_sup_target, p_sup_target_new,
+        p_sup_successor, p_scopes, p_agents, p_valid_from, p_valid_to, p_expires_at, p_bases,
+        p_confidences, p_holds, NULL::jsonb);
+$$;
+
+-- The form of the release before that.
 CREATE OR REPLACE FUNCTION memfleet_commit_run(
     p_cursor jsonb, p_user_version bigint, p_run jsonb, p_texts text[], p_categories text[],
     p_importances smallint[], p_embeddings halfvec[], p_embedding_model text,
@@ -212,5 +239,5 @@ LANGUAGE sql AS $$
         array_fill(NULL::timestamptz, ARRAY[cardinality(p_texts)]),
         array_fill('stated'::text, ARRAY[cardinality(p_texts)]),
         array_fill(0.9::real, ARRAY[cardinality(p_texts)]),
-        '[]'::jsonb);
+        '[]'::jsonb, NULL::jsonb);
 $$;

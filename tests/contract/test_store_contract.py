@@ -47,6 +47,8 @@ from worker.store.types import (
 from worker.testing.in_memory_store import InMemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+# The erase's counts of the portrait's tables (docs/portrait.md): none written here.
+NO_PORTRAIT = {"memory_portrait": 0, "user_portrait_choice": 0}
 
 
 def _pair(found: Neighbors) -> tuple[int, list[list[NeighborRow]]]:
@@ -280,14 +282,36 @@ async def test_search_ranks_by_meaning_and_by_words(store: Store) -> None:
     assert all(h.fact.user_id == "u1" for h in hits.values())
 
 
+async def test_a_search_leaving_facts_out_ranks_the_rest_as_if_they_were_not_there(
+    store: Store,
+) -> None:
+    """The prompt split's volatile read: the stable block's ids left out, the others
+    ranked among themselves; an "as of" search refuses ids to leave out."""
+    await store.commit_run(commit(advance(0), (
+        insert(0, "Plays the cello", vec(0)), insert(1, "Drinks green tea", vec(1)),
+        insert(2, "Owns a cello and a violin", vec(2)),
+    )))
+    ids = {f.text: f.id for f in await store.facts("u1")}
+    hits = {h.fact.text: h for h in await store.search(
+        "u1", vec(0), "cello", 2, exclude=[ids["Plays the cello"]])}
+    assert set(hits) == {"Drinks green tea", "Owns a cello and a violin"}
+    assert hits["Owns a cello and a violin"].lexical_rank == 1
+    assert sorted(h.semantic_rank or 0 for h in hits.values()) == [1, 2]
+    assert await store.search("u1", vec(0), "cello", 2, exclude=list(ids.values())) == []
+    with pytest.raises(ValueError, match="as-of"):
+        await store.search("u1", vec(0), "cello", 2, exclude=[1],
+                           valid_at=datetime.now(UTC))
+
+
 async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) -> None:
     await store.commit_run(commit(advance(0), (insert(0, "Likes jazz", vec(0)),)))
     await store.commit_run(commit(advance(0, session="x", user="u2"),
                                   (insert(0, "Likes rock", vec(1)),)))
     counts = await store.erase_user(Erasure("u1", erased_seq=5))
     assert counts == {"memory_held_proposal": 0, "memory_note": 0, "memory_note_check": 0,
-                      "memory_fact": 1, "memory_run": 1, "session_cursor": 1,
-                      "user_memory_state": 1, "user_memory_consent": 0}
+                      "memory_fact": 1, "memory_person_label": 0,
+                      "memory_person": 0, "memory_run": 1, "session_cursor": 1,
+                      "user_memory_state": 1, "user_memory_consent": 0, **NO_PORTRAIT}
     assert await store.facts("u1", include_superseded=True) == []
     assert await cursor_of(store, "s1") is None
     assert [f.text for f in await store.facts("u2")] == ["Likes rock"]
@@ -304,12 +328,15 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     assert [f.text for f in await store.facts("u1")] == ["Likes blues"]
     assert await store.erase_user(Erasure("u1", erased_seq=7)) == {
         "memory_held_proposal": 0, "memory_note": 0, "memory_note_check": 0,
-        "memory_fact": 1, "memory_run": 1, "session_cursor": 1,
-        "user_memory_state": 1, "user_memory_consent": 0}
+        "memory_fact": 1, "memory_person_label": 0,
+        "memory_person": 0, "memory_run": 1, "session_cursor": 1,
+        "user_memory_state": 1, "user_memory_consent": 0, **NO_PORTRAIT}
     assert await store.erase_user(Erasure("u1", erased_seq=8)) == {
         "memory_held_proposal": 0, "memory_note": 0, "memory_note_check": 0,
-        "memory_fact": 0, "memory_run": 0, "session_cursor": 0,
-        "user_memory_state": 0, "user_memory_consent": 0}, "erasing twice is harmless"
+        "memory_fact": 0, "memory_person_label": 0,
+        "memory_person": 0, "memory_run": 0, "session_cursor": 0,
+        "user_memory_state": 0, "user_memory_consent": 0, **NO_PORTRAIT}, \
+        "erasing twice is harmless"
 
 
 async def test_an_erase_takes_the_users_runs_alone_and_strips_late_rows(

@@ -250,9 +250,11 @@ async def test_a_consent_gated_read_finds_nothing_while_memory_is_off(store: Sto
 async def test_a_prompt_reads_plan_and_newest_facts_agree_with_the_reads_they_replace(
     store: Store,
 ) -> None:
-    """read_plan is count_active and active_embedding in one; newest_facts the last
+    """read_plan is count_active and active_embedding in one, stable_plan stable_facts
+    and read_plan in one; newest_facts the last
     ``limit`` of facts, in facts' order; both behind the consent gate."""
     assert await store.read_plan("u1") == ReadPlan(0, None)
+    assert await store.stable_plan("u1", 5) == ([], ReadPlan(0, None))
     for n in range(5):
         await store.add_fact("u1", profile(f"Profile fact {n}"))
     await store.add_fact("u1", about("sam", "Calls the assistant Sam"))
@@ -268,8 +270,11 @@ async def test_a_prompt_reads_plan_and_newest_facts_agree_with_the_reads_they_re
         for limit in (1, 3, 50):
             newest = await store.newest_facts("u1", limit, **read)
             assert [f.id for f in newest] == [f.id for f in listed[-limit:]], (read, limit)
+            assert await store.stable_plan("u1", limit, **read) == (
+                await store.stable_facts("u1", limit, **read), plan), (read, limit)
     assert (await store.read_plan("u1")).embedding == ("test", len(vec(0)))
     await store.set_consent("u1", False)
     assert (await store.read_plan("u1", consent_gate=gate)).active == 0
+    assert (await store.stable_plan("u1", 3, consent_gate=gate))[0] == []
     assert await store.newest_facts("u1", 3, consent_gate=gate) == []
     assert len(await store.newest_facts("u1", 3)) == 3, "the user's own view"

@@ -28,6 +28,8 @@ from worker.api import (
     note_routes,
     panel_page,
     panel_routes,
+    persons_routes,
+    portrait_routes,
     prompt_routes,
     readiness,
     session_routes,
@@ -171,7 +173,9 @@ def create_app(settings: ApiSettings, *, extensions: Sequence[Extension] = (),
     app.include_router(memory_routes.router)
     app.include_router(note_routes.router)  # notes beside facts (docs/notes.md)
     app.include_router(prompt_routes.router)  # the prompt split (docs/prompt.md)
+    app.include_router(portrait_routes.router)  # the user's portrait (docs/portrait.md)
     app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals
+    app.include_router(persons_routes.router)  # the people in the user's life (docs/persons.md)
     app.include_router(handover_routes.router)
     app.include_router(session_routes.router)
     app.include_router(event_routes.router)

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from worker.errors import (
     HandoverBacklogFull,
     HandoverTooLarge,
+    MemoryOptedOut,
     ProviderError,
     StoreConflict,
     StoreError,
@@ -30,7 +31,8 @@ class ErrorBody(BaseModel):
     # HandoverTooLarge, HandoverBacklogFull, SessionBytesFull, UserSessionsFull,
     # HandoverUnavailable), the name of the Python exception; a wait or a stream refused
     # for the caller's or the process's count, TooManyLongPolls or LongPollsFull
-    # (worker.api.long_polls): absent on the others.
+    # (worker.api.long_polls); an add asked with if_memory_on while the user's memory
+    # is off, MemoryOff: absent on the others.
     error: str | None = None
 
 
@@ -94,6 +96,11 @@ async def _store_error(request: Request, exc: Exception) -> JSONResponse:
     return _unavailable("the memory store")
 
 
+async def _memory_off(request: Request, exc: Exception) -> JSONResponse:
+    # An add asked with if_memory_on (the memory tools) while the user's memory is off.
+    return refusal(409, "the user's memory is off: nothing was stored", "MemoryOff")
+
+
 async def _store_conflict(request: Request, exc: Exception) -> JSONResponse:
     log.warning("memory API: the user's facts kept changing during a write")
     return _unavailable("the memory store")
@@ -152,6 +159,7 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
 def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(MemoryOptedOut, _memory_off)
     app.add_exception_handler(StoreConflict, _store_conflict)
     app.add_exception_handler(ProviderError, _provider_error)
     app.add_exception_handler(RedisError, _redis_error)

@@ -80,6 +80,9 @@ class Fact(BaseModel):
         default=None, description="A manual fact's way in: api, panel, tool or cli; null for "
                                   "an extracted or imported fact, and for a manual one "
                                   "written before it was recorded.")
+    person_id: int | None = Field(
+        default=None, description="Who the fact is about: null, the user; else one of the "
+                                  "user's persons (docs/persons.md).")
 
     @classmethod
     def of(cls, record: FactRecord) -> Fact:
@@ -115,6 +118,12 @@ class NewFactBody(BaseModel):
     expires_at: Moment | None = None
     pinned: bool = False
     via: Via = Field(default="api", description=VIA_DESCRIPTION)
+    if_memory_on: bool = Field(
+        default=False,
+        description="Store it only while the user's memory is on, as the memory tools ask:"
+                    " else 409 with error MemoryOff and nothing stored or embedded. Checked"
+                    " again in the write's own transaction, so a consent change is before"
+                    " the write or after it, never between the check and the write.")
 
     @model_validator(mode="after")
     def _consistent(self) -> NewFactBody:
@@ -262,6 +271,29 @@ class ExportFact(BaseModel):
     superseded_reason: str | None
     embedding_dim: int | None
     written_via: str | None = None
+    person_id: int | None = None
+
+
+class ExportPersonLabel(BaseModel):
+    id: int
+    display_name: str | None
+    relation: str | None
+    aliases: list[str]
+    set_by: str
+    observed_at: datetime
+    superseded_at: datetime | None
+    superseded_by: int | None
+
+
+class ExportPerson(BaseModel):
+    id: int
+    created_from: str
+    source_session_id: str | None
+    created_at: datetime
+    merged_into: int | None
+    merged_at: datetime | None
+    labels: list[ExportPersonLabel] = Field(
+        description="Every version of the person's name, relation and aliases, oldest first.")
 
 
 class ExportSession(BaseModel):
@@ -294,6 +326,17 @@ class ExportRun(BaseModel):
     finished_at: datetime
 
 
+class ExportPortrait(BaseModel):
+    version: int
+    text: str
+    facts_hash: str
+    fact_count: int
+    model: str
+    prompt_version: str
+    created_at: datetime
+    superseded_at: datetime | None
+    removed_at: datetime | None
+    removed_reason: str | None
 class ExportNote(BaseModel):
     id: int
     text: str
@@ -320,6 +363,11 @@ class Export(BaseModel):
     runs: list[ExportRun] = Field(description="The runs that read the user's sessions.")
     held_proposals: list[HeldProposal] = Field(
         description="Changes consolidation proposed and memfleet kept for the user.")
+    persons: list[ExportPerson] = Field(
+        default_factory=list,
+        description="The people in the user's life (docs/persons.md), merged ones too.")
+    portraits: list[ExportPortrait] = Field(
+        default_factory=list, description="Every version of the user's portrait.")
     notes: list[ExportNote] = Field(
         default_factory=list,
         description="Every note beside the facts, active and superseded (docs/notes.md).")

@@ -45,12 +45,21 @@ from worker.api.read_timing import HEADER as SERVER_TIMING
 from worker.api.read_timing import ReadTiming
 from worker.api.service_auth import AdminUser, ReadUser
 from worker.api.write_rate import ConsentingUser, ErasingUser, WritingUser
+from worker.errors import MemoryOptedOut
 from worker.memory_rules import CATEGORY_ORDER, MemoryScope, confidence_for
 from worker.ops import privacy
 from worker.protocol.keys import api_exports_key, api_fact_writes_key
-from worker.read import format_block, known_facts, query_embedder, recall_order, search_facts
+from worker.read import (
+    format_block,
+    known_facts,
+    query_embedder,
+    recall_order,
+    remembered,
+    search_facts,
+)
 from worker.read_notes import prompt_notes, search_notes, with_notes
-from worker.store.types import FactRecord, FactTerms, NewFact
+from worker.read_persons import people_section, with_people
+from worker.store.types import ConsentGate, FactRecord, FactTerms, NewFact
 
 router = APIRouter(prefix="/users/{user_id}", tags=["memory"])
 
@@ -111,6 +120,11 @@ _TIMED: dict[int | str, dict[str, Any]] = {200: {"headers": {SERVER_TIMING: {
     "description": "Milliseconds: embed (the query's embeddings call; absent when none was "
                    "made), store (the read outside it), total (the handler).",
     "schema": {"type": "string"}}}}}
+# 409 MemoryOff: an add asked with if_memory_on while the user's memory is off.
+_MEMORY_OFF: dict[int | str, dict[str, Any]] = {409: {
+    "model": ErrorBody,
+    "description": "if_memory_on and the user's memory is off (error MemoryOff): nothing "
+                   "was stored."}}
 _NOT_FOUND = "no such fact"
 _NOT_ACTIVE = "the fact is no longer active"
 
@@ -162,11 +176,14 @@ async def list_facts(
     "/facts",
     response_model=Fact,
     status_code=status.HTTP_201_CREATED,
-    responses={**WRITE_RESPONSES, **error_responses(400, 503)},
+    responses={**WRITE_RESPONSES, **_MEMORY_OFF, **error_responses(400, 503)},
     summary="Add a fact by hand (source_kind manual, stated, fully trusted)",
 )
 async def add_fact(request: Request, user_id: WritingUser, body: NewFactBody) -> Fact:
     deps = _deps(request)
+    gate = ConsentGate(deps.settings.memory_default) if body.if_memory_on else None
+    if gate is not None and not await remembered(deps.memory, user_id, gate):
+        raise MemoryOptedOut()  # before the embeddings call: the words go to no model
     embedder = await query_embedder(deps.memory, deps.providers.embedder, user_id,
                                     deps.providers.embedder_for)
     answer = await embedder.embed([body.text])
@@ -177,7 +194,7 @@ async def add_fact(request: Request, user_id: WritingUser, body: NewFactBody) ->
         text=body.text, category=body.category, importance=body.importance,
         embedding=answer.value[0], embedding_model=embedder.model, terms=terms,
         pinned=body.pinned, via=body.via,
-    ))
+    ), if_memory_on=gate)
     return Fact.of(record)
 
 
@@ -300,12 +317,16 @@ async def known_facts_route(
                               top_k=deps.settings.read_top_k, scope=scope, agent_id=agent_id,
                               embedders=timing.embedders,
                               memory_default=deps.settings.memory_default)
+    people = await people_section(deps.memory, user_id,
+                                  max_facts=deps.settings.read_people_max_facts,
+                                  memory_default=deps.settings.memory_default)
     # The notes most relevant to the query, in a section of their own (docs/notes.md).
     notes = [] if scope in ("none", "relationship") else await prompt_notes(
         deps.memory, timing.embedder, user_id, q, top_k=deps.settings.read_notes_top_k,
         memory_default=deps.settings.memory_default)
     timing.read_done()
-    answer = KnownFacts(block=with_notes(format_block(facts), notes), count=len(facts))
+    answer = KnownFacts(block=with_notes(with_people(format_block(facts), people), notes),
+                        count=len(facts))
     response.headers[SERVER_TIMING] = timing.header()
     return answer
 

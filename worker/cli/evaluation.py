@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 # imports nothing of worker.eval.
 KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
          "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
-         "two_agents", "non_english", "injection", "notes")
+         "two_agents", "non_english", "injection", "named_people", "person_changes",
+         "portrait_update", "notes")
 CONTROLS = ("add-only", "empty-read")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 

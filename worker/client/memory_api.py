@@ -30,6 +30,8 @@ from typing import Any, TypeVar
 import httpx
 
 from worker.client import memory_api_notes as note_calls
+from worker.client import memory_api_persons as people
+from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api_models import (
@@ -52,6 +54,8 @@ from worker.client.memory_api_models import (
     WaitOutcome,
 )
 from worker.client.memory_api_notes import Note, NoteState
+from worker.client.memory_api_persons import Person
+from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import (
@@ -203,13 +207,17 @@ class MemoryApi(ClientBase):
                  importance: int | None = None, scope: str | None = None,
                  agent_id: str | None = None, valid_from: datetime | None = None,
                  valid_to: datetime | None = None, expires_at: datetime | None = None,
-                 pinned: bool | None = None, via: Via | None = None) -> Fact:
+                 pinned: bool | None = None, via: Via | None = None,
+                 if_memory_on: bool | None = None) -> Fact:
         """Add a fact by hand (the API's defaults for what is left out; ``via``: how it
-        was written, api when left out). Scope ``admin``."""
+        was written, api when left out). Scope ``admin``. ``if_memory_on``: only while
+        the user's memory is on, checked in the write's own transaction: else MemoryOff
+        and nothing stored."""
         return self._send(routes.add_fact(
             user_id, text, category=category, importance=importance, scope=scope,
             agent_id=agent_id, valid_from=valid_from, valid_to=valid_to,
-            expires_at=expires_at, pinned=pinned, via=via))
+            expires_at=expires_at, pinned=pinned, via=via,
+            if_memory_on=if_memory_on))
 
     def edit_fact(self, user_id: str, fact_id: int, text: str, *, category: str | None = None,
                   importance: int | None = None, valid_from: datetime | None = None,
@@ -287,6 +295,50 @@ class MemoryApi(ClientBase):
         """The stable block alone; None when ``known_version`` is still its version (the
         API's 304 to If-None-Match): the cached prefix is still good. Scope ``read``."""
         return self._send(prompt.stable_block(user_id, agent_id, known_version))
+
+    # The people in the user's life (docs/persons.md) ---------------------------------
+
+    def persons(self, user_id: str, *, include_merged: bool = False) -> list[Person]:
+        """The user's persons, each with the active facts about them. Scope ``read``."""
+        return self._send(people.persons(user_id, include_merged))
+
+    def create_person(self, user_id: str, *, display_name: str | None = None,
+                      relation: str | None = None, aliases: list[str] | None = None) -> Person:
+        """A person made by hand: a name, a relation, or both. Scope ``admin``."""
+        return self._send(people.create_person(user_id, display_name, relation, aliases))
+
+    def update_person(self, user_id: str, person_id: int, **changes: Any) -> Person:
+        """Rename, relabel or set the aliases (``display_name``, ``relation``, ``aliases``;
+        None clears): a new label version. Scope ``admin``."""
+        return self._send(people.update_person(user_id, person_id, changes))
+
+    def add_alias(self, user_id: str, person_id: int, alias: str) -> Person:
+        """Another name the person goes by. Scope ``admin``."""
+        return self._send(people.add_alias(user_id, person_id, alias))
+
+    def merge_persons(self, user_id: str, person_id: int, into: int) -> Person:
+        """Merge ``person_id`` into ``into`` (the one that stays, returned). Scope ``admin``."""
+        return self._send(people.merge_persons(user_id, person_id, into))
+
+    def move_fact(self, user_id: str, fact_id: int, person_id: int | None) -> Fact:
+        """Say who a fact is about (None: the user): its new version. Scope ``admin``."""
+        return self._send(people.move_fact(user_id, fact_id, person_id))
+
+    # The user's portrait (docs/portrait.md) ------------------------------------------
+
+    def portrait(self, user_id: str, *, known_tag: str | None = None) -> Portrait | None:
+        """The user's portrait and its state; None when ``known_tag`` (a ``Portrait.tag``)
+        is still current (the API's 304). Scope ``read``."""
+        return self._send(portraits.portrait(user_id, known_tag))
+
+    def remove_portrait(self, user_id: str) -> int | None:
+        """Remove the portrait (the version that ended, or None); none is made until
+        ``refresh_portrait``. Scope ``admin``."""
+        return self._send(portraits.remove_portrait(user_id))
+
+    def refresh_portrait(self, user_id: str) -> bool:
+        """Ask for a portrait (again): whether a refresh was queued. Scope ``admin``."""
+        return self._send(portraits.refresh_portrait(user_id))
 
     # The user's rights ---------------------------------------------------------------
 

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 import httpx
 
 from worker.client import memory_api_notes as note_calls
+from worker.client import memory_api_persons as people
+from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
 from worker.client.memory_api import (
@@ -52,6 +54,8 @@ from worker.client.memory_api_models import (
     WaitOutcome,
 )
 from worker.client.memory_api_notes import Note, NoteState
+from worker.client.memory_api_persons import Person
+from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
 from worker.client.memory_api_routes import KEEP, Kept
 from worker.client.memory_api_wire import Call, SseParser, error_for, unreachable
@@ -119,11 +123,13 @@ class AsyncMemoryApi(ClientBase):
                        importance: int | None = None, scope: str | None = None,
                        agent_id: str | None = None, valid_from: datetime | None = None,
                        valid_to: datetime | None = None, expires_at: datetime | None = None,
-                       pinned: bool | None = None, via: Via | None = None) -> Fact:
+                       pinned: bool | None = None, via: Via | None = None,
+                       if_memory_on: bool | None = None) -> Fact:
         return await self._send(routes.add_fact(
             user_id, text, category=category, importance=importance, scope=scope,
             agent_id=agent_id, valid_from=valid_from, valid_to=valid_to,
-            expires_at=expires_at, pinned=pinned, via=via))
+            expires_at=expires_at, pinned=pinned, via=via,
+            if_memory_on=if_memory_on))
 
     async def edit_fact(self, user_id: str, fact_id: int, text: str, *,
                         category: str | None = None, importance: int | None = None,
@@ -187,6 +193,35 @@ class AsyncMemoryApi(ClientBase):
     async def stable_block(self, user_id: str, *, agent_id: str | None = None,
                            known_version: str | None = None) -> StableBlock | None:
         return await self._send(prompt.stable_block(user_id, agent_id, known_version))
+
+    async def persons(self, user_id: str, *, include_merged: bool = False) -> list[Person]:
+        return await self._send(people.persons(user_id, include_merged))
+
+    async def create_person(self, user_id: str, *, display_name: str | None = None,
+                            relation: str | None = None,
+                            aliases: list[str] | None = None) -> Person:
+        return await self._send(people.create_person(user_id, display_name, relation, aliases))
+
+    async def update_person(self, user_id: str, person_id: int, **changes: Any) -> Person:
+        return await self._send(people.update_person(user_id, person_id, changes))
+
+    async def add_alias(self, user_id: str, person_id: int, alias: str) -> Person:
+        return await self._send(people.add_alias(user_id, person_id, alias))
+
+    async def merge_persons(self, user_id: str, person_id: int, into: int) -> Person:
+        return await self._send(people.merge_persons(user_id, person_id, into))
+
+    async def move_fact(self, user_id: str, fact_id: int, person_id: int | None) -> Fact:
+        return await self._send(people.move_fact(user_id, fact_id, person_id))
+
+    async def portrait(self, user_id: str, *, known_tag: str | None = None) -> Portrait | None:
+        return await self._send(portraits.portrait(user_id, known_tag))
+
+    async def remove_portrait(self, user_id: str) -> int | None:
+        return await self._send(portraits.remove_portrait(user_id))
+
+    async def refresh_portrait(self, user_id: str) -> bool:
+        return await self._send(portraits.refresh_portrait(user_id))
 
     async def erase_user(self, user_id: str) -> Erased:
         return await self._send(routes.erase_user(user_id))

@@ -113,6 +113,8 @@ class Fact:
     # A manual fact's way in (api | panel | tool | cli); None for an extracted or
     # imported fact, a manual one written before it was recorded, or an older server.
     written_via: WrittenVia | None = None
+    # Who it is about: None, the user (or an older server); else a person's id.
+    person_id: int | None = None
 
     @classmethod
     def parse(cls, value: Any) -> Fact:
@@ -136,6 +138,7 @@ class Fact:
             embedding_model=_opt(_str, d.get("embedding_model")),
             embedding_dim=_opt(_int, d.get("embedding_dim")),
             written_via=cast(WrittenVia | None, _opt(_str, d.get("written_via"))),
+            person_id=_opt(_int, d.get("person_id")),
         )
 
 
@@ -348,6 +351,11 @@ class Export:
     runs: list[dict[str, Any]]
     held_proposals: list[HeldProposal]
     document: dict[str, Any]
+    # The user's persons with every version of their labels (none from an older server).
+    persons: list[dict[str, Any]] = field(default_factory=list)
+
+    # Every version of the portrait (docs/portrait.md); empty from an API before it.
+    portraits: list[dict[str, Any]] = field(default_factory=list)
     # Every note beside the facts, as the API writes them (docs/notes.md); none from an
     # older server.
     notes: list[dict[str, Any]] = field(default_factory=list)
@@ -363,7 +371,9 @@ class Export:
             sessions=[_obj(s) for s in _list(d["sessions"])],
             runs=[_obj(r) for r in _list(d["runs"])],
             held_proposals=[HeldProposal.parse(p) for p in _list(d["held_proposals"])],
-            document=d, notes=[_obj(n) for n in _list(d.get("notes", []))],
+            document=d, persons=[_obj(p) for p in _list(d.get("persons", []))],
+            portraits=[_obj(p) for p in _list(d.get("portraits", []))],
+            notes=[_obj(n) for n in _list(d.get("notes", []))],
         )
 
 

@@ -78,12 +78,13 @@ def facts(user_id: str, scope: ReadScope | None, agent_id: str | None,
 def add_fact(user_id: str, text: str, *, category: str | None, importance: int | None,
              scope: str | None, agent_id: str | None, valid_from: datetime | None,
              valid_to: datetime | None, expires_at: datetime | None,
-             pinned: bool | None, via: str | None = None) -> Call[Fact]:
+             pinned: bool | None, via: str | None = None,
+             if_memory_on: bool | None = None) -> Call[Fact]:
     body: dict[str, Any] = {"text": text}
     given = {"category": category, "importance": importance, "scope": scope,
              "agent_id": agent_id, "valid_from": _moment(valid_from),
              "valid_to": _moment(valid_to), "expires_at": _moment(expires_at),
-             "pinned": pinned, "via": via}
+             "pinned": pinned, "via": via, "if_memory_on": if_memory_on}
     body.update({name: value for name, value in given.items() if value is not None})
     return Call("add_fact", "POST", f"{_user(user_id)}/facts", lambda r: Fact.parse(r.json()),
                 body=body)

@@ -35,6 +35,7 @@ from worker.errors import (
     MemfleetError,
     MemoryApiError,
     MemoryApiUnavailable,
+    MemoryOff,
     NotFound,
     RateLimited,
     SessionBytesFull,
@@ -209,6 +210,7 @@ _HANDOVER_KINDS: dict[str, type[MemfleetError]] = {
 _LONG_POLL_KINDS: dict[str, type[MemfleetError]] = {
     "TooManyLongPolls": TooManyLongPolls, "LongPollsFull": LongPollsFull,
 }
+_WRITE_KINDS: dict[str, type[MemfleetError]] = {"MemoryOff": MemoryOff}
 _BYTES = re.compile(r"(\d+) bytes.*?limit of (\d+)")
 _SESSIONS = re.compile(r"has (\d+) sessions")
 
@@ -227,7 +229,7 @@ def error_class(status: int, named: Any, *, handover: bool) -> type[MemfleetErro
     if status == 404:
         return NotFound
     if status == 409:
-        return WriteConflict
+        return _WRITE_KINDS.get(named, WriteConflict) if isinstance(named, str) else WriteConflict
     if status == 413:
         return HandoverTooLarge if handover else InvalidRequest
     if status in (400, 422):

@@ -23,8 +23,10 @@ refuses (AccessDenied).
 Consent: while the user's memory is off, save_memory stores nothing, and
 search_memory and list_memory read nothing (the read path's prompt block is empty
 too), each answering the ``memory_off`` error; forget_memory still works (it only
-supersedes). The consent is read on each call; a change between that read and the
-write is not fenced.
+supersedes). The consent is read on each call, and a save asks the API to store
+only while memory is on (``if_memory_on``), checked in the write's own transaction:
+memory turned off between the read and the write stores nothing either (MemoryOff,
+answered as ``memory_off``).
 
 A saved fact is a manual fact (source_kind ``manual``, basis ``stated``: the user
 said it), of profile scope (every assistant of the user sees it), sent with
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from worker.errors import (
     InvalidRequest,
     MemoryApiUnavailable,
+    MemoryOff,
     NotFound,
     RateLimited,
     WriteConflict,
@@ -190,6 +193,8 @@ REFUSALS = (NotFound, WriteConflict, RateLimited, MemoryApiUnavailable, InvalidR
 
 def _refusal(error: Exception) -> str:
     """One of REFUSALS as the tool's result."""
+    if isinstance(error, MemoryOff):
+        return _error("memory_off", MEMORY_OFF)
     if isinstance(error, NotFound | WriteConflict):
         return _error("not_found", NOT_FOUND)
     if isinstance(error, RateLimited):
@@ -232,7 +237,9 @@ class _Scoped:
 
     def _save(self, args: dict[str, Any]) -> dict[str, Any]:
         # via tool: the saved fact records that the assistant wrote it (written_via).
-        return {"category": args.get("category", "general"), "scope": "profile", "via": "tool"}
+        # if_memory_on: the API checks the consent again as it writes (MemoryOff).
+        return {"category": args.get("category", "general"), "scope": "profile", "via": "tool",
+                "if_memory_on": True}
 
     @staticmethod
     def _searched(hits: SearchResults) -> str:

@@ -9,13 +9,20 @@ API's add does. They are about other things (no gold answer is among their words
 but many share a question's words ("city", "work", "uses", "likes", "game"), so
 neither the words nor a poor embedder find the gold fact for free. The run's erase
 takes them away with the rest.
+
+Each is dated within the scenario's own span (its first turn to its end, evenly), as
+the scenario's facts are, through the importer's store (which takes a fact's date):
+the re-ranking's recency term (``--rerank``) then neither favours nor penalises them
+for being written when the eval runs rather than when the scenario is set.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from worker.providers.base import Embedder
-from worker.store.postgres import PostgresStore
-from worker.store.types import FactTerms, NewFact
+from worker.store.imports import ImportRow, ImportStore
+from worker.store.types import FactTerms
 
 DISTRACTORS: tuple[tuple[str, str], ...] = (
     ("Grew up in a small coastal town", "fact"),
@@ -52,11 +59,25 @@ DISTRACTORS: tuple[tuple[str, str], ...] = (
 IMPORTANCE = 5  # the middle of the scale (1 to 10)
 
 
-async def add_distractors(store: PostgresStore, embedder: Embedder, user_id: str) -> int:
-    """DISTRACTORS added to the user's facts (one embeddings call); how many."""
+def spread(first: datetime, last: datetime, count: int) -> list[datetime]:
+    """``count`` moments evenly from ``first`` to ``last`` (both ends included; all
+    ``last`` when there is one, or no span)."""
+    if count < 2 or last <= first:
+        return [last] * count
+    step = (last - first) / (count - 1)
+    return [first + step * i for i in range(count)]
+
+
+async def add_distractors(store: ImportStore, embedder: Embedder, user_id: str, *,
+                          span: tuple[datetime, datetime], memory_default: bool) -> int:
+    """DISTRACTORS added to the user's facts as manual facts dated over ``span`` (one
+    embeddings call, one transaction); how many were written."""
     vectors = (await embedder.embed([text for text, _ in DISTRACTORS])).value
-    for row, (text, category) in enumerate(DISTRACTORS):
-        await store.add_fact(user_id, NewFact(
-            text=text, category=category, importance=IMPORTANCE, embedding=vectors[row],
-            embedding_model=embedder.model, terms=FactTerms(confidence=1.0)))
-    return len(DISTRACTORS)
+    moments = spread(*span, len(DISTRACTORS))
+    rows = [ImportRow(user_id, text, category, IMPORTANCE, moments[i],
+                      FactTerms(confidence=1.0), import_key=f"eval-distractor-{i}")
+            for i, (text, category) in enumerate(DISTRACTORS)]
+    written = await store.write_user(user_id, rows, vectors, model=embedder.model,
+                                     source_kind="manual", fences=await store.fences(),
+                                     memory_default=memory_default)
+    return written.imported

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from worker.config import Settings
+from worker.config import Settings, secret
 from worker.errors import ConfigurationError
 from worker.eval.haystack import add_distractors
 from worker.eval.qa_openai import answer_model, build_qa
@@ -43,6 +43,8 @@ from worker.providers.factory import build_embedder, embedding_model
 from worker.providers.rules import MODEL as RULES_MODEL
 from worker.read import MemoryReader, SearchHit, format_block
 from worker.read_split import RerankWeights, rerank
+from worker.store.fence_key import fence_keys
+from worker.store.imports import ImportStore
 from worker.store.postgres import PostgresStore
 from worker.store.types import FactRecord
 
@@ -158,8 +160,16 @@ async def ask_questions(
                                 settings.read_top_k) for s, q in asked]
         if not choice.retrieval:
             return scores
-        for user_id in {users[s.id] for s, _ in asked}:
-            await add_distractors(store, embedder, user_id)
+        spans = {users[s.id]: (s.sessions[0].at, s.ends_at) for s, _ in reversed(asked)}
+        imports = await ImportStore.connect(
+            settings.database_url or "",
+            fences=fence_keys(secret(settings.erase_fence_key), settings.home_dir))
+        try:
+            for user_id, span in spans.items():
+                await add_distractors(imports, embedder, user_id, span=span,
+                                      memory_default=settings.memory_default)
+        finally:
+            await imports.aclose()
         weights = RerankWeights.from_settings(settings) if choice.rerank else None
         return [await _ranked(reader, s, users[s.id], q, score, weights)
                 for (s, q), score in zip(asked, scores, strict=True)]

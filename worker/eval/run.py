@@ -34,7 +34,7 @@ from worker.conversation import Handover
 from worker.eval.notes import promote_notes
 from worker.eval.qa import QaChoice, ask_questions
 from worker.eval.qa_score import QuestionScore
-from worker.eval.score import ScenarioScore, active_at, score_scenario
+from worker.eval.score import People, ScenarioScore, active_at, score_scenario
 from worker.eval.suite import Scenario, cycles_after, shifted
 from worker.fleet.app import worker_options
 from worker.memory_rules import Limits
@@ -49,7 +49,7 @@ from worker.providers.wire import ConsolidationAnswer, ConsolidationRequest, Dec
 from worker.read import known_facts
 from worker.store.fence_key import fence_keys
 from worker.store.postgres import PostgresStore
-from worker.store.types import FactRecord
+from worker.store.types import ConsentGate, FactRecord
 from worker.telemetry import hide_job_arguments, setup_telemetry
 
 TURN_GAP = timedelta(minutes=1)  # between two user turns of a session
@@ -175,6 +175,13 @@ async def read_back(settings: Settings, store: PostgresStore, embedder: Embedder
     return views
 
 
+async def people_of(store: PostgresStore, user_id: str) -> People:
+    """The user's persons at the end, with their names, and the facts about them."""
+    names = {p.id: (p.display_name or "", p.relation or "", *p.aliases)
+             for p in await store.persons(user_id)}
+    return People(names, await store.person_facts(user_id))
+
+
 async def run_suite(
     settings: Settings, scenarios: Sequence[Scenario], *, add_only: bool = False,
     progress: Callable[[str], None] = lambda _: None, now: datetime | None = None,
@@ -186,6 +193,12 @@ async def run_suite(
     run = secrets.token_hex(4)
     settings = settings.model_copy(update={"queue_name": keys.eval_queue(run),
                                            "expiry_interval_s": 0.0})
+    # Portraits (docs/portrait.md) for the scenarios that check one, refreshed after
+    # every commit; the other users want none, so theirs end without a model call.
+    portraits = {s.id for s in scenarios if s.expect.portrait is not None}
+    if portraits:
+        settings = settings.model_copy(update={"portrait_enabled": True,
+                                               "portrait_min_interval": 0.0})
     years = cycles_after(min(s.sessions[0].at for s in scenarios), now or datetime.now(UTC))
     moved = [shifted(s, years) for s in scenarios]
     users = {s.id: f"eval-{run}-{s.id}" for s in moved}
@@ -200,6 +213,10 @@ async def run_suite(
         if not settings.memory_default:  # the fleet's users start with memory off
             for user_id in users.values():
                 await store.set_consent(user_id, True)
+        if portraits:
+            for scenario_id, user_id in users.items():
+                if scenario_id not in portraits:
+                    await store.remove_portrait(user_id)
         rounds = max(len(p) for p in plans.values())
         for index in range(rounds):
             progress(f"round {index + 1} of {rounds}")
@@ -219,7 +236,11 @@ async def run_suite(
                 user_id = users[scenario.id]
                 facts = await store.facts(user_id, include_superseded=True, scope="all")
                 read = await read_back(settings, store, embedder, scenario, user_id)
-                scores.append(score_scenario(scenario, facts, read))
+                portrait = None if scenario.id not in portraits else \
+                    await store.current_portrait(user_id, ConsentGate(settings.memory_default))
+                scores.append(score_scenario(scenario, facts, read,
+                                             await people_of(store, user_id),
+                                             None if portrait is None else portrait.text))
                 outcomes.update(str(r["outcome"]) for r in await store.runs(user_id))
         finally:
             close = getattr(embedder, "aclose", None)

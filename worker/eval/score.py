@@ -23,7 +23,16 @@ from typing import Literal
 
 from worker.eval.bootstrap import intervals
 from worker.eval.form import fault, well_formed
-from worker.eval.suite import KINDS, Absent, Active, Chain, Scenario, Words
+from worker.eval.suite import (
+    KINDS,
+    Absent,
+    Active,
+    Chain,
+    PersonGold,
+    Portrait,
+    Scenario,
+    Words,
+)
 from worker.store.types import FactRecord
 from worker.store.visibility import believed_at
 
@@ -32,7 +41,24 @@ from worker.store.visibility import believed_at
 # relationship facts).
 ReadViews = Mapping[str | None, Sequence[FactRecord]]
 
-CheckKind = Literal["active", "absent", "chain", "ended"]
+CheckKind = Literal["active", "absent", "chain", "ended", "portrait"]
+
+
+@dataclass(frozen=True, slots=True)
+class People:
+    """The user's persons at the end (docs/persons.md): per person id its names (display
+    name, relation, aliases), and the active facts about them."""
+
+    names: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    facts: Sequence[FactRecord] = ()
+
+    def named(self, person_id: int | None, words: str) -> bool:
+        gold = Words(words=(words,))
+        return person_id is not None and any(
+            gold.found_in(n) for n in self.names.get(person_id, ()))
+
+
+NO_PEOPLE = People()
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +190,26 @@ def _starts(fact: FactRecord) -> list[str]:
     return text_dates(fact.text) or [fact.observed_at.date().isoformat()]
 
 
-def check_active(gold: Active, active: Sequence[FactRecord]) -> tuple[Check, bool]:
+def check_active(gold: Active, active: Sequence[FactRecord],
+                 people: People = NO_PEOPLE) -> tuple[Check, bool]:
     """The check, and whether the gold fact is duplicated (two active facts match it).
-    Only a well-formed fact (worker.eval.form) holds it; held twice, it fails."""
+    Only a well-formed fact (worker.eval.form) holds it; held twice, it fails. A gold
+    fact ``about`` a person is looked for among that person's facts (``people``); any
+    other among the user's own (``active``)."""
     where = f" (agent {gold.agent})" if gold.agent else f" ({gold.scope})" if gold.scope else ""
+    where += f" (about {gold.about})" if gold.about else ""
     dated = f" from {gold.valid_from}" if gold.valid_from else ""
     said = f"active: {gold.said()}{where}{dated}"
+    if gold.about is not None:
+        theirs = [f for f in people.facts if gold.found_in(f.text)]
+        found = [f for f in theirs if people.named(f.person_id, gold.about)]
+        if not found:
+            wrong = [f for f in active if gold.found_in(f.text)]
+            why = (f"kept as the user's: {_quoted(wrong)}" if wrong else
+                   f"about another person: {_quoted(theirs)}" if theirs else
+                   "no active fact matches")
+            return Check("active", said, False, why), False
+        active = found
     found = [f for f in active if gold.found_in(f.text)]
     if not found:
         return Check("active", said, False, "no active fact matches"), False
@@ -247,26 +287,68 @@ def check_ended(gold: Words, facts: Sequence[FactRecord], moment: datetime) -> C
     return Check("ended", said, True)
 
 
+def check_person(gold: PersonGold, people: People) -> Check:
+    """A person whose current name and relation match the gold's words exists."""
+    said = f"person: {gold.name or '?'} ({gold.relation or '?'})"
+    for names in people.names.values():
+        name_ok = gold.name is None or Words(words=(gold.name,)).found_in(names[0])
+        relation_ok = gold.relation is None or Words(words=(gold.relation,)).found_in(names[1])
+        if name_ok and relation_ok:
+            return Check("active", said, True)
+    known = "; ".join(f"{n[0] or '?'} ({n[1] or '?'})" for n in people.names.values())
+    return Check("active", said, False, f"persons: {known or 'none'}")
+
+
+def check_portrait(gold: Portrait, portrait: str | None) -> list[Check]:
+    """The portrait's checks: each ``has`` found in its text; each ``lacks`` not, held
+    only when some ``has`` held (no portrait, or an empty one, holds nothing)."""
+    if portrait is None:
+        return [Check("portrait", f"portrait: {w.said()}", False, "no portrait")
+                for w in (*gold.has, *gold.lacks)]
+    shown = portrait if len(portrait) <= 160 else portrait[:159] + "\u2026"
+    checks = [Check("portrait", f"portrait has: {w.said()}", w.found_in(portrait),
+                    "" if w.found_in(portrait) else f"not in {shown!r}") for w in gold.has]
+    remembered = any(c.held for c in checks)
+    for lack in gold.lacks:
+        said = f"portrait lacks: {lack.said()}"
+        if lack.false_in(portrait):
+            checks.append(Check("portrait", said, False, f"in {shown!r}"))
+        elif not remembered:
+            checks.append(Check("portrait", said, False, "nothing it should say was said",
+                                gated=True))
+        else:
+            checks.append(Check("portrait", said, True))
+    return checks
+
+
 def score_scenario(scenario: Scenario, facts: Sequence[FactRecord],
-                   read: ReadViews | None = None) -> ScenarioScore:
+                   read: ReadViews | None = None, people: People = NO_PEOPLE,
+                   portrait: str | None = None) -> ScenarioScore:
     """``facts``: every version of the scenario's user's facts, superseded ones included;
     ``read``: what the read path returned at the end, per reader (by default worked out
-    from the active facts: ``read_views``)."""
+    from the active facts: ``read_views``); ``people``: the user's persons and the facts
+    about them (a fact about a person is never among ``facts``: docs/persons.md);
+    ``portrait``: the user's portrait at the end (None: none)."""
     moment = scenario.ends_at
-    active = [f for f in facts if active_at(f, moment)]
+    # A memory that keeps no persons (a baseline) keeps every fact as the user's.
+    active = [f for f in facts if active_at(f, moment) and f.person_id is None]
+    people = People(people.names, [f for f in people.facts if active_at(f, moment)])
     if read is None:
         read = read_views(active, sorted({s.agent for s in scenario.sessions if s.agent}))
     expect = scenario.expect
     checks: list[Check] = []
     duplicates = 0
     for gold in expect.active:
-        check, duplicated = check_active(gold, active)
+        check, duplicated = check_active(gold, active, people)
         checks.append(check)
         duplicates += duplicated
     checks.extend(check_chain(gold, facts) for gold in expect.chains)
     checks.extend(check_ended(gold, facts, moment) for gold in expect.ended)
+    checks.extend(check_person(gold, people) for gold in expect.persons)
     remembered = any(c.held for c in checks)
     checks.extend(check_absent(gold, read, remembered) for gold in expect.absent)
+    if expect.portrait is not None:
+        checks.extend(check_portrait(expect.portrait, portrait))
     malformed = sum(1 for f in active if not well_formed(f.text))
     return ScenarioScore(scenario.id, scenario.kind, tuple(checks), duplicates, malformed)
 

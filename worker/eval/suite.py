@@ -56,6 +56,9 @@ KINDS: dict[str, str] = {
     "two_agents": "what the user tells one assistant stays with it",
     "non_english": "facts stay in the language they were said in",
     "injection": "instructions inside messages are not obeyed as memory commands",
+    "named_people": "facts about named people are theirs (docs/persons.md), never the user's",
+    "person_changes": "a person renamed or a relation changed keeps their facts",
+    "portrait_update": "the user's portrait follows an update: the new value, not the old",
     # Only with MEMFLEET_NOTES_ENABLED (docs/notes.md): left out of a run without it.
     "notes": "notes that recur in several sessions are promoted to one fact; others are not",
 }
@@ -124,6 +127,9 @@ class Active(Words):
     # Held by one active fact only: a second one matching fails the assertion (the
     # duplicates column counts it either way).
     once: bool = False
+    # A fact about a person of the user's (docs/persons.md): words naming that person
+    # (name, relation or alias, "Ana|sister"); None: a fact about the user.
+    about: str | None = None
 
     @field_validator("valid_from")
     @classmethod
@@ -158,6 +164,29 @@ class Chain(_Frozen):
     new: Words
 
 
+class PersonGold(_Frozen):
+    """A person of the user's that must exist at the end, with a current name and
+    relation matching these words (alternatives "Mia|Mya"; None: not checked)."""
+
+    name: str | None = None
+    relation: str | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> PersonGold:
+        if self.name is None and self.relation is None:
+            raise ValueError("a person is named by a name, a relation or both")
+        return self
+
+
+class Portrait(_Frozen):
+    """The user's portrait at the end (docs/portrait.md): each of ``has`` found in its
+    text, none of ``lacks`` (but where ``unless`` excuses it: "moved from Porto to
+    Madrid" tells the change). A ``lacks`` holds only beside a ``has`` that held."""
+
+    has: tuple[Words, ...] = Field(min_length=1)
+    lacks: tuple[Absent, ...] = ()
+
+
 class Expect(_Frozen):
     active: tuple[Active, ...] = ()
     absent: tuple[Absent, ...] = ()
@@ -165,6 +194,10 @@ class Expect(_Frozen):
     # Facts that must have been learned and then ended (retracted, or expired): kept
     # as history, not active. Absent alone would also pass if they were never learned.
     ended: tuple[Words, ...] = ()
+    # The people of the user's life at the end (docs/persons.md).
+    persons: tuple[PersonGold, ...] = ()
+    # The portrait written from the facts (a run with one makes portraits for its user).
+    portrait: Portrait | None = None
 
 
 class Turn(_Frozen):
@@ -256,7 +289,9 @@ class Scenario(_Frozen):
     @property
     def assertions(self) -> int:
         e = self.expect
-        return len(e.active) + len(e.absent) + len(e.chains) + len(e.ended)
+        portrait = 0 if e.portrait is None else len(e.portrait.has) + len(e.portrait.lacks)
+        return (len(e.active) + len(e.absent) + len(e.chains) + len(e.ended) + len(e.persons)
+                + portrait)
 
 
 # ---------------------------------------------------------------- files

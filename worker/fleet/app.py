@@ -21,6 +21,7 @@ from worker.fleet import orphans, periodic, probe, server_watch
 from worker.fleet.gc_tuning import quiet_garbage_collector
 from worker.fleet.job import Deps, persist_session_memory
 from worker.fleet.metrics import MetricsServer
+from worker.fleet.portrait_job import PORTRAIT_JOB_TRIES, refresh_user_portrait
 from worker.metrics import Metrics
 from worker.ops import expiry
 from worker.ops.note_promotion import PromotionPolicy, promotion_pass
@@ -115,6 +116,7 @@ def worker_options(
                 metrics=telemetry.metrics),
             limits=Limits.from_settings(settings),
             telemetry=telemetry,
+            portraits=store if settings.portrait_enabled else None,
         )
         redis = ctx["redis"]
         running = telemetry.metrics.running
@@ -195,6 +197,10 @@ def worker_options(
         "functions": [
             func(persist_session_memory, name=queue.JOB_FUNCTION,
                  timeout=settings.job_timeout_s, max_tries=settings.max_tries),
+            # The user's portrait (docs/portrait.md): registered even when off, so a
+            # refresh queued before the switch ends as "disabled" rather than unknown.
+            func(refresh_user_portrait, name=queue.PORTRAIT_JOB_FUNCTION,
+                 timeout=settings.job_timeout_s, max_tries=PORTRAIT_JOB_TRIES),
         ],
         "queue_name": settings.queue_name,
         "redis_settings": redis_settings(settings.redis_url, settings.redis_retries),

@@ -50,6 +50,7 @@ from worker.errors import (
     StoreError,
     UnexpectedJobError,
 )
+from worker.fleet import portrait_job
 from worker.outcomes import Outcome
 from worker.pipeline.cursor import NOTHING_SETTLED, Settlement
 from worker.pipeline.run import RunContext, RunResult, run_once, skip_slice
@@ -63,6 +64,7 @@ from worker.protocol.keys import SessionRef
 from worker.protocol.payload import Limits, Snapshot, decode_handover
 from worker.providers.base import Providers
 from worker.store.base import PipelineStore
+from worker.store.portraits import PortraitStore
 from worker.store.types import RunRecord
 from worker.telemetry import StageClock, Telemetry
 
@@ -81,6 +83,7 @@ class Deps:
     providers: Providers
     limits: Limits
     telemetry: Telemetry
+    portraits: PortraitStore | None = None  # the user's portrait (docs/portrait.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +223,8 @@ async def _run(
                 done_through=settlement.done_through, latest_done=settlement.latest_done,
                 gave_up=end is not None and end.outcome in GIVEN_UP,
                 note=_note(deps, session, end))
+        if end.run is not None and end.run.added + end.run.updated + end.run.deleted:
+            await portrait_job.after_commit(deps, session.user_id)  # docs/portrait.md
         if claimed.breaker_failures and end.error is None:
             await breaker.reset(deps.redis, BreakerKeys.of(deps.settings.queue_name))
         span.set_attribute("memfleet.outcome", end.outcome)

@@ -21,9 +21,10 @@ service key, the key's fingerprint) and answers 404 to a request of another prin
 for it. A user's token may be renewed within a session (same ``sub``); another user's
 token, or a service key naming another user, never reaches that session.
 
-Bounds: the request body (MAX_BODY_BYTES, 413), open sessions (MAX_SESSIONS, 503),
-idle sessions closed after SESSION_IDLE_S; rates are the memory API's (per user and
-per key), which every tool call goes through. Logs name no user, credential or text.
+Bounds: the request headers (MAX_HEADER_BYTES, 431), the request body (MAX_BODY_BYTES,
+413), open sessions (MAX_SESSIONS, 503), idle sessions closed after SESSION_IDLE_S;
+rates are the memory API's (per user and per key), which every tool call goes through.
+Logs name no user, credential or text.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ PATH = "/mcp"
 USER_HEADER = "x-memfleet-user"
 AGENT_HEADER = "x-memfleet-agent"
 MAX_BODY_BYTES = 262_144  # a tool call is small; the memory API caps its own bodies too
+# A request's headers, names and values summed: a bearer token and a few more fit many
+# times over. Checked on the parsed request, so whichever HTTP parser uvicorn picked.
+MAX_HEADER_BYTES = 16_384
 MAX_SESSIONS = 1_000
 SESSION_IDLE_S = 30 * 60.0
 SESSION_HEADER = "mcp-session-id"
@@ -215,6 +219,8 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         try:
+            if sum(len(k) + len(v) for k, v in scope.get("headers", ())) > MAX_HEADER_BYTES:
+                raise Refused(431, f"the request's headers are over {MAX_HEADER_BYTES} bytes")
             user, token = principal_claims(headers)
             if self.check is not None and SESSION_HEADER not in headers:
                 await self.check(token.token, user)
@@ -300,6 +306,9 @@ def serve_http(api_url: str, host: str, port: int, *, call_timeout_s: float,
     import uvicorn
 
     app = create_app(api_url, host=host, port=port, call_timeout_s=call_timeout_s)
+    # h11 by name: with httptools installed (the api extra brings it) uvicorn would
+    # pick it, and h11 stops buffering a head that never ends at 16 KiB; a complete
+    # head over MAX_HEADER_BYTES is the Guard's 431.
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False,
-                h11_max_incomplete_event_size=16_384)
+                http="h11", h11_max_incomplete_event_size=16_384)
     return 0

@@ -33,6 +33,7 @@ from pydantic import AnyUrl
 
 from worker.client.memory_api_async import AsyncMemoryApi
 from worker.client.memory_tools import AsyncMemoryTools, memory_tool_definitions
+from worker.errors import AccessDenied, MemfleetError, MemoryApiUnavailable
 
 log = logging.getLogger("memfleet.mcp")
 
@@ -166,10 +167,20 @@ def _is_error(answer: str) -> bool:
 async def serve_stdio(api: AsyncMemoryApi, user_id: str, agent_id: str | None, *,
                       call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> None:
     """The server over stdin and stdout, for one user named at start, until the client
-    closes stdin. stdout is the protocol's: everything else goes to stderr."""
+    closes stdin. stdout is the protocol's: everything else goes to stderr.
+
+    The credential is checked first, with the read every HTTP session opens with
+    (``GET /users/{u}/consent``): one the API refuses for this user, or an API that
+    does not answer, ends the command at once (MemfleetError: one line, exit 2)
+    rather than a server whose every call fails."""
     import anyio
     from mcp.server.stdio import stdio_server
 
+    try:
+        await api.consent(user_id)
+    except (AccessDenied, MemoryApiUnavailable) as refused:
+        await api.aclose()
+        raise MemfleetError(f"`memfleet mcp` cannot act for --user: {refused}") from None
     principal = Principal(user_id=user_id, agent_id=agent_id, api=api)
     server = build_server(lambda: principal, call_timeout_s=call_timeout_s)
     # Copies of the descriptors: the SDK's wrappers close what they wrap when they go,

@@ -57,8 +57,9 @@ async def erase_user(
 
 async def _erase_on(redis: Any, user_id: str, queue_name: str) -> queue.ClearedUser:
     cleared = await queue.erase_user(redis, user_id, queue_name)
-    # The marker of a move to a new shard names the user (worker.protocol.shards).
-    await redis.delete(keys.user_moved_key(user_id))
+    # The marker of a move to a new shard names the user (worker.protocol.shards); so
+    # does the state of the user's portrait refreshes (worker.protocol.portrait_queue).
+    await redis.delete(keys.user_moved_key(user_id), keys.user_portrait_key(user_id))
     return cleared
 
 

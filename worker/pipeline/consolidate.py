@@ -16,6 +16,7 @@ import structlog
 from opentelemetry import trace
 
 from worker.errors import ProviderAnswerInvalid, answer_try_left
+from worker.pipeline import persons as persons_stage
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.decisions import (
     PreparedRequest,
@@ -30,6 +31,7 @@ from worker.pipeline.extract import CandidateFact, observed_label
 from worker.pipeline.plan import Plan, plan_writes
 from worker.providers.base import Embedder
 from worker.providers.wire import ConsolidationRequest
+from worker.store.person_types import ExistingPerson, NewPerson, PersonRecord, PersonWrites
 from worker.store.types import Neighbors, Vector
 
 log = structlog.get_logger("memfleet.consolidate")
@@ -45,6 +47,8 @@ class Decided:
     # Why the rejected candidates had no usable decision (Validated.reasons: no text),
     # for the audit row.
     doubts: tuple[str, ...] = ()
+    # The persons the run creates or relabels (persons on; docs/persons.md), else None.
+    persons: PersonWrites | None = None
 
 
 async def _read_neighbors(
@@ -57,8 +61,19 @@ async def _read_neighbors(
         {"db.system.name": "postgresql", "db.operation.name": "SELECT",
          "db.collection.name": "memory_fact", "memfleet.neighbors.k": k},
     ):
-        return await ctx.store.neighbors(
-            user_id, embeddings, k, agents=[c.terms.agent_id for c in candidates], model=model)
+        about = [p.id if isinstance(p := c.terms.person, ExistingPerson) else None
+                 for c in candidates]
+        # Named only when a candidate is about a stored person: None everywhere is the
+        # user's facts, the store's default.
+        by_person = {"persons": about} if any(p is not None for p in about) else {}
+        found = await ctx.store.neighbors(
+            user_id, embeddings, k, agents=[c.terms.agent_id for c in candidates], model=model,
+            **by_person)
+    # A person met for the first time has no facts yet: nothing stored to compare with.
+    for i, candidate in enumerate(candidates):
+        if isinstance(candidate.terms.person, NewPerson):
+            found.rows[i] = []
+    return found
 
 
 async def _embed_again(
@@ -78,11 +93,21 @@ async def run(
     embeddings: Vector,
     observed_at: datetime,
     attempt: int,
+    persons: Sequence[PersonRecord] | None = None,
 ) -> Decided:
-    """Read the user's nearest active facts and decide what every candidate does to them."""
+    """Read the user's nearest active facts and decide what every candidate does to them.
+    ``persons`` (persons on: the user's, read with the extraction): each candidate is
+    attributed first (worker.pipeline.persons) and compared only with the facts about
+    the same person; a later attempt reads them again."""
     with ctx.clock.stage("consolidate", **{"memfleet.attempt": attempt}):
+        writes = None
+        if persons is not None:
+            if attempt > 1:
+                persons = await persons_stage.read_known(ctx, user_id) or []
+            candidates, embeddings, writes = persons_stage.attributed(
+                ctx, candidates, embeddings, persons)
         if not candidates:
-            return Decided(Plan((), 0, 0, 0, 0), None, 0)
+            return Decided(Plan((), 0, 0, 0, 0), None, 0, persons=writes)
         k = ctx.settings.neighbors_k
         embedder = ctx.providers.embedder
         found = await _read_neighbors(ctx, user_id, candidates, embeddings, embedder.model)
@@ -100,7 +125,7 @@ async def run(
         validated = await _decide(ctx, prepared)
         plan = plan_writes(candidates, embeddings, prepared, validated)
     return Decided(plan, version, validated.rejected, embedder.model,
-                   validated.reasons if validated.rejected else ())
+                   validated.reasons if validated.rejected else (), writes)
 
 
 async def _answer(

@@ -76,10 +76,12 @@ def build_request(
         ]
         # The batch's earlier candidates count as neighbours too (the nearest k),
         # so a user who changes their mind twice in one slice ends with one fact;
-        # only those of the same scope and agent, like the stored ones.
-        agent = candidate.terms.agent_id
+        # only those of the same scope and agent, and about the same person (the
+        # user, or one of theirs), like the stored ones.
+        agent, person = candidate.terms.agent_id, candidate.terms.person
         # A forget request is nothing to compare with: it is never stored.
         same = [j for j in range(i) if candidates[j].terms.agent_id == agent
+                and candidates[j].terms.person == person
                 and not candidates[j].forget and similarity[i][j] >= floor]
         earlier = sorted(same, key=lambda j: -similarity[i][j])[:k]
         shown += [

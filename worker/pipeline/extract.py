@@ -6,12 +6,13 @@ LLM pass 1. Building the request and reading the answer are pure functions.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from worker.conversation import Handover, Message
 from worker.memory_rules import SourceKind, confidence_for
+from worker.pipeline.attribution import Mention
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
 from worker.pipeline.notes import CandidateNote, notes_from
@@ -20,6 +21,7 @@ from worker.providers.wire import (
     ExtractedFact,
     ExtractionAnswer,
     ExtractionRequest,
+    KnownPerson,
     WireMessage,
 )
 from worker.store.types import PROFILE, FactTerms
@@ -34,6 +36,8 @@ class CandidateFact:
     importance: int
     terms: FactTerms = PROFILE
     forget: bool = False  # the user asked to forget it: retract what says it, add nothing
+    # Who extraction said it is about (persons on; docs/persons.md): None, the user.
+    about: Mention | None = None
 
 
 def observed_label(moment: datetime) -> str:
@@ -49,9 +53,11 @@ def build_request(
     summary: str | None,
     observed_at: datetime,
     agent_id: str | None = None,
+    people: tuple[KnownPerson, ...] | None = None,
     with_notes: bool = False,
 ) -> ExtractionRequest:
-    """Only the new slice and the declared context go out, nothing else of the session."""
+    """Only the new slice and the declared context go out, nothing else of the session.
+    ``people``: the user's known persons while persons are on (None: off)."""
     context = messages[max(0, start - context_messages) : start]
     return ExtractionRequest(
         observed_at=observed_label(observed_at),
@@ -59,6 +65,7 @@ def build_request(
         context=tuple(WireMessage(role=m.role, content=m.content) for m in context),
         messages=tuple(WireMessage(role=m.role, content=m.content) for m in messages[start:end]),
         agent=agent_id,
+        people=people,
         with_notes=with_notes,
     )
 
@@ -121,9 +128,11 @@ _SPACE = re.compile(r"\s+")
 
 def candidates_from(
     answer: ExtractionAnswer, *, observed_at: datetime | None = None,
-    agent_id: str | None = None, source: SourceKind = "extracted",
+    agent_id: str | None = None, source: SourceKind = "extracted", attributed: bool = False,
 ) -> list[CandidateFact]:
     """Normalise whitespace, drop immediate repeats, keep a bounded batch, in the user's order.
+    ``attributed`` (persons on): keep who each fact is about; otherwise every fact is the
+    user's, whatever the answer says.
 
     Only a repeat of the fact just before it is dropped: a fact stated again
     after another ("Paris", "Lyon", "Paris"; "no hobby", "chess", "no hobby")
@@ -134,11 +143,14 @@ def candidates_from(
     for fact in answer.facts:
         text = _SPACE.sub(" ", fact.text).strip()
         terms = fact_terms(fact, observed_at, agent_id, source)
-        key = (text.casefold().rstrip("."), terms.agent_id, fact.forget)
+        about = (Mention(fact.about.name, fact.about.relation)
+                 if attributed and fact.about is not None else None)
+        key = (text.casefold().rstrip("."), terms.agent_id, fact.forget, about)
         if not text or key == previous:
             continue
         previous = key
-        out.append(CandidateFact(text, fact.category, fact.importance, terms, fact.forget))
+        out.append(CandidateFact(text, fact.category, fact.importance, terms, fact.forget,
+                                 about))
     if len(out) > MAX_CANDIDATES:
         # A model over-produced: keep the most important, still in the order said.
         keep = sorted(range(len(out)), key=lambda i: -out[i].importance)[:MAX_CANDIDATES]
@@ -151,19 +163,25 @@ class Extracted:
     notes: list[CandidateNote]  # empty unless MEMFLEET_NOTES_ENABLED (docs/notes.md)
 
 
-async def run(ctx: RunContext, handover: Handover, position: Position) -> Extracted:
+async def run(
+    ctx: RunContext, handover: Handover, position: Position,
+    people: Callable[[], Awaitable[tuple[KnownPerson, ...] | None]] | None = None,
+) -> Extracted:
+    """``people``: reads the user's known persons for the request (persons on,
+    worker.pipeline.persons), within this stage."""
     with_notes = ctx.settings.notes_enabled
     with ctx.clock.stage("extract") as span:
+        known = None if people is None else await people()
         request = build_request(
             handover.messages, position.piece.start, position.piece.end,
             ctx.settings.context_messages,
             position.cursor.summary if position.cursor else None, handover.handed_over_at,
-            handover.agent_id, with_notes,
+            handover.agent_id, known, with_notes,
         )
         extractor = ctx.providers.extractor
         answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
         candidates = candidates_from(answer.value, observed_at=handover.handed_over_at,
-                                     agent_id=handover.agent_id)
+                                     agent_id=handover.agent_id, attributed=known is not None)
         # Notes not asked for are not kept, whatever an endpoint answers.
         notes = notes_from(answer.value) if with_notes else []
         span.set_attribute("memfleet.candidates", len(candidates))

@@ -184,6 +184,7 @@ async def _commit(
         embedding_model=decided.embedding_model or ctx.providers.embedder.model,
         source_session_id=handover.session_id,
         run=run, notes=notes.writes,
+        persons=decided.persons,
     ))
 
 

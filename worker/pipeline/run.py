@@ -22,11 +22,14 @@ from collections.abc import Sequence
 from worker.conversation import Snapshot
 from worker.errors import ConsolidationContention, UserVersionConflict
 from worker.pipeline import consolidate, cursor, embed, extract, notes, persist, summary
+from worker.pipeline import persons as persons_stage
 from worker.pipeline.context import RunContext
 from worker.pipeline.cursor import Position
 from worker.pipeline.extract import CandidateFact
 from worker.pipeline.notes import NO_NOTES, NotePlan
 from worker.pipeline.persist import RunResult
+from worker.providers.wire import KnownPerson
+from worker.store.person_types import PersonRecord
 from worker.vectors import Vector
 
 __all__ = ["RunContext", "RunResult", "run_once", "skip_slice"]
@@ -42,7 +45,15 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
         return await persist.opt_out(ctx, handover, position)
     refreshing = asyncio.create_task(summary.run(ctx, handover, position))
     try:
-        extracted = await extract.run(ctx, handover, position)
+        persons: list[PersonRecord] | None = None
+
+        async def people() -> tuple[KnownPerson, ...] | None:
+            # The user's persons (persons on), read within the extract stage.
+            nonlocal persons
+            persons = await persons_stage.read_known(ctx, handover.user_id)
+            return persons_stage.people_of(persons)
+
+        extracted = await extract.run(ctx, handover, position, people)
         candidates = extracted.facts
         embedded = await embed.run(ctx, candidates, extracted.notes)
         embeddings = embedded[:len(candidates)]
@@ -51,7 +62,7 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
         note_plan = await notes.run(ctx, handover.user_id, handover.session_id,
                                     extracted.notes, embedded[len(candidates):])
         return await _decide_and_commit(ctx, position, candidates, embeddings, refreshing,
-                                        note_plan)
+                                        persons, note_plan)
     finally:
         if not refreshing.done():  # the run ended early (an error): the summary is moot
             refreshing.cancel()
@@ -61,17 +72,18 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
 
 async def _decide_and_commit(
     ctx: RunContext, position: Position, candidates: Sequence[CandidateFact],
-    embeddings: Vector, refreshing: asyncio.Task[str | None], note_plan: NotePlan = NO_NOTES,
+    embeddings: Vector, refreshing: asyncio.Task[str | None],
+    persons: Sequence[PersonRecord] | None = None, note_plan: NotePlan = NO_NOTES,
 ) -> RunResult:
     handover = position.handover
     decided = await consolidate.run(ctx, handover.user_id, candidates, embeddings,
-                                    handover.handed_over_at, 1)
+                                    handover.handed_over_at, 1, persons)
     new_summary = await refreshing  # before the commit: it is stored with the slice
     attempts = ctx.settings.consolidation_attempts
     for attempt in range(1, attempts + 1):
         if attempt > 1:
             decided = await consolidate.run(ctx, handover.user_id, candidates, embeddings,
-                                            handover.handed_over_at, attempt)
+                                            handover.handed_over_at, attempt, persons)
         try:
             return await persist.commit(ctx, handover, position, decided, new_summary,
                                         candidates=len(candidates), attempt=attempt,

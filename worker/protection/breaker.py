@@ -45,3 +45,10 @@ async def trip(redis: Any, keys: BreakerKeys, base_s: float, max_s: float) -> in
 async def reset(redis: Any, keys: BreakerKeys) -> None:
     """The model answered again: the next failure starts from the shortest open time."""
     await redis.delete(keys.failures, keys.probe)
+
+
+async def open_for_ms(redis: Any, keys: BreakerKeys) -> int:
+    """How long the breaker stays open (0: closed): for work that calls the model outside
+    a session's claim, which carries this check otherwise (the portrait's refresh)."""
+    left = await redis.pttl(keys.open)
+    return max(0, int(left))

@@ -61,6 +61,7 @@ from worker.protocol.keys import (
     USER_ACTIVE_PREFIX,
     USER_JOBS_PREFIX,
     USER_MOVED_PREFIX,
+    USER_PORTRAIT_PREFIX,
     USER_SESSIONS_PREFIX,
     WAITING_PREFIX,
     WORKERS_PREFIX,
@@ -123,6 +124,12 @@ KEYS: tuple[KeySpec, ...] = (
             "enqueue.lua (SET '1' in hold mode: the user's hand-overs go to the joining"
             " shard now); the erase (DEL)", "enqueue.lua (stay and hold modes)",
             "7 days (PAYLOAD_TTL_MS); only ever on a moving user's old shard"),
+    KeySpec(USER_PORTRAIT_PREFIX + "{<user>}", "hash",
+            "portrait_note.lua (c: commits since the last refresh); portrait_queue.lua (j: the"
+            " queued refresh's job id); portrait_claim.lua (t: the last refresh, ms; c, j);"
+            " the erase (DEL)",
+            "portrait_note.lua, portrait_queue.lua",
+            "7 days (PAYLOAD_TTL_MS) after the user's last commit or refresh"),
     # ---- the fleet, per queue
     KeySpec("<queue>", "zset",
             "enqueue.lua (ZADD job id, due ms); ARQ (ZREM at the end, ZINCRBY on retry);"

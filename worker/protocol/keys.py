@@ -37,6 +37,8 @@ USER_ACTIVE_PREFIX = "memfleet:active:"
 USER_JOBS_PREFIX = "memfleet:jobs:"
 # While a shard is added (worker.protocol.shards), on a moving user's old shard.
 USER_MOVED_PREFIX = "memfleet:moved:"
+# The user's portrait refreshes (worker.protocol.portrait_queue), per user.
+USER_PORTRAIT_PREFIX = "memfleet:portrait:"
 # The fleet, per queue (+ <queue>).
 PENDING_PREFIX = "memfleet:pending:"
 CLAIMED_PREFIX = "memfleet:claimed:"
@@ -160,6 +162,11 @@ def user_moved_key(user_id: str) -> str:
 
 def user_jobs_key(user_id: str) -> str:
     return USER_JOBS_PREFIX + user_tag(user_id)
+
+
+def user_portrait_key(user_id: str) -> str:
+    """The user's portrait refresh state (a hash: c, t, j; worker.protocol.portrait_queue)."""
+    return USER_PORTRAIT_PREFIX + user_tag(user_id)
 
 
 def user_keys(user_id: str) -> tuple[str, ...]:

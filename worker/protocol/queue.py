@@ -83,6 +83,8 @@ from worker.protocol.replies import as_text
 from worker.protocol.scripts import PAYLOAD_MESSAGES, LuaScript
 
 JOB_FUNCTION = "persist_session_memory"
+# The fleet's refresh of one user's portrait (worker.protocol.portrait_queue).
+PORTRAIT_JOB_FUNCTION = "refresh_user_portrait"
 # Older lists a session may hold unprocessed; one more refuses the hand-over.
 BACKLOG_LIMIT = 32
 PAYLOAD_TTL_MS = 7 * 86_400_000
@@ -102,6 +104,13 @@ def job_bytes(session: SessionRef, enqueue_ms: int) -> bytes:
     job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [],
                            "k": {"user_id": session.user_id, "session_id": session.session_id},
                            "et": enqueue_ms}
+    return serialization.serialize(job)
+
+
+def portrait_job_bytes(user_id: str, enqueue_ms: int) -> bytes:
+    """A portrait refresh's ARQ job (worker.protocol.portrait_queue), as ``job_bytes``."""
+    job: dict[str, Any] = {"t": None, "f": PORTRAIT_JOB_FUNCTION, "a": [],
+                           "k": {"user_id": user_id}, "et": enqueue_ms}
     return serialization.serialize(job)
 
 

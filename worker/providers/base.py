@@ -14,6 +14,8 @@ from worker.providers.wire import (
     ExtractionRequest,
     NotePromotionAnswer,
     NotePromotionRequest,
+    PortraitAnswer,
+    PortraitRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -67,6 +69,13 @@ class Summarizer(Labelled, Protocol):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]: ...
 
 
+class PortraitWriter(Labelled, Protocol):
+    """The ``user_portrait`` pass (docs/portrait.md): called by the fleet's portrait job,
+    never by a session's job."""
+
+    async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]: ...
+
+
 class NotePromoter(Labelled, Protocol):
     """The note promotion pass (docs/notes.md): recurring notes said as one fact."""
 
@@ -97,6 +106,8 @@ class Providers:
     # For users whose facts `memfleet reembed` moved to another model than
     # ``embedder``'s: their candidates are embedded again with that one.
     embedder_factory: EmbedderFactory | None = None
+    # The user's portrait (docs/portrait.md); None where nothing writes portraits.
+    portrait_writer: PortraitWriter | None = None
     _other_embedders: dict[tuple[str, int], Embedder] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
@@ -115,8 +126,9 @@ class Providers:
     async def aclose(self) -> None:
         others = list(self._other_embedders.values())
         self._other_embedders.clear()
+        writer = () if self.portrait_writer is None else (self.portrait_writer,)
         for provider in (self.extractor, self.consolidator, self.summarizer, self.embedder,
-                         *others):
+                         *writer, *others):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()

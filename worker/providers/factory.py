@@ -31,6 +31,7 @@ from worker.providers.base import (
     Embedder,
     Extractor,
     NotePromoter,
+    PortraitWriter,
     Providers,
     Summarizer,
 )
@@ -41,6 +42,7 @@ from worker.providers.openai_chat import (
     OpenAIConsolidator,
     OpenAIExtractor,
     OpenAINotePromoter,
+    OpenAIPortraitWriter,
     OpenAISummarizer,
 )
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
@@ -50,6 +52,7 @@ from worker.providers.rules import (
     RulesNotePromoter,
     RulesSummarizer,
 )
+from worker.providers.rules_portrait import RulesPortraitWriter
 
 if TYPE_CHECKING:
     from worker.metrics import Metrics
@@ -239,7 +242,7 @@ def build_providers(
         raise ConfigurationError(f"unknown MEMFLEET_EMBED_PROVIDER {settings.embed_provider!r}")
     # Every option is checked before any client exists, so a bad setting leaks no client.
     budgets = _Budgets(settings, redis, metrics)
-    chat: tuple[ChatOptions, ChatOptions, ChatOptions] | None = None
+    chat: tuple[ChatOptions, ChatOptions, ChatOptions, ChatOptions] | None = None
     if settings.llm_provider == "openai":
         chat = (
             chat_options(settings, settings.extract_model, "extraction", on_failure, budgets),
@@ -249,6 +252,8 @@ def build_providers(
                 settings, settings.summary_model or settings.extract_model, "summaries",
                 on_failure, budgets,
             ),
+            # The portrait's calls share the endpoint's budget with the job's (docs/portrait.md).
+            chat_options(settings, portrait_model(settings), "portraits", on_failure, budgets),
         )
     embed = (_embed_options(settings, on_failure, budgets)
              if settings.embed_provider == "openai" else None)
@@ -256,6 +261,7 @@ def build_providers(
     extractor: Extractor
     consolidator: Consolidator
     summarizer: Summarizer
+    portrait_writer: PortraitWriter
     # One client per endpoint: the calls of a job share its pooled connections.
     clients = Clients()
     if chat is None:
@@ -264,10 +270,13 @@ def build_providers(
             RulesExtractor(budget_s, threads), RulesConsolidator(budget_s, threads),
             RulesSummarizer(budget_s, threads),
         )
+        portrait_writer = RulesPortraitWriter(budget_s, threads)
     else:
         extractor = OpenAIExtractor(chat[0], client=clients.of(*_endpoint_of(chat[0])))
         consolidator = OpenAIConsolidator(chat[1], client=clients.of(*_endpoint_of(chat[1])))
         summarizer = OpenAISummarizer(chat[2], client=clients.of(*_endpoint_of(chat[2])))
+        portrait_writer = OpenAIPortraitWriter(chat[3],
+                                               client=clients.of(*_endpoint_of(chat[3])))
     embedder: Embedder
     if embed is not None:
         embedder = OpenAIEmbedder(embed, client=clients.of(*_endpoint_of(embed)))
@@ -276,7 +285,13 @@ def build_providers(
     else:
         embedder = HashingEmbedder(settings.embed_dim)
     return Providers(extractor, consolidator, summarizer, embedder,
-                     _embedder_factory(settings, on_failure, budgets))
+                     _embedder_factory(settings, on_failure, budgets),
+                     portrait_writer=portrait_writer)
+
+
+def portrait_model(settings: Settings) -> str:
+    """The portrait pass's model: MEMFLEET_PORTRAIT_MODEL, else the summaries'."""
+    return settings.portrait_model or settings.summary_model or settings.extract_model
 
 
 def build_note_promoter(

@@ -35,21 +35,28 @@ from worker.providers.llm_json import (
     salvage_items,
 )
 from worker.providers.prompts import (
+    ATTRIBUTED_EXTRACTION_PROMPT,
+    ATTRIBUTED_WITH_NOTES_PROMPT,
     CONSOLIDATION_PROMPT,
     EXTRACTION_PROMPT,
     EXTRACTION_WITH_NOTES_PROMPT,
+    PORTRAIT_PROMPT,
     PROMOTION_PROMPT,
     SUMMARY_PROMPT,
 )
 from worker.providers.wire import (
+    AskedAttributed,
     AskedConsolidation,
     AskedExtraction,
+    AskedWithNotes,
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
     NotePromotionAnswer,
     NotePromotionRequest,
+    PortraitAnswer,
+    PortraitRequest,
     SummaryAnswer,
     SummaryRequest,
 )
@@ -100,16 +107,22 @@ class ChatPass(Generic[A]):
         return self.asked or self.answer
 
 
-_EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer, AskedExtraction,
-                       salvage_cut_off=True)
-# A request with "with_notes" (docs/notes.md): the prompt says what a note is, and the
-# schema asks for the notes too.
+_EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
+                    AskedExtraction, salvage_cut_off=True)
+# Persons on (the request names "people"): each fact also says who it is about.
+_ATTRIBUTED_EXTRACTION = ChatPass("fact_extraction", ATTRIBUTED_EXTRACTION_PROMPT,
+                                  ExtractionAnswer, AskedAttributed, salvage_cut_off=True)
+# Notes on (the request has "with_notes", docs/notes.md): the prompt says what a note is,
+# and the schema asks for the notes too; with persons or without.
 _EXTRACTION_WITH_NOTES = ChatPass("fact_extraction", EXTRACTION_WITH_NOTES_PROMPT,
+                                  ExtractionAnswer, AskedWithNotes, salvage_cut_off=True)
+_ATTRIBUTED_WITH_NOTES = ChatPass("fact_extraction", ATTRIBUTED_WITH_NOTES_PROMPT,
                                   ExtractionAnswer, salvage_cut_off=True)
 _PROMOTION = ChatPass("note_promotion", PROMOTION_PROMPT, NotePromotionAnswer)
 _CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
+_PORTRAIT = ChatPass("user_portrait", PORTRAIT_PROMPT, PortraitAnswer)
 
 
 @functools.cache
@@ -285,8 +298,11 @@ class OpenAIChat:
 
 class OpenAIExtractor(OpenAIChat):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
-        return await self._ask(_EXTRACTION_WITH_NOTES if request.with_notes else _EXTRACTION,
-                               request)
+        if request.with_notes:
+            spec = _EXTRACTION_WITH_NOTES if request.people is None else _ATTRIBUTED_WITH_NOTES
+        else:
+            spec = _EXTRACTION if request.people is None else _ATTRIBUTED_EXTRACTION
+        return await self._ask(spec, request)
 
 
 class OpenAIConsolidator(OpenAIChat):
@@ -297,6 +313,11 @@ class OpenAIConsolidator(OpenAIChat):
 class OpenAISummarizer(OpenAIChat):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         return await self._ask(_SUMMARY, request)
+
+
+class OpenAIPortraitWriter(OpenAIChat):
+    async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]:
+        return await self._ask(_PORTRAIT, request)
 
 
 class OpenAINotePromoter(OpenAIChat):

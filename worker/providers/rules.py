@@ -27,6 +27,7 @@ from worker.providers.llm_json import describe_errors
 from worker.providers.rules_consolidate import decide as decide  # re-exported
 from worker.providers.rules_notes import MAX_NOTES, note_in, promote
 from worker.providers.rules_patterns import RULES, norm
+from worker.providers.rules_persons import MessagePeople
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
 from worker.providers.wire import (
     ConsolidationAnswer,
@@ -135,6 +136,13 @@ def _facts_in(clause: str, today: date, with_agent: bool) -> ExtractedFact | Non
     return None
 
 
+def _clause_fact(clause: str, today: date, with_agent: bool,
+                 people: MessagePeople | None) -> ExtractedFact | None:
+    if people is not None and (about_someone := people.read(clause)) is not None:
+        return about_someone.fact
+    return _facts_in(clause, today, with_agent)
+
+
 def _day_of(observed_at: str) -> date:
     """The date of the wire's ``observed_at`` ("2026-11-22 (Sunday)")."""
     try:
@@ -157,6 +165,8 @@ def extract_facts(request: ExtractionRequest,
     for message in request.messages:
         if message.role.casefold() != "user":
             continue
+        # Persons on: clauses about someone else are theirs (rules_persons), never the user's.
+        people = None if request.people is None else MessagePeople(request.people)
         for sentence in _SENTENCE_END.split(normalised(message.content)):
             sentence = sentence.strip()
             if not sentence:
@@ -169,7 +179,8 @@ def extract_facts(request: ExtractionRequest,
                 # A forget request states nothing to keep: only what it retracts.
                 found = [_forgotten(sentence, today, with_agent)]
             else:
-                found = [_facts_in(clause, today, with_agent) for clause in _clauses(sentence)]
+                found = [_clause_fact(clause, today, with_agent, people)
+                         for clause in _clauses(sentence)]
             for fact in found:
                 key = (norm(fact.text), fact.forget) if fact is not None else None
                 if fact is not None and key not in seen:

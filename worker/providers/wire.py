@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
 )
 
@@ -34,6 +35,15 @@ class WireMessage(_Frozen):
     content: str
 
 
+class KnownPerson(_Frozen):
+    """A person of the user's that memory knows already (docs/persons.md): how the
+    extraction can tell "Ana" and "my sister" are one, and say so in ``about``."""
+
+    name: str | None
+    relation: str | None
+    aliases: tuple[str, ...] = ()
+
+
 class ExtractionRequest(_Frozen):
     task: Literal["fact_extraction"] = "fact_extraction"
     observed_at: str  # "2026-11-22 (Sunday)"
@@ -44,6 +54,10 @@ class ExtractionRequest(_Frozen):
     # server named one: facts may then belong to that relationship. Absent, not
     # null, when there is none, so requests without agents read as before.
     agent: str | None = None
+    # Persons on (MEMFLEET_PERSONS): the user's known persons, possibly none, and
+    # each fact is then asked who it is about (ExtractedFact.about). Absent when
+    # persons are off, so such a request reads as before.
+    people: tuple[KnownPerson, ...] | None = None
     # Notes are asked for (docs/notes.md): the answer may carry ``notes`` beside its
     # facts. Absent, not false, when they are not, so such requests read as before.
     with_notes: bool = False
@@ -51,14 +65,29 @@ class ExtractionRequest(_Frozen):
     @model_serializer(mode="wrap")
     def _without_absent_agent(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and data.get("agent") is None:
-            data.pop("agent", None)
-        if isinstance(data, dict) and not data.get("with_notes"):
-            data.pop("with_notes", None)
+        if isinstance(data, dict):
+            for optional in ("agent", "people"):
+                if data.get(optional) is None:
+                    data.pop(optional, None)
+            if not data.get("with_notes"):
+                data.pop("with_notes", None)
         return data
 
 
-class ExtractedFact(_Frozen):
+# Neither a name nor a relation: someone the conversation does not make clear
+# ("he", "my friend" among several); such a fact is kept by no one (docs/persons.md).
+class AboutPerson(_Frozen):
+    """The person a fact is about, when not the user: their name, their relation to
+    the user, or both."""
+
+    name: str | None = Field(default=None, max_length=100)
+    relation: str | None = Field(default=None, max_length=40)
+
+
+# One fact as the extraction answer was before persons: the shape asked for while
+# persons are off (AskedExtraction). Its docstring is part of the schema sent, so it
+# stays as it was.
+class UserFact(_Frozen):
     """One fact. The fields after ``importance`` came with the memory model; an
     endpoint that leaves them out gets their defaults (a stated profile fact,
     valid from when it was said, not expiring)."""
@@ -76,6 +105,30 @@ class ExtractedFact(_Frozen):
     # The user asked to forget this: ``text`` is the fact to retract, not one to keep
     # (docs/memory_model.md, "Forget requests").
     forget: bool = False
+
+
+# A UserFact and who it is about (docs/persons.md); an endpoint that leaves
+# ``about`` out means the user. The docstrings below are sent in the schema.
+class ExtractedFact(UserFact):
+    """One fact, and who it is about: "about" is null for the user."""
+
+    about: AboutPerson | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_the_user(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A fact about the user dumps as it did before persons (the stub's answers).
+        data = handler(self)
+        if isinstance(data, dict) and data.get("about") is None:
+            data.pop("about", None)
+        return data
+
+    @field_validator("about", mode="before")
+    @classmethod
+    def _name_alone(cls, value: Any) -> Any:
+        # json_object mode: a small model writes the name alone ("about": "Ana").
+        if isinstance(value, str):
+            return {"name": value} if value.strip() else None
+        return value
 
 
 # Free-form narrative context about the user that is not one short atomic fact
@@ -99,11 +152,22 @@ class ExtractionAnswer(_Frozen):
         return data
 
 
-# The extraction answer's schema as sent when notes are not asked for: facts only, so
-# the request is byte for byte the one without notes. Parsed as ExtractionAnswer. (A
-# comment, not a docstring: a docstring would enter the schema as its description.)
+# The extraction answer's schemas as sent, each parsed as ExtractionAnswer. (No
+# docstrings: a docstring would enter the schema as its description.) Persons off and
+# notes off: without ``about`` and without ``notes``, as before either.
 class AskedExtraction(_Frozen):
+    facts: tuple[UserFact, ...]
+
+
+# Persons on, notes off: who each fact is about, no notes (the schema persons sent).
+class AskedAttributed(_Frozen):
     facts: tuple[ExtractedFact, ...]
+
+
+# Persons off, notes on (docs/notes.md): the facts as before persons, and the notes.
+class AskedWithNotes(_Frozen):
+    facts: tuple[UserFact, ...]
+    notes: tuple[ExtractedNote, ...] = ()
 
 
 class Neighbor(_Frozen):
@@ -215,3 +279,31 @@ class PromotedFact(_Frozen):
 
 class NotePromotionAnswer(_Frozen):
     fact: PromotedFact
+
+
+# ---------------------------------------------------------------- the user's portrait
+
+MAX_PORTRAIT_CHARS = 2000  # a portrait's text; providers must answer within it
+MAX_PORTRAIT_FACTS = 200  # the most facts one request carries
+MAX_PORTRAIT_WORDS = 300  # the highest length a request may ask for
+
+
+class ProfileFact(_Frozen):
+    """One active profile fact a portrait is written from."""
+
+    text: str
+    category: Category
+
+
+class PortraitRequest(_Frozen):
+    """The ``user_portrait`` pass (docs/llm_wire.md, docs/portrait.md): a short narrative
+    of the user from their active profile facts, and from nothing else."""
+
+    task: Literal["user_portrait"] = "user_portrait"
+    observed_at: str  # "2026-11-22 (Sunday)": the day it is written
+    max_words: int = Field(ge=10, le=MAX_PORTRAIT_WORDS)
+    facts: tuple[ProfileFact, ...] = Field(min_length=1, max_length=MAX_PORTRAIT_FACTS)
+
+
+class PortraitAnswer(_Frozen):
+    portrait: str = Field(min_length=1, max_length=MAX_PORTRAIT_CHARS)

@@ -27,6 +27,7 @@ from worker.store.note_types import (
     PromotionResult,
     RankedNote,
 )
+from worker.store.person_types import PersonLabel, PersonOrigin, PersonRecord, PersonStatus
 from worker.store.types import (
     Acceptance,
     ConsentGate,
@@ -57,9 +58,11 @@ class PipelineStore(Protocol):
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int, *,
         agents: Sequence[str | None] | None = None, model: str | None = None,
+        persons: Sequence[int | None] | None = None,
     ) -> Neighbors:
         """The user's version and, per row of ``embeddings``, its top-k ACTIVE, unexpired
-        facts of the same agent (``agents``, per row: None for a profile fact), nearest
+        facts of the same agent (``agents``, per row: None for a profile fact) and about
+        the same person (``persons``, per row: None for the user), nearest
         first (cosine distance), read in one snapshot. Only rows embedded by ``model`` at
         the embeddings' dimension are ranked; ``other_model`` says when the user's facts
         are on another."""
@@ -86,6 +89,42 @@ class PipelineStore(Protocol):
         ``session_id`` embedded by ``model`` at that dimension; None where there is none
         (docs/notes.md)."""
         ...
+
+    async def known_persons(self, user_id: str) -> list[PersonRecord]:
+        """The user's persons that are not merged into another, with their current
+        label, by id (docs/persons.md): what a run attributes facts to."""
+        ...
+
+
+class PersonStore(Protocol):
+    """What the memory API and the read path do on the people in a user's life
+    (docs/persons.md). Every change is a write under the user's version; nothing is
+    deleted but by an erase."""
+
+    async def persons(self, user_id: str, *, include_merged: bool = False
+                      ) -> list[PersonRecord]: ...
+
+    async def person(self, user_id: str, person_id: int) -> PersonRecord | None: ...
+
+    async def person_facts(
+        self, user_id: str, *, person_id: int | None = None, limit: int = ...,
+        consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]:
+        """Active, unexpired facts about the user's persons (one, or all), by person,
+        then pinned, importance and id; none behind a closed ``consent_gate``."""
+        ...
+
+    async def create_person(self, user_id: str, label: PersonLabel,
+                            origin: PersonOrigin = "user") -> PersonRecord: ...
+
+    async def relabel_person(self, user_id: str, person_id: int, label: PersonLabel
+                             ) -> tuple[PersonStatus, PersonRecord | None]: ...
+
+    async def move_fact(self, user_id: str, fact_id: int, person_id: int | None
+                        ) -> tuple[PersonStatus, FactRecord | None]: ...
+
+    async def merge_persons(self, user_id: str, source_id: int, target_id: int
+                            ) -> tuple[PersonStatus, PersonRecord | None]: ...
 
 
 class MemoryStore(Protocol):
@@ -132,6 +171,14 @@ class MemoryStore(Protocol):
         """``count_active`` and ``active_embedding`` at once (one round trip)."""
         ...
 
+    async def stable_plan(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> tuple[list[FactRecord], ReadPlan]:
+        """``stable_facts`` and ``read_plan`` at once (one round trip): the prompt
+        split's read before its search."""
+        ...
+
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None: ...
 
     async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
@@ -147,14 +194,20 @@ class MemoryStore(Protocol):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None,
+        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
     ) -> list[RankedFact]:
         """Top-k facts by meaning and by words, with their rank in each list: of the
-        rows ``facts`` returns for the same scope, agent, time and consent gate."""
+        rows ``facts`` returns for the same scope, agent, time and consent gate, less
+        the ids of ``exclude`` (ranked as if they were not there; a read of now only:
+        with a time, ValueError)."""
         ...
 
-    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
-        """Insert a fact written by hand (source_kind 'manual'); bumps the user's version."""
+    async def add_fact(self, user_id: str, fact: NewFact, *,
+                       if_memory_on: ConsentGate | None = None) -> FactRecord:
+        """Insert a fact written by hand (source_kind 'manual'); bumps the user's version.
+        With ``if_memory_on``, only while the user's memory is on behind that gate, read
+        in the write's own transaction under the user's lock (a consent change is
+        before it or after it): else MemoryOptedOut, nothing written."""
         ...
 
     async def remove_fact(self, user_id: str, fact_id: int) -> FactRecord | None:

@@ -52,7 +52,7 @@ async def _new_version(
     row = await conn.fetchrow(
         _sql("insert_version"), user_id, text, category, importance, HalfVector(embedding),
         model, datetime.now(UTC), session_id, kind, old["scope"], old["agent_id"],
-        valid_from, valid_to, expires_at, old["pinned"], confidence, via)
+        valid_from, valid_to, expires_at, old["pinned"], confidence, via, old["person_id"])
     if await conn.fetchval(_sql("supersede_version"), user_id, old["id"], row["id"]) is None:
         raise RowMissing  # cannot happen: ``old`` is locked and was active
     return fact_of(row)

@@ -10,6 +10,7 @@ errors translated at this edge.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -44,7 +45,10 @@ class _Snapshot:
             raise ValueError(f"no export section {section!r}")
         async for row in self._conn.cursor(self._sql[section], self._user_id,
                                            prefetch=ROWS_PER_FETCH):
-            yield dict(row)
+            item = dict(row)
+            if section == "persons":  # a person's label versions, aggregated as jsonb
+                item["labels"] = json.loads(item["labels"] or "[]")
+            yield item
 
 
 class PostgresMaintenanceStore(PooledStore):

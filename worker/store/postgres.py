@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 import asyncpg
 from pgvector import HalfVector
 
-from worker.errors import ConfigurationError
+from worker.errors import ConfigurationError, MemoryOptedOut
 from worker.memory_rules import MemoryScope
 from worker.outcomes import ATTEMPTS, CURSOR_MOVES, DEAD_LETTERS
 from worker.store import halfvec, queries
@@ -26,6 +26,8 @@ from worker.store.base import MemoryStore
 from worker.store.corrections import PostgresCorrections
 from worker.store.fence_key import FenceKeys
 from worker.store.notes import PostgresNotes
+from worker.store.persons import PostgresPersons
+from worker.store.portraits import PostgresPortraits
 from worker.store.run_commit import commit_arguments, flat_json
 from worker.store.translate import PG_ERRORS, commit_error, status_count, store_error, translated
 from worker.store.types import (
@@ -45,7 +47,7 @@ from worker.store.types import (
     Vector,
 )
 from worker.store.versioned import RowMissing, fact_of
-from worker.store.visibility import check_read
+from worker.store.visibility import check_exclude, check_read, consent_open
 
 # An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
@@ -70,7 +72,7 @@ def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
     return store
 
 
-class PostgresStore(PostgresCorrections, PostgresNotes):
+class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits, PostgresNotes):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
@@ -92,15 +94,18 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int, *,
         agents: Sequence[str | None] | None = None, model: str | None = None,
+        persons: Sequence[int | None] | None = None,
     ) -> Neighbors:
         result: list[list[NeighborRow]] = [[] for _ in range(len(embeddings))]
         if not len(embeddings):
             return Neighbors(0, result)
         vectors = halfvec.encode_rows(embeddings)
         per_candidate = list(agents) if agents is not None else [None] * len(embeddings)
+        about = list(persons) if persons is not None else [None] * len(embeddings)
         async with translated("the neighbour query"):
             rows = await self._pool.fetch(self._pipeline["neighbors"], user_id, vectors, k,
-                                          per_candidate, model, int(embeddings.shape[1]))
+                                          per_candidate, model, int(embeddings.shape[1]),
+                                          about)
         version = 0
         other: tuple[str, int] | None = None
         for row in rows:
@@ -255,6 +260,20 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
         # scope "none" matches no row: a count of 0.
         return ReadPlan(row["active"], None if model is None else (model, row["embedding_dim"]))
 
+    async def stable_plan(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> tuple[list[FactRecord], ReadPlan]:
+        check_read(scope)
+        async with translated("reading facts"):
+            rows = await self._pool.fetch(self._api["stable_plan"], user_id, scope, agent_id,
+                                          _gate(consent_gate), max(0, limit))
+        # scope "none" matches no row: a count of 0, no fact (one row, its columns NULL).
+        first = rows[0]
+        model = first["plan_model"]
+        plan = ReadPlan(first["active"], None if model is None else (model, first["plan_dim"]))
+        return [fact_of(row) for row in rows if row["id"] is not None], plan
+
     async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
         async with translated("reading a fact"):
             row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
@@ -274,19 +293,21 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None,
+        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
     ) -> list[RankedFact]:
         """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
         check_read(scope, valid_at=valid_at, known_at=known_at)
+        as_of = valid_at is not None or known_at is not None
+        check_exclude(exclude, as_of=as_of)
         if scope == "none":
             return []
-        as_of = valid_at is not None or known_at is not None
-        extra = (valid_at, known_at) if as_of else ()
+        # The "as of" read takes no exclusion (check_exclude); the other its ids last.
+        tail = (valid_at, known_at, _gate(consent_gate)) if as_of else (
+            _gate(consent_gate), list(exclude))
         async with translated("searching facts"):
             rows = await self._pool.fetch(
                 self._api["search_as_of" if as_of else "search"], user_id,
-                HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *extra,
-                _gate(consent_gate),
+                HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *tail,
             )
         return [RankedFact(fact_of(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
 
@@ -314,11 +335,15 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
 
     # -- writing (MemoryStore) ---------------------------------------------
 
-    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+    async def add_fact(self, user_id: str, fact: NewFact, *,
+                       if_memory_on: ConsentGate | None = None) -> FactRecord:
         observed_at = datetime.now(UTC)
         t = fact.terms
 
         async def write(conn: Any) -> FactRecord:
+            if if_memory_on is not None and not consent_open(
+                    await conn.fetchval(self._api["consent"], user_id), if_memory_on):
+                raise MemoryOptedOut()
             row = await conn.fetchrow(
                 self._api["insert_manual_fact"], user_id, fact.text, fact.category,
                 fact.importance, HalfVector(fact.embedding), fact.embedding_model, observed_at,
@@ -327,7 +352,8 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
             )
             return fact_of(row)
 
-        result = await self._versioned("adding a fact", user_id, write)
+        result = await self._versioned("adding a fact", user_id, write,
+                                       user_lock=if_memory_on is not None)
         assert result is not None  # an insert always returns its row
         return result
 
@@ -371,10 +397,15 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
                 ("memory_note", "erase_notes", ()),
                 ("memory_note_check", "erase_note_check", ()),
                 ("memory_fact", "erase_facts", ()),
+                # The people in the user's life, once no fact points at them.
+                ("memory_person_label", "erase_person_labels", ()),
+                ("memory_person", "erase_persons", ()),
                 ("memory_run", "erase_runs", ()),
                 ("session_cursor", "erase_cursors", ()),
                 ("user_memory_state", "erase_state", ()),
                 ("user_memory_consent", "erase_consent", (erasure.keep_opt_out,)),
+                ("memory_portrait", "erase_portraits", ()),
+                ("user_portrait_choice", "erase_portrait_choice", (erasure.keep_opt_out,)),
             ):
                 sql = self._notes_sql if table.startswith("memory_note") else self._api
                 status: str = await conn.execute(sql[name], user_id, *extra)
@@ -387,6 +418,8 @@ class PostgresStore(PostgresCorrections, PostgresNotes):
                 conn.transaction():
             await conn.execute(self._api["lock_user"], user_id)
             await conn.execute(self._api["set_consent"], user_id, enabled)
+            if not enabled:  # a portrait is empty while memory is off (docs/portrait.md)
+                await self._end_portrait_on(conn, user_id, "memory_off")
 
     async def consent(self, user_id: str) -> bool | None:
         async with translated("reading consent"):

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from worker.store import halfvec
+from worker.store.person_types import ExistingPerson, PersonRef
 from worker.store.types import ExistingRow, HoldProposal, InsertFact, RunCommit
 
 
@@ -69,4 +70,21 @@ def commit_arguments(commit: RunCommit, fence_key: str) -> tuple[Any, ...]:
         [t.valid_from for t in terms], [t.valid_to for t in terms],
         [t.expires_at for t in terms], [t.basis for t in terms],
         [t.confidence for t in terms], json.dumps(holds),
+        persons_argument(commit, [t.person for t in terms]),
     )
+
+
+def persons_argument(commit: RunCommit, about: list[PersonRef | None]) -> str | None:
+    """memfleet_commit_persons' p_persons: the persons to create and relabel, and per
+    new fact the person it is about; None (every new fact about the user, nothing to
+    write) when persons are off or the run met no one."""
+    writes = commit.persons
+    if writes is None or (not writes.create and not writes.relabel
+                          and all(p is None for p in about)):
+        return None
+    return json.dumps({
+        "create": [label.row() for label in writes.create],
+        "relabel": [{"person_id": r.person_id, **r.label.row()} for r in writes.relabel],
+        "facts": [None if p is None else {"person_id": p.id} if isinstance(p, ExistingPerson)
+                  else {"new": p.ref} for p in about],
+    })

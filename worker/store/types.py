@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from worker.outcomes import Outcome
 from worker.store.note_types import InsertNote
+from worker.store.person_types import PersonRef, PersonWrites
 from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
 
@@ -133,6 +134,9 @@ class FactTerms:
     expires_at: datetime | None = None
     basis: str = "stated"  # stated | inferred
     confidence: float = 0.9
+    # Who the fact is about: None, the user; else one of the user's persons
+    # (docs/persons.md).
+    person: PersonRef | None = None
 
 
 PROFILE = FactTerms()
@@ -264,6 +268,9 @@ class RunCommit:
     # The run's notes (docs/notes.md), written in the same transaction; none when notes
     # are off.
     notes: tuple[InsertNote, ...] = ()
+    # The persons the run creates or relabels (docs/persons.md); None: persons are
+    # off, and every new fact is about the user.
+    persons: PersonWrites | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +300,8 @@ class FactRecord:
     # How a manual fact was written (api | panel | tool | cli); None for an extracted
     # or imported fact, and for a manual one written before it was recorded.
     written_via: str | None = None
+    # Who the fact is about: None, the user; else the id of one of the user's persons.
+    person_id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -319,6 +328,7 @@ class FactRecord:
             "embedding_model": self.embedding_model,
             "embedding_dim": self.embedding_dim,
             "written_via": self.written_via,
+            "person_id": self.person_id,
         }
 
 
@@ -404,9 +414,10 @@ class HeldOutcome:
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).
-ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "notes"]
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "persons", "portraits",
+                        "notes"]
 EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals",
-                                              "notes")
+                                              "persons", "portraits", "notes")
 
 
 @dataclass(frozen=True, slots=True)

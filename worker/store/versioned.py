@@ -36,15 +36,20 @@ def fact_of(row: Any) -> FactRecord:
 
 class VersionedWrites(PooledStore):
     async def _versioned(
-        self, what: str, user_id: str, write: Callable[[Any], Awaitable[T]]
+        self, what: str, user_id: str, write: Callable[[Any], Awaitable[T]], *,
+        user_lock: bool = False,
     ) -> T | None:
         """Run ``write`` in a transaction that also wins the user-version compare-and-set;
         None (nothing written, the version untouched) when it raises RowMissing. Any
-        other exception it raises rolls the transaction back and passes through."""
+        other exception it raises rolls the transaction back and passes through.
+        ``user_lock``: the user's advisory lock, shared, first (as a worker's commit
+        takes it): a consent change or an erase waits for the write, or it for them."""
         api = queries.load("memory_api")
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with translated(what), self._pool.acquire() as conn, conn.transaction():
+                    if user_lock:
+                        await conn.execute(api["lock_user_shared"], user_id)
                     version = await conn.fetchval(api["user_version"], user_id)
                     bumped = await conn.fetchval(api["bump_user_version"], user_id, version)
                     if bumped is None:

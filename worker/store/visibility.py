@@ -8,6 +8,7 @@ tests/contract/test_store_visibility.py holds the two together, case by case.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from worker.memory_rules import MEMORY_SCOPES, MemoryScope
@@ -34,10 +35,19 @@ def check_read(
             raise ValueError("as-of times must carry a time zone")
 
 
+def check_exclude(exclude: Sequence[int], *, as_of: bool) -> None:
+    """A search leaves facts out only on the read of now (the prompt split's volatile
+    read); an "as of" search with ids to leave out is refused (ValueError)."""
+    if exclude and as_of:
+        raise ValueError("an as-of search cannot leave facts out")
+
+
 def in_scope(fact: FactRecord, scope: MemoryScope, agent_id: str | None) -> bool:
-    """Profile facts for ``profile`` and ``both``; relationship facts of ``agent_id``
-    only, for ``relationship`` and ``both``. Another agent's never. (fact_rules.sql
-    in_scope)"""
+    """The user's own facts (never one about a person of theirs): profile facts for
+    ``profile`` and ``both``; relationship facts of ``agent_id`` only, for
+    ``relationship`` and ``both``. Another agent's never. (fact_rules.sql in_scope)"""
+    if fact.person_id is not None:
+        return False
     if scope == "all":
         return True
     if fact.scope == "profile":

@@ -1,5 +1,5 @@
 """The in-memory store's reads that follow from its others (count_active, newest_facts,
-stable_facts, read_plan, chain), as a mixin of InMemoryStore: what PostgreSQL answers
+stable_facts, read_plan, stable_plan, chain), as a mixin of InMemoryStore: what PostgreSQL answers
 in one statement each (worker/store/sql/facts.sql, memory_api.sql), here derived from
 ``facts``."""
 
@@ -31,6 +31,20 @@ class _Host(Protocol):
     ) -> int: ...
 
 
+class _Stable(Protocol):
+    """What stable_plan needs: the mixin's own two reads."""
+
+    async def stable_facts(
+        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> list[FactRecord]: ...
+
+    async def read_plan(
+        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
+        consent_gate: ConsentGate | None = None,
+    ) -> ReadPlan: ...
+
+
 class InMemoryDerivedReads:
     __slots__ = ()
 
@@ -57,6 +71,15 @@ class InMemoryDerivedReads:
                                  consent_gate=consent_gate)
         ordered = sorted(facts, key=lambda f: (not f.pinned, -f.importance, f.id))
         return ordered[:limit] if limit >= 1 else []
+
+    async def stable_plan(
+        self: _Stable, user_id: str, limit: int, *, scope: MemoryScope = "both",
+        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
+    ) -> tuple[list[FactRecord], ReadPlan]:
+        facts = await self.stable_facts(user_id, limit, scope=scope, agent_id=agent_id,
+                                        consent_gate=consent_gate)
+        return facts, await self.read_plan(user_id, scope=scope, agent_id=agent_id,
+                                           consent_gate=consent_gate)
 
     async def read_plan(
         self: _Host, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,

@@ -49,10 +49,11 @@ from worker.store.types import (
     SessionRead,
     Vector,
 )
-from worker.store.visibility import check_read
+from worker.store.visibility import check_exclude, check_read
 from worker.testing.in_memory_corrections import InMemoryCorrections
 from worker.testing.in_memory_dead_letters import dead_letters_of
 from worker.testing.in_memory_notes import InMemoryNotes, NoteRow
+from worker.testing.in_memory_persons import InMemoryPersons
 from worker.testing.in_memory_reads import InMemoryDerivedReads
 
 _WORD = re.compile(r"\w+")
@@ -65,7 +66,8 @@ class _Row:
 
 
 @dataclass(slots=True)
-class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
+class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads,
+                    InMemoryNotes):
     cursors: dict[tuple[str, str], CursorState] = field(default_factory=dict)  # (user, session)
     versions: dict[str, int] = field(default_factory=dict)
     consents: dict[str, bool] = field(default_factory=dict)
@@ -87,6 +89,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
     async def neighbors(
         self, user_id: str, embeddings: Vector, k: int, *,
         agents: Sequence[str | None] | None = None, model: str | None = None,
+        persons: Sequence[int | None] | None = None,
     ) -> Neighbors:
         now = datetime.now(UTC)
         active = [row for row in self.rows.values()
@@ -102,8 +105,9 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
         result: list[list[NeighborRow]] = []
         for i, query in enumerate(_half(embeddings) if len(embeddings) else []):
             agent = agents[i] if agents is not None else None
+            person = persons[i] if persons is not None else None
             ranked = sorted(((_distance(query, r.embedding), r.fact.id, r) for r in same
-                             if r.fact.agent_id == agent),
+                             if r.fact.agent_id == agent and r.fact.person_id == person),
                             key=lambda t: (t[0], t[1]))[:k]
             result.append([NeighborRow(r.fact.id, r.fact.text, r.fact.observed_at, d,
                                        r.fact.pinned, r.fact.confidence)
@@ -140,12 +144,15 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
             self.versions[user] = commit.user_version + 1
         run_id = self._insert_run(commit.run)
         new_ids: dict[int, int] = {}
-        for write in commit.writes:
-            if isinstance(write, InsertFact):
-                new_ids[write.ref] = self._insert(
-                    user, write.text, write.category, write.importance, write.embedding,
-                    commit.observed_at, commit.source_session_id, "extracted",
-                    terms=write.terms, model=commit.embedding_model)
+        inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
+        about = ([None] * len(inserts) if commit.persons is None else self.write_persons(
+            user, commit.persons, [w.terms.person for w in inserts], commit.source_session_id,
+            commit.observed_at))
+        for insert, person_id in zip(inserts, about, strict=True):
+            new_ids[insert.ref] = self._insert(
+                user, insert.text, insert.category, insert.importance, insert.embedding,
+                commit.observed_at, commit.source_session_id, "extracted",
+                terms=insert.terms, model=commit.embedding_model, person_id=person_id)
         for write in commit.writes:
             if isinstance(write, HoldProposal):
                 if write.target is None or write.target.id in self.rows:
@@ -205,11 +212,13 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
         self, user_id: str, embedding: Vector, words_query: str, k: int, *,
         scope: MemoryScope = "both", agent_id: str | None = None,
         valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None,
+        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
     ) -> list[RankedFact]:
+        check_exclude(exclude, as_of=valid_at is not None or known_at is not None)
         visible = {f.id for f in await self.facts(user_id, scope=scope, agent_id=agent_id,
                                                   valid_at=valid_at, known_at=known_at,
                                                   consent_gate=consent_gate)}
+        visible -= set(exclude)
         active = [self.rows[i] for i in sorted(visible)]
         query = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         semantic = sorted((r for r in active if r.fact.embedding_dim == len(query)),
@@ -238,7 +247,11 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
 
     # -- writing (MemoryStore) ---------------------------------------------
 
-    async def add_fact(self, user_id: str, fact: NewFact) -> FactRecord:
+    async def add_fact(self, user_id: str, fact: NewFact, *,
+                       if_memory_on: ConsentGate | None = None) -> FactRecord:
+        if if_memory_on is not None and not visibility.consent_open(
+                self.consents.get(user_id), if_memory_on):
+            raise MemoryOptedOut()
         self.versions[user_id] = self.versions.get(user_id, 0) + 1
         fact_id = self._insert(user_id, fact.text, fact.category, fact.importance,
                                fact.embedding, datetime.now(UTC), None, "manual",
@@ -281,12 +294,16 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
         if user_id in self.consents and (self.consents[user_id] or not erasure.keep_opt_out):
             del self.consents[user_id]
             consent = 1
+        persons = self.erase_persons(user_id)
         notes = self._erase_notes(user_id)
         counts = {"memory_held_proposal": proposals, "memory_note": notes,
                   "memory_note_check": 0, "memory_fact": len(facts),
+                  "memory_person_label": persons, "memory_person": persons,
                   "memory_run": runs,
                   "session_cursor": len(cursors), "user_memory_state": state,
-                  "user_memory_consent": consent}
+                  "user_memory_consent": consent,
+                  # It keeps no portraits (docs/portrait.md: PostgreSQL's alone).
+                  "memory_portrait": 0, "user_portrait_choice": 0}
         self.erasures.append(counts)
         return counts
 
@@ -309,7 +326,8 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
     def _insert(self, user_id: str, text: str, category: str, importance: int,
                 embedding: Vector, observed_at: datetime, session_id: str | None,
                 kind: str, *, terms: FactTerms = PROFILE, model: str = "",
-                pinned: bool = False, via: str | None = None) -> int:
+                pinned: bool = False, via: str | None = None,
+                person_id: int | None = None) -> int:
         fact_id, self._next_fact = self._next_fact, self._next_fact + 1
         fact = FactRecord(
             id=fact_id, user_id=user_id, text=text, category=category, importance=importance,
@@ -320,6 +338,7 @@ class InMemoryStore(InMemoryCorrections, InMemoryDerivedReads, InMemoryNotes):
             expires_at=terms.expires_at, pinned=pinned, basis=terms.basis,
             confidence=terms.confidence, embedding_model=model,
             embedding_dim=int(np.asarray(embedding).shape[-1]), written_via=via,
+            person_id=person_id,
         )
         vector = _half(np.asarray(embedding, dtype=np.float32)[None, :])[0]
         self.rows[fact_id] = _Row(fact, vector)

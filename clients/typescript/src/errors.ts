@@ -15,7 +15,9 @@
  *   │   │                          is another user's (401, 403)
  *   │   ├── NotFound               no such fact or held proposal for the user (404)
  *   │   ├── WriteConflict          the fact or proposal changed since it was read (409):
- *   │   │                          nothing written; read it again
+ *   │   │   │                      nothing written; read it again
+ *   │   │   └── MemoryOff          an add asked with ifMemoryOn found the user's memory
+ *   │   │                          off (409): nothing stored
  *   │   ├── InvalidRequest         the API refused a request's input (400, 413, 422)
  *   │   ├── RateLimited            the user's manual writes, erases or exports are over
  *   │   │                          their rate (429, retryAfterS)
@@ -125,6 +127,10 @@ export class NotFound extends MemoryApiError {}
 
 export class WriteConflict extends MemoryApiError {}
 
+/** 409 with error MemoryOff: an add asked only while the user's memory is on
+ * (`ifMemoryOn`, as the memory tools ask) found it off. Nothing was stored. */
+export class MemoryOff extends WriteConflict {}
+
 export class InvalidRequest extends MemoryApiError {}
 
 export class ConfigurationError extends MemfleetError {}
@@ -139,6 +145,7 @@ export const ERROR_CLASSES = {
   UserSessionsFull,
   TooManyLongPolls,
   LongPollsFull,
+  MemoryOff,
 } as const;
 
 export type ErrorKind = keyof typeof ERROR_CLASSES;

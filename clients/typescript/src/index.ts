@@ -49,6 +49,7 @@ export type {
   StableBlock,
   SupersededReason,
   UserExport,
+  UserPortrait,
   Via,
   VolatileBlock,
   WrittenVia,
@@ -57,6 +58,7 @@ export {
   AccessDenied,
   ConfigurationError,
   WriteConflict,
+  MemoryOff,
   HandoverBacklogFull,
   HandoverTooLarge,
   HandoverUnavailable,
@@ -79,6 +81,7 @@ export type { Limits } from "./limits.js";
 export { sessionTag } from "./protocol/session_tag.js";
 export { HOLD, ShardMap, shardFor, shardScore, STAY } from "./protocol/shards.js";
 export type { Route, ShardMode } from "./protocol/shards.js";
+export { portraitTag } from "./http/memory_types.js";
 export { covers, eventCovers } from "./types.js";
 export type {
   CommitEvent,

@@ -22,6 +22,7 @@
 import {
   InvalidRequest,
   MemoryApiUnavailable,
+  MemoryOff,
   NotFound,
   RateLimited,
   WriteConflict,
@@ -185,6 +186,7 @@ function ok(answer: Record<string, unknown>): string {
 
 /** The API's refusals the model can act on, as its result; anything else throws. */
 function refusal(thrown: unknown): string | null {
+  if (thrown instanceof MemoryOff) return error("memory_off", MEMORY_OFF);
   if (thrown instanceof NotFound || thrown instanceof WriteConflict) {
     return error("not_found", NOT_FOUND);
   }
@@ -279,7 +281,7 @@ export class MemoryToolExecutor {
     if (name === "save_memory") {
       const saved = await client.addFact(userId, { text: args.text as string,
         category: (args.category as Category | undefined) ?? "general", scope: "profile",
-        via: "tool" });
+        via: "tool", ifMemoryOn: true });  // the API checks the consent again as it writes
       return ok({ saved: shown(saved) });
     }
     const agent = this.agentId === undefined ? {} : { agentId: this.agentId };

@@ -160,7 +160,8 @@ async def test_erase_deletes_everything_of_one_user_only(
         return {
             table: await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = $1", user)  # noqa: S608
             for table in ("memory_held_proposal", "memory_note", "memory_note_check",
-                          "memory_fact", "memory_run", "session_cursor", "user_memory_state")
+                          "memory_fact", "memory_person_label", "memory_person", "memory_run",
+                          "session_cursor", "user_memory_state")
         }
 
     before = await counts("ada")
@@ -171,7 +172,8 @@ async def test_erase_deletes_everything_of_one_user_only(
     resp = await api.delete("/users/ada", headers=bearer("ada"))
     assert resp.status_code == 200
     assert resp.json() == {"user_id": "ada", "deleted": {
-        **before, "user_memory_consent": 0, "handovers": 1, "jobs": 0, "chat_sessions": 1}}
+        **before, "user_memory_consent": 0, "handovers": 1, "jobs": 0, "chat_sessions": 1,
+        "memory_portrait": 0, "user_portrait_choice": 0}}
     erasures = await db.fetch("SELECT removed::text FROM memory_erasure")
     assert len(erasures) == 1 and "ada" not in erasures[0][0], "recorded without the user"
     assert await counts("ada") == dict.fromkeys(before, 0)

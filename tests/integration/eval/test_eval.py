@@ -33,11 +33,13 @@ from worker.read import BLOCK_HEADER
 RULES = {
     "plain": (40, 40), "updates": (30, 30), "retractions": (16, 20), "aba": (40, 40),
     "contradictions": (30, 30), "relative_dates": (7, 10), "expiring": (21, 27),
-    "paraphrase": (10, 10), "other_people": (19, 22), "hypotheticals": (30, 30),
+    "paraphrase": (10, 10), "other_people": (22, 22), "hypotheticals": (30, 30),
     "short_replies": (0, 28), "two_agents": (35, 37), "non_english": (0, 38),
-    "injection": (24, 30),
+    "injection": (24, 30), "portrait_update": (39, 39),
+    # The people in a user's life (docs/persons.md): with persons on, the default.
+    "named_people": (41, 41), "person_changes": (32, 32),
 }
-RULES_TOTAL = (302, 392)
+RULES_TOTAL = (417, 504)
 # Questions answered right / asked per kind by the offline answer rules (the stub's
 # memory_question task; worker/eval/qa_rules.py), measured. Its misses: the facts
 # the rules never learned (non_english, short_replies, "since 2019"), two nicknames
@@ -50,6 +52,7 @@ QA_RULES = {
     "relative_dates": (7, 10), "expiring": (7, 7), "paraphrase": (10, 10),
     "other_people": (8, 8), "hypotheticals": (6, 6), "short_replies": (0, 10),
     "two_agents": (15, 16), "non_english": (0, 14), "injection": (8, 8),
+    "named_people": (2, 2), "person_changes": (1, 1),
 }
 # The gold fact first, within the top 3, and first by meaning alone, in the search
 # for the question among the haystack's distractors, hashing embeddings at the tests'
@@ -57,7 +60,8 @@ QA_RULES = {
 # scenarios before, docs/eval.md).
 RETRIEVAL_HASHING = (27, 57, 31)
 # The kinds a consolidation that never supersedes must lose on.
-SUPERSEDING = ("updates", "retractions", "aba", "contradictions", "paraphrase")
+SUPERSEDING = ("updates", "retractions", "aba", "contradictions", "paraphrase",
+               "portrait_update")
 
 
 def _memfleet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -114,7 +118,7 @@ async def test_the_rules_provider_reaches_its_measured_scores_and_leaves_nothing
                                   "embeddings": f"hashing-v1 ({settings.embed_dim} dims)"}
     assert document["prompt_version"] and document["control"] is None
     assert set(document["runs"]) == {"committed"}  # no run failed: the scores are memory's
-    assert len(document["scenarios"]) == 140
+    assert len(document["scenarios"]) == 170
     # The baselines, beside it in the table and the JSON, hold nothing (docs/eval.md).
     assert {name: b["total"]["held"] for name, b in document["baselines"].items()} == \
         {"empty": 0, "raw-messages": 0, "latest-session": 0}

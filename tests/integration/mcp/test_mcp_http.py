@@ -103,6 +103,15 @@ async def test_no_credential_is_401(mcp_url: str) -> None:
         assert refused.json()["error"] == "Unauthorized"
 
 
+async def test_a_request_head_over_16_kib_is_refused_before_any_check(mcp_url: str) -> None:
+    """h11's bound, whatever HTTP parser is installed (httptools would ignore it)."""
+    refused = raw_post(mcp_url, {"Authorization": f"Bearer {token('ada')}",
+                                 "X-Pad": "x" * 64_000}, INITIALIZE)
+    assert refused.status_code == 431, refused.status_code
+    assert refused.json() == {"error": "Refused",
+                              "detail": "the request's headers are over 16384 bytes"}
+
+
 async def test_a_body_over_the_cap_is_413(mcp_url: str) -> None:
     big = {**INITIALIZE, "params": {**INITIALIZE["params"], "pad": "x" * 300_000}}
     refused = raw_post(mcp_url, {"Authorization": f"Bearer {token('ada')}"}, big)

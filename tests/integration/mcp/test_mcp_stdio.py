@@ -5,6 +5,7 @@ whatever the credential; memory off stores nothing; no credential, one line, exi
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -69,11 +70,16 @@ async def test_one_user_per_process_whatever_the_credential(
         assert all("4321" not in r["text"] for r in found["results"])
         block = (await mcp.read_resource(AnyUrl(KNOWN_FACTS_URI))).contents[0]
         assert "4321" not in block.text  # type: ignore[union-attr]
-    # ada's token named for bob: the API refuses every call
-    async with stdio_session(api_url, "bob", MEMFLEET_USER_TOKEN=token("ada")) as mcp:
-        refused = await mcp.call_tool("list_memory", {})
-        assert refused.isError
-        assert "4321" not in str(refused.content)
+    # ada's token named for bob: refused at start, one line, exit 2, nothing served
+    done = await asyncio.to_thread(
+        subprocess.run, [MEMFLEET, "mcp", "--user", "bob", "--api-url", api_url],
+        env=clean_env(MEMFLEET_USER_TOKEN=token("ada")), capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stdout) == (2, "")
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("memfleet: `memfleet mcp` cannot act for --user: ")
+    assert "403" in line or "refused" in line or "denied" in line.lower(), line
+    assert "bob" not in line and token("ada") not in line
     async with AsyncMemoryApi(api_url, service_key=key) as api:
         assert [f.text for f in (await api.facts("bob", scope="all")).facts] == [
             "Bob's door code is 4321"]
@@ -99,6 +105,25 @@ def test_no_credential_is_one_line_and_exit_2() -> None:
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("memfleet: ")
     assert "MEMFLEET_SERVICE_KEY" in lines[0] and "MEMFLEET_USER_TOKEN" in lines[0]
+
+
+async def test_a_refused_or_unanswered_credential_ends_it_at_start(
+    api_url: str, keys: ServiceKeyStore,
+) -> None:
+    """Checked before serving: a revoked or forged key, or an API that does not answer,
+    is one line and exit 2, never a server whose every call fails."""
+    key = await new_key(keys, "read", "admin")
+    forged = key[:-4] + ("0000" if not key.endswith("0000") else "1111")
+    for env, url in ((dict(MEMFLEET_SERVICE_KEY=forged), api_url),
+                     (dict(MEMFLEET_SERVICE_KEY=key), "http://127.0.0.1:9")):
+        done = await asyncio.to_thread(
+            subprocess.run, [MEMFLEET, "mcp", "--user", "ada", "--api-url", url],
+            env=clean_env(**env), capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("memfleet: `memfleet mcp` cannot act for --user: "), line
+        assert key[-20:] not in line and forged[-20:] not in line
 
 
 def test_without_the_mcp_extra_it_says_which_in_one_line(tmp_path: Path) -> None:

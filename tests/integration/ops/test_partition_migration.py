@@ -100,6 +100,8 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
         # tables without them.
         for later in sorted(default_schema_dir().glob("001[45]_*.sql")):
             await conn.execute(later.read_text("utf-8"))
+        # And the column 0016 adds to facts (its person tables need 0013's partitions).
+        await conn.execute("ALTER TABLE memory_fact ADD COLUMN person_id bigint")
         store = PostgresStore(pool, fences_for_tests())
         for n, user in enumerate(USERS):
             await _fill(store, user, accept=n % 2 == 0)
@@ -117,7 +119,7 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
 
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, pg_partitions=4) == [
             "0013_partition_by_user", "0014_held_additions", "0015_manual_fact_via",
-            "0017_notes"]
+            "0016_persons", "0017_notes", "0018_portraits", "0019_stable_order_index"]
 
         parts = await conn.fetch(
             "SELECT p.relname AS parent, count(*) AS n FROM pg_inherits AS i"
@@ -125,6 +127,7 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
             " WHERE c.relkind = 'r' GROUP BY 1 ORDER BY 1")
         assert [(r["parent"], r["n"]) for r in parts] == [
             ("memory_fact", 4), ("memory_held_proposal", 4), ("memory_note", 4),
+            ("memory_person", 4), ("memory_person_label", 4), ("memory_portrait", 4),
             ("session_cursor", 4)]
         # The users' rows lie in more than one partition (the copy routed them).
         spread = await conn.fetchval(

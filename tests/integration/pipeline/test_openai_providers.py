@@ -48,13 +48,20 @@ from worker.providers.openai_chat import (
     StructuredOutput,
 )
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
-from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
+from worker.providers.prompts import (
+    ATTRIBUTED_EXTRACTION_PROMPT,
+    CONSOLIDATION_PROMPT,
+    EXTRACTION_PROMPT,
+    SUMMARY_PROMPT,
+)
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import (
+    AskedAttributed,
     AskedConsolidation,
     AskedExtraction,
     ConsolidationRequest,
     ExtractionRequest,
+    KnownPerson,
     SummaryAnswer,
     SummaryRequest,
     WireMessage,
@@ -177,10 +184,30 @@ async def test_extraction_round_trip(stub: StubServer, make: Make, mode: Structu
     _assert_wire(body, EXTRACTION_PROMPT, EXTRACTION)
     assert recorded["authorization"] == f"Bearer {KEY}"
     if mode == "json_schema":
+        # Persons off (no "people"): the schema as before persons, without "about".
         assert body["response_format"] == {"type": "json_schema", "json_schema": {
             "name": "fact_extraction", "strict": True, "schema": strict_schema(AskedExtraction)}}
     else:
         assert body["response_format"] == {"type": "json_object"}
+
+
+async def test_an_extraction_with_people_asks_who_each_fact_is_about(
+    stub: StubServer, make: Make
+) -> None:
+    # Persons on (docs/persons.md): the request lists the known persons, the prompt says
+    # how to attribute, and the schema has "about"; the answer names the person.
+    request = EXTRACTION.model_copy(update={
+        "people": (KnownPerson(name="Ana", relation="sister"),),
+        "messages": (WireMessage(role="user", content="My sister Ana is vegetarian."),)})
+    answer = await make(OpenAIExtractor).extract(request)
+    (fact,) = answer.value.facts
+    assert fact.about is not None and (fact.about.name, fact.about.relation) == ("Ana", "sister")
+    [recorded] = _chat_requests(stub)
+    body = recorded["body"]
+    _assert_wire(body, ATTRIBUTED_EXTRACTION_PROMPT, request)
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert schema == strict_schema(AskedAttributed)  # persons on, notes off
+    assert "about" in schema["properties"]["facts"]["items"]["required"]
 
 
 @pytest.mark.parametrize("mode", ["json_schema", "json_object"])

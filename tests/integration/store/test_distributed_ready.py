@@ -29,7 +29,8 @@ from worker.store.migrate import default_schema_dir
 ROUTINES_DIR = default_schema_dir() / "routines"
 
 PER_USER = ("memory_fact", "memory_held_proposal", "session_cursor", "user_memory_state",
-            "user_memory_consent", "memory_note", "memory_note_check")
+            "user_memory_consent", "memory_person", "memory_person_label", "memory_portrait",
+            "user_portrait_choice", "memory_note", "memory_note_check")
 # Keyed by user, not ready to be distributed by it.
 NOT_YET = {
     "memory_run": "a run that fails before it knows its user, or whose user is erased"

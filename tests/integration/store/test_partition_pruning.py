@@ -38,7 +38,8 @@ from worker.store.types import (
     SupersedeFact,
 )
 
-PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor", "memory_note")
+PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor", "memory_person",
+               "memory_person_label", "memory_portrait", "memory_note")
 NAMES_PARTITIONED = re.compile(r"\b(" + "|".join(PARTITIONED) + r")\b")
 
 # Statements on partitioned tables that span users on purpose: operator commands.

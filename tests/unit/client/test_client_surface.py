@@ -38,6 +38,7 @@ SURFACE = [
     "MemoryApi",
     "MemoryApiError",
     "MemoryApiUnavailable",
+    "MemoryOff",
     "MemoryTools",
     "NotFound",
     "RateLimited",

@@ -188,7 +188,8 @@ def test_save_is_a_profile_fact_of_the_user_written_via_the_tool() -> None:
     post = api.sent[-1]
     assert post.url.path == "/users/ada/facts"
     assert json.loads(post.content) == {"text": "Likes green tea", "category": "preference",
-                                        "scope": "profile", "via": "tool"}
+                                        "scope": "profile", "via": "tool",
+                                            "if_memory_on": True}
 
 
 def test_search_and_list_are_scoped_to_the_assistant() -> None:
@@ -283,3 +284,22 @@ def test_the_typescript_fixture_is_what_the_python_executor_answers() -> None:
     assert FIXTURE.read_text("utf-8") == render(), (
         "tests/fixtures/tools/validation.json is stale: run"
         " `python -m tests.unit.client.tool_fixtures` and rebuild clients/typescript/")
+
+
+def test_a_save_the_api_finds_memory_off_for_is_memory_off_not_a_missing_fact() -> None:
+    """Memory turned off between the tool's consent read and its write: the API's 409
+    MemoryOff (the write's own check) reads as memory_off, a plain 409 as not_found."""
+    api = FakeApi()
+
+    def off_at_write(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            api.sent.append(request)
+            return httpx.Response(409, json={"detail": "the user's memory is off: nothing "
+                                                       "was stored", "error": "MemoryOff"})
+        return FakeApi.__call__(api, request)
+
+    tools = MemoryTools(MemoryApi(URL, service_key="mfk_0123456789ab_" + "cd" * 32,
+                                  transport=httpx.MockTransport(off_at_write)),
+                        user_id="ada")
+    answer = result(tools.run("save_memory", {"text": "Likes green tea"}))
+    assert answer["error"] == "memory_off"

@@ -6,23 +6,34 @@ run on a machine without Docker. Then its safety: no password written in a file 
 a required variable that deploy/compose/gen-secrets fills), ports published on loopback
 only, Redis with requirepass and protected mode, the API's docs off. Where a Compose v2
 binary is installed, `docker compose config` (no engine needed) checks the same files too.
+The MCP server's options are read with memfleet's own parser, and its healthcheck is run
+against the server's app.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema_rs
 import pytest
 import yaml
+from starlette.applications import Starlette
+
+from tests.api_server import serving_in_thread
+from worker.cli.main import build_parser
+from worker.mcp.http import create_app
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_DIR = ROOT / "deploy" / "compose"
@@ -173,8 +184,8 @@ def _included_services() -> dict[str, Doc]:
 
 def test_the_compose_stack_has_every_part() -> None:
     services = _services(COMPOSE_FILE)
-    assert {"postgres", "redis", "migrate", "worker", "exporter", "api", "llm-stub"} <= (
-        services.keys())
+    assert {"postgres", "redis", "migrate", "worker", "exporter", "api", "mcp",
+            "llm-stub"} <= services.keys()
     assert services["postgres"]["image"].startswith("pgvector/pgvector:")
     redis = " ".join(services["redis"]["command"])
     for option in ("--appendonly yes", "--appendfsync everysec",
@@ -188,6 +199,7 @@ def test_the_compose_stack_has_every_part() -> None:
     assert services["worker"]["depends_on"]["migrate"] == {
         "condition": "service_completed_successfully"}
     assert services["api"]["command"][:2] == ["memfleet", "api"]
+    assert services["mcp"]["command"][:3] == ["memfleet", "mcp", "--http"]
     assert services["llm-stub"]["command"][:3] == ["python", "-m", "api_stub.llm_stub"]
     assert services["llm-stub"]["profiles"] == ["llm-stub"]
     assert {"prometheus", "grafana"} <= _included_services().keys()
@@ -351,6 +363,69 @@ def test_the_api_docs_stay_off() -> None:
             environment = dict(item.split("=", 1) for item in environment)
         value = str(environment.get("MEMFLEET_API_DOCS", "") or "").lower()
         assert value in ("", "0", "false", "no", "off"), name
+
+
+# --- the MCP server -------------------------------------------------------------------
+
+
+def _cli(command: list[str]) -> argparse.Namespace:
+    """`memfleet ...` as memfleet's own parser reads it: a renamed option fails here."""
+    assert command[0] == "memfleet", command
+    return build_parser().parse_args(command[1:])
+
+
+def test_the_mcp_server_serves_http_through_the_api() -> None:
+    services = _resolved(COMPOSE_FILE)["services"]
+    mcp = services["mcp"]
+    options = _cli(mcp["command"])
+    assert options.command == "mcp" and options.http
+    # Not loopback: the published port and the other containers reach it.
+    assert options.host == "0.0.0.0"  # noqa: S104 - checking the container's setting
+    assert [port.rsplit(":", 1)[1] for port in mcp["ports"]] == [str(options.port)]
+    api = urlsplit(options.api_url)
+    assert (api.scheme, api.hostname) == ("http", "api")
+    assert api.port == _cli(services["api"]["command"]).port
+    assert "api" in mcp["depends_on"]
+    dockerfile = (COMPOSE_DIR / mcp["build"]["context"] / mcp["build"]["dockerfile"]).resolve()
+    assert "requirements/mcp.txt" in dockerfile.read_text("utf-8")  # the mcp extra
+
+
+def test_the_mcp_server_is_given_no_secret() -> None:
+    """Each request brings its credential: the server needs no password, key or URL of
+    the data stores, and must not hold them."""
+    mcp = json.dumps(_services(COMPOSE_FILE)["mcp"])  # the anchors merged in
+    for name in (*SECRETS, "MEMFLEET_DATABASE_URL", "MEMFLEET_REDIS_URL"):
+        assert name not in mcp, name
+
+
+async def _exit_status(code: str) -> int:
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", code,
+                                                   stdout=subprocess.DEVNULL,
+                                                   stderr=subprocess.DEVNULL)
+    return await asyncio.wait_for(process.wait(), 30)
+
+
+async def test_the_mcp_healthcheck_passes_on_the_server_alone() -> None:
+    """The compose healthcheck, run against `memfleet mcp --http`'s app (no API behind
+    it: a request without a credential is answered without one), then against another
+    server and a closed port."""
+    mcp = _services(COMPOSE_FILE)["mcp"]
+    options = _cli(mcp["command"])
+    kind, python, flag, code = mcp["healthcheck"]["test"]
+    assert (kind, python, flag) == ("CMD", "python", "-c")
+    assert code.count(str(options.port)) == 1, code
+
+    def on(url: str) -> str:
+        return code.replace(str(options.port), str(urlsplit(url).port))
+
+    def mcp_app(port: int) -> Starlette:
+        return create_app("http://api.invalid:8088", host=options.host, port=port)
+
+    async with serving_in_thread(mcp_app, "the MCP app") as url:
+        assert await _exit_status(on(url)) == 0
+    assert await _exit_status(on(url)) != 0  # nothing listens there now
+    async with serving_in_thread(lambda _: Starlette(), "another server") as other:
+        assert await _exit_status(on(other)) != 0  # answers, but not as the MCP server
 
 
 # --- docker compose, where a Compose v2 binary is installed --------------------------

@@ -6,7 +6,8 @@ every capability dropped, the RuntimeDefault seccomp profile, a read-only root f
 system (emptyDir volumes where a program writes), no service-account token. Redis keeps
 its image's entrypoint and runs as the image's valkey uid. Compose (deploy/compose): the
 same spirit with compose's keys. The images built here (deploy/Dockerfile,
-deploy/compose/api.Dockerfile) end on a numeric USER, so runAsNonRoot can verify it.
+deploy/compose/api.Dockerfile and mcp.Dockerfile) end on a numeric USER, so runAsNonRoot
+can verify it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "deploy" / "k8s"
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "docker-compose.yml"
 DOCKERFILES = {"memfleet": ROOT / "deploy" / "Dockerfile",
-               "memfleet-api": ROOT / "deploy" / "compose" / "api.Dockerfile"}
+               "memfleet-api": ROOT / "deploy" / "compose" / "api.Dockerfile",
+               "memfleet-mcp": ROOT / "deploy" / "compose" / "mcp.Dockerfile"}
 # The uid and gid of the user the pinned images were made for: valkey/valkey:8.1.10
 # (Debian: `useradd -r -g valkey -u 999 valkey`) and pgvector/pgvector:0.8.1-pg17 (on
 # postgres:17, Debian: postgres is uid 999).
@@ -107,7 +109,7 @@ def test_the_pod_specs_are_found() -> None:
     owners = {owner for owner, _ in POD_SPECS}
     assert {"StatefulSet/memfleet-redis", "StatefulSet/memfleet-postgres",
             "Job/memfleet-migrate", "Deployment/memfleet-exporter",
-            "Deployment/memfleet-worker"} <= owners
+            "Deployment/memfleet-worker", "Deployment/memfleet-mcp"} <= owners
 
 
 @pytest.mark.parametrize(("owner", "pod"), POD_SPECS, ids=[owner for owner, _ in POD_SPECS])
@@ -215,18 +217,19 @@ def test_the_images_built_here_run_as_a_numeric_non_root_user(image: str) -> Non
 
 
 def test_memfleet_pods_run_as_the_uid_of_the_image() -> None:
-    uid = int(_dockerfile_user(DOCKERFILES["memfleet"]).partition(":")[0])
     seen = 0
     for owner, pod in POD_SPECS:
         for container in _containers(pod):
-            if container["image"].startswith("memfleet:"):
+            image = container["image"].partition(":")[0]
+            if image in DOCKERFILES:
                 seen += 1
+                uid = int(_dockerfile_user(DOCKERFILES[image]).partition(":")[0])
                 assert _effective(pod, container, "runAsUser") == uid, owner
                 # The root file system is read-only: Python's tempfile writes to /tmp.
                 volumes = {v["name"]: v for v in pod["volumes"]}
                 mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
                 assert "emptyDir" in volumes[mounts["/tmp"]], owner
-    assert seen == 3  # migrate, exporter, worker
+    assert seen == 4  # migrate, exporter, worker (memfleet); the MCP server (memfleet-mcp)
 
 
 # --- Compose ---------------------------------------------------------------------------
@@ -264,5 +267,5 @@ def test_compose_gives_each_writer_its_writable_paths() -> None:
     assert services["redis"]["user"] == f"{VALKEY_UID}:{VALKEY_UID}"
     assert services["postgres"]["user"] == f"{POSTGRES_UID}:{POSTGRES_UID}"
     assert {"/var/run/postgresql", "/tmp"} <= set(services["postgres"]["tmpfs"])
-    for name in ("migrate", "worker", "exporter", "api", "llm-stub"):
+    for name in ("migrate", "worker", "exporter", "api", "mcp", "llm-stub"):
         assert "/tmp" in services[name]["tmpfs"], name

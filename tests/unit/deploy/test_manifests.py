@@ -5,12 +5,14 @@ its kind (tests/fixtures/k8s_schemas/: Kubernetes 1.33's own schemas in their
 strict flavour, and KEDA's ScaledObject; README.md there says where they come
 from), then the objects are checked against each other: what the ScaledObject
 scales, what the PodDisruptionBudget and the Services select, what the
-autoscaling queries read. Who may reach whom under the NetworkPolicies: test_network_policy.py.
-The compose stack is checked in test_compose.py.
+autoscaling queries read, where the MCP server listens and what it reaches. Who may reach
+whom under the NetworkPolicies: test_network_policy.py. The compose stack is checked in
+test_compose.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import math
@@ -19,10 +21,13 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema_rs
 import pytest
 import yaml
+
+from worker.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "deploy" / "k8s"
@@ -393,6 +398,63 @@ def test_memfleet_containers_take_their_settings_from_the_secret() -> None:
         for container in template["spec"]["containers"]:
             if container["image"].startswith("memfleet:"):
                 assert {"secretRef": {"name": "memfleet"}} in container["envFrom"], owner
+
+
+# --- the MCP server (mcp.yaml) -------------------------------------------------------
+
+
+def _mcp() -> tuple[Doc, Doc, argparse.Namespace]:
+    """Its Deployment, its container, and its command as memfleet's own parser reads it
+    (the image has no entrypoint: args is the whole command)."""
+    deployment = _one("Deployment", "memfleet-mcp")
+    container = _container(deployment["spec"]["template"], "mcp")
+    assert container["args"][:2] == ["memfleet", "mcp"]
+    return deployment, container, build_parser().parse_args(container["args"][1:])
+
+
+def test_the_mcp_server_listens_where_its_service_and_probes_look() -> None:
+    _, container, options = _mcp()
+    # Not loopback: the Service reaches it.
+    assert options.http and options.host == "0.0.0.0"  # noqa: S104 - the pod's setting
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert list(ports.values()) == [options.port]
+    service = _one("Service", "memfleet-mcp")
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == list(ports)
+    # No health path, and /mcp answers 401 to a request without a credential, which an
+    # httpGet probe counts as a failure (2xx and 3xx pass): the port answering is the check.
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert set(container[probe]) & {"httpGet", "exec", "grpc"} == set(), probe
+        assert container[probe]["tcpSocket"]["port"] in (*ports, options.port), probe
+
+
+def test_the_mcp_server_reaches_the_api_its_policy_lets_it() -> None:
+    _, _, options = _mcp()
+    api = urlsplit(options.api_url)
+    # The memory API's Service (not in these manifests) on its pods' port.
+    assert (api.scheme, api.hostname) == ("http", "memfleet-api")
+    (rule,) = _one("NetworkPolicy", "memfleet-mcp")["spec"]["egress"]
+    assert rule["to"] == [{"podSelector": {"matchLabels": {"app": "memfleet-api"}}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": api.port}]
+    api_ingress = _one("NetworkPolicy", "memfleet-api")["spec"]["ingress"]
+    assert {"protocol": "TCP", "port": api.port} in api_ingress[0]["ports"]
+
+
+def test_the_mcp_server_holds_no_secret_and_reaches_no_data_store() -> None:
+    deployment, container, _ = _mcp()
+    assert "memfleet.io/client" not in deployment["spec"]["template"]["metadata"]["labels"]
+    assert "envFrom" not in container
+    assert all("valueFrom" not in item for item in container.get("env", []))
+
+
+def test_an_mcp_session_stays_on_the_pod_that_opened_it() -> None:
+    """A session lives in one process: more than one replica needs client affinity."""
+    deployment, _, options = _mcp()
+    service = _one("Service", "memfleet-mcp")
+    assert deployment["spec"].get("replicas", 1) == 1 or (
+        service["spec"].get("sessionAffinity") == "ClientIP")
+    # A tool call waits at most --timeout for the API: it ends within the grace period.
+    grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > options.timeout
 
 
 # --- the Prometheus scrape configuration shown in docs/operations.md ----------------

@@ -125,6 +125,7 @@ PODS = {
     "migrate": "Job/memfleet-migrate",
     "redis": "StatefulSet/memfleet-redis",
     "postgres": "StatefulSet/memfleet-postgres",
+    "mcp": "Deployment/memfleet-mcp",
 }
 # Peers that are not in the manifests: what the operator runs beside them, and strangers.
 OTHERS: dict[str, Peer] = {
@@ -157,7 +158,7 @@ def test_memfleet_clients_reach_redis_and_postgres(client: str) -> None:
 
 
 @pytest.mark.parametrize("stranger", ["unlabelled pod", "prometheus", "other namespace",
-                                      "internet", "redis", "postgres"])
+                                      "internet", "redis", "postgres", "mcp"])
 def test_nothing_else_reaches_redis_or_postgres(stranger: str) -> None:
     if stranger != "redis":
         assert not _reaches(_peer(stranger), _peer("redis"), 6379)
@@ -172,10 +173,13 @@ def test_only_the_monitoring_namespace_scrapes_the_metrics() -> None:
             assert not _reaches(_peer(stranger), _peer(target), 9464), (stranger, target)
 
 
-def test_only_the_api_is_reachable_from_outside() -> None:
+def test_only_the_api_and_the_mcp_server_are_reachable_from_outside() -> None:
     assert _reaches(_peer("internet"), _peer("api"), 8088)
     assert not _reaches(_peer("internet"), _peer("api"), 9464)
-    for name in PODS:
+    assert _reaches(_peer("internet"), _peer("mcp"), 8090)
+    assert _reaches(_peer("other namespace"), _peer("mcp"), 8090)
+    assert not _reaches(_peer("internet"), _peer("mcp"), 9464)
+    for name in set(PODS) - {"mcp"}:
         ports = [p["containerPort"] for c in _pod_templates_by_owner()[PODS[name]]
                  for p in c.get("ports", [])]
         for port in ports or [80]:
@@ -196,3 +200,12 @@ def test_egress_is_only_what_each_part_needs() -> None:
     for name in ("exporter", "migrate", "redis", "postgres"):
         assert not _reaches(_peer(name), _peer("internet"), 443), name
     assert not _reaches(_peer("redis"), _peer("postgres"), 5432)
+
+
+def test_the_mcp_server_reaches_the_api_alone() -> None:
+    assert _reaches(_peer("mcp"), _peer("api"), 8088)
+    assert not _reaches(_peer("mcp"), _peer("api"), 9464)
+    for target, port in (("redis", 6379), ("postgres", 5432), ("worker", 9464),
+                         ("exporter", 9464), ("chat server", 8080), ("internet", 443),
+                         ("internet", 80), ("other namespace", 8088), ("prometheus", 9090)):
+        assert not _reaches(_peer("mcp"), _peer(target), port), (target, port)

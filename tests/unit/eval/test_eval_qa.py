@@ -239,3 +239,18 @@ def test_a_scenario_without_questions_reads_as_before() -> None:
                       "turns": [{"role": "user", "content": "I live in Leeds."}]}],
         "expect": {"active": [{"words": ["Leeds"]}]}})
     assert scenario.questions == ()
+
+
+def test_the_haystack_is_spread_evenly_over_the_scenarios_span() -> None:
+    from datetime import UTC, datetime, timedelta
+    from itertools import pairwise
+
+    from worker.eval.haystack import spread
+
+    first = datetime(2054, 3, 1, tzinfo=UTC)
+    last = first + timedelta(days=30)
+    moments = spread(first, last, 31)
+    assert moments[0] == first and moments[-1] == last
+    assert all(b - a == timedelta(days=1) for a, b in pairwise(moments))
+    assert spread(first, last, 1) == [last]
+    assert spread(last, first, 3) == [first] * 3, "no span: all at its end"

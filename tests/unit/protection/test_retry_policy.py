@@ -22,6 +22,7 @@ from worker.errors import (
     MemfleetError,
     MemoryApiError,
     MemoryApiUnavailable,
+    MemoryOff,
     MemoryOptedOut,
     ModelBudgetBusy,
     NotFound,
@@ -52,7 +53,8 @@ PERMANENT = [ProviderError("refused (HTTP 400)"), ConfigurationError("unknown mo
              SignatureInvalid("a receiver's check; never raised in a job"),
              # The memory API's client (worker.client.memory_api): never raised in a job.
              MemoryApiError("an answer the client cannot read"), AccessDenied("403"),
-             NotFound("404"), WriteConflict("409"), InvalidRequest("422")]
+             NotFound("404"), WriteConflict("409"), MemoryOff("409 memory off"),
+             InvalidRequest("422")]
 # Deterministic work on the slice's own text: another try would end the same way.
 SKIPPED_AT_ONCE = [OfflineAnswerInvalid("the rules' answer breaks the wire"),
                    ProviderWorkOverBudget("over 2 s of CPU")]

@@ -37,6 +37,7 @@ BUILT_FROM_ARGV = {
     "fleet_probe.lua": {1, 2},
     "recover.lua": {2, 4, 5, 6},
     "retire_orphans.lua": {1, 2, 3},
+    "portrait_queue.lua": {5, 6},  # the user's portrait refresh (docs/portrait.md)
     "chat_erase_user.lua": {1},  # api_stub: the chat stand-in's erase
 }
 
@@ -120,6 +121,7 @@ def test_every_builder_makes_a_key_of_the_table() -> None:
     session = SessionRef("ada{1}", "s:1")
     built = [
         *session.state_keys, session.lock_key, *keys.user_keys("ada"),
+        keys.user_portrait_key("ada"),
         keys.pending_key("q"), keys.claimed_key("q"), keys.waiting_key("q"),
         keys.events_key("q"), keys.workers_key("q"), keys.suspects_key("q"),
         keys.breaker_open_key("q"), keys.breaker_failures_key("q"), keys.breaker_probe_key("q"),

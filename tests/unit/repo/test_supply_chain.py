@@ -21,7 +21,11 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCKS = ROOT / "requirements"
-DOCKERFILES = [ROOT / "deploy" / "Dockerfile", ROOT / "deploy" / "compose" / "api.Dockerfile"]
+# Each image built here and the lock it installs (besides build.txt).
+IMAGE_LOCKS = {ROOT / "deploy" / "Dockerfile": "runtime.txt",
+               ROOT / "deploy" / "compose" / "api.Dockerfile": "api.txt",
+               ROOT / "deploy" / "compose" / "mcp.Dockerfile": "mcp.txt"}
+DOCKERFILES = list(IMAGE_LOCKS)
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
 
 # The fixed release of the newest advisory known for each (GHSA/CVE in pyproject.toml).
@@ -99,7 +103,17 @@ def _entries(path: Path) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
-LOCK_FILES = ["dev.txt", "runtime.txt", "api.txt", "build.txt"]
+LOCK_FILES = ["dev.txt", "runtime.txt", "api.txt", "mcp.txt", "build.txt"]
+
+
+def test_every_lock_file_is_compiled_checked_and_documented() -> None:
+    """A lock file outside LOCK_FILES would escape every test below."""
+    assert {p.name for p in LOCKS.glob("*.txt")} == set(LOCK_FILES)
+    compile_script = (LOCKS / "compile").read_text("utf-8")
+    readme = (LOCKS / "README.md").read_text("utf-8")
+    for name in LOCK_FILES:
+        assert f"-o requirements/{name}" in compile_script, name
+        assert f"| `{name}` |" in readme, name
 
 
 @pytest.mark.parametrize("name", LOCK_FILES)
@@ -127,7 +141,8 @@ def _requirements(group: str) -> list[Requirement]:
 @pytest.mark.parametrize(("lock", "groups"), [
     ("runtime.txt", ["runtime"]),
     ("api.txt", ["runtime", "api"]),
-    ("dev.txt", ["runtime", "embedded", "api", "dev"]),
+    ("mcp.txt", ["runtime", "api", "mcp"]),
+    ("dev.txt", ["runtime", "embedded", "api", "mcp", "dev"]),  # memfleet[embedded,api,mcp]
 ])
 def test_each_lock_covers_its_dependencies_within_their_bounds(lock: str,
                                                               groups: list[str]) -> None:
@@ -150,13 +165,17 @@ def test_the_build_lock_meets_the_build_system_floor() -> None:
 
 
 def test_the_floors_exclude_the_known_advisories() -> None:
-    requirements = {r.name.lower(): r for group in ("runtime", "api")
-                    for r in _requirements(group)}
-    requirements["setuptools"] = Requirement(PYPROJECT["build-system"]["requires"][0])
+    """In every group that names the package (the api and mcp extras both name
+    starlette and PyJWT): an install of either extra alone meets the floor."""
+    requirements = [r for group in ("runtime", "api", "mcp") for r in _requirements(group)]
+    requirements.append(Requirement(PYPROJECT["build-system"]["requires"][0]))
     for name, fixed in ADVISORY_FLOORS.items():
-        floors = [Version(s.version) for s in requirements[name].specifier
-                  if s.operator in (">=", "==", "~=")]
-        assert floors and min(floors) >= fixed, f"{name}: floor {floors} below {fixed}"
+        named = [r for r in requirements if r.name.lower() == name]
+        assert named, name
+        for requirement in named:
+            floors = [Version(s.version) for s in requirement.specifier
+                      if s.operator in (">=", "==", "~=")]
+            assert floors and min(floors) >= fixed, f"{requirement}: floor below {fixed}"
 
 
 # --- the images install from the lock alone --------------------------------------------
@@ -180,3 +199,11 @@ def test_the_images_install_only_from_the_lock(path: Path) -> None:
     for group in copied:
         for name in group.split():
             assert (ROOT / name).exists(), name
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=[p.name for p in DOCKERFILES])
+def test_each_image_installs_its_own_lock(path: Path) -> None:
+    """The mcp image with api.txt would build, and `memfleet mcp` would exit at start."""
+    text = path.read_text("utf-8").replace("\\\n", " ")
+    installed = {Path(m).name for m in re.findall(r"--require-hashes\s+-r\s+(\S+)", text)}
+    assert installed == {"build.txt", IMAGE_LOCKS[path]}

@@ -28,12 +28,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.text_cpu import timing_the_loop
-from worker import log_redaction, memory_rules, read, read_notes
+from worker import log_redaction, memory_rules, persons_rules, read, read_notes
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.eval import form, longmemeval, qa_rules, qa_score, qa_wire, score, suite
 from worker.pipeline import extract
 from worker.pipeline import notes as pipeline_notes
-from worker.providers import hashing, llm_json, rules, rules_notes, rules_patterns, rules_time
+from worker.providers import (
+    hashing,
+    llm_json,
+    rules,
+    rules_notes,
+    rules_patterns,
+    rules_persons,
+    rules_time,
+)
 from worker.providers.openai_chat import parse_completion
 from worker.providers.openai_embed import parse_embeddings
 from worker.providers.wire import (
@@ -45,6 +53,7 @@ from worker.providers.wire import (
     ExtractedNote,
     ExtractionAnswer,
     ExtractionRequest,
+    KnownPerson,
     Neighbor,
     SummaryAnswer,
     SummaryRequest,
@@ -73,6 +82,8 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/eval/qa_rules.py",  # the offline answers: a block of fact texts, a question
     "worker/eval/form.py",  # `memfleet eval`: is a model's fact text one claim?
     "worker/eval/score.py",  # `memfleet eval`: the dates a model's fact text names
+    "worker/providers/rules_persons.py",  # the rules provider's clauses about persons
+    "worker/persons_rules.py",  # a model's or a user's person name, relation, alias
     # notes beside facts (docs/notes.md): the rules' note, a model's notes, the search
     "worker/providers/rules_notes.py", "worker/pipeline/notes.py", "worker/read_notes.py",
     "worker/testing/in_memory_notes.py",
@@ -175,6 +186,8 @@ def _every_parse(text: str) -> None:
     # The rules provider, end to end, and its parts on their own input forms.
     facts = rules.extract_facts(_extraction(text)).facts
     facts += rules.extract_facts(_extraction(text, agent="a1")).facts
+    facts += rules.extract_facts(_extraction(text).model_copy(update={"people": (
+        KnownPerson(name="Ana", relation="sister", aliases=("Annie",)),)})).facts
     assert all(len(f.text) <= MAX_FACT_CHARS for f in facts)
     # Notes (docs/notes.md): the rules' note of a sentence, and what the pipeline and a
     # prompt's section make of a model's notes.
@@ -201,6 +214,11 @@ def _every_parse(text: str) -> None:
     rules_time.valid_from_in(text, TODAY)
     rules_time.temporary_in(clause, TODAY)
     rules_time.relationship_in(clause)
+    rules_persons.person_clause(clause, (KnownPerson(name="Ana", relation=None),), None, 0)
+    persons_rules.key(text)
+    persons_rules.relation_key(text)
+    with contextlib.suppress(ValueError):
+        persons_rules.clean_label(text, persons_rules.MAX_PERSON_NAME_CHARS)
     # Model answers: the tolerant parser and the bodies around it.
     _quietly(lambda: llm_json.parse_answer(text, ExtractionAnswer))
     _quietly(lambda: llm_json.parse_answer(text, ConsolidationAnswer))

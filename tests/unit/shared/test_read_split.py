@@ -48,7 +48,8 @@ def _settings(**fields: float) -> Settings:
 
 def test_the_weights_come_from_the_settings_with_the_documented_defaults() -> None:
     assert RerankWeights.from_settings(_settings()) == RerankWeights(0.20, 0.10, 0.10, 90.0)
-    assert SplitPolicy.from_settings(_settings()) == SplitPolicy(40, 4096, 8)
+    assert SplitPolicy.from_settings(_settings()) == SplitPolicy(40, 4096, 8,
+                                                                 people_max_facts=20)
     weights = RerankWeights.from_settings(_settings(
         read_rerank_pin_boost=0.5, read_rerank_agent_boost=0.0,
         read_rerank_recency_penalty=0.3, read_rerank_recency_days=30))
@@ -185,3 +186,26 @@ async def test_all_in_the_stable_block_no_query_or_memory_off_no_embeddings_call
     assert off.stable.version == stable_version("")
     assert (await reader.stable_block("u")).block == ""
     assert embedder.calls == 1, "memory off: the user's words go to no model"
+
+
+async def test_a_fact_the_byte_budget_cut_from_the_stable_block_can_enter_the_volatile(
+) -> None:
+    """The search leaves out only the facts the stable block holds: one fetched for it
+    but cut by the bytes stays a candidate, and the candidates are ranked among
+    themselves (the volatile block is full although the stable block took the best)."""
+    store = InMemoryStore()
+    for i in range(6):
+        await _add(store, f"Short fact {i} about topic{i}", i, importance=9)
+    cut = await _add(store, "A long fact about topicX " + "and more words " * 20, 6,
+                     importance=8)
+    for i in range(6):
+        await _add(store, f"Other fact {i} about topicX", 7 + i, importance=1)
+    policy = SplitPolicy(stable_max_facts=8, stable_max_bytes=len(BLOCK_HEADER) + 200,
+                         volatile_top_k=3)
+    blocks = await prompt_blocks(store, FixedEmbedder(_vec(6)), "u", query="topicX",
+                                 policy=policy)
+    held = {f.id for f in blocks.stable.facts}
+    assert cut.id not in held and len(held) < 8, "the byte budget ended the stable block"
+    assert cut.id in {f.id for f in blocks.volatile.facts}
+    assert blocks.volatile.count == 3
+    assert not held & {f.id for f in blocks.volatile.facts}

@@ -83,6 +83,10 @@ export class MemoryApi {
   setConsent(enabled, forget = false) {
     return this.#send('PUT', '/consent', forget ? { enabled, forget } : { enabled });
   }
+  // The user's portrait (docs/portrait.md): shown, removed, asked for again.
+  portrait() { return this.#send('GET', '/portrait'); }
+  removePortrait() { return this.#send('DELETE', '/portrait'); }
+  askPortrait() { return this.#send('POST', '/portrait/refresh'); }
   erase() { return this.#send('DELETE', ''); }
   exportBlob() { return this.#send('GET', '/export', undefined, true); }
 }

@@ -75,20 +75,38 @@ async function renderProposals(list) {
   $('proposals').hidden = list.length === 0;
 }
 
+// The portrait's words for each state without one (docs/portrait.md); its text, when
+// there is one, goes in as text (textContent), never as markup.
+const PORTRAIT_WORDS = {
+  none: 'No summary yet: one is written after your next conversations.',
+  removed: 'You removed the summary. None is written until you ask for one again.',
+  off: 'Memory is off: no summary is kept or given to your assistants.',
+};
+
+function renderPortrait(shown) {
+  $('portrait-text').textContent = shown.portrait ? shown.portrait.text
+    : PORTRAIT_WORDS[shown.state] || '';
+  $('portrait-remove').hidden = !shown.portrait;
+  $('portrait-ask').hidden = shown.state !== 'removed';
+  $('portrait').hidden = false;
+}
+
 function renderNotes(notes) {
   $('note-list').replaceChildren(...notes.map(noteItem));
   $('notes').hidden = notes.length === 0;
 }
 
 async function reload() {
-  const [facts, proposals, consent, notes] = await Promise.all(
-    [state.api.facts(), state.api.proposals(), state.api.consent(), state.api.notes()]);
+  const [facts, proposals, consent, portrait, notes] = await Promise.all(
+    [state.api.facts(), state.api.proposals(), state.api.consent(), state.api.portrait(),
+      state.api.notes()]);
   renderNotes(notes.notes);
   state.groups = facts.groups;
   state.facts = new Map(facts.groups.flatMap((g) => g.facts).map((f) => [f.id, f]));
   state.agents = [...new Set([...state.facts.values()].map((f) => f.agent_id)
     .filter(Boolean))].sort();
   renderConsent(consent);
+  renderPortrait(portrait);
   renderFacts();
   await renderProposals(proposals.proposals);
   if (state.query) await search(state.query);
@@ -202,6 +220,15 @@ function wire(dialogs) {
       return on ? 'Memory is on.' : 'Memory is off: nothing new will be learned.';
     }, '#memory-on');
   });
+  $('portrait-remove').addEventListener('click', () => act(async () => {
+    await state.api.removePortrait();
+    return 'The summary was removed. None is written until you ask for one again.';
+  }, '#portrait-ask'));
+  $('portrait-ask').addEventListener('click', () => act(async () => {
+    const asked = await state.api.askPortrait();
+    return asked.queued ? 'A new summary will be written shortly.'
+      : 'Summaries are not written by this service.';
+  }, '#portrait-remove:not([hidden]), #portrait-heading'));
   $('retry').addEventListener('click', firstLoad);
   $('add-open').addEventListener('click', () => dialogs.openAdd());
   $('forget-open').addEventListener('click', () => dialogs.openForget());

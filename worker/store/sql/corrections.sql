@@ -42,7 +42,7 @@ FOR UPDATE;
 -- The version a correction replaces, if it is still the active, unexpired one.
 -- The user-version compare-and-set already serialises the user's writers; the
 -- lock keeps the expiry pass, which takes no version, from ending it meanwhile.
-SELECT id, category, importance, scope, agent_id, pinned
+SELECT id, category, importance, scope, agent_id, pinned, person_id
 FROM memory_fact
 WHERE user_id = $1 AND id = $2 AND {{active}}
 FOR UPDATE;
@@ -51,13 +51,14 @@ FOR UPDATE;
 -- The next version of a fact: its scope ($10), agent ($11) and pin ($15) are
 -- the old version's. $9: manual (an edit) or extracted (a proposal accepted, from
 -- the session $8 that said it). $17: how an edit was written (api | panel | tool |
--- cli); NULL for an accepted proposal.
+-- cli); NULL for an accepted proposal. $18: the person the old version is about
+-- (NULL: the user; docs/persons.md), kept.
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_session_id, source_kind, scope, agent_id,
                          valid_from, valid_to, expires_at, pinned, basis, confidence,
-                         written_via)
+                         written_via, person_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'stated', $16,
-        $17)
+        $17, $18)
 RETURNING {{fact_columns}};
 
 -- name: insert_addition

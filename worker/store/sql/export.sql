@@ -12,7 +12,7 @@ SELECT enabled, updated_at FROM user_memory_consent WHERE user_id = $1;
 SELECT id, text, category, importance, observed_at, source_session_id, source_kind,
        superseded_at, superseded_by, run_id, embedding_model, created_at, scope, agent_id,
        valid_from, valid_to, expires_at, pinned, basis, confidence, superseded_reason,
-       embedding_dim, written_via
+       embedding_dim, written_via, person_id
 FROM memory_fact
 WHERE user_id = $1
 ORDER BY id;
@@ -44,6 +44,29 @@ FROM memory_held_proposal
 WHERE user_id = $1
 ORDER BY id;
 
+-- name: persons
+-- The people in the user's life (docs/persons.md), merged ones too, each with
+-- every version of its label (name, relation, aliases), oldest first: a rename
+-- is history, like a fact's chain.
+SELECT p.id, p.created_from, p.source_session_id, p.created_at, p.merged_into, p.merged_at,
+       (SELECT jsonb_agg(jsonb_build_object(
+                   'id', l.id, 'display_name', l.display_name, 'relation', l.relation,
+                   'aliases', l.aliases, 'set_by', l.set_by, 'observed_at', l.observed_at,
+                   'superseded_at', l.superseded_at, 'superseded_by', l.superseded_by)
+                ORDER BY l.id)
+        FROM memory_person_label AS l
+        WHERE l.user_id = $1 AND l.person_id = p.id) AS labels
+FROM memory_person AS p
+WHERE p.user_id = $1
+ORDER BY p.id;
+
+-- name: portraits
+-- Every version of the user's portrait (docs/portrait.md), and how each ended.
+SELECT version, text, facts_hash, fact_count, model, prompt_version, created_at,
+       superseded_at, removed_at, removed_reason
+FROM memory_portrait
+WHERE user_id = $1
+ORDER BY version;
 -- name: notes
 -- The user's notes beside their facts (docs/notes.md), every version: what was
 -- said, where, and what became of each (updated, removed, promoted to a fact).

@@ -19,7 +19,7 @@
 id, user_id, text, category, importance, observed_at, source_session_id, source_kind,
 superseded_at, superseded_by, created_at, scope, agent_id, valid_from, valid_to,
 expires_at, pinned, basis, confidence, superseded_reason, embedding_model, embedding_dim,
-written_via
+written_via, person_id
 
 -- fragment: active
 -- Not superseded, and not expired even before the expiry pass supersedes it
@@ -27,13 +27,15 @@ written_via
 (superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now()))
 
 -- fragment: in_scope(scope, agent)
--- The scope asked ($scope: none | profile | relationship | both | all) and the
--- agent ($agent): profile rows for profile and both, relationship rows of that
--- agent alone for relationship and both (none without an agent), every row of
--- the user for all; none for none (visibility.in_scope).
-($scope::text = 'all' OR (scope = 'profile' AND $scope::text IN ('profile', 'both'))
- OR (scope = 'relationship' AND agent_id = $agent::text
-     AND $scope::text IN ('relationship', 'both')))
+-- The user's own facts (a fact about one of their persons is never the user's:
+-- docs/persons.md) of the scope asked ($scope: none | profile | relationship |
+-- both | all) and the agent ($agent): profile rows for profile and both,
+-- relationship rows of that agent alone for relationship and both (none without
+-- an agent), every row about the user for all; none for none (visibility.in_scope).
+(person_id IS NULL
+ AND ($scope::text = 'all' OR (scope = 'profile' AND $scope::text IN ('profile', 'both'))
+      OR (scope = 'relationship' AND agent_id = $agent::text
+          AND $scope::text IN ('relationship', 'both'))))
 
 -- fragment: consent_gate(gate)
 -- worker.store.types.ConsentGate ($gate): NULL reads regardless of consent (the

@@ -69,11 +69,12 @@ ORDER BY id;
 -- name: search
 -- The hybrid search of fact_rules.sql over the rows a read sees now: the top-$4
 -- by meaning ($2, of dimension $5) and by words ($3), of the scope ($6) and agent
--- ($7) asked, behind the consent gate ($8).
+-- ($7) asked, behind the consent gate ($8), leaving out the ids of $9 (the prompt
+-- split's volatile read: the facts its stable block holds already; empty: none).
 WITH visible AS NOT MATERIALIZED (
     SELECT id, embedding, embedding_dim, text_search
     FROM memory_fact
-    WHERE user_id = $1 AND {{visible($6, $7, $8)}}
+    WHERE user_id = $1 AND {{visible($6, $7, $8)}} AND id <> ALL($9::bigint[])
 ),
 {{hybrid_search($2, $3, $4, $5)}};
 
@@ -110,6 +111,35 @@ FROM (
     GROUP BY embedding_model, embedding_dim
 ) AS g;
 
+-- name: stable_plan
+-- The prompt split's first read (worker/read_split.py), one round trip: read_plan's
+-- count and model ($2 scope, $3 agent, $4 consent gate) on every row, and beside them
+-- facts.sql stable_active_facts' first $5 facts (none: one row, its fact columns
+-- NULL). The plan's model and dimension are renamed: the fact's own carry those names.
+SELECT p.active, p.embedding_model AS plan_model, p.embedding_dim AS plan_dim, s.*
+FROM (
+    SELECT coalesce(sum(g.visible), 0)::bigint AS active,
+           (array_agg(g.embedding_model ORDER BY g.n DESC, g.embedding_model,
+                      g.embedding_dim))[1] AS embedding_model,
+           (array_agg(g.embedding_dim ORDER BY g.n DESC, g.embedding_model,
+                      g.embedding_dim))[1] AS embedding_dim
+    FROM (
+        SELECT embedding_model, embedding_dim, count(*) AS n,
+               count(*) FILTER (WHERE {{visible($2, $3, $4)}}) AS visible
+        FROM memory_fact
+        WHERE user_id = $1 AND superseded_at IS NULL
+        GROUP BY embedding_model, embedding_dim
+    ) AS g
+) AS p
+LEFT JOIN LATERAL (
+    SELECT {{fact_columns}}
+    FROM memory_fact
+    WHERE user_id = $1 AND {{visible($2, $3, $4)}}
+    ORDER BY pinned DESC, importance DESC, id
+    LIMIT $5
+) AS s ON true
+ORDER BY s.pinned DESC, s.importance DESC, s.id;
+
 -- name: set_pinned
 -- The user pins or unpins an active, unexpired fact; consolidation then holds
 -- its changes to it for the user (memory_held_proposal).
@@ -122,6 +152,11 @@ RETURNING {{fact_columns}};
 -- The user's advisory lock, exclusive: an erase or a consent change waits for
 -- the user's commits in flight and they wait for it (memfleet_commit_run).
 SELECT pg_advisory_xact_lock(hashtextextended('memfleet:user:' || $1, 0));
+
+-- name: lock_user_shared
+-- lock_user, shared: a manual write that must see the user's consent as it commits
+-- (PostgresStore.add_fact with a gate) waits for a consent change in flight.
+SELECT pg_advisory_xact_lock_shared(hashtextextended('memfleet:user:' || $1, 0));
 
 -- name: fence_key_check
 -- The check value of the key the fleet's fences are written with, recorded by the
@@ -160,6 +195,16 @@ DELETE FROM memory_held_proposal WHERE user_id = $1;
 -- referencing row is gone too.
 DELETE FROM memory_fact WHERE user_id = $1;
 
+-- name: erase_person_labels
+-- The names of the people in the user's life (schema/0016_persons.sql), after
+-- the facts about them.
+DELETE FROM memory_person_label WHERE user_id = $1;
+
+-- name: erase_persons
+-- After the labels; merged_into only points at rows of the same user, checked at
+-- the end of the statement.
+DELETE FROM memory_person WHERE user_id = $1;
+
 -- name: erase_runs
 -- The user's audit rows. Never a row by its session id alone: session ids
 -- repeat across users, and a row names a session only with its user
@@ -175,6 +220,14 @@ DELETE FROM user_memory_state WHERE user_id = $1;
 -- name: erase_consent
 -- A user who turned memory off stays off ($2): forgetting must not turn it on.
 DELETE FROM user_memory_consent WHERE user_id = $1 AND (enabled OR NOT $2);
+
+-- name: erase_portraits
+-- Every version of the user's portrait (schema/0018_portraits.sql).
+DELETE FROM memory_portrait WHERE user_id = $1;
+
+-- name: erase_portrait_choice
+-- A user who removed their portrait stays without one ($2), as an opt-out stays.
+DELETE FROM user_portrait_choice WHERE user_id = $1 AND (wanted OR NOT $2);
 
 -- name: record_erasure
 INSERT INTO memory_erasure (removed) VALUES ($1::jsonb);

@@ -19,7 +19,8 @@ LEFT JOIN session_cursor AS c ON c.user_id = $1 AND c.session_id = $2;
 -- ranks, rather than the heap once per candidate (measured in docs/bench.md).
 -- Text and date are fetched for the top k only.
 -- A candidate ($4, per candidate: its agent, NULL for a profile fact) is only
--- compared with facts it may supersede: the same scope and agent. Expired rows
+-- compared with facts it may supersede: the same scope and agent, and about the
+-- same person ($7, per candidate: NULL for the user; docs/persons.md). Expired rows
 -- are not neighbours even before the expiry pass supersedes them. Distances are
 -- only taken against rows embedded by the same model ($5; NULL: any) and
 -- dimension ($6);
@@ -27,7 +28,7 @@ LEFT JOIN session_cursor AS c ON c.user_id = $1 AND c.session_id = $2;
 WITH state AS (
     SELECT coalesce((SELECT version FROM user_memory_state WHERE user_id = $1), 0) AS version
 ), active AS MATERIALIZED (
-    SELECT f.id, f.embedding, f.agent_id, f.embedding_model, f.embedding_dim
+    SELECT f.id, f.embedding, f.agent_id, f.person_id, f.embedding_model, f.embedding_dim
     FROM memory_fact AS f
     WHERE f.user_id = $1 AND {{active}}
 ), other AS (
@@ -37,11 +38,13 @@ WITH state AS (
     LIMIT 1
 ), top AS (
     SELECT c.ord, n.id, n.distance
-    FROM unnest($2::halfvec[], $4::text[]) WITH ORDINALITY AS c (embedding, agent, ord)
+    FROM unnest($2::halfvec[], $4::text[], $7::bigint[])
+         WITH ORDINALITY AS c (embedding, agent, person, ord)
     LEFT JOIN LATERAL (
         SELECT a.id, a.embedding <=> c.embedding AS distance
         FROM active AS a
         WHERE a.agent_id IS NOT DISTINCT FROM c.agent
+          AND a.person_id IS NOT DISTINCT FROM c.person
           AND ($5::text IS NULL OR a.embedding_model = $5) AND a.embedding_dim = $6
         ORDER BY a.embedding <=> c.embedding, a.id
         LIMIT $3
@@ -58,7 +61,7 @@ ORDER BY top.ord, top.distance, top.id;
 -- name: commit_run
 -- The whole persist transaction in one round trip (schema/routines/memfleet_commit_run.sql).
 SELECT memfleet_commit_run($1::jsonb, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                           $14, $15, $16, $17, $18, $19, $20, $21::jsonb);
+                           $14, $15, $16, $17, $18, $19, $20, $21::jsonb, $22::jsonb);
 
 -- name: insert_run
 -- An audit row on its own (runs that move no cursor), from the same JSON the

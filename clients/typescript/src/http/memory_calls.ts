@@ -2,7 +2,7 @@
  * The memory API's routes for a user's memory (docs/api.md, "Endpoints"): the facts
  * by scope, agent and time, adding, correcting, removing, pinning, a fact's chain,
  * the held proposals and their answers, search, the known-facts block, the prompt
- * split (prompt-blocks, stable-block), consent, export and erase. MemfleetHttpClient (http_client.ts) adds the hand-over and
+ * split (prompt-blocks, stable-block), the user's portrait, consent, export and erase. MemfleetHttpClient (http_client.ts) adds the hand-over and
  * following it. Each method names the service key scope it needs; an end user's
  * token reaches all of these for its own user (another user's path: AccessDenied).
  */
@@ -31,6 +31,7 @@ import type {
   SearchQuery,
   StableBlock,
   UserExport,
+  UserPortrait,
 } from "./memory_types.js";
 
 type Query = Record<string, string | number | Moment | undefined>;
@@ -88,7 +89,7 @@ export class MemoryCalls {
     const body = bodyOf({ text: fact.text, category: fact.category,
       importance: fact.importance, scope: fact.scope, agent_id: fact.agentId,
       valid_from: fact.validFrom, valid_to: fact.validTo, expires_at: fact.expiresAt,
-      pinned: fact.pinned, via: fact.via });
+      pinned: fact.pinned, via: fact.via, if_memory_on: fact.ifMemoryOn });
     return await this.transport.json("POST", { operation: `POST ${FACTS}`,
       path: `${userPath(userId)}/facts`, body }) as Fact;
   }
@@ -189,6 +190,35 @@ export class MemoryCalls {
       headers: options.knownVersion === undefined ? undefined
         : { "If-None-Match": `"${options.knownVersion}"` } });
     return answer === undefined ? null : answer as StableBlock;
+  }
+
+  /** GET /users/{u}/portrait (`read`): the user's portrait and its state; null when
+   * `knownTag` (`portraitTag` of what was shown) is still current (the API's 304). */
+  async portrait(userId: string, options: { knownTag?: string } = {}):
+    Promise<UserPortrait | null> {
+    const answer = await this.transport.json("GET", {
+      operation: "GET /users/{user}/portrait", path: `${userPath(userId)}/portrait`,
+      conditional: true, headers: options.knownTag === undefined ? undefined
+        : { "If-None-Match": `"${options.knownTag}"` } });
+    return answer === undefined ? null : answer as UserPortrait;
+  }
+
+  /** DELETE /users/{u}/portrait (`admin`): remove it; none is made until
+   * `refreshPortrait`. The version that ended, or null. */
+  async removePortrait(userId: string): Promise<number | null> {
+    const answer = await this.transport.json("DELETE", {
+      operation: "DELETE /users/{user}/portrait", path: `${userPath(userId)}/portrait` }) as
+      { removed_version: number | null };
+    return answer.removed_version;
+  }
+
+  /** POST /users/{u}/portrait/refresh (`admin`): ask for a portrait (again); whether a
+   * refresh was queued. */
+  async refreshPortrait(userId: string): Promise<boolean> {
+    const answer = await this.transport.json("POST", {
+      operation: "POST /users/{user}/portrait/refresh",
+      path: `${userPath(userId)}/portrait/refresh` }) as { queued: boolean };
+    return answer.queued;
   }
 
   /** DELETE /users/{u} (`admin`): erase everything about the user; what went per table. */

@@ -47,6 +47,8 @@ export interface Fact {
   /** A manual fact's way in: `api`, `panel`, `tool` or `cli`; null for an extracted or
    * imported fact, and for a manual one written before it was recorded. */
   written_via?: WrittenVia | null;
+  /** Who the fact is about: null, the user; else one of the user's persons (docs/persons.md). */
+  person_id?: number | null;
 }
 
 export interface CategoryGroup {
@@ -86,6 +88,9 @@ export interface NewFact {
   pinned?: boolean;
   /** How it was written; left out: `api`. */
   via?: Via;
+  /** Store it only while the user's memory is on, checked in the write's own
+   * transaction: else MemoryOff (409) and nothing stored or embedded. */
+  ifMemoryOn?: boolean;
 }
 
 /** PATCH /users/{u}/facts/{id}, a merge patch: a member left out keeps the old
@@ -202,6 +207,26 @@ export interface PromptBlocks {
   volatile: VolatileBlock;
 }
 
+/** GET /users/{u}/portrait (docs/portrait.md): the user's portrait, `state` current
+ * (`portrait` is it), none (not made yet), removed (by the user: none is made until
+ * asked again) or off (memory is off). Its tag (the ETag) is `portraitTag`'s. */
+export interface UserPortrait {
+  user_id: string;
+  state: "current" | "none" | "removed" | "off";
+  portrait: {
+    text: string;
+    version: number;
+    fact_count: number;
+    model: string;
+    created_at: string;
+  } | null;
+}
+
+/** The portrait's entity tag, without quotes: its version, or its state without one. */
+export function portraitTag(shown: UserPortrait): string {
+  return shown.portrait === null ? shown.state : String(shown.portrait.version);
+}
+
 /** DELETE /users/{u}: what went, per table. */
 export interface Erased {
   user_id: string;
@@ -272,4 +297,6 @@ export interface UserExport {
   sessions: ExportSession[];
   runs: ExportRun[];
   held_proposals: Omit<HeldProposal, "stale">[];
+  /** Every version of the portrait (docs/portrait.md); absent from an older API. */
+  portraits?: Record<string, unknown>[];
 }

@@ -64,7 +64,7 @@ function fact(id: number, text: string, more: Record<string, unknown> = {}): Rec
 }
 
 interface Sent { method: string; url: string; body: string }
-const state = { enabled: true, status: 0, sent: [] as Sent[] };
+const state = { enabled: true, status: 0, offAtWrite: false, sent: [] as Sent[] };
 const FACTS: Record<number, Record<string, unknown>> = {
   1: fact(1, "Likes tea", { category: "preference" }),
   2: fact(2, "Calls the coach Sam", { scope: "relationship", agent_id: "coach" }),
@@ -98,6 +98,10 @@ before(async () => {
           : send(404, { detail: "no such fact" });
       }
       if (method === "DELETE") return send(200, FACTS[Number(path.split("/").at(-1))]);
+      if (method === "POST" && state.offAtWrite) {
+        return send(409, { detail: "the user's memory is off: nothing was stored",
+          error: "MemoryOff" });
+      }
       if (method === "POST") {
         const posted = JSON.parse(body) as { text: string; category: string };
         return send(201, fact(9, posted.text, { category: posted.category }));
@@ -122,6 +126,7 @@ function executor(agentId?: string): MemoryToolExecutor {
   state.sent = [];
   state.enabled = true;
   state.status = 0;
+  state.offAtWrite = false;
   const client = new MemfleetHttpClient({ apiUrl: url, serviceKey: KEY });
   return new MemoryToolExecutor(client, agentId === undefined ? { userId: "ada" }
     : { userId: "ada", agentId });
@@ -157,7 +162,8 @@ test("save, search, list and forget, scoped to the user and the assistant", asyn
     '{"text": "Likes green tea", "category": "preference"}')),
     { ok: true, saved: { id: 9, text: "Likes green tea", category: "preference" } });
   assert.deepEqual(JSON.parse(state.sent.at(-1)!.body),
-    { text: "Likes green tea", category: "preference", scope: "profile", via: "tool" });
+    { text: "Likes green tea", category: "preference", scope: "profile", via: "tool",
+      if_memory_on: true });
   assert.deepEqual(JSON.parse(await tools.run("search_memory", { query: "tea", k: 3 })),
     { ok: true, results: [{ id: 1, text: "Likes tea", category: "preference", score: 0.032787 }] });
   assert.equal(state.sent.at(-1)!.url, "/users/ada/search?q=tea&k=3&scope=both&agent_id=coach");
@@ -179,6 +185,14 @@ test("forget what the assistant cannot see is not found, and ends nothing", asyn
     assert.equal(JSON.parse(await tools.run("forget_memory", { fact_id: id })).error, "not_found");
     assert.deepEqual(writes(), []);
   }
+});
+
+test("a save the API finds memory off for (its own check) is memory_off", async () => {
+  const tools = executor("coach");
+  state.offAtWrite = true;
+  const answer = JSON.parse(await tools.run("save_memory", { text: "Likes tea" }));
+  assert.equal(answer.error, "memory_off");
+  assert.deepEqual(writes(), ["POST"]);
 });
 
 test("the API's refusals are results; a refused credential and a wrong client throw", async () => {
