@@ -15,7 +15,9 @@ from worker.providers.llm_json import json_schema_format, parse_answer
 from worker.providers.rules import extract_facts
 from worker.providers.rules_notes import note_in, promote
 from worker.providers.wire import (
+    AskedAttributed,
     AskedExtraction,
+    AskedWithNotes,
     ExtractedNote,
     ExtractionAnswer,
     ExtractionRequest,
@@ -131,3 +133,15 @@ async def test_a_run_keeps_its_notes_apart_from_its_facts() -> None:
     off = InMemoryStore()
     await run_once(context(off), said)
     assert await off.notes("u1") == [] and len(await off.facts("u1")) == 1
+
+
+def test_the_four_extraction_shapes_persons_and_notes_on_and_off() -> None:
+    def fields(model: type) -> tuple[set[str], set[str]]:
+        schema = json_schema_format("fact_extraction", model)["json_schema"]["schema"]
+        fact = schema["properties"]["facts"]["items"]["properties"]
+        return set(schema["properties"]), {"about"} & set(fact)
+
+    assert fields(AskedExtraction) == ({"facts"}, set())  # as before either
+    assert fields(AskedAttributed) == ({"facts"}, {"about"})  # persons on
+    assert fields(AskedWithNotes) == ({"facts", "notes"}, set())  # notes on
+    assert fields(ExtractionAnswer) == ({"facts", "notes"}, {"about"})  # both on
