@@ -14,10 +14,12 @@ from typing import Any
 from worker.eval.qa_rules import answer_question, judge_answer
 from worker.eval.qa_wire import AnswerRequest, JudgeRequest
 from worker.providers.rules import decide, extract_facts, summarize
+from worker.providers.rules_notes import promote
 from worker.providers.rules_portrait import write_portrait
 from worker.providers.wire import (
     ConsolidationRequest,
     ExtractionRequest,
+    NotePromotionRequest,
     PortraitRequest,
     SummaryRequest,
 )
@@ -44,6 +46,8 @@ def answer_for(payload: dict[str, Any]) -> dict[str, Any]:
         return decide(ConsolidationRequest.model_validate(payload)).model_dump(mode="json")
     if task == "session_summary":
         return summarize(SummaryRequest.model_validate(payload)).model_dump(mode="json")
+    if task == "note_promotion":  # docs/notes.md
+        return promote(NotePromotionRequest.model_validate(payload)).model_dump(mode="json")
     if task == "user_portrait":
         return write_portrait(PortraitRequest.model_validate(payload)).model_dump(mode="json")
     # `memfleet eval --qa`'s calls (worker.eval.qa_wire), answered by the offline
@@ -84,6 +88,7 @@ _SCHEMA_BREAKS: dict[str | None, Any] = {
                                    "importance": 42}]},
     "memory_consolidation": {"decisions": [{"candidate": "first", "event": "MERGE"}]},
     "session_summary": {"text": None},
+    "note_promotion": {"fact": {"text": "", "category": "opinion"}},
     "user_portrait": {"portrait": None},
 }
 

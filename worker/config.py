@@ -176,6 +176,23 @@ class Settings(BaseSettings):
     # The prompt split's stable block opens with the user's portrait (docs/prompt.md).
     read_stable_portrait: bool = False
     # --- end of the portrait.
+    # --- Notes beside facts (docs/notes.md). On: extraction may answer notes beside its
+    # facts (free-form context that is no one fact), kept with supersession, searched,
+    # and promoted to a fact by the fleet's promotion job when similar notes (closer
+    # than the distance, cosine) come from at least that many sessions. Off: requests
+    # and answers are exactly those without notes, and no promotion pass runs.
+    notes_enabled: bool = False
+    notes_promote_distance: float = Field(default=0.15, gt=0, lt=2)
+    notes_promote_sessions: int = Field(default=3, ge=2, le=100)
+    # Each worker runs the promotion pass this often, one worker at a time in the fleet
+    # (a lock); 0: never on this worker. At most notes_promote_users users per pass.
+    notes_promote_interval_s: float = Field(default=86_400.0, ge=0)
+    notes_promote_users: int = Field(default=100, ge=1, le=100_000)
+    # Reads for a prompt (the known-facts block): up to this many notes relevant to the
+    # query, in a section of their own after the facts; 0: none. Never in the prompt
+    # split's stable block.
+    read_notes_top_k: int = Field(default=0, ge=0, le=50)
+    # --- end of notes.
     # How often a worker looks for jobs while it has a free slot: a slot freed by a
     # finished job waits for the next look (ARQ does not wake its loop for it), so
     # a busy worker loses up to this much per job. Idle, each look is one ZRANGEBYSCORE.

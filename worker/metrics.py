@@ -70,6 +70,12 @@ class Metrics:
         self.attributions = m.create_counter(
             "memfleet.persons.attributions", "{fact}",
             "Candidate facts by who they are about (user, person, new_person, ambiguous)")
+        # Notes beside facts (docs/notes.md): counts only, never their text.
+        self.notes = m.create_counter(
+            "memfleet.notes", "{note}", "Notes of committed runs, by event (ADD, UPDATE, NONE)")
+        self.notes_promoted = m.create_counter(
+            "memfleet.notes.promoted", "{note}",
+            "Notes the promotion job made part of a fact, by result (added, covered)")
         self.refused_cas = m.create_counter(
             "memfleet.cas.refused", "{commit}",
             "Persist transactions refused by a compare-and-set, by fence")

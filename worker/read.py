@@ -34,6 +34,7 @@ from worker.store.types import ConsentGate, FactRecord, ReadPlan
 
 if TYPE_CHECKING:
     from worker.config import Settings
+    from worker.read_notes import NoteHit
     from worker.read_split import PromptBlocks, SplitPolicy, StableBlock
     from worker.store.portraits import Portrait
 
@@ -326,17 +327,20 @@ class MemoryReader:
     def __init__(
         self, store: MemoryStore, embedder: Embedder, *,
         embedders: EmbedderFactory | None = None, memory_default: bool = True,
-        split: SplitPolicy | None = None, people_max_facts: int = 0,
+        split: SplitPolicy | None = None, people_max_facts: int = 0, notes_top_k: int = 0,
     ) -> None:
         """``embedders``: builds the embedder of another (model, dimension), for users whose
         facts were moved to one; without it, every query goes through ``embedder``.
         ``memory_default``: whether a user who never chose has memory on
         (MEMFLEET_MEMORY_DEFAULT; ``from_settings`` takes the settings'). ``split``: the
-        prompt split's budgets and weights (worker.read_split; None: its defaults)."""
+        prompt split's budgets and weights (worker.read_split; None: its defaults).
+        ``notes_top_k``: notes in the known-facts block (MEMFLEET_READ_NOTES_TOP_K,
+        docs/notes.md; 0: none)."""
         self.store, self.embedder, self.embedders = store, embedder, embedders
         self.memory_default, self.split = memory_default, split
         # The people section (worker.read_persons, MEMFLEET_READ_PEOPLE_MAX_FACTS): 0, none.
         self.people_max_facts = people_max_facts
+        self.notes_top_k = notes_top_k
         self._owned: list[Any] = []  # what aclose closes: what from_settings opened
 
     @classmethod
@@ -359,7 +363,8 @@ class MemoryReader:
         reader = cls(store, embedders.default, embedders=embedders,
                      memory_default=settings.memory_default,
                      split=SplitPolicy.from_settings(settings),
-                     people_max_facts=settings.read_people_max_facts)
+                     people_max_facts=settings.read_people_max_facts,
+                     notes_top_k=settings.read_notes_top_k)
         reader._owned = [store, embedders]
         return reader
 
@@ -386,18 +391,27 @@ class MemoryReader:
         """The "known facts about the user" block for a system prompt ("" if none): all
         active facts while the user has at most ``top_k``, else the ``top_k`` most
         relevant to ``query``; the profile, and ``agent_id``'s relationship facts; then
-        the people section (worker.read_persons) when the reader has one."""
+        the people section (worker.read_persons) when the reader has one; then, with
+        ``notes_top_k`` and a query, the notes most relevant to it in a section of their
+        own (worker.read_notes)."""
         facts, plan = await planned_known_facts(
             self.store, self.embedder, user_id, query=query, top_k=top_k, scope=scope,
             agent_id=agent_id, embedders=self.embedders, memory_default=self.memory_default)
         block = format_block(facts)
-        if not self.people_max_facts:
-            return block
-        from worker.read_persons import people_section, with_people
+        if self.people_max_facts:
+            from worker.read_persons import people_section, with_people
 
-        return with_people(block, await people_section(
-            self.store, user_id, max_facts=self.people_max_facts,
-            memory_default=self.memory_default, counted=None if plan is None else plan.people))
+            block = with_people(block, await people_section(
+                self.store, user_id, max_facts=self.people_max_facts,
+                memory_default=self.memory_default,
+                counted=None if plan is None else plan.people))
+        if not self.notes_top_k or scope in ("none", "relationship"):
+            return block
+        from worker.read_notes import prompt_notes, with_notes
+
+        return with_notes(block, await prompt_notes(
+            self.store, self.embedder, user_id, query, top_k=self.notes_top_k,
+            memory_default=self.memory_default))
 
     async def known_facts(
         self, user_id: str, *, query: str | None = None, top_k: int | None = None,
@@ -443,6 +457,14 @@ class MemoryReader:
         return await search_facts(self.store, self.embedder, user_id, query, top_k=top_k,
                                   scope=scope, agent_id=agent_id, valid_at=valid_at,
                                   known_at=known_at, embedders=self.embedders,
+                                  consent_gate=ConsentGate(self.memory_default))
+
+    async def search_notes(self, user_id: str, query: str, *, top_k: int) -> list[NoteHit]:
+        """The user's top-k notes for ``query`` (worker.read_notes), each marked
+        ``kind = "note"``; none while the user's memory is off."""
+        from worker.read_notes import search_notes
+
+        return await search_notes(self.store, self.embedder, user_id, query, top_k=top_k,
                                   consent_gate=ConsentGate(self.memory_default))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.eval.run import plan_steps
-from worker.eval.suite import load_suite
+from worker.eval.suite import NEEDS_SETTING, load_suite
 
 SUITE = Path(__file__).resolve().parents[2] / "worker" / "eval" / "scenarios"
 # The smoke: five scenarios, four of them across two sessions, so consolidation meets
@@ -38,7 +38,8 @@ def pick(entries: Sequence[dict[str, Any]], *, ids: Sequence[str] = (),
          kinds: Sequence[str] = (), per_kind: int | None = None,
          skip_per_kind: int = 0) -> list[dict[str, Any]]:
     """The scenarios named by id (in the suite's order), else those of ``kinds`` (all
-    kinds when none), at most ``per_kind`` of each kind after its first
+    kinds when none, but those that need a setting on: the notes kind, named only when
+    wanted), at most ``per_kind`` of each kind after its first
     ``skip_per_kind`` (the prompt work tuned on the first of each kind: skipping it
     leaves scenarios the prompts were never measured on)."""
     known = {e["id"] for e in entries}
@@ -53,7 +54,7 @@ def pick(entries: Sequence[dict[str, Any]], *, ids: Sequence[str] = (),
     chosen, taken, seen = [], dict[str, int](), dict[str, int]()
     for entry in entries:
         kind = entry["kind"]
-        if kinds and kind not in kinds:
+        if (kinds and kind not in kinds) or (not kinds and kind in NEEDS_SETTING):
             continue
         seen[kind] = seen.get(kind, 0) + 1
         if seen[kind] <= skip_per_kind:

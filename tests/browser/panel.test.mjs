@@ -111,6 +111,19 @@ describe('ada works her memory through the panel', () => {
     await page.setViewportSize({ width: 1100, height: 900 });
   });
 
+  it('shows her notes apart from her facts, and removes one', async () => {
+    const item = page.locator('#notes li.note-item', { hasText: 'kitchen renovation' });
+    await item.waitFor();
+    assert.match(await item.textContent(),
+      /^The user is thinking about a kitchen renovation, budget about \$40k\.Mentioned on /);
+    assert.equal(await page.locator('#facts li', { hasText: 'kitchen renovation' }).count(), 0);
+    await item.getByRole('button', { name: 'Remove' }).click();
+    await status(page, 'Removed. The note');
+    const listed = await call(ADA, 'GET', '/users/ada/notes?state=all');
+    assert.deepEqual(listed.body.notes.map((n) => n.superseded_reason), ['removed']);
+    assert.equal(await page.locator('#notes').isVisible(), false);
+  });
+
   it('corrects a fact: a manual version supersedes it in the same chain', async () => {
     // By keyboard alone: Tab to the fact's Correct button, Enter opens the dialog with
     // the old wording selected, typing replaces it, Tab reaches Save, Enter saves.
@@ -322,6 +335,9 @@ describe('eve: a fact that is markup, then forget everything', () => {
 
   it('shows the characters of <img src=x onerror=alert(1)>, creates no element', async () => {
     await fact(page, env.MEMFLEET_PANEL_INJECTION).waitFor();
+    const note = page.locator('#notes li.note-item .fact-text');
+    assert.equal(await note.textContent(),
+      `The user is thinking about ${env.MEMFLEET_PANEL_INJECTION}.`);
     assert.equal(await page.evaluate(() => document.querySelectorAll('img').length), 0);
     assert.deepEqual(watch.dialogs, []);
   });
@@ -352,6 +368,7 @@ describe('eve: a fact that is markup, then forget everything', () => {
     await status(page, 'Everything was forgotten, and memory is now off');
     const facts = await call(EVE, 'GET', '/users/eve/facts');
     assert.equal(facts.body.count, 0);
+    assert.deepEqual((await call(EVE, 'GET', '/users/eve/notes?state=all')).body.notes, []);
     assert.deepEqual((await call(EVE, 'GET', '/users/eve/consent')).body,
       { enabled: false, chosen: true });
     await page.locator('#facts-summary', { hasText: 'Nothing is remembered' }).waitFor();

@@ -308,7 +308,8 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     await store.commit_run(commit(advance(0, session="x", user="u2"),
                                   (insert(0, "Likes rock", vec(1)),)))
     counts = await store.erase_user(Erasure("u1", erased_seq=5))
-    assert counts == {"memory_held_proposal": 0, "memory_fact": 1, "memory_person_label": 0,
+    assert counts == {"memory_held_proposal": 0, "memory_note": 0, "memory_note_check": 0,
+                      "memory_fact": 1, "memory_person_label": 0,
                       "memory_person": 0, "memory_run": 1, "session_cursor": 1,
                       "user_memory_state": 1, "user_memory_consent": 0, **NO_PORTRAIT}
     assert await store.facts("u1", include_superseded=True) == []
@@ -326,11 +327,13 @@ async def test_erasing_a_user_removes_everything_of_theirs_only(store: Store) ->
     await store.commit_run(commit(advance(0, seq=6), (insert(0, "Likes blues", vec(2)),)))
     assert [f.text for f in await store.facts("u1")] == ["Likes blues"]
     assert await store.erase_user(Erasure("u1", erased_seq=7)) == {
-        "memory_held_proposal": 0, "memory_fact": 1, "memory_person_label": 0,
+        "memory_held_proposal": 0, "memory_note": 0, "memory_note_check": 0,
+        "memory_fact": 1, "memory_person_label": 0,
         "memory_person": 0, "memory_run": 1, "session_cursor": 1,
         "user_memory_state": 1, "user_memory_consent": 0, **NO_PORTRAIT}
     assert await store.erase_user(Erasure("u1", erased_seq=8)) == {
-        "memory_held_proposal": 0, "memory_fact": 0, "memory_person_label": 0,
+        "memory_held_proposal": 0, "memory_note": 0, "memory_note_check": 0,
+        "memory_fact": 0, "memory_person_label": 0,
         "memory_person": 0, "memory_run": 0, "session_cursor": 0,
         "user_memory_state": 0, "user_memory_consent": 0, **NO_PORTRAIT}, \
         "erasing twice is harmless"

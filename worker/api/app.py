@@ -25,6 +25,7 @@ from worker.api import (
     event_routes,
     handover_routes,
     memory_routes,
+    note_routes,
     panel_page,
     panel_routes,
     persons_routes,
@@ -170,6 +171,7 @@ def create_app(settings: ApiSettings, *, extensions: Sequence[Extension] = (),
         for router in extension.routers:
             app.include_router(router)
     app.include_router(memory_routes.router)
+    app.include_router(note_routes.router)  # notes beside facts (docs/notes.md)
     app.include_router(prompt_routes.router)  # the prompt split (docs/prompt.md)
     app.include_router(portrait_routes.router)  # the user's portrait (docs/portrait.md)
     app.include_router(panel_routes.router)  # the user's corrections: edit, held proposals

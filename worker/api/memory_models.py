@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from worker.api.fields import AgentId, CleanText
+from worker.api.note_models import NoteHitBody
 from worker.memory_rules import (
     MAX_IMPORTANCE,
     MIN_IMPORTANCE,
@@ -178,6 +179,11 @@ class SearchHitBody(BaseModel):
 
 class SearchResults(BaseModel):
     results: list[SearchHitBody]
+    notes: list[NoteHitBody] = Field(
+        default_factory=list,
+        description="The user's notes for the query, each marked kind 'note', never mixed "
+                    "into results: with MEMFLEET_NOTES_ENABLED and no valid_at or known_at "
+                    "(docs/notes.md); otherwise empty.")
 
 
 class KnownFacts(BaseModel):
@@ -331,6 +337,19 @@ class ExportPortrait(BaseModel):
     superseded_at: datetime | None
     removed_at: datetime | None
     removed_reason: str | None
+class ExportNote(BaseModel):
+    id: int
+    text: str
+    observed_at: datetime
+    source_session_id: str | None
+    run_id: int | None
+    created_at: datetime
+    superseded_at: datetime | None
+    superseded_by: int | None
+    superseded_reason: str | None
+    promoted_to: int | None
+    embedding_model: str
+    embedding_dim: int | None
 
 
 class Export(BaseModel):
@@ -349,3 +368,6 @@ class Export(BaseModel):
         description="The people in the user's life (docs/persons.md), merged ones too.")
     portraits: list[ExportPortrait] = Field(
         default_factory=list, description="Every version of the user's portrait.")
+    notes: list[ExportNote] = Field(
+        default_factory=list,
+        description="Every note beside the facts, active and superseded (docs/notes.md).")

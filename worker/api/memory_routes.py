@@ -40,6 +40,7 @@ from worker.api.memory_models import (
     SearchResults,
     utc,
 )
+from worker.api.note_models import Note, NoteHitBody
 from worker.api.read_timing import HEADER as SERVER_TIMING
 from worker.api.read_timing import ReadTiming
 from worker.api.service_auth import AdminUser, ReadUser
@@ -56,6 +57,7 @@ from worker.read import (
     remembered,
     search_facts,
 )
+from worker.read_notes import prompt_notes, search_notes, with_notes
 from worker.read_persons import people_section, with_people
 from worker.store.types import ConsentGate, FactRecord, FactTerms, NewFact
 
@@ -279,12 +281,18 @@ async def search(
     hits = await search_facts(deps.memory, timing.embedder, user_id, q, top_k=k,
                               scope=scope, agent_id=agent_id, valid_at=valid_at,
                               known_at=known_at, embedders=timing.embedders)
+    # Notes (docs/notes.md): the user's, for no time; none for a relationship-only read.
+    plain = not (valid_at or known_at) and scope not in ("none", "relationship")
+    notes = [] if not deps.settings.notes_enabled or not plain else [
+        NoteHitBody(note=Note.of(h.note), score=h.score, semantic_rank=h.semantic_rank,
+                    lexical_rank=h.lexical_rank)
+        for h in await search_notes(deps.memory, timing.embedder, user_id, q, top_k=k)]
     timing.read_done()
     results = SearchResults(results=[
         SearchHitBody(fact=Fact.of(h.fact), score=h.score, semantic_rank=h.semantic_rank,
                       lexical_rank=h.lexical_rank)
         for h in hits
-    ])
+    ], notes=notes)
     response.headers[SERVER_TIMING] = timing.header()
     return results
 
@@ -313,8 +321,13 @@ async def known_facts_route(
                                   max_facts=deps.settings.read_people_max_facts,
                                   memory_default=deps.settings.memory_default,
                                   counted=None if plan is None else plan.people)
+    # The notes most relevant to the query, in a section of their own (docs/notes.md).
+    notes = [] if scope in ("none", "relationship") else await prompt_notes(
+        deps.memory, timing.embedder, user_id, q, top_k=deps.settings.read_notes_top_k,
+        memory_default=deps.settings.memory_default)
     timing.read_done()
-    answer = KnownFacts(block=with_people(format_block(facts), people), count=len(facts))
+    answer = KnownFacts(block=with_notes(with_people(format_block(facts), people), notes),
+                        count=len(facts))
     response.headers[SERVER_TIMING] = timing.header()
     return answer
 

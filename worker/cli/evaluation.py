@@ -6,18 +6,23 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker.cli.common import Commands, resolve
 from worker.config import Settings
 from worker.errors import MemfleetError
+
+if TYPE_CHECKING:
+    from worker.eval.suite import Scenario
 
 # worker.eval.suite.KINDS' names (a test holds them equal): building the parser
 # imports nothing of worker.eval.
 KINDS = ("plain", "updates", "retractions", "aba", "contradictions", "relative_dates",
          "expiring", "paraphrase", "other_people", "hypotheticals", "short_replies",
          "two_agents", "non_english", "injection", "named_people", "person_changes",
-         "portrait_update")
+         "portrait_update", "notes")
 CONTROLS = ("add-only", "empty-read")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -103,6 +108,27 @@ def _check(args: argparse.Namespace) -> None:
                 from None
 
 
+def _runnable(settings: Settings, kinds: Sequence[str],
+              scenarios: list[Scenario]) -> tuple[list[Scenario], list[str]]:
+    """The scenarios the settings can run, and a line per kind left out: a kind that needs
+    a setting off (the notes kind without MEMFLEET_NOTES_ENABLED) is left out of a run,
+    and naming it with --kind is a mistake."""
+    from worker.eval.suite import NEEDS_SETTING
+
+    lines = []
+    for kind, setting in NEEDS_SETTING.items():
+        if getattr(settings, setting):
+            continue
+        variable = f"MEMFLEET_{setting.upper()}"
+        if kind in kinds:
+            raise MemfleetError(f"eval: --kind {kind} needs {variable}=true")
+        skipped = sum(1 for s in scenarios if s.kind == kind)
+        scenarios = [s for s in scenarios if s.kind != kind]
+        if skipped:
+            lines.append(f"{skipped} {kind} scenarios left out: {variable} is off")
+    return scenarios, lines
+
+
 def rerank_line(settings: Settings) -> str:
     """The re-ranking's weights (MEMFLEET_READ_RERANK_*), as the report names them."""
     return (f"pin +{settings.read_rerank_pin_boost:g}, agent +"
@@ -136,6 +162,9 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         scenarios, counts = loaded.scenarios, loaded
     else:
         scenarios = load_suite(args.scenarios)
+    scenarios, left_out = _runnable(settings, args.kind or (), scenarios)
+    if not scenarios:
+        raise MemfleetError("eval: nothing to run: " + "; ".join(left_out))
     if args.kind:
         scenarios = [s for s in scenarios if s.kind in args.kind]
         if not scenarios:
@@ -164,6 +193,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         print(f"memfleet eval: {line}", file=sys.stderr, flush=True)
 
     progress(f"{len(scenarios)} scenarios")
+    for line in left_out:
+        progress(line)
     run = asyncio.run(run_suite(settings, scenarios, add_only=args.control == "add-only",
                                 progress=progress, questions=choice))
     info = RunInfo.of(settings, "add-only" if args.control == "add-only" else None)

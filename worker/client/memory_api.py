@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_notes as note_calls
 from worker.client import memory_api_persons as people
 from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
@@ -52,6 +53,7 @@ from worker.client.memory_api_models import (
     Via,
     WaitOutcome,
 )
+from worker.client.memory_api_notes import Note, NoteState
 from worker.client.memory_api_persons import Person
 from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
@@ -255,6 +257,19 @@ class MemoryApi(ClientBase):
         return self._send(routes.answer_proposal(user_id, proposal_id, "dismiss"))
 
     # Reading for a prompt ------------------------------------------------------------
+
+    def notes(self, user_id: str, state: NoteState = "active") -> list[Note]:
+        """The user's notes beside their facts (docs/notes.md): active, or every version.
+        Scope ``read``."""
+        return self._send(note_calls.notes(user_id, state))
+
+    def remove_note(self, user_id: str, note_id: int) -> Note:
+        """Supersede a note as removed (never deleted). Scope ``admin``; a manual write."""
+        return self._send(note_calls.remove_note(user_id, note_id))
+
+    def fact_notes(self, user_id: str, fact_id: int) -> list[Note]:
+        """The notes the promotion job made the fact from. Scope ``read``."""
+        return self._send(note_calls.fact_notes(user_id, fact_id))
 
     def search(self, user_id: str, q: str, *, k: int = 10, scope: ReadScope | None = None,
                agent_id: str | None = None, valid_at: datetime | None = None,

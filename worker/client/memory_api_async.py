@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from worker.client import memory_api_notes as note_calls
 from worker.client import memory_api_persons as people
 from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
@@ -52,6 +53,7 @@ from worker.client.memory_api_models import (
     Via,
     WaitOutcome,
 )
+from worker.client.memory_api_notes import Note, NoteState
 from worker.client.memory_api_persons import Person
 from worker.client.memory_api_portrait import Portrait
 from worker.client.memory_api_prompt import PromptBlocks, StableBlock
@@ -159,6 +161,18 @@ class AsyncMemoryApi(ClientBase):
 
     async def dismiss_proposal(self, user_id: str, proposal_id: int) -> HeldAnswer:
         return await self._send(routes.answer_proposal(user_id, proposal_id, "dismiss"))
+
+    async def notes(self, user_id: str, state: NoteState = "active") -> list[Note]:
+        """As MemoryApi.notes."""
+        return await self._send(note_calls.notes(user_id, state))
+
+    async def remove_note(self, user_id: str, note_id: int) -> Note:
+        """As MemoryApi.remove_note."""
+        return await self._send(note_calls.remove_note(user_id, note_id))
+
+    async def fact_notes(self, user_id: str, fact_id: int) -> list[Note]:
+        """As MemoryApi.fact_notes."""
+        return await self._send(note_calls.fact_notes(user_id, fact_id))
 
     async def search(self, user_id: str, q: str, *, k: int = 10,
                      scope: ReadScope | None = None, agent_id: str | None = None,

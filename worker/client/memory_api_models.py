@@ -14,9 +14,12 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from worker.memory_rules import Basis, Category, Scope, SourceKind, SupersededReason
+
+if TYPE_CHECKING:
+    from worker.client.memory_api_notes import NoteHit
 
 __all__ = ["ActiveFacts", "CategoryGroup", "Chain", "Consent", "Erased", "Export", "Fact",
            "HandedOver", "HeldAnswer", "HeldProposal", "KnownFacts", "ProposalState",
@@ -208,14 +211,19 @@ class SearchResults:
     results: list[SearchHit]
     # The answer's Server-Timing in ms: embed (absent without an embeddings call), store, total.
     timing_ms: dict[str, float] = field(default_factory=dict)
+    # The user's notes for the query, each marked kind "note" (docs/notes.md); empty from a
+    # server with notes off, or without them.
+    notes: list[NoteHit] = field(default_factory=list)
 
     @classmethod
     def parse(cls, value: Any, timing_ms: dict[str, float] | None = None) -> SearchResults:
+        from worker.client.memory_api_notes import NoteHit
+
         hits = [SearchHit(fact=Fact.parse(_obj(h)["fact"]), score=_float(h["score"]),
                           semantic_rank=_opt(_int, h.get("semantic_rank")),
                           lexical_rank=_opt(_int, h.get("lexical_rank")))
                 for h in _list(_obj(value)["results"])]
-        return cls(results=hits, timing_ms=timing_ms or {})
+        return cls(results=hits, timing_ms=timing_ms or {}, notes=NoteHit.parse_list(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +356,9 @@ class Export:
 
     # Every version of the portrait (docs/portrait.md); empty from an API before it.
     portraits: list[dict[str, Any]] = field(default_factory=list)
+    # Every note beside the facts, as the API writes them (docs/notes.md); none from an
+    # older server.
+    notes: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, value: Any) -> Export:
@@ -362,6 +373,7 @@ class Export:
             held_proposals=[HeldProposal.parse(p) for p in _list(d["held_proposals"])],
             document=d, persons=[_obj(p) for p in _list(d.get("persons", []))],
             portraits=[_obj(p) for p in _list(d.get("portraits", []))],
+            notes=[_obj(n) for n in _list(d.get("notes", []))],
         )
 
 

@@ -31,6 +31,7 @@ from redis.asyncio import Redis
 
 from worker.config import Settings, secret
 from worker.conversation import Handover
+from worker.eval.notes import promote_notes
 from worker.eval.qa import QaChoice, ask_questions
 from worker.eval.qa_score import QuestionScore
 from worker.eval.score import People, ScenarioScore, active_at, score_scenario
@@ -224,6 +225,10 @@ async def run_suite(
                     for step in plans[scenario.id][index]:
                         await _hand_over(redis, settings, limits, users[scenario.id], step)
             await _drain(settings, telemetry, add_only)
+        if settings.notes_enabled:
+            # The fleet's daily promotion job, once the conversations are over.
+            progress("notes' promotion")
+            await promote_notes(settings, list(users.values()))
         scores, outcomes = [], Counter[str]()
         embedder = build_embedder(settings, embedding_model(settings), settings.embed_dim)
         try:

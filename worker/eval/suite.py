@@ -59,7 +59,12 @@ KINDS: dict[str, str] = {
     "named_people": "facts about named people are theirs (docs/persons.md), never the user's",
     "person_changes": "a person renamed or a relation changed keeps their facts",
     "portrait_update": "the user's portrait follows an update: the new value, not the old",
+    # Only with MEMFLEET_NOTES_ENABLED (docs/notes.md): left out of a run without it.
+    "notes": "notes that recur in several sessions are promoted to one fact; others are not",
 }
+# Kinds that need a setting on (docs/eval.md, "The kinds"): a run without it leaves
+# them out, and `--kind` naming one is a mistake.
+NEEDS_SETTING: dict[str, str] = {"notes": "notes_enabled"}
 
 # Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
 # as its question types; not in the shipped suite, so not among --kind's choices.

@@ -24,14 +24,16 @@ from worker.fleet.metrics import MetricsServer
 from worker.fleet.portrait_job import PORTRAIT_JOB_TRIES, refresh_user_portrait
 from worker.metrics import Metrics
 from worker.ops import expiry
+from worker.ops.note_promotion import PromotionPolicy, promotion_pass
 from worker.protocol import lock, queue, serialization
 from worker.protocol.arq_worker import Worker
 from worker.protocol.payload import Limits
-from worker.providers.factory import build_providers, embedding_model
+from worker.providers.factory import build_note_promoter, build_providers, embedding_model
 from worker.store.base import MaintenanceStore
 from worker.store.fence_key import fence_keys
 from worker.store.maintenance import PostgresMaintenanceStore
 from worker.store.migrate import check_schema
+from worker.store.note_promotion import PostgresNotePromotion
 from worker.store.pool import GENERIC_PLANS, close_pool, create_pool
 from worker.store.postgres import PostgresStore
 from worker.telemetry import Telemetry, hide_job_arguments, setup_telemetry
@@ -53,7 +55,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 REDIS_BACKOFF_CAP_S = 3.0
-BACKGROUND_LOOPS = ("heartbeat", "recovery", "expiry", "server_watch")
+BACKGROUND_LOOPS = ("heartbeat", "recovery", "expiry", "notes_promotion", "server_watch")
 
 
 def redis_settings(url: str, retries: int) -> RedisSettings:
@@ -136,6 +138,21 @@ def worker_options(
             ctx["expiry"] = asyncio.create_task(periodic.every(
                 settings.expiry_interval_s, lambda: expiry_pass(maintenance, metrics),
                 name="expiry pass", first_delay_s=periodic.spread(settings.expiry_interval_s)))
+        if settings.notes_enabled and settings.notes_promote_interval_s > 0:
+            # Recurring notes become facts (docs/notes.md): one pass at a time in the
+            # fleet, spread out like the expiry pass.
+            promoter = ctx["note_promoter"] = build_note_promoter(
+                settings, on_failure=lambda kind: telemetry.metrics.llm_errors.add(
+                    1, {"kind": kind}), redis=budget_redis, metrics=metrics)
+            notes_store, policy = PostgresNotePromotion(pool), PromotionPolicy.from_settings(
+                settings)
+            embedder = ctx["deps"].providers.embedder
+            ctx["notes_promotion"] = asyncio.create_task(periodic.every(
+                settings.notes_promote_interval_s,
+                lambda: promotion_pass(notes_store, promoter, embedder, policy,
+                                       metrics=metrics),
+                name="notes promotion pass",
+                first_delay_s=periodic.spread(settings.notes_promote_interval_s)))
         watch_redis = ctx["watch_redis"] = Redis.from_url(
             settings.redis_url or "", socket_connect_timeout=server_watch.CHECK_TIMEOUT_S,
             socket_timeout=server_watch.CHECK_TIMEOUT_S)
@@ -165,6 +182,9 @@ def worker_options(
         deps: Deps | None = ctx.get("deps")
         if deps is not None:
             await deps.providers.aclose()
+        promoter = ctx.get("note_promoter")
+        if promoter is not None:
+            await promoter.aclose()
         pool = ctx.get("pool")
         if pool is not None:
             await close_pool(pool)

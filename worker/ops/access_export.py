@@ -5,7 +5,8 @@
      "sessions": [cursor rows: counts and the rolling summary],
      "runs": [audit rows that wrote them: slice hashes, counts, times, outcome],
      "held_proposals": [changes consolidation proposed and kept for the user],
-     "portraits": [every version of the user's portrait, and how each ended]}
+     "portraits": [every version of the user's portrait, and how each ended],
+     "notes": [every note beside the facts, and what became of it (docs/notes.md)]}
 
 Streamed: rows come from server-side cursors inside one read-only REPEATABLE
 READ transaction (one consistent snapshot: worker.store.maintenance) and

@@ -15,6 +15,7 @@ from worker.memory_rules import SourceKind, confidence_for
 from worker.pipeline.attribution import Mention
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
+from worker.pipeline.notes import CandidateNote, notes_from
 from worker.providers.wire import (
     Category,
     ExtractedFact,
@@ -53,6 +54,7 @@ def build_request(
     observed_at: datetime,
     agent_id: str | None = None,
     people: tuple[KnownPerson, ...] | None = None,
+    with_notes: bool = False,
 ) -> ExtractionRequest:
     """Only the new slice and the declared context go out, nothing else of the session.
     ``people``: the user's known persons while persons are on (None: off)."""
@@ -64,6 +66,7 @@ def build_request(
         messages=tuple(WireMessage(role=m.role, content=m.content) for m in messages[start:end]),
         agent=agent_id,
         people=people,
+        with_notes=with_notes,
     )
 
 
@@ -154,26 +157,37 @@ def candidates_from(
         out = [out[i] for i in sorted(keep)]
     return out
 
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    facts: list[CandidateFact]
+    notes: list[CandidateNote]  # empty unless MEMFLEET_NOTES_ENABLED (docs/notes.md)
+
+
 async def run(
     ctx: RunContext, handover: Handover, position: Position,
     people: Callable[[], Awaitable[tuple[KnownPerson, ...] | None]] | None = None,
-) -> list[CandidateFact]:
+) -> Extracted:
     """``people``: reads the user's known persons for the request (persons on,
     worker.pipeline.persons), within this stage."""
+    with_notes = ctx.settings.notes_enabled
     with ctx.clock.stage("extract") as span:
         known = None if people is None else await people()
         request = build_request(
             handover.messages, position.piece.start, position.piece.end,
             ctx.settings.context_messages,
             position.cursor.summary if position.cursor else None, handover.handed_over_at,
-            handover.agent_id, known,
+            handover.agent_id, known, with_notes,
         )
         extractor = ctx.providers.extractor
         answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
         candidates = candidates_from(answer.value, observed_at=handover.handed_over_at,
                                      agent_id=handover.agent_id, attributed=known is not None)
+        # Notes not asked for are not kept, whatever an endpoint answers.
+        notes = notes_from(answer.value) if with_notes else []
         span.set_attribute("memfleet.candidates", len(candidates))
+        if with_notes:
+            span.set_attribute("memfleet.notes", len(notes))
         if ctx.settings.capture_content:
             for candidate in candidates:
                 span.add_event("memfleet.candidate", {"memfleet.fact.text": candidate.text})
-    return candidates
+    return Extracted(candidates, notes)

@@ -25,6 +25,7 @@ from worker.outcomes import Outcome
 from worker.pipeline.consolidate import Decided
 from worker.pipeline.context import RunContext
 from worker.pipeline.cursor import NOTHING_SETTLED, Position, Settlement
+from worker.pipeline.notes import NO_NOTES, NotePlan
 from worker.pipeline.plan import Plan
 from worker.store.types import RunCommit, RunRecord
 
@@ -78,7 +79,7 @@ async def record_empty(ctx: RunContext, position: Position) -> RunResult:
 
 async def commit(
     ctx: RunContext, handover: Handover, position: Position, decided: Decided,
-    summary: str | None, *, candidates: int, attempt: int,
+    summary: str | None, *, candidates: int, attempt: int, notes: NotePlan = NO_NOTES,
 ) -> RunResult:
     """Commit the run; raises UserVersionConflict when the user's facts changed meanwhile."""
     plan = decided.plan
@@ -92,7 +93,7 @@ async def commit(
     ))
     with ctx.clock.stage("persist", **_DB) as span:
         try:
-            run_id = await _commit(ctx, handover, position, run, decided, summary)
+            run_id = await _commit(ctx, handover, position, run, decided, summary, notes)
         except MemoryOptedOut:
             span.set_attribute("memfleet.opted_out", True)
             return await opt_out(ctx, handover, position)
@@ -111,6 +112,7 @@ async def commit(
         for event, count in counts:
             span.set_attribute(f"memfleet.decisions.{event.lower()}", count)
         _record_metrics(ctx, handover, counts)
+        _record_notes(ctx, span, notes)
     return RunResult(Outcome.COMMITTED, run_id, position.piece.remaining, plan.added, plan.updated,
                      plan.deleted, plan.unchanged, decided.rejected, position.settlement(),
                      plan.held)
@@ -174,16 +176,27 @@ def _erased(span: trace.Span, position: Position, exc: UserErased) -> RunResult:
 
 async def _commit(
     ctx: RunContext, handover: Handover, position: Position, run: RunRecord, decided: Decided,
-    summary: str | None,
+    summary: str | None, notes: NotePlan = NO_NOTES,
 ) -> int:
     return await ctx.store.commit_run(RunCommit(
         cursor=position.advance(handover, summary), user_version=decided.user_version,
         writes=decided.plan.writes, observed_at=handover.handed_over_at,
         embedding_model=decided.embedding_model or ctx.providers.embedder.model,
         source_session_id=handover.session_id,
-        run=run,
+        run=run, notes=notes.writes,
         persons=decided.persons,
     ))
+
+
+def _record_notes(ctx: RunContext, span: trace.Span, notes: NotePlan) -> None:
+    """The notes the commit wrote, by event (docs/notes.md): counts, never text."""
+    if notes is NO_NOTES:
+        return
+    counts = (("ADD", notes.added), ("UPDATE", notes.updated), ("NONE", notes.unchanged))
+    for event, count in counts:
+        span.set_attribute(f"memfleet.notes.{event.lower()}", count)
+        if count and ctx.clock.metrics is not None:
+            ctx.clock.metrics.notes.add(count, {"event": event})
 
 
 def _refused(ctx: RunContext, span: trace.Span, fence: str) -> None:

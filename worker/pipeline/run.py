@@ -21,11 +21,12 @@ from collections.abc import Sequence
 
 from worker.conversation import Snapshot
 from worker.errors import ConsolidationContention, UserVersionConflict
-from worker.pipeline import consolidate, cursor, embed, extract, persist, summary
+from worker.pipeline import consolidate, cursor, embed, extract, notes, persist, summary
 from worker.pipeline import persons as persons_stage
 from worker.pipeline.context import RunContext
 from worker.pipeline.cursor import Position
 from worker.pipeline.extract import CandidateFact
+from worker.pipeline.notes import NO_NOTES, NotePlan
 from worker.pipeline.persist import RunResult
 from worker.providers.wire import KnownPerson
 from worker.store.person_types import PersonRecord
@@ -52,10 +53,16 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
             persons = await persons_stage.read_known(ctx, handover.user_id)
             return persons_stage.people_of(persons)
 
-        candidates = await extract.run(ctx, handover, position, people)
-        embeddings = await embed.run(ctx, candidates)
+        extracted = await extract.run(ctx, handover, position, people)
+        candidates = extracted.facts
+        embedded = await embed.run(ctx, candidates, extracted.notes)
+        embeddings = embedded[:len(candidates)]
+        # The notes' writes (docs/notes.md): decided once, outside the facts' loop, since
+        # they depend on no fact and on no other session.
+        note_plan = await notes.run(ctx, handover.user_id, handover.session_id,
+                                    extracted.notes, embedded[len(candidates):])
         return await _decide_and_commit(ctx, position, candidates, embeddings, refreshing,
-                                        persons)
+                                        persons, note_plan)
     finally:
         if not refreshing.done():  # the run ended early (an error): the summary is moot
             refreshing.cancel()
@@ -66,7 +73,7 @@ async def run_once(ctx: RunContext, snapshots: Sequence[Snapshot]) -> RunResult:
 async def _decide_and_commit(
     ctx: RunContext, position: Position, candidates: Sequence[CandidateFact],
     embeddings: Vector, refreshing: asyncio.Task[str | None],
-    persons: Sequence[PersonRecord] | None = None,
+    persons: Sequence[PersonRecord] | None = None, note_plan: NotePlan = NO_NOTES,
 ) -> RunResult:
     handover = position.handover
     decided = await consolidate.run(ctx, handover.user_id, candidates, embeddings,
@@ -79,7 +86,8 @@ async def _decide_and_commit(
                                             handover.handed_over_at, attempt, persons)
         try:
             return await persist.commit(ctx, handover, position, decided, new_summary,
-                                        candidates=len(candidates), attempt=attempt)
+                                        candidates=len(candidates), attempt=attempt,
+                                        notes=note_plan)
         except UserVersionConflict:
             continue  # another job of the user committed first: decide again on fresh neighbours
     raise ConsolidationContention(f"{attempts} consolidations lost to other jobs of the user")

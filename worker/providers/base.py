@@ -12,6 +12,8 @@ from worker.providers.wire import (
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    NotePromotionAnswer,
+    NotePromotionRequest,
     PortraitAnswer,
     PortraitRequest,
     SummaryAnswer,
@@ -72,6 +74,14 @@ class PortraitWriter(Labelled, Protocol):
     never by a session's job."""
 
     async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]: ...
+
+
+class NotePromoter(Labelled, Protocol):
+    """The note promotion pass (docs/notes.md): recurring notes said as one fact."""
+
+    async def promote(self, request: NotePromotionRequest) -> Answer[NotePromotionAnswer]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Embedder(Labelled, Protocol):

@@ -30,6 +30,7 @@ from worker.providers.base import (
     Consolidator,
     Embedder,
     Extractor,
+    NotePromoter,
     PortraitWriter,
     Providers,
     Summarizer,
@@ -40,11 +41,17 @@ from worker.providers.openai_chat import (
     ChatOptions,
     OpenAIConsolidator,
     OpenAIExtractor,
+    OpenAINotePromoter,
     OpenAIPortraitWriter,
     OpenAISummarizer,
 )
 from worker.providers.openai_embed import EmbedOptions, OpenAIEmbedder
-from worker.providers.rules import RulesConsolidator, RulesExtractor, RulesSummarizer
+from worker.providers.rules import (
+    RulesConsolidator,
+    RulesExtractor,
+    RulesNotePromoter,
+    RulesSummarizer,
+)
 from worker.providers.rules_portrait import RulesPortraitWriter
 
 if TYPE_CHECKING:
@@ -285,3 +292,19 @@ def build_providers(
 def portrait_model(settings: Settings) -> str:
     """The portrait pass's model: MEMFLEET_PORTRAIT_MODEL, else the summaries'."""
     return settings.portrait_model or settings.summary_model or settings.extract_model
+
+
+def build_note_promoter(
+    settings: Settings, *, on_failure: FailureHook | None = None, redis: Any = None,
+    metrics: Metrics | None = None,
+) -> NotePromoter:
+    """The notes' promotion pass (docs/notes.md) on the settings' chat provider: the
+    extraction model, within the fleet's model budget (``redis``); the rules provider's
+    deterministic promotion offline."""
+    if settings.llm_provider == "rules":
+        return RulesNotePromoter(settings.provider_cpu_budget_s)
+    if settings.llm_provider != "openai":
+        raise ConfigurationError(f"unknown MEMFLEET_LLM_PROVIDER {settings.llm_provider!r}")
+    options = chat_options(settings, settings.extract_model, "the notes' promotion",
+                           on_failure, _Budgets(settings, redis, metrics))
+    return OpenAINotePromoter(options)

@@ -207,11 +207,17 @@ def describe_errors(exc: ValidationError) -> str:
 
 
 def _wrap_bare_list(value: Any, model: type[M]) -> Any:
-    """``[...]`` for a one-field model such as ``{"facts": [...]}``: small models do this."""
-    fields = list(model.model_fields)
-    if isinstance(value, list) and len(fields) == 1:
-        return {fields[0]: value}
+    """``[...]`` for a one-field model such as ``{"facts": [...]}``: small models do this.
+    Fields after the first that have defaults (extraction's optional notes) keep them."""
+    if isinstance(value, list) and _one_list_field(model):
+        return {next(iter(model.model_fields)): value}
     return value
+
+
+def _one_list_field(model: type[BaseModel]) -> bool:
+    """Whether ``model`` is one required field and, maybe, optional ones after it."""
+    fields = list(model.model_fields)
+    return bool(fields) and all(not model.model_fields[f].is_required() for f in fields[1:])
 
 
 def _field_models(annotation: Any) -> list[type[BaseModel]]:
@@ -285,8 +291,8 @@ def parse_answer(content: str | None, model: type[M]) -> M:
 
 def salvage_items(content: str | None, model: type[M]) -> M | None:
     """The complete items of an answer cut off at the token limit, for a model of one
-    list field (``{"facts": [...]}``): each item once, in order; None when none is
-    complete and valid.
+    list field (``{"facts": [...]}``; other fields optional, left at their defaults):
+    each item once, in order; None when none is complete and valid.
 
     Only for an answer the server says it cut (finish reason ``length``): a small model
     that runs away repeats its items until the limit, and asking again unchanged at
@@ -294,7 +300,9 @@ def salvage_items(content: str | None, model: type[M]) -> M | None:
     an item the schema refuses is left out, as the rest of the answer is still usable.
     """
     fields = list(model.model_fields)
-    if content is None or len(fields) != 1 or len(content) > MAX_ANSWER_CHARS:
+    # The first field is the list; others must have defaults (extraction's optional
+    # notes, lost with a cut answer: its facts are what is salvaged).
+    if content is None or not _one_list_field(model) or len(content) > MAX_ANSWER_CHARS:
         return None
     inner = _field_models(model.model_fields[fields[0]].annotation)
     if len(inner) != 1:

@@ -36,18 +36,25 @@ from worker.providers.llm_json import (
 )
 from worker.providers.prompts import (
     ATTRIBUTED_EXTRACTION_PROMPT,
+    ATTRIBUTED_WITH_NOTES_PROMPT,
     CONSOLIDATION_PROMPT,
     EXTRACTION_PROMPT,
+    EXTRACTION_WITH_NOTES_PROMPT,
     PORTRAIT_PROMPT,
+    PROMOTION_PROMPT,
     SUMMARY_PROMPT,
 )
 from worker.providers.wire import (
+    AskedAttributed,
     AskedConsolidation,
     AskedExtraction,
+    AskedWithNotes,
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractionAnswer,
     ExtractionRequest,
+    NotePromotionAnswer,
+    NotePromotionRequest,
     PortraitAnswer,
     PortraitRequest,
     SummaryAnswer,
@@ -104,7 +111,14 @@ _EXTRACTION = ChatPass("fact_extraction", EXTRACTION_PROMPT, ExtractionAnswer,
                     AskedExtraction, salvage_cut_off=True)
 # Persons on (the request names "people"): each fact also says who it is about.
 _ATTRIBUTED_EXTRACTION = ChatPass("fact_extraction", ATTRIBUTED_EXTRACTION_PROMPT,
+                                  ExtractionAnswer, AskedAttributed, salvage_cut_off=True)
+# Notes on (the request has "with_notes", docs/notes.md): the prompt says what a note is,
+# and the schema asks for the notes too; with persons or without.
+_EXTRACTION_WITH_NOTES = ChatPass("fact_extraction", EXTRACTION_WITH_NOTES_PROMPT,
+                                  ExtractionAnswer, AskedWithNotes, salvage_cut_off=True)
+_ATTRIBUTED_WITH_NOTES = ChatPass("fact_extraction", ATTRIBUTED_WITH_NOTES_PROMPT,
                                   ExtractionAnswer, salvage_cut_off=True)
+_PROMOTION = ChatPass("note_promotion", PROMOTION_PROMPT, NotePromotionAnswer)
 _CONSOLIDATION = ChatPass("memory_consolidation", CONSOLIDATION_PROMPT, ConsolidationAnswer,
                        AskedConsolidation)
 _SUMMARY = ChatPass("session_summary", SUMMARY_PROMPT, SummaryAnswer)
@@ -284,7 +298,10 @@ class OpenAIChat:
 
 class OpenAIExtractor(OpenAIChat):
     async def extract(self, request: ExtractionRequest) -> Answer[ExtractionAnswer]:
-        spec = _EXTRACTION if request.people is None else _ATTRIBUTED_EXTRACTION
+        if request.with_notes:
+            spec = _EXTRACTION_WITH_NOTES if request.people is None else _ATTRIBUTED_WITH_NOTES
+        else:
+            spec = _EXTRACTION if request.people is None else _ATTRIBUTED_EXTRACTION
         return await self._ask(spec, request)
 
 
@@ -301,3 +318,10 @@ class OpenAISummarizer(OpenAIChat):
 class OpenAIPortraitWriter(OpenAIChat):
     async def portrait(self, request: PortraitRequest) -> Answer[PortraitAnswer]:
         return await self._ask(_PORTRAIT, request)
+
+
+class OpenAINotePromoter(OpenAIChat):
+    """The note promotion pass (docs/notes.md): recurring notes said as one fact."""
+
+    async def promote(self, request: NotePromotionRequest) -> Answer[NotePromotionAnswer]:
+        return await self._ask(_PROMOTION, request)

@@ -25,6 +25,7 @@ from worker.protection.cpu_budget import Checkpoint, CpuThreads, no_deadline, ru
 from worker.providers.base import Answer, Usage
 from worker.providers.llm_json import describe_errors
 from worker.providers.rules_consolidate import decide as decide  # re-exported
+from worker.providers.rules_notes import MAX_NOTES, note_in, promote
 from worker.providers.rules_patterns import RULES, norm
 from worker.providers.rules_persons import MessagePeople
 from worker.providers.rules_time import relationship_in, temporary_in, valid_from_in
@@ -32,8 +33,11 @@ from worker.providers.wire import (
     ConsolidationAnswer,
     ConsolidationRequest,
     ExtractedFact,
+    ExtractedNote,
     ExtractionAnswer,
     ExtractionRequest,
+    NotePromotionAnswer,
+    NotePromotionRequest,
     SummaryAnswer,
     SummaryRequest,
     WireMessage,
@@ -154,6 +158,7 @@ def extract_facts(request: ExtractionRequest,
     ``checkpoint`` is called before each clause: the CPU budget's deadline.
     """
     facts: list[ExtractedFact] = []
+    notes: dict[str, ExtractedNote] = {}  # by their normalised text: each once
     seen: set[tuple[str, bool] | None] = set()
     today = _day_of(request.observed_at)
     with_agent = request.agent is not None
@@ -167,6 +172,9 @@ def extract_facts(request: ExtractionRequest,
             if not sentence:
                 continue
             checkpoint()
+            if request.with_notes and len(notes) < MAX_NOTES \
+                    and (note := note_in(sentence)) is not None:
+                notes.setdefault(norm(note.text), note)
             if _FORGET.search(sentence) is not None:
                 # A forget request states nothing to keep: only what it retracts.
                 found = [_forgotten(sentence, today, with_agent)]
@@ -178,7 +186,7 @@ def extract_facts(request: ExtractionRequest,
                 if fact is not None and key not in seen:
                     seen.add(key)
                     facts.append(fact)
-    return ExtractionAnswer(facts=tuple(facts))
+    return ExtractionAnswer(facts=tuple(facts), notes=tuple(notes.values()))
 
 
 # ---------------------------------------------------------------- summaries
@@ -264,4 +272,12 @@ class RulesSummarizer(_Rules):
     async def summarize(self, request: SummaryRequest) -> Answer[SummaryAnswer]:
         work = _answered(lambda check: summarize(request, check), self._budget_s,
                          self._threads)
+        return Answer(await work(), Usage(0, 0), MODEL)
+
+
+class RulesNotePromoter(_Rules):
+    """The note promotion pass offline (docs/notes.md): the newest note's text."""
+
+    async def promote(self, request: NotePromotionRequest) -> Answer[NotePromotionAnswer]:
+        work = _answered(lambda check: promote(request), self._budget_s, self._threads)
         return Answer(await work(), Usage(0, 0), MODEL)

@@ -23,6 +23,7 @@ from worker.memory_rules import Category as Category
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 MAX_FACT_CHARS = 1000  # an extracted fact's text; providers must answer within it
+MAX_NOTE_CHARS = 1000  # an extracted note's text (docs/notes.md)
 
 
 class _Frozen(BaseModel):
@@ -57,6 +58,9 @@ class ExtractionRequest(_Frozen):
     # each fact is then asked who it is about (ExtractedFact.about). Absent when
     # persons are off, so such a request reads as before.
     people: tuple[KnownPerson, ...] | None = None
+    # Notes are asked for (docs/notes.md): the answer may carry ``notes`` beside its
+    # facts. Absent, not false, when they are not, so such requests read as before.
+    with_notes: bool = False
 
     @model_serializer(mode="wrap")
     def _without_absent_agent(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -65,6 +69,8 @@ class ExtractionRequest(_Frozen):
             for optional in ("agent", "people"):
                 if data.get(optional) is None:
                     data.pop(optional, None)
+            if not data.get("with_notes"):
+                data.pop("with_notes", None)
         return data
 
 
@@ -125,14 +131,43 @@ class ExtractedFact(UserFact):
         return value
 
 
+# Free-form narrative context about the user that is not one short atomic fact
+# ("considering a kitchen renovation, budget about $40k, timeline unclear"): kept beside
+# the facts, never consolidated with them (docs/notes.md).
+class ExtractedNote(_Frozen):
+    text: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+
+
 class ExtractionAnswer(_Frozen):
+    facts: tuple[ExtractedFact, ...]
+    # Only when the request asked ``with_notes``; absent from a dump when empty, so an
+    # answer without notes reads (and is served by the stub) as before.
+    notes: tuple[ExtractedNote, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_notes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("notes"):
+            data.pop("notes", None)
+        return data
+
+
+# The extraction answer's schemas as sent, each parsed as ExtractionAnswer. (No
+# docstrings: a docstring would enter the schema as its description.) Persons off and
+# notes off: without ``about`` and without ``notes``, as before either.
+class AskedExtraction(_Frozen):
+    facts: tuple[UserFact, ...]
+
+
+# Persons on, notes off: who each fact is about, no notes (the schema persons sent).
+class AskedAttributed(_Frozen):
     facts: tuple[ExtractedFact, ...]
 
 
-# The extraction answer's schema as sent while persons are off: without ``about``,
-# as before persons; parsed as ExtractionAnswer. (No docstring: it would be sent.)
-class AskedExtraction(_Frozen):
+# Persons off, notes on (docs/notes.md): the facts as before persons, and the notes.
+class AskedWithNotes(_Frozen):
     facts: tuple[UserFact, ...]
+    notes: tuple[ExtractedNote, ...] = ()
 
 
 class Neighbor(_Frozen):
@@ -220,6 +255,30 @@ class SummaryRequest(_Frozen):
 
 class SummaryAnswer(_Frozen):
     summary: str = Field(max_length=4000)
+
+
+class PromotionNote(_Frozen):
+    text: str
+    observed_at: str  # "2026-11-22"
+
+
+class NotePromotionRequest(_Frozen):
+    """The note promotion pass (docs/notes.md): similar notes of the user from several
+    sessions, newest last, to be said as one lasting fact."""
+
+    task: Literal["note_promotion"] = "note_promotion"
+    observed_at: str
+    notes: tuple[PromotionNote, ...]
+
+
+class PromotedFact(_Frozen):
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS)
+    category: Category
+    importance: int = Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)
+
+
+class NotePromotionAnswer(_Frozen):
+    fact: PromotedFact
 
 
 # ---------------------------------------------------------------- the user's portrait

@@ -18,6 +18,15 @@ from typing import Any, Protocol
 
 from worker.memory_rules import MemoryScope
 from worker.outcomes import DEAD_LETTERS
+from worker.store.note_types import (
+    NoteNeighbor,
+    NoteRecord,
+    NoteState,
+    PromotableNote,
+    Promotion,
+    PromotionResult,
+    RankedNote,
+)
 from worker.store.person_types import PersonLabel, PersonOrigin, PersonRecord, PersonStatus
 from worker.store.types import (
     Acceptance,
@@ -71,6 +80,14 @@ class PipelineStore(Protocol):
 
     async def record_run(self, run: RunRecord) -> int:
         """An audit row on its own, for runs that write no fact and move no cursor."""
+        ...
+
+    async def note_neighbors(
+        self, user_id: str, session_id: str, embeddings: Vector, model: str,
+    ) -> list[NoteNeighbor | None]:
+        """Per row of ``embeddings``, the nearest ACTIVE note of the user's session
+        ``session_id`` embedded by ``model`` at that dimension; None where there is none
+        (docs/notes.md)."""
         ...
 
     async def known_persons(self, user_id: str) -> list[PersonRecord]:
@@ -266,6 +283,31 @@ class MemoryStore(Protocol):
         too); of one (user id, session id) ``session`` alone when given."""
         ...
 
+    # -- notes (docs/notes.md) ---------------------------------------------
+
+    async def notes(
+        self, user_id: str, *, state: NoteState = "active",
+        consent_gate: ConsentGate | None = None,
+    ) -> list[NoteRecord]:
+        """The user's active notes, oldest observation first (none while memory is off,
+        given ``consent_gate``), or every version by id (``state="all"``)."""
+        ...
+
+    async def notes_of_fact(self, user_id: str, fact_id: int) -> list[NoteRecord]:
+        """The notes the promotion job made the fact from, by id."""
+        ...
+
+    async def remove_note(self, user_id: str, note_id: int) -> NoteRecord | None:
+        """Supersede an active note as removed; None when the user has no such note."""
+        ...
+
+    async def search_notes(
+        self, user_id: str, embedding: Vector, words_query: str, k: int, *,
+        consent_gate: ConsentGate | None = None,
+    ) -> list[RankedNote]:
+        """Top-k active notes by meaning and by words, with their rank in each list."""
+        ...
+
 
 class ExportSnapshot(Protocol):
     """One user's rows, read in one read-only REPEATABLE READ snapshot."""
@@ -319,4 +361,44 @@ class MaintenanceStore(Protocol):
     async def finish_reembed(self, model: str, dim: int) -> int | None:
         """Record the move finished (the fleet's model and dimension) and return the active
         rows, all on ``model``; None, with nothing recorded, when rows are left."""
+        ...
+
+
+class NotePromotionStore(Protocol):
+    """What the notes' promotion job needs (docs/notes.md): one pass at a time in the
+    fleet, the users with notes to look at, and each promotion as one transaction."""
+
+    def claim_pass(self) -> AbstractAsyncContextManager[bool]:
+        """Whether this process runs the pass now (False: another process does)."""
+        ...
+
+    async def users_to_check(
+        self, sessions: int, memory_default: bool, limit: int
+    ) -> list[tuple[str, int]]:
+        """Up to ``limit`` (user, newest active note id) pairs: memory on, active notes
+        from ``sessions`` sessions or more, a note newer than the last look."""
+        ...
+
+    async def user_notes(
+        self, user_id: str, model: str, dim: int, limit: int
+    ) -> list[PromotableNote]:
+        """The user's newest ``limit`` active notes of ``model`` at ``dim``, newest first."""
+        ...
+
+    async def nearest_facts(
+        self, user_id: str, embeddings: Vector, model: str
+    ) -> list[tuple[int, float] | None]:
+        """Per row, the user's nearest active profile fact of ``model``: (id, distance)."""
+        ...
+
+    async def promote(
+        self, user_id: str, promotion: Promotion, *, memory_default: bool
+    ) -> PromotionResult | None:
+        """Write the fact (or keep the covering one) and link every note of the cluster to
+        it, in one transaction; None, with nothing written, when a note is no longer
+        active, the covering fact is gone, or the user's memory is off."""
+        ...
+
+    async def mark_checked(self, user_id: str, newest_note: int) -> None:
+        """The user was looked at up to ``newest_note``; nothing for an erased user."""
         ...

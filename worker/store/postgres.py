@@ -25,6 +25,7 @@ from worker.store import halfvec, queries
 from worker.store.base import MemoryStore
 from worker.store.corrections import PostgresCorrections
 from worker.store.fence_key import FenceKeys
+from worker.store.notes import PostgresNotes
 from worker.store.persons import PostgresPersons
 from worker.store.portraits import PostgresPortraits
 from worker.store.run_commit import commit_arguments, flat_json
@@ -71,7 +72,7 @@ def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
     return store
 
 
-class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
+class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits, PostgresNotes):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
@@ -121,13 +122,27 @@ class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
         """Write one run atomically, in one round trip (memfleet_commit_run)."""
         cursor = commit.cursor
         fence_key = self._fence_key(cursor.user_id).hex()
+        arguments = commit_arguments(commit, fence_key)
+        run_id: int
         try:
-            run_id: int = await self._pool.fetchval(self._pipeline["commit_run"],
-                                                    *commit_arguments(commit, fence_key))
+            if commit.notes:
+                run_id = await self._commit_with_notes(commit, arguments)
+            else:
+                run_id = await self._pool.fetchval(self._pipeline["commit_run"], *arguments)
         except asyncpg.PostgresError as exc:
             raise commit_error(exc) from exc
         except PG_ERRORS as exc:  # the server away: InterfaceError, OSError
             raise store_error("the persist transaction", exc) from exc
+        return run_id
+
+    async def _commit_with_notes(self, commit: RunCommit, arguments: tuple[Any, ...]) -> int:
+        """A run with notes: memfleet_commit_run, then its notes, in one transaction. The
+        routine's checks (fences, consent) and the user's advisory lock hold to its end."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            run_id: int = await conn.fetchval(self._pipeline["commit_run"], *arguments)
+            await self._insert_notes(conn, commit.cursor.user_id, commit.notes, run_id=run_id,
+                                     observed_at=commit.observed_at,
+                                     session_id=commit.source_session_id)
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
@@ -380,6 +395,9 @@ class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
                                FENCE_LIFETIME_S)
             for table, name, extra in (
                 ("memory_held_proposal", "erase_held", ()),
+                # Notes before facts: a promoted note names its fact.
+                ("memory_note", "erase_notes", ()),
+                ("memory_note_check", "erase_note_check", ()),
                 ("memory_fact", "erase_facts", ()),
                 # The people in the user's life, once no fact points at them.
                 ("memory_person_label", "erase_person_labels", ()),
@@ -391,7 +409,8 @@ class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits):
                 ("memory_portrait", "erase_portraits", ()),
                 ("user_portrait_choice", "erase_portrait_choice", (erasure.keep_opt_out,)),
             ):
-                status: str = await conn.execute(self._api[name], user_id, *extra)
+                sql = self._notes_sql if table.startswith("memory_note") else self._api
+                status: str = await conn.execute(sql[name], user_id, *extra)
                 counts[table] = status_count(status)
             await conn.execute(self._api["record_erasure"], json.dumps(counts))
         return counts

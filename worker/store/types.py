@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from worker.outcomes import Outcome
+from worker.store.note_types import InsertNote
 from worker.store.person_types import PersonRef, PersonWrites
 from worker.vectors import Vector as Vector  # re-exported: the store speaks in it
 
@@ -267,6 +268,9 @@ class RunCommit:
     embedding_model: str
     source_session_id: str
     run: RunRecord
+    # The run's notes (docs/notes.md), written in the same transaction; none when notes
+    # are off.
+    notes: tuple[InsertNote, ...] = ()
     # The persons the run creates or relabels (docs/persons.md); None: persons are
     # off, and every new fact is about the user.
     persons: PersonWrites | None = None
@@ -413,9 +417,10 @@ class HeldOutcome:
 # -- maintenance (worker.store.maintenance) -----------------------------------
 
 # The lists of a user's access export, in the document's order (worker.ops.access_export).
-ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "persons", "portraits"]
+ExportSection = Literal["facts", "sessions", "runs", "held_proposals", "persons", "portraits",
+                        "notes"]
 EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held_proposals",
-                                              "persons", "portraits")
+                                              "persons", "portraits", "notes")
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ from worker.store.types import (
 from worker.store.visibility import check_exclude, check_read
 from worker.testing.in_memory_corrections import InMemoryCorrections
 from worker.testing.in_memory_dead_letters import dead_letters_of
+from worker.testing.in_memory_notes import InMemoryNotes, NoteRow
 from worker.testing.in_memory_persons import InMemoryPersons
 from worker.testing.in_memory_reads import InMemoryDerivedReads
 
@@ -65,7 +66,8 @@ class _Row:
 
 
 @dataclass(slots=True)
-class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
+class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads,
+                    InMemoryNotes):
     cursors: dict[tuple[str, str], CursorState] = field(default_factory=dict)  # (user, session)
     versions: dict[str, int] = field(default_factory=dict)
     consents: dict[str, bool] = field(default_factory=dict)
@@ -74,7 +76,9 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
     rows: dict[int, _Row] = field(default_factory=dict)
     run_rows: list[dict[str, Any]] = field(default_factory=list)
     held: list[dict[str, Any]] = field(default_factory=list)  # memory_held_proposal
+    note_rows: dict[int, NoteRow] = field(default_factory=dict)  # memory_note
     _next_fact: int = 1
+    _next_note: int = 1
     _next_held: int = 0
 
     # -- the pipeline (PipelineStore) --------------------------------------
@@ -164,6 +168,9 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
                                     new_ids[write.ref])
             else:
                 self._supersede(_resolve(write.target, new_ids), commit.observed_at, None)
+        self._next_note = self._commit_notes(user, commit.notes, observed_at=commit.observed_at,
+                                             session_id=commit.source_session_id,
+                                             first_id=self._next_note)
         return run_id
 
     async def record_run(self, run: RunRecord) -> int:
@@ -288,7 +295,9 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads):
             del self.consents[user_id]
             consent = 1
         persons = self.erase_persons(user_id)
-        counts = {"memory_held_proposal": proposals, "memory_fact": len(facts),
+        notes = self._erase_notes(user_id)
+        counts = {"memory_held_proposal": proposals, "memory_note": notes,
+                  "memory_note_check": 0, "memory_fact": len(facts),
                   "memory_person_label": persons, "memory_person": persons,
                   "memory_run": runs,
                   "session_cursor": len(cursors), "user_memory_state": state,

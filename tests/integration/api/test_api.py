@@ -159,8 +159,9 @@ async def test_erase_deletes_everything_of_one_user_only(
     async def counts(user: str) -> dict[str, int]:
         return {
             table: await db.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = $1", user)  # noqa: S608
-            for table in ("memory_held_proposal", "memory_fact", "memory_person_label",
-                          "memory_person", "memory_run", "session_cursor", "user_memory_state")
+            for table in ("memory_held_proposal", "memory_note", "memory_note_check",
+                          "memory_fact", "memory_person_label", "memory_person", "memory_run",
+                          "session_cursor", "user_memory_state")
         }
 
     before = await counts("ada")

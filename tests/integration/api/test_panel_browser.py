@@ -57,7 +57,8 @@ async def panel_fleet(settings: Settings, log_dir: Path) -> AsyncIterator[str]:
     """A worker and the API on ``settings``; yields the API's URL."""
     env = worker_env(settings, llm_provider="openai", llm_base_url=settings.llm_base_url or "",
                      embed_provider="openai", embed_base_url=settings.embed_base_url or "",
-                     queue_name=settings.queue_name)
+                     queue_name=settings.queue_name,
+                     notes_enabled=str(settings.notes_enabled).lower())
     workers = WorkerProcesses(env, log_dir, 1)
     try:
         async with running_api(api_settings(settings)) as url:
@@ -93,8 +94,8 @@ async def _fact_id(api: httpx.AsyncClient, user: str, text: str) -> int:
 
 
 async def seed(api: httpx.AsyncClient, talk: Conversations) -> None:
-    """ada: profile facts, an agent's relationship facts, and a held change of a pinned
-    fact. eve: a fact whose text is markup, and a held change gone stale."""
+    """ada: profile facts, an agent's relationship facts, a held change of a pinned fact and
+    a note. eve: a fact and a note whose text is markup, and a held change gone stale."""
     await talk.say("ada", "s1", "I live in Paris. I work as a nurse. I love green tea. "
                                 "My favourite city is Porto.")
     await talk.say("ada", "s2", "You can call me Captain. Our running joke is about penguins.",
@@ -105,6 +106,9 @@ async def seed(api: httpx.AsyncClient, talk: Conversations) -> None:
     await talk.say("ada", "s3", "I moved to Lisbon.")
     held = (await api.get("/users/ada/held-proposals", headers=bearer("ada"))).json()
     assert [p["text"] for p in held["proposals"]] == ["Lives in Lisbon"], held
+    # A note beside her facts (docs/notes.md), and one of eve's made of markup.
+    await talk.say("ada", "s4", "I'm thinking about a kitchen renovation, budget about $40k.")
+    await talk.say("eve", "e0", f"I'm thinking about {INJECTION}.")
     added = await api.post("/users/eve/facts", json={"text": INJECTION}, headers=bearer("eve"))
     assert added.status_code == 201, added.text
     # eve's held change goes stale: she corrects the pinned fact by hand before answering.
@@ -134,7 +138,7 @@ async def test_the_panel_works_in_chromium_against_the_real_fleet(
 ) -> None:
     require_browser()
     caplog.set_level(logging.INFO, logger="memfleet.api")
-    fleet = openai_settings(settings, stub)
+    fleet = openai_settings(settings, stub, notes_enabled=True)
     metrics = tmp_path / "metrics.json"
     write_shots = os.environ.get("MEMFLEET_WRITE_SCREENSHOT") == "1"
     async with panel_fleet(fleet, tmp_path) as url, \

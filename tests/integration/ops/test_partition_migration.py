@@ -119,15 +119,16 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
 
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, pg_partitions=4) == [
             "0013_partition_by_user", "0014_held_additions", "0015_manual_fact_via",
-            "0016_persons", "0018_portraits", "0019_stable_order_index"]
+            "0016_persons", "0017_notes", "0018_portraits", "0019_stable_order_index"]
 
         parts = await conn.fetch(
             "SELECT p.relname AS parent, count(*) AS n FROM pg_inherits AS i"
             " JOIN pg_class AS p ON p.oid = i.inhparent JOIN pg_class AS c ON c.oid = i.inhrelid"
             " WHERE c.relkind = 'r' GROUP BY 1 ORDER BY 1")
         assert [(r["parent"], r["n"]) for r in parts] == [
-            ("memory_fact", 4), ("memory_held_proposal", 4), ("memory_person", 4),
-            ("memory_person_label", 4), ("memory_portrait", 4), ("session_cursor", 4)]
+            ("memory_fact", 4), ("memory_held_proposal", 4), ("memory_note", 4),
+            ("memory_person", 4), ("memory_person_label", 4), ("memory_portrait", 4),
+            ("session_cursor", 4)]
         # The users' rows lie in more than one partition (the copy routed them).
         spread = await conn.fetchval(
             "SELECT count(DISTINCT tableoid) FROM memory_fact")

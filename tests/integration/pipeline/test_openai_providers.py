@@ -56,10 +56,10 @@ from worker.providers.prompts import (
 )
 from worker.providers.rules import decide, extract_facts, summarize
 from worker.providers.wire import (
+    AskedAttributed,
     AskedConsolidation,
     AskedExtraction,
     ConsolidationRequest,
-    ExtractionAnswer,
     ExtractionRequest,
     KnownPerson,
     SummaryAnswer,
@@ -206,7 +206,7 @@ async def test_an_extraction_with_people_asks_who_each_fact_is_about(
     body = recorded["body"]
     _assert_wire(body, ATTRIBUTED_EXTRACTION_PROMPT, request)
     schema = body["response_format"]["json_schema"]["schema"]
-    assert schema == strict_schema(ExtractionAnswer)
+    assert schema == strict_schema(AskedAttributed)  # persons on, notes off
     assert "about" in schema["properties"]["facts"]["items"]["required"]
 
 

@@ -30,7 +30,7 @@ ROUTINES_DIR = default_schema_dir() / "routines"
 
 PER_USER = ("memory_fact", "memory_held_proposal", "session_cursor", "user_memory_state",
             "user_memory_consent", "memory_person", "memory_person_label", "memory_portrait",
-            "user_portrait_choice")
+            "user_portrait_choice", "memory_note", "memory_note_check")
 # Keyed by user, not ready to be distributed by it.
 NOT_YET = {
     "memory_run": "a run that fails before it knows its user, or whose user is erased"
@@ -60,6 +60,7 @@ OPERATOR = {
     "importer.active_texts": "memfleet import: the active texts of the batch's users",
     "importer.user_gates": "memfleet import: consent and fences of the batch's users",
     "facts.dead_letters": "memfleet runs / retry: dead letters over every session",
+    "note_promotion.users_to_check": "the notes' promotion job finds the users with new notes",
     "routines/memfleet_insert_run#2": "memory_run's insert keeps no user for an erased"
                                       " user's run (NOT_YET)",
 }

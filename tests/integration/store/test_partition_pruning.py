@@ -39,7 +39,7 @@ from worker.store.types import (
 )
 
 PARTITIONED = ("memory_fact", "memory_held_proposal", "session_cursor", "memory_person",
-               "memory_person_label", "memory_portrait")
+               "memory_person_label", "memory_portrait", "memory_note")
 NAMES_PARTITIONED = re.compile(r"\b(" + "|".join(PARTITIONED) + r")\b")
 
 # Statements on partitioned tables that span users on purpose: operator commands.
@@ -51,6 +51,7 @@ OPERATOR = {
     "importer.known_keys": "memfleet import: a batch of lines of many users, one lookup",
     "importer.imported_blobs": "memfleet import: a batch of legacy blobs of many users",
     "importer.active_texts": "memfleet import: the active texts of the batch's users",
+    "note_promotion.users_to_check": "the notes' promotion job: the users with new notes",
 }
 
 USER = "alice"

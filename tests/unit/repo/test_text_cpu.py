@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,29 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.text_cpu import timing_the_loop
-from worker import log_redaction, memory_rules, persons_rules, read
+from worker import log_redaction, memory_rules, persons_rules, read, read_notes
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.eval import form, longmemeval, qa_rules, qa_score, qa_wire, score, suite
 from worker.pipeline import extract
-from worker.providers import hashing, llm_json, rules, rules_patterns, rules_persons, rules_time
+from worker.pipeline import notes as pipeline_notes
+from worker.providers import (
+    hashing,
+    llm_json,
+    rules,
+    rules_notes,
+    rules_patterns,
+    rules_persons,
+    rules_time,
+)
 from worker.providers.openai_chat import parse_completion
 from worker.providers.openai_embed import parse_embeddings
 from worker.providers.wire import (
     MAX_FACT_CHARS,
+    MAX_NOTE_CHARS,
     Candidate,
     ConsolidationAnswer,
     ConsolidationRequest,
+    ExtractedNote,
     ExtractionAnswer,
     ExtractionRequest,
     KnownPerson,
@@ -49,10 +60,12 @@ from worker.providers.wire import (
     WireMessage,
 )
 from worker.store import imports
+from worker.store.note_types import NoteRecord
 
 LIMIT = 32_000  # the hand-over's per-message limit (memory_rules.DEFAULT_MAX_MESSAGE_CHARS)
 CPU_BOUND_S = 1.5  # per text, all functions together: milliseconds now, seconds before
 TODAY = date(2026, 11, 22)
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
 
 # Modules of worker/ that compile patterns, and whether those patterns see text a
 # user or a model wrote. A new module with a pattern fails the census below until
@@ -71,6 +84,9 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/eval/score.py",  # `memfleet eval`: the dates a model's fact text names
     "worker/providers/rules_persons.py",  # the rules provider's clauses about persons
     "worker/persons_rules.py",  # a model's or a user's person name, relation, alias
+    # notes beside facts (docs/notes.md): the rules' note, a model's notes, the search
+    "worker/providers/rules_notes.py", "worker/pipeline/notes.py", "worker/read_notes.py",
+    "worker/testing/in_memory_notes.py",
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log,
     # an operator's webhook URL and event id
@@ -147,10 +163,11 @@ ANSWERS = {**{name: _fit(text * 8, ANSWER_LIMIT) for name, text in RAW.items()},
            "deep list": "[" * ANSWER_LIMIT, "deep object": '{"a":' * (ANSWER_LIMIT // 5)}
 
 
-def _extraction(text: str, agent: str | None = None) -> ExtractionRequest:
+def _extraction(text: str, agent: str | None = None,
+                with_notes: bool = False) -> ExtractionRequest:
     return ExtractionRequest(observed_at="2026-11-22 (Sunday)", summary=None,
                              context=(), messages=(WireMessage(role="user", content=text),),
-                             agent=agent)
+                             agent=agent, with_notes=with_notes)
 
 
 def _quietly(call: Callable[[], Any]) -> None:
@@ -172,6 +189,13 @@ def _every_parse(text: str) -> None:
     facts += rules.extract_facts(_extraction(text).model_copy(update={"people": (
         KnownPerson(name="Ana", relation="sister", aliases=("Annie",)),)})).facts
     assert all(len(f.text) <= MAX_FACT_CHARS for f in facts)
+    # Notes (docs/notes.md): the rules' note of a sentence, and what the pipeline and a
+    # prompt's section make of a model's notes.
+    with_notes = rules.extract_facts(_extraction(text, with_notes=True))
+    rules_notes.note_in(text)
+    rules_notes.note_in("I'm thinking about " + text)
+    pipeline_notes.notes_from(ExtractionAnswer(
+        facts=(), notes=(ExtractedNote(text=text[:MAX_NOTE_CHARS]), *with_notes.notes)))
     fact_text = text[:MAX_FACT_CHARS]
     rules.decide(ConsolidationRequest(observed_at="2026-11-22", candidates=(Candidate(
         candidate=0, text=fact_text, category="fact",
@@ -212,6 +236,7 @@ def _every_parse(text: str) -> None:
     memory_rules.id_fault(text, LIMIT)
     hashing.hash_embed(text, 64)
     read.words_query(text)
+    read_notes.format_notes([NoteRecord(1, "u", text, NOW, None, NOW)])
     # `memfleet eval`'s gold words (literal alternatives) over a model's fact text.
     suite.Absent(words=("Lisbon|Lisboa", "allerg*"), unless=("moved",)).false_in(text)
     form.fault(text)

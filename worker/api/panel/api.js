@@ -76,6 +76,8 @@ export class MemoryApi {
   remove(id) { return this.#send('DELETE', `/facts/${id}`); }
   pin(id, pinned) { return this.#send(pinned ? 'PUT' : 'DELETE', `/facts/${id}/pin`); }
   proposals() { return this.#send('GET', '/held-proposals'); }
+  notes() { return this.#send('GET', '/notes'); }
+  removeNote(id) { return this.#send('DELETE', `/notes/${id}`); }
   answer(id, verb) { return this.#send('POST', `/held-proposals/${id}/${verb}`); }
   consent() { return this.#send('GET', '/consent'); }
   setConsent(enabled, forget = false) {

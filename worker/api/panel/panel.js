@@ -5,7 +5,7 @@
 // fresh short-lived link.
 import { ApiError, MemoryApi, claimsOf, tokenFromFragment } from './api.js';
 import { Dialogs } from './dialogs.js';
-import { el, factGroups, proposalItem, searchResults } from './view.js';
+import { el, factGroups, noteItem, proposalItem, searchResults } from './view.js';
 
 const token = tokenFromFragment(window.location.hash);
 if (window.location.hash) {
@@ -91,9 +91,16 @@ function renderPortrait(shown) {
   $('portrait').hidden = false;
 }
 
+function renderNotes(notes) {
+  $('note-list').replaceChildren(...notes.map(noteItem));
+  $('notes').hidden = notes.length === 0;
+}
+
 async function reload() {
-  const [facts, proposals, consent, portrait] = await Promise.all(
-    [state.api.facts(), state.api.proposals(), state.api.consent(), state.api.portrait()]);
+  const [facts, proposals, consent, portrait, notes] = await Promise.all(
+    [state.api.facts(), state.api.proposals(), state.api.consent(), state.api.portrait(),
+      state.api.notes()]);
+  renderNotes(notes.notes);
   state.groups = facts.groups;
   state.facts = new Map(facts.groups.flatMap((g) => g.facts).map((f) => [f.id, f]));
   state.agents = [...new Set([...state.facts.values()].map((f) => f.agent_id)
@@ -195,6 +202,10 @@ function wire(dialogs) {
         await state.api.answer(id, 'accept');
         return 'Accepted: the fact now reads as suggested.';
       }, '#proposals:not([hidden]) button[data-action], #facts-heading'); break;
+      case 'remove-note': act(async () => {
+        await state.api.removeNote(id);
+        return 'Removed. The note is no longer used.';
+      }, '#note-list button[data-action], #facts-heading'); break;
       case 'dismiss': act(async () => {
         await state.api.answer(id, 'dismiss');
         return 'Dismissed: the fact stays as it was.';

@@ -180,3 +180,15 @@ export function proposalItem(proposal, current) {
       el('button', { type: 'button', 'data-action': 'dismiss', 'data-id': proposal.id,
         'aria-describedby': textId }, 'Dismiss')));
 }
+
+/** One active note (docs/notes.md) as a list item: its text, when it was said, and a
+ * Remove button (data-action remove-note). */
+export function noteItem(note) {
+  const textId = `note-text-${note.id}`;
+  return el('li', { class: 'note-item', 'data-note-id': note.id },
+    el('p', { class: 'fact-text', id: textId }, note.text),
+    el('p', { class: 'meta' }, el('span', {}, 'Mentioned on ', timeEl(note.observed_at))),
+    el('div', { class: 'actions' },
+      el('button', { type: 'button', 'data-action': 'remove-note', 'data-id': note.id,
+        'aria-describedby': textId, class: 'danger' }, 'Remove')));
+}

@@ -67,3 +67,12 @@ SELECT version, text, facts_hash, fact_count, model, prompt_version, created_at,
 FROM memory_portrait
 WHERE user_id = $1
 ORDER BY version;
+-- name: notes
+-- The user's notes beside their facts (docs/notes.md), every version: what was
+-- said, where, and what became of each (updated, removed, promoted to a fact).
+-- Not the embedding.
+SELECT id, text, observed_at, source_session_id, run_id, created_at, superseded_at,
+       superseded_by, superseded_reason, promoted_to, embedding_model, embedding_dim
+FROM memory_note
+WHERE user_id = $1
+ORDER BY id;

@@ -78,13 +78,27 @@ written_via, person_id
 -- The rest of a statement that starts WITH visible AS NOT MATERIALIZED (SELECT
 -- id, embedding, embedding_dim, text_search FROM memory_fact WHERE user_id = $1
 -- AND the rows the read sees): in one statement, one snapshot, the top-$k of
--- those rows by meaning (exact halfvec cosine scan of $embedding, as in the
--- neighbour query) and by words (ts_rank over the 'simple' tsvector; $words is
--- a websearch_to_tsquery string of the query's words joined by " or "), each
--- with its rank, fused by RRF in Python (worker/read.py). Meaning ranks only
--- rows of the query's dimension ($dim): while a re-embed moves the user, the
--- others cannot be compared. The in-memory store's search says the same
+-- those rows by meaning and by words (ranked_lists), each with its rank, fused
+-- by RRF in Python (worker/read.py). The in-memory store's search says the same
 -- (worker/testing/in_memory_store.py).
+{{ranked_lists($embedding, $words, $k, $dim)}}
+SELECT {{fact_columns}},
+       s.rank AS semantic_rank, l.rank AS lexical_rank
+FROM memory_fact AS f
+LEFT JOIN semantic AS s ON s.fact_id = f.id
+LEFT JOIN lexical AS l ON l.fact_id = f.id
+WHERE f.user_id = $1 AND f.id IN (SELECT fact_id FROM semantic UNION SELECT fact_id FROM lexical)
+
+-- fragment: ranked_lists(embedding, words, k, dim)
+-- The two ranked lists of a hybrid search, as CTEs `semantic` and `lexical`
+-- (fact_id, rank) over the rows of a CTE `visible` (id, embedding,
+-- embedding_dim, text_search) the statement defines before them: the top-$k by
+-- meaning (exact halfvec cosine scan of $embedding, as in the neighbour query)
+-- and by words (ts_rank over the 'simple' tsvector; $words is a
+-- websearch_to_tsquery string of the query's words joined by " or "). Meaning
+-- ranks only rows of the query's dimension ($dim): while a re-embed moves the
+-- user, the others cannot be compared. The facts' search (hybrid_search) and the
+-- notes' (notes.sql search_notes, whose `fact_id` is a note's id) share it.
 semantic (fact_id, rank) AS (
     SELECT id, row_number() OVER (ORDER BY distance, id)
     FROM (
@@ -105,9 +119,9 @@ lexical (fact_id, rank) AS (
         LIMIT $k
     ) AS l
 )
-SELECT {{fact_columns}},
-       s.rank AS semantic_rank, l.rank AS lexical_rank
-FROM memory_fact AS f
-LEFT JOIN semantic AS s ON s.fact_id = f.id
-LEFT JOIN lexical AS l ON l.fact_id = f.id
-WHERE f.user_id = $1 AND f.id IN (SELECT fact_id FROM semantic UNION SELECT fact_id FROM lexical)
+
+-- fragment: note_columns
+-- What a read returns of a note (worker.store.note_types.NoteRecord, field by
+-- field); memory_note is the table in reach where it stands.
+id, user_id, text, observed_at, source_session_id, created_at, superseded_at, superseded_by,
+superseded_reason, promoted_to, embedding_model, embedding_dim
