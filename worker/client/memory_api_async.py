@@ -25,14 +25,14 @@ from worker.client import memory_api_persons as people
 from worker.client import memory_api_portrait as portraits
 from worker.client import memory_api_prompt as prompt
 from worker.client import memory_api_routes as routes
-from worker.client.memory_api import (
+from worker.client.memory_api_base import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     EVENTS_READ_TIMEOUT_S,
     EVENTS_RECONNECTS,
     USER_AGENT,
     ClientBase,
-    _wait_check,
+    wait_check,
 )
 from worker.client.memory_api_models import (
     ActiveFacts,
@@ -246,7 +246,7 @@ class AsyncMemoryApi(ClientBase):
 
     async def wait_for_memory(self, *, user_id: str, session_id: str, handover_id: int,
                               timeout_s: float = 10.0) -> WaitOutcome:
-        deadline = time.monotonic() + _wait_check(timeout_s)
+        deadline = time.monotonic() + wait_check(timeout_s)
         while True:
             try:
                 outcome = await self._send(routes.wait_once(user_id, session_id, handover_id,
