@@ -86,7 +86,11 @@ async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     assert by_name["memfleet.cursor"].end_time <= summary.start_time
     assert summary.end_time <= by_name["memfleet.persist"].start_time
     extract = by_name["memfleet.extract"]
-    llm = [s for s in spans if s.parent and s.parent.span_id == extract.context.span_id]
+    under = [s for s in spans if s.parent and s.parent.span_id == extract.context.span_id]
+    # The extraction's children: the read of the user's known persons (docs/persons.md),
+    # then the model call.
+    assert [s.name for s in under][0] == "SELECT memory_person"
+    llm = [s for s in under if "gen_ai.operation.name" in (s.attributes or {})]
     assert llm[0].attributes["gen_ai.operation.name"] == "chat"
     assert llm[0].attributes["gen_ai.request.model"] == "rules-v1"
     assert "gen_ai.usage.input_tokens" in llm[0].attributes
