@@ -89,7 +89,7 @@ async def test_one_job_yields_the_span_tree_linked_to_its_handover(
     under = [s for s in spans if s.parent and s.parent.span_id == extract.context.span_id]
     # The extraction's children: the read of the user's known persons (docs/persons.md),
     # then the model call.
-    assert [s.name for s in under][0] == "SELECT memory_person"
+    assert under[0].name == "SELECT memory_person"
     llm = [s for s in under if "gen_ai.operation.name" in (s.attributes or {})]
     assert llm[0].attributes["gen_ai.operation.name"] == "chat"
     assert llm[0].attributes["gen_ai.request.model"] == "rules-v1"
