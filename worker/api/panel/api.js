@@ -75,6 +75,12 @@ export class MemoryApi {
   edit(id, text) { return this.#send('PATCH', `/facts/${id}`, { text, via: 'panel' }); }
   remove(id) { return this.#send('DELETE', `/facts/${id}`); }
   pin(id, pinned) { return this.#send(pinned ? 'PUT' : 'DELETE', `/facts/${id}/pin`); }
+  // The people in the user's life (docs/persons.md): listed with the facts about them,
+  // renamed (a merge patch), merged; a fact moved to a person, or to the user (null).
+  persons() { return this.#send('GET', '/persons'); }
+  updatePerson(id, label) { return this.#send('PATCH', `/persons/${id}`, label); }
+  mergePerson(id, into) { return this.#send('POST', `/persons/${id}/merge`, { into }); }
+  moveFact(id, personId) { return this.#send('PUT', `/facts/${id}/person`, { person_id: personId }); }
   proposals() { return this.#send('GET', '/held-proposals'); }
   notes() { return this.#send('GET', '/notes'); }
   removeNote(id) { return this.#send('DELETE', `/notes/${id}`); }

@@ -2,7 +2,7 @@
 // Escape closes, and focus goes back to the button that opened it). A refused write
 // keeps the dialog open with the user's text in it and says why.
 import { ApiError } from './api.js';
-import { CATEGORY_LABELS, el, historyItems } from './view.js';
+import { CATEGORY_LABELS, el, historyItems, personLabel } from './view.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -29,7 +29,8 @@ export function refusal(error) {
 }
 
 export class Dialogs {
-  /** ctx: { api, reload(), say(text), facts(): Map, agents(): string[], focus(sel) } */
+  /** ctx: { api, reload(), say(text), facts(): Map, agents(): string[], persons(): [],
+   * focus(sel) } */
   constructor(ctx) {
     this.ctx = ctx;
     this.target = null;
@@ -46,6 +47,7 @@ export class Dialogs {
     });
     $('add-category').replaceChildren(...Object.entries(CATEGORY_LABELS).map(
       ([value, label]) => el('option', { value, selected: value === 'general' }, label)));
+    this.#wirePersons();
   }
 
   openEdit(fact) {
@@ -66,9 +68,13 @@ export class Dialogs {
     const { api } = this.ctx;
     const target = this.target;
     try {
-      const saved = target.mode === 'edit' ? await api.edit(target.id, text)
+      let saved = target.mode === 'edit' ? await api.edit(target.id, text)
         : await api.add({ text, category: target.fact.category, scope: target.fact.scope,
           agent_id: target.fact.agent_id });
+      // A fact about a person stays theirs: an add is the user's until moved.
+      if (target.mode === 'add' && target.fact.person_id) {
+        saved = await api.moveFact(saved.id, target.fact.person_id);
+      }
       $('edit-dialog').close();
       await this.ctx.reload();
       this.ctx.say(target.mode === 'edit' ? 'Corrected. The old wording is kept in its history.'
@@ -145,6 +151,123 @@ export class Dialogs {
     $('history-list').replaceChildren(...historyItems(versions));
     $('history-dialog').showModal();
     $('history-dialog').querySelector('.cancel').focus();
+  }
+
+  // The people in the user's life (docs/persons.md): who a fact is about, a person's
+  // name, relation and other names, and merging two (confirmed: it cannot be undone).
+  #wirePersons() {
+    $('move-form').addEventListener('submit', (e) => { e.preventDefault(); this.#move(); });
+    $('person-form').addEventListener('submit', (e) => { e.preventDefault(); this.#rename(); });
+    $('merge-form').addEventListener('submit', (e) => { e.preventDefault(); this.#merge(); });
+    $('merge-into').addEventListener('change', () => {
+      $('merge-confirm').disabled = !$('merge-into').value;
+    });
+  }
+
+  #choices(select, first, persons, chosen) {
+    select.replaceChildren(first, ...persons.map((p) => el('option',
+      { value: p.id, selected: p.id === chosen }, personLabel(p))));
+  }
+
+  openMove(fact) {
+    this.moving = fact;
+    $('move-fact').textContent = fact.text;
+    this.#moveChoices();
+    show($('move-error'));
+    $('move-dialog').showModal();
+    $('move-to').focus();
+  }
+
+  #moveChoices() {
+    const about = this.moving.person_id ?? null;
+    this.#choices($('move-to'), el('option', { value: '', selected: about === null }, 'You'),
+      this.ctx.persons(), about);
+  }
+
+  async #move() {
+    const to = $('move-to').value ? Number($('move-to').value) : null;
+    if (to === (this.moving.person_id ?? null)) {
+      show($('move-error'), 'It is about them already: choose someone else, or cancel.');
+      return;
+    }
+    const person = this.ctx.persons().find((p) => p.id === to);
+    await this.#personWrite('move', () => this.ctx.api.moveFact(this.moving.id, to),
+      `Moved: it is a fact about ${person ? personLabel(person) : 'you'} now.`,
+      (moved) => `[data-action="move"][data-id="${moved.id}"]`);
+  }
+
+  openPerson(person) {
+    this.person = person;
+    $('person-name').value = person.display_name || '';
+    $('person-relation').value = person.relation || '';
+    $('person-aliases').value = person.aliases.join(', ');
+    show($('person-error'));
+    $('person-dialog').showModal();
+    $('person-name').focus();
+  }
+
+  async #rename() {
+    const field = (id) => $(id).value.trim() || null;
+    const label = { display_name: field('person-name'), relation: field('person-relation'),
+      aliases: $('person-aliases').value.split(',').map((a) => a.trim()).filter(Boolean) };
+    if (!label.display_name && !label.relation) {
+      show($('person-error'), 'Give a name or who they are to you, or cancel.');
+      return;
+    }
+    const { id } = this.person;
+    await this.#personWrite('person', () => this.ctx.api.updatePerson(id, label),
+      'Saved. The old names stay in their history.',
+      () => `[data-action="person-edit"][data-person="${id}"]`);
+  }
+
+  openMerge(person) {
+    this.merging = person;
+    const name = () => el('q', {}, personLabel(person));
+    show($('merge-what'), 'Use this when two of them are one person. Every fact about ',
+      name(), ' becomes a fact about the person you choose, and the names of ', name(),
+      ' are added to theirs. This cannot be undone.');
+    this.#mergeChoices();
+    show($('merge-error'));
+    $('merge-dialog').showModal();
+    $('merge-into').focus();
+  }
+
+  #mergeChoices() {
+    this.#choices($('merge-into'), el('option', { value: '' }, 'Choose a person'),
+      this.ctx.persons().filter((p) => p.id !== this.merging.id), null);
+    $('merge-confirm').disabled = true;
+  }
+
+  async #merge() {
+    const into = Number($('merge-into').value);
+    if (!into) return;
+    const kept = this.ctx.persons().find((p) => p.id === into);
+    await this.#personWrite('merge', () => this.ctx.api.mergePerson(this.merging.id, into),
+      `Merged into ${kept ? personLabel(kept) : 'the person you chose'}.`,
+      () => `#person-name-${into}`);
+  }
+
+  /** One write of a persons dialog. A 409 or 404 (merged, moved or removed meanwhile)
+   * shows the current state behind the open dialog, its choices again, and says so. */
+  async #personWrite(kind, work, message, focusOf) {
+    try {
+      const done = await work();
+      $(`${kind}-dialog`).close();
+      await this.ctx.reload();
+      this.ctx.say(message);
+      this.ctx.focus(focusOf(done));
+    } catch (error) {
+      if (!(error instanceof ApiError && [404, 409].includes(error.status))) {
+        show($(`${kind}-error`), refusal(error));
+        return;
+      }
+      await this.ctx.reload().catch(() => {});
+      if (kind === 'move') this.#moveChoices();
+      if (kind === 'merge') this.#mergeChoices();
+      show($(`${kind}-error`), 'That changed meanwhile (in another window, or a '
+        + 'conversation), so nothing was done. The page now shows the current state: '
+        + 'choose again, or cancel.');
+    }
   }
 
   openForget() {

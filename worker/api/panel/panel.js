@@ -5,7 +5,7 @@
 // fresh short-lived link.
 import { ApiError, MemoryApi, claimsOf, tokenFromFragment } from './api.js';
 import { Dialogs } from './dialogs.js';
-import { el, factGroups, noteItem, proposalItem, searchResults } from './view.js';
+import { el, factGroups, noteItem, personSection, proposalItem, searchResults } from './view.js';
 
 const token = tokenFromFragment(window.location.hash);
 if (window.location.hash) {
@@ -97,6 +97,7 @@ function renderNotes(notes) {
 }
 
 async function reload() {
+  const persons = loadPersons();
   const [facts, proposals, consent, portrait, notes] = await Promise.all(
     [state.api.facts(), state.api.proposals(), state.api.consent(), state.api.portrait(),
       state.api.notes()]);
@@ -108,6 +109,7 @@ async function reload() {
   renderConsent(consent);
   renderPortrait(portrait);
   renderFacts();
+  renderPersons(await persons);
   await renderProposals(proposals.proposals);
   if (state.query) await search(state.query);
 }
@@ -184,7 +186,7 @@ function wire(dialogs) {
     const button = event.target.closest('button[data-action]');
     if (!button) return;
     const id = Number(button.dataset.id);
-    const fact = state.facts.get(id);
+    const fact = state.facts.get(id) || people.facts.get(id);
     if (!fact && ['edit', 'pin', 'remove'].includes(button.dataset.action)) return;
     switch (button.dataset.action) {
       case 'edit': dialogs.openEdit(fact); break;
@@ -244,6 +246,46 @@ function wire(dialogs) {
   });
 }
 
+// The people in the user's life (docs/persons.md): the facts about each, below the
+// user's own; the person's actions and "who is it about" open dialogs.js's dialogs.
+const people = { list: [], facts: new Map() };
+
+/** The persons' read, beside reload's others; a failure is kept for renderPersons. */
+function loadPersons() {
+  return state.api.persons().then((answer) => answer.persons, (error) => error);
+}
+
+function renderPersons(loaded) {
+  // A 404: an API whose store keeps no persons; the card stays hidden.
+  const none = loaded instanceof ApiError && loaded.status === 404;
+  if (loaded instanceof Error && !none) throw loaded;
+  people.list = none ? [] : loaded;
+  people.facts = new Map(people.list.flatMap((p) => p.facts).map((f) => [f.id, f]));
+  $('person-list').replaceChildren(...people.list.map(
+    (p) => personSection(p, people.list.length > 1)));
+  $('persons').hidden = people.list.length === 0;
+  // Without a person there is no one to move a fact to.
+  $('panel').classList.toggle('no-persons', people.list.length === 0);
+}
+
+function wirePersons(dialogs) {
+  $('panel').addEventListener('click', (event) => {
+    const button = event.target.closest('button[data-action]');
+    const id = Number(button?.dataset.id || button?.dataset.person);
+    const person = people.list.find((p) => p.id === id);
+    switch (button?.dataset.action) {
+      case 'move': {
+        const fact = state.facts.get(id) || people.facts.get(id);
+        if (fact) dialogs.openMove(fact);
+        break;
+      }
+      case 'person-edit': if (person) dialogs.openPerson(person); break;
+      case 'person-merge': if (person) dialogs.openMerge(person); break;
+      default: break;
+    }
+  });
+}
+
 async function start() {
   if (!token) {
     signedOut('It has no sign-in token.');
@@ -258,9 +300,12 @@ async function start() {
   }
   const root = window.location.pathname.replace(/\/panel\/?$/, '');
   state.api = new MemoryApi(token, claims.sub, root);
-  wire(new Dialogs({
+  const dialogs = new Dialogs({
     api: state.api, reload, say, focus, agents: () => state.agents,
-  }));
+    persons: () => people.list,
+  });
+  wire(dialogs);
+  wirePersons(dialogs);
   await firstLoad();
 }
 

@@ -73,6 +73,7 @@ export function factItem(fact) {
       button('edit', 'Correct'),
       button('pin', fact.pinned ? 'Unpin' : 'Pin'),
       button('history', 'History'),
+      button('move', 'Who is it about?'),
       button('remove', 'Remove', { class: 'danger' })));
 }
 
@@ -113,6 +114,35 @@ export function factGroups(groups) {
       categorySections(facts, 4)));
   }
   return parts;
+}
+
+// The people in the user's life (docs/persons.md) -------------------------------------
+
+/** What a person is called: the name, else "Your <relation>". */
+export function personName(person) {
+  return person.display_name || (person.relation ? `Your ${person.relation}` : 'Someone');
+}
+
+/** The name with the relation, as a heading or a choice: "Ana (sister)". */
+export function personLabel(person) {
+  return person.display_name && person.relation
+    ? `${person.display_name} (${person.relation})` : personName(person);
+}
+
+/** One person: names, actions (data-action, data-person), the facts about them;
+ * `others`: whether there is another person to merge with. */
+export function personSection(person, others) {
+  const nameId = `person-name-${person.id}`;
+  const button = (action, label) => el('button', { type: 'button', 'data-action': action,
+    'data-person': person.id, 'aria-describedby': nameId }, label);
+  return el('section', { class: 'person', 'data-person-id': person.id },
+    el('h3', { id: nameId, tabindex: -1 }, personLabel(person)),
+    person.aliases.length ? el('p', { class: 'meta' },
+      `Also called ${person.aliases.join(', ')}`) : null,
+    el('div', { class: 'actions' }, button('person-edit', 'Change name or relation'),
+      others ? button('person-merge', 'Merge with…') : null),
+    person.facts.length ? el('ul', { class: 'plain facts' }, person.facts.map((f) => factItem(f)))
+      : el('p', { class: 'note' }, 'No fact about them is kept now.'));
 }
 
 export function searchResults(hits) {

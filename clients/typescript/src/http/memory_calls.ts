@@ -2,8 +2,9 @@
  * The memory API's routes for a user's memory (docs/api.md, "Endpoints"): the facts
  * by scope, agent and time, adding, correcting, removing, pinning, a fact's chain,
  * the held proposals and their answers, search, the known-facts block, the prompt
- * split (prompt-blocks, stable-block), the user's portrait, consent, export and erase. MemfleetHttpClient (http_client.ts) adds the hand-over and
- * following it. Each method names the service key scope it needs; an end user's
+ * split (prompt-blocks, stable-block), the user's portrait, the people in the user's
+ * life (persons), consent, export and erase. MemfleetHttpClient (http_client.ts) adds
+ * the hand-over and following it. Each method names the service key scope it needs; an end user's
  * token reaches all of these for its own user (another user's path: AccessDenied).
  */
 import type { HttpTransport } from "./transport.js";
@@ -24,6 +25,10 @@ import type {
   KnownFactsQuery,
   Moment,
   NewFact,
+  NewPerson,
+  Person,
+  PersonChanges,
+  PersonWithFacts,
   PromptBlocks,
   PromptBlocksQuery,
   ProposalState,
@@ -63,6 +68,8 @@ function bodyOf(fields: Record<string, unknown>): Record<string, unknown> {
 const FACTS = "/users/{user}/facts";
 const FACT = `${FACTS}/{id}`;
 const PROPOSAL = "/users/{user}/held-proposals/{id}";
+const PERSONS = "/users/{user}/persons";
+const PERSON = `${PERSONS}/{id}`;
 
 export class MemoryCalls {
   protected readonly transport: HttpTransport;
@@ -247,8 +254,71 @@ export class MemoryCalls {
       body: bodyOf({ enabled: choice.enabled, forget: choice.forget }) }) as ConsentChanged;
   }
 
+  // The people in the user's life (docs/persons.md) ----------------------------------
+  // A fact about a person is theirs, never the user's: it is in none of the user's reads
+  // above. Each change is one of the user's manual writes (RateLimited, 429). A merged
+  // person answers a change with WriteConflict (409), as does a fact no longer active;
+  // another user's person or fact id is NotFound (404).
+
+  /** GET /users/{u}/persons (`read`): the people in the user's life, each with the
+   * active facts about them; `includeMerged`: the persons merged into another too. */
+  async persons(userId: string, options: { includeMerged?: boolean } = {}):
+    Promise<PersonWithFacts[]> {
+    const path = `${userPath(userId)}/persons${queryString({
+      include_merged: options.includeMerged === true ? "true" : undefined })}`;
+    const answer = await this.get(`GET ${PERSONS}`, path) as { persons: PersonWithFacts[] };
+    return answer.persons;
+  }
+
+  /** POST /users/{u}/persons (`admin`): a person made by hand, with a name, a relation,
+   * or both (neither: InvalidRequest, the API's 422). */
+  async createPerson(userId: string, person: NewPerson): Promise<Person> {
+    const body = bodyOf({ display_name: person.displayName, relation: person.relation,
+      aliases: person.aliases ?? [] });
+    return await this.transport.json("POST", { operation: `POST ${PERSONS}`,
+      path: `${userPath(userId)}/persons`, body }) as Person;
+  }
+
+  /** PATCH /users/{u}/persons/{id} (`admin`): rename, change the relation or the aliases
+   * (a member left out is kept, null clears it): a new label version. */
+  async updatePerson(userId: string, personId: number, changes: PersonChanges):
+    Promise<Person> {
+    const body = bodyOf({ display_name: changes.displayName, relation: changes.relation,
+      aliases: changes.aliases });
+    return await this.transport.json("PATCH", { operation: `PATCH ${PERSON}`,
+      path: this.personPath(userId, personId), body }) as Person;
+  }
+
+  /** POST /users/{u}/persons/{id}/aliases (`admin`): one more name the person goes by. */
+  async addAlias(userId: string, personId: number, alias: string): Promise<Person> {
+    return await this.transport.json("POST", { operation: `POST ${PERSON}/aliases`,
+      path: `${this.personPath(userId, personId)}/aliases`, body: { alias } }) as Person;
+  }
+
+  /** POST /users/{u}/persons/{id}/merge (`admin`): `personId` merged `into` the other,
+   * which stays and is answered: the facts follow (new versions), the names become its
+   * aliases. WriteConflict: merged before, or into itself. */
+  async mergePersons(userId: string, personId: number, into: number): Promise<Person> {
+    return await this.transport.json("POST", { operation: `POST ${PERSON}/merge`,
+      path: `${this.personPath(userId, personId)}/merge`,
+      body: { into: Number(idPart("into", into)) } }) as Person;
+  }
+
+  /** PUT /users/{u}/facts/{id}/person (`admin`): who the fact is about, a person or the
+   * user (`personId` null). A correction: the new version in the fact's chain is
+   * answered; the old one was never true as attributed. */
+  async moveFact(userId: string, factId: number, personId: number | null): Promise<Fact> {
+    const person = personId === null ? null : Number(idPart("person_id", personId));
+    return await this.transport.json("PUT", { operation: `PUT ${FACT}/person`,
+      path: `${this.factPath(userId, factId)}/person`, body: { person_id: person } }) as Fact;
+  }
+
   private async get(operation: string, path: string): Promise<unknown> {
     return await this.transport.json("GET", { operation, path });
+  }
+
+  private personPath(userId: string, personId: number): string {
+    return `${userPath(userId)}/persons/${idPart("person_id", personId)}`;
   }
 
   private factPath(userId: string, factId: number): string {

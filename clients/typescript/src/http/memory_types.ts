@@ -227,6 +227,50 @@ export function portraitTag(shown: UserPortrait): string {
   return shown.portrait === null ? shown.state : String(shown.portrait.version);
 }
 
+/** One of the people in the user's life (docs/persons.md), with the current label:
+ * what the answers of POST /users/{u}/persons, PATCH .../persons/{id}, .../aliases
+ * and .../merge are. */
+export interface Person {
+  id: number;
+  /** Null until a name is known ("my wife"). */
+  display_name: string | null;
+  /** To the user: "sister", "wife", "boss". */
+  relation: string | null;
+  aliases: string[];
+  /** Met in a conversation, or made by the user. */
+  created_from: "conversation" | "user";
+  source_session_id: string | null;
+  created_at: string;
+  /** When the current name, relation and aliases were set, and by whom. */
+  labelled_at: string;
+  label_set_by: "conversation" | "user" | "merge";
+  /** Merged into that person: its facts are theirs now. */
+  merged_into: number | null;
+  merged_at: string | null;
+}
+
+/** One person of GET /users/{u}/persons, with the active facts about them (pinned first,
+ * then by importance). */
+export interface PersonWithFacts extends Person {
+  facts: Fact[];
+}
+
+/** POST /users/{u}/persons: a person made by hand, with a name, a relation, or both. */
+export interface NewPerson {
+  displayName?: string;
+  relation?: string;
+  aliases?: string[];
+}
+
+/** PATCH /users/{u}/persons/{id}, a merge patch of the label: a member left out keeps
+ * the current value, null clears it (a name or a relation must remain; `aliases: null`
+ * clears them all). The old label stays in the person's history. */
+export interface PersonChanges {
+  displayName?: string | null;
+  relation?: string | null;
+  aliases?: string[] | null;
+}
+
 /** DELETE /users/{u}: what went, per table. */
 export interface Erased {
   user_id: string;
@@ -299,4 +343,7 @@ export interface UserExport {
   held_proposals: Omit<HeldProposal, "stale">[];
   /** Every version of the portrait (docs/portrait.md); absent from an older API. */
   portraits?: Record<string, unknown>[];
+  /** Every person, merged ones too, with every label version (docs/persons.md); absent
+   * from an older API. */
+  persons?: Record<string, unknown>[];
 }
