@@ -41,9 +41,15 @@ def system_url(base_url: str, system: str) -> str:
     return f"{base_url.removesuffix('/v1')}/sys/{system}/v1"
 
 
+# The parts of issue 42 a run may switch (docs/persons.md, notes.md, portrait.md): passed
+# through from this process's environment; every other MEMFLEET_ variable is the bench's.
+PART_SWITCHES = ("MEMFLEET_PERSONS", "MEMFLEET_NOTES_ENABLED", "MEMFLEET_PORTRAIT_ENABLED")
+
+
 def memfleet_env(base_url: str, model: str, database_url: str, redis_url: str,
                  home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLEET_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMFLEET_") or k in PART_SWITCHES}
     env.update({
         "MEMFLEET_LLM_PROVIDER": "openai", "MEMFLEET_LLM_BASE_URL": base_url,
         "MEMFLEET_LLM_API_KEY": "none", "MEMFLEET_EXTRACT_MODEL": model,

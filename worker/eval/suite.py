@@ -64,7 +64,8 @@ KINDS: dict[str, str] = {
 }
 # Kinds that need a setting on (docs/eval.md, "The kinds"): a run without it leaves
 # them out, and `--kind` naming one is a mistake.
-NEEDS_SETTING: dict[str, str] = {"notes": "notes_enabled"}
+NEEDS_SETTING: dict[str, str] = {"notes": "notes_enabled", "named_people": "persons",
+                                  "person_changes": "persons"}
 
 # Kinds of scenarios made from LongMemEval's items (worker.eval.longmemeval), named
 # as its question types; not in the shipped suite, so not among --kind's choices.

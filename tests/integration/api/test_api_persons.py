@@ -27,7 +27,7 @@ from worker.errors import MemoryApiError
 
 @pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
-    return openai_settings(settings, stub, llm_timeout_s=2.0)
+    return openai_settings(settings, stub, llm_timeout_s=2.0, persons=True)  # off by default
 
 
 @pytest.fixture

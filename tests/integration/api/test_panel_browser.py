@@ -58,7 +58,8 @@ async def panel_fleet(settings: Settings, log_dir: Path) -> AsyncIterator[str]:
     env = worker_env(settings, llm_provider="openai", llm_base_url=settings.llm_base_url or "",
                      embed_provider="openai", embed_base_url=settings.embed_base_url or "",
                      queue_name=settings.queue_name,
-                     notes_enabled=str(settings.notes_enabled).lower())
+                     notes_enabled=str(settings.notes_enabled).lower(),
+                     persons=str(settings.persons).lower())
     workers = WorkerProcesses(env, log_dir, 1)
     try:
         async with running_api(api_settings(settings)) as url:

@@ -58,7 +58,7 @@ async def test_the_panel_shows_and_changes_the_people_in_chromium(
     settings: Settings, stub: StubServer, redis: Redis, tmp_path: Path,
 ) -> None:
     require_browser()
-    fleet = openai_settings(settings, stub)
+    fleet = openai_settings(settings, stub, persons=True)  # MEMFLEET_PERSONS: off by default
     write_shots = os.environ.get("MEMFLEET_WRITE_SCREENSHOT") == "1"
     async with panel_fleet(fleet, tmp_path) as url, \
             httpx.AsyncClient(base_url=url, timeout=30) as api:

@@ -36,7 +36,8 @@ RULES = {
     "paraphrase": (10, 10), "other_people": (22, 22), "hypotheticals": (30, 30),
     "short_replies": (0, 28), "two_agents": (35, 37), "non_english": (0, 38),
     "injection": (24, 30), "portrait_update": (39, 39),
-    # The people in a user's life (docs/persons.md): with persons on, the default.
+    # The people in a user's life (docs/persons.md): MEMFLEET_PERSONS on (off by default:
+    # without it the two kinds are left out and other_people holds 19 of 22).
     "named_people": (41, 41), "person_changes": (32, 32),
 }
 RULES_TOTAL = (417, 504)
@@ -104,7 +105,8 @@ async def _leftovers(settings: Settings) -> tuple[int, list[bytes]]:
 
 async def test_the_rules_provider_reaches_its_measured_scores_and_leaves_nothing(
         settings: Settings, tmp_path: Path) -> None:
-    code, document, stdout = _eval(worker_env(settings), tmp_path, "--qa", "--retrieval")
+    code, document, stdout = _eval(worker_env(settings, persons="true"), tmp_path, "--qa",
+                                   "--retrieval")
     assert code == 0
     assert _figures(document) == RULES
     assert _answered(document) == QA_RULES
@@ -168,7 +170,8 @@ async def test_the_openai_providers_on_the_stub_score_and_answer_as_the_rules_do
     env = worker_env(settings, llm_provider="openai", llm_base_url=stub.v1,
                      embed_provider="openai", embed_base_url=stub.v1,
                      extract_model="stub-extract", consolidate_model="stub-consolidate",
-                     eval_answer_model="stub-answer", eval_judge_model="stub-judge")
+                     eval_answer_model="stub-answer", eval_judge_model="stub-judge",
+                     persons="true")
     code, document, stdout = _eval(env, tmp_path, "--qa", "--retrieval")
     assert code == 0
     assert _figures(document) == RULES

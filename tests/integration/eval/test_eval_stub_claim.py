@@ -23,7 +23,7 @@ from api_stub.llm_stub import CHAT_PATH, StubServer
 from tests.helpers import worker_env
 from tests.prompt_mutation import MUTATION
 from worker.config import Settings
-from worker.providers.prompts import ATTRIBUTED_EXTRACTION_PROMPT, CONSOLIDATION_PROMPT
+from worker.providers.prompts import CONSOLIDATION_PROMPT, EXTRACTION_PROMPT
 
 EVAL_DOC = Path(__file__).resolve().parents[3] / "docs" / "eval.md"
 # What docs/eval.md says while the stub's score does not depend on the prompts.
@@ -56,8 +56,8 @@ async def test_the_stub_suite_does_not_measure_prompts_and_the_docs_say_so(
                      extract_model="stub-extract", consolidate_model="stub-consolidate")
     stub.reset()
     right = _held(_eval(env, tmp_path / "right.json", "-m", "worker.cli"))
-    # Persons on (the default): extraction sends the prompt with the persons' part.
-    assert {ATTRIBUTED_EXTRACTION_PROMPT, CONSOLIDATION_PROMPT} <= _system_prompts(stub)
+    # Persons off (the default): extraction sends the prompt without the persons' part.
+    assert {EXTRACTION_PROMPT, CONSOLIDATION_PROMPT} <= _system_prompts(stub)
     stub.reset()
     mutated = _held(_eval(env, tmp_path / "mutated.json", "-m", "tests.prompt_mutation"))
     # The premise: every request of the second run carried the mutation, nothing else.

@@ -26,7 +26,7 @@ def test_the_trace_is_drawn_from_a_real_job_with_the_summary_beside_extraction(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == (
-        f"wrote {out} (15 spans): lock ▸ cursor ▸ extract ‖ summary ▸ embed ▸ consolidate"
+        f"wrote {out} (14 spans): lock ▸ cursor ▸ extract ‖ summary ▸ embed ▸ consolidate"
         " ▸ persist")
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert done.stderr == "", "the workers' log lines stay out of the command's output"

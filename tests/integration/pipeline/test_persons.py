@@ -25,8 +25,10 @@ from worker.store.postgres import PostgresStore
 
 @pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
+    # Persons on (MEMFLEET_PERSONS, off by default): what these tests are about.
     return openai_settings(settings, stub, extract_model="stub-extract",
-                           consolidate_model="stub-consolidate", llm_timeout_s=2.0)
+                           consolidate_model="stub-consolidate", llm_timeout_s=2.0,
+                           persons=True)
 
 
 async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
