@@ -112,7 +112,9 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
         update={"telemetry_id_key": SecretStr(TELEMETRY_ID_KEY)})
     env = worker_env(fleet, llm_provider="openai", llm_base_url=stub.v1,
                      embed_provider="openai", embed_base_url=stub.v1,
-                     telemetry_id_key=TELEMETRY_ID_KEY, queue_name=fleet.queue_name)
+                     telemetry_id_key=TELEMETRY_ID_KEY, queue_name=fleet.queue_name,
+                     # The persons' test learns people from conversations (off by default).
+                     persons="true")
     workers = WorkerProcesses(env, log_dir, 1)
     try:
         async with running_api(api_settings(fleet, **api_own)) as api_url:
