@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import tiktoken
@@ -31,6 +29,7 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from bench.lib.servers import throwaway_servers
+from bench.lib.stub_calls import take_calls
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import drain_queue
@@ -41,7 +40,6 @@ from worker.store.note_promotion import PostgresNotePromotion
 from worker.store.pool import create_pool
 from worker.telemetry import configure_logging, setup_telemetry
 
-PER_MESSAGE = 4
 DIM = 64
 SESSIONS = 4
 _SAID = [
@@ -60,24 +58,6 @@ class Tally:
     input_tokens: int
     output_tokens: int
     notes: int
-
-
-def _tokens(encoding: tiktoken.Encoding, body: dict[str, Any]) -> int:
-    return sum(len(encoding.encode(m["content"])) + PER_MESSAGE for m in body["messages"])
-
-
-def _calls(stub: StubServer, encoding: tiktoken.Encoding) -> tuple[Counter[str], int]:
-    calls: Counter[str] = Counter()
-    tokens = 0
-    recorded = stub.recorded()
-    stub.reset()  # the next tally starts from nothing
-    for record in recorded:
-        if record["path"].endswith("/embeddings"):
-            calls["embeddings"] += 1
-            continue
-        calls[json.loads(record["body"]["messages"][1]["content"])["task"]] += 1
-        tokens += _tokens(encoding, record["body"])
-    return calls, tokens
 
 
 async def _run(notes: bool, users: int, stub: StubServer,
@@ -106,7 +86,7 @@ async def _run(notes: bool, users: int, stub: StubServer,
                     await drain_queue(settings, telemetry=telemetry)
         finally:
             await redis.aclose()
-        calls, tokens = _calls(stub, encoding)
+        calls, tokens = take_calls(stub, encoding)
         conn = await asyncpg.connect(servers.database_url)
         try:
             jobs, output = await conn.fetchrow(
@@ -126,7 +106,7 @@ async def _run(notes: bool, users: int, stub: StubServer,
             await promoter.aclose()
             await providers.aclose()
             await pool.close()
-        calls, tokens = _calls(stub, encoding)
+        calls, tokens = take_calls(stub, encoding)
         return runs, Tally(report.added, calls, tokens, 0, report.notes)
 
 
