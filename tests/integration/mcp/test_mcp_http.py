@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
+import pytest
 from pydantic import AnyUrl
 
 from tests.api_server import token
@@ -104,10 +106,15 @@ async def test_no_credential_is_401(mcp_url: str) -> None:
 
 
 async def test_a_request_head_over_16_kib_is_refused_before_any_check(mcp_url: str) -> None:
-    """h11's bound, whatever HTTP parser is installed (httptools would ignore it)."""
+    """The Guard's bound on a complete head, whatever HTTP parser is installed
+    (httptools ignored h11's); a head past h11's 64 KiB is dropped unread."""
     refused = raw_post(mcp_url, {"Authorization": f"Bearer {token('ada')}",
-                                 "X-Pad": "x" * 64_000}, INITIALIZE)
+                                 "X-Pad": "x" * 20_000}, INITIALIZE)
     assert refused.status_code == 431, refused.status_code
+    with pytest.raises(httpx.TransportError):
+        huge = raw_post(mcp_url, {"Authorization": f"Bearer {token('ada')}",
+                                  "X-Pad": "x" * 1_000_000}, INITIALIZE)
+        pytest.fail(f"a 1 MB head was answered {huge.status_code}")
     assert refused.json() == {"error": "Refused",
                               "detail": "the request's headers are over 16384 bytes"}
 
