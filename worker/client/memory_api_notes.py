@@ -9,38 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
 
+from worker.client.memory_api_models import _int, _list, _obj, _str, _time
 from worker.client.memory_api_wire import Call, fact_number, segment
 
 NoteReason = Literal["updated", "removed", "promoted"]
 NoteState = Literal["active", "all"]
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise TypeError("not a JSON object")
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError("not a JSON list")
-    return value
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("not an integer")
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError("not a string")
-    return value
-
-
-def _time(value: Any) -> datetime:
-    return datetime.fromisoformat(_str(value))
 
 
 @dataclass(frozen=True, slots=True)
