@@ -25,14 +25,11 @@ from pathlib import Path
 
 import asyncpg
 import tiktoken
-from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from bench.lib.servers import throwaway_servers
-from bench.lib.stub_calls import take_calls
-from worker.client.handover import schedule_memory_persistence
+from bench.lib.stub_calls import committed_jobs, take_calls, talk
 from worker.config import Settings
-from worker.fleet.app import drain_queue
 from worker.ops.note_promotion import PromotionPolicy, promotion_pass
 from worker.providers.factory import build_note_promoter, build_providers
 from worker.store.migrate import migrate
@@ -71,27 +68,12 @@ async def _run(notes: bool, users: int, stub: StubServer,
             embed_model="text-embedding-3-small", notes_enabled=notes,
             notes_promote_interval_s=0)
         telemetry = setup_telemetry(settings)
-        redis = Redis.from_url(servers.redis_url)
         stub.reset()
-        try:
-            for session in range(SESSIONS):
-                history: dict[str, list[dict[str, str]]] = {}
-                for said in _SAID[session]:
-                    for u in range(users):
-                        turns = history.setdefault(f"u{u}", [])
-                        turns += [{"role": "user", "content": said},
-                                  {"role": "assistant", "content": _REPLY}]
-                        await schedule_memory_persistence(redis, f"s{session}", f"u{u}",
-                                                          turns[:-1])
-                    await drain_queue(settings, telemetry=telemetry)
-        finally:
-            await redis.aclose()
+        await talk(settings, telemetry, _SAID[:SESSIONS], users, _REPLY)
         calls, tokens = take_calls(stub, encoding)
+        jobs, output = await committed_jobs(servers.database_url)
         conn = await asyncpg.connect(servers.database_url)
         try:
-            jobs, output = await conn.fetchrow(
-                "SELECT count(*), coalesce(sum(output_tokens), 0) FROM memory_run"
-                " WHERE outcome = 'committed'")
             kept = await conn.fetchval("SELECT count(*) FROM memory_note")
         finally:
             await conn.close()

@@ -29,16 +29,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import tiktoken
-from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from bench.lib.servers import throwaway_servers
-from bench.lib.stub_calls import take_calls
-from worker.client.handover import schedule_memory_persistence
+from bench.lib.stub_calls import committed_jobs, take_calls, talk
 from worker.config import Settings
-from worker.fleet.app import drain_queue
 from worker.store.migrate import migrate
 from worker.telemetry import configure_logging, setup_telemetry
 
@@ -80,29 +76,10 @@ async def _run(parts: tuple[bool, bool, bool], users: int, stub: StubServer,
             embed_model="text-embedding-3-small", persons=persons, notes_enabled=notes,
             notes_promote_interval_s=0, portrait_enabled=portrait, portrait_min_interval=0)
         telemetry = setup_telemetry(settings)
-        redis = Redis.from_url(servers.redis_url)
         stub.reset()
-        try:
-            for session, said in enumerate(_SAID):
-                history: dict[str, list[dict[str, str]]] = {}
-                for text in said:
-                    for u in range(users):
-                        turns = history.setdefault(f"u{u}", [])
-                        turns += [{"role": "user", "content": text},
-                                  {"role": "assistant", "content": _REPLY}]
-                        await schedule_memory_persistence(redis, f"s{session}", f"u{u}",
-                                                          turns[:-1])
-                    await drain_queue(settings, telemetry=telemetry)
-        finally:
-            await redis.aclose()
+        await talk(settings, telemetry, _SAID, users, _REPLY)
         calls, tokens = take_calls(stub, encoding)
-        conn = await asyncpg.connect(servers.database_url)
-        try:
-            jobs, output = await conn.fetchrow(
-                "SELECT count(*), coalesce(sum(output_tokens), 0) FROM memory_run"
-                " WHERE outcome = 'committed'")
-        finally:
-            await conn.close()
+        jobs, output = await committed_jobs(servers.database_url)
         return Tally(jobs, calls, tokens, output)
 
 
