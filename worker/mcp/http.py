@@ -308,7 +308,7 @@ def serve_http(api_url: str, host: str, port: int, *, call_timeout_s: float,
 
     app = create_app(api_url, host=host, port=port, call_timeout_s=call_timeout_s)
     # h11 by name: with httptools installed (the api extra brings it) uvicorn would
-    # pick it, and h11 drops a connection whose head passes 64 KiB unfinished; a head
+    # pick it, and h11 refuses (400, closed) a head still unfinished past 64 KiB; a head
     # that ends within that but over MAX_HEADER_BYTES is the Guard's 431 (h11's bound
     # is above the Guard's, so which of the two answers never hangs on how the bytes
     # arrived).
