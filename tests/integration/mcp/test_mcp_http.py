@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 from pydantic import AnyUrl
 
 from tests.api_server import token
