@@ -28,6 +28,8 @@ SINGLE_RELATIONS = frozenset({
     "wife", "husband", "partner", "girlfriend", "boyfriend", "fiance", "fiancee",
     "mother", "father", "boss", "stepmother", "stepfather",
 })
+# What a model writes when it (wrongly) names the user as the one a fact is about.
+SELF_RELATIONS = frozenset({"self", "user", "the user", "me", "myself", "i", "yourself"})
 _SPACE = re.compile(r"\s+")
 _NOT_WORD = re.compile(r"[^\w\s'-]")
 
@@ -116,3 +118,8 @@ def matching(persons: Sequence[Named], name: str | None) -> list[int]:
     """Positions of the persons ``name`` names (display name or alias)."""
     wanted = key(name)
     return [i for i, p in enumerate(persons) if wanted and wanted in names_of(p)]
+
+
+def is_self(relation: str | None) -> bool:
+    """Whether a relation names the user themself ("self", "me", "the user")."""
+    return key(relation) in SELF_RELATIONS

@@ -13,12 +13,16 @@ resolves the mentions of one run against the user's persons, in order:
   several friends): ambiguous. The candidate is dropped: memfleet does not guess who
   it is about, and a fact about someone is never kept as the user's.
 
+Before that, ``mention_in`` checks extraction's "about" against the fact's own text:
+the user is never one of their persons.
+
 Persons met twice in one run are one new person. Names and relations are compared as
 worker.persons_rules says (case, spacing, "mom" for "mother").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -41,6 +45,36 @@ class Mention:
 
     name: str | None
     relation: str | None
+
+
+# A fact with the user as its subject, in the languages the extraction prompt names
+# ("The user lives in Leeds"; not "The user's sister ...").
+_USER_SUBJECT = re.compile(
+    r"^(?:the user|der nutzer|die nutzerin|el usuario|la usuaria|l['’]utilisat(?:eur|rice))\s",
+    re.IGNORECASE)
+
+
+def mention_in(text: str, name: str | None, relation: str | None) -> Mention | None:
+    """Who a fact is about: extraction's "about" (``name``, ``relation``) as its own
+    text allows; None for the user.
+
+    A small model fills "about" for the user's own facts too: the 1.5B model answered
+    every fact of an introduction with the user's name and the relation "self". So a
+    self relation is the user, and so is a fact whose subject is the user ("The user
+    lives in Leeds") that names neither the person nor the relation: the text is what
+    is stored and read, and it says whose fact it is.
+    """
+    if rules.is_self(relation):
+        return None
+    if _USER_SUBJECT.match(text) and not _names(text, name, relation):
+        return None
+    return Mention(name, relation)
+
+
+def _names(text: str, name: str | None, relation: str | None) -> bool:
+    said = f" {rules.key(text)} "
+    words = {rules.key(name), rules.key(relation), rules.relation_key(relation)}
+    return any(f" {word} " in said for word in words if word)
 
 
 class Ambiguous:

@@ -14,7 +14,7 @@ import json
 
 PROMPT_VERSION = "2026-12-b"
 
-EXTRACTION_PROMPT = """\
+_EXTRACTION_HEAD = """\
 You write the long-term memory of a personal assistant. You receive one JSON
 document with part of a conversation between a user and the assistant. You answer
 with every durable fact about the user that its "messages" reveal.
@@ -64,7 +64,6 @@ Fields of each fact:
   ("please forget that I smoke"): then "text" is the fact to forget ("The user
   smokes."). Otherwise false.
 
-Example. Document:
 """
 
 # The worked example's document and answer, written out here as JSON lines (each
@@ -86,55 +85,69 @@ _EXAMPLE_FACTS = (
 )
 
 
-def _example() -> str:
+# Who each example fact is about, in the persons' example (None: the user).
+_EXAMPLE_ABOUT = (None, None, {"name": "Ana", "relation": "wife"}, None, None)
+
+
+def _example(*, attributed: bool = False) -> str:
+    """The worked example; ``attributed``: as persons ask it, with "people" in the
+    document and "about" in every fact of the answer."""
     messages = ",\n".join(" " + json.dumps({"role": role, "content": content})
                           for role, content in _EXAMPLE_MESSAGES)
-    facts = ",\n".join(
-        " " + json.dumps({"text": text, "category": category, "importance": importance,
-                          "scope": "profile", "basis": "stated", "valid_from": None,
-                          "valid_to": None, "expires_at": expires, "forget": False})
-        for text, category, importance, expires in _EXAMPLE_FACTS)
-    return ('{"task": "fact_extraction", "observed_at": "2031-05-14 (Wednesday)", '
-            '"summary": null,\n "context": [], "messages": [\n' + messages + "]}\n"
-            "Answer:\n{\"facts\": [\n" + facts + "]}\n")
+    rows = []
+    for (text, category, importance, expires), about in zip(_EXAMPLE_FACTS, _EXAMPLE_ABOUT,
+                                                             strict=True):
+        fact = {"text": text, "category": category, "importance": importance,
+                "scope": "profile", "basis": "stated", "valid_from": None,
+                "valid_to": None, "expires_at": expires, "forget": False}
+        if attributed:
+            fact["about"] = about
+        rows.append(" " + json.dumps(fact))
+    people = ', "people": []' if attributed else ""
+    return ("Example. Document:\n"
+            '{"task": "fact_extraction", "observed_at": "2031-05-14 (Wednesday)", '
+            '"summary": null,\n "context": [], "messages": [\n' + messages + "]" + people
+            + "}\nAnswer:\n{\"facts\": [\n" + ",\n".join(rows) + "]}\n")
 
 
-EXTRACTION_PROMPT += _example() + """\
-(The question about Peru is not a fact. Ana's job is written as the wife's, not the user's.)
-
+_EXTRACTION_TAIL = """\
 Answer with the JSON object only. {"facts": []} when the messages hold no fact
 about the user.
 """
 
-# Persons on (MEMFLEET_PERSONS, docs/persons.md): the extraction request carries
-# "people" and each fact says who it is about. Appended to the extraction prompt, which
-# is otherwise unchanged, so a run with persons off sends exactly what it did before.
-# ``PERSONS_PROMPT_VERSION`` changes with any edit of this part.
-PERSONS_PROMPT_VERSION = "persons-2026-12-a"
+EXTRACTION_PROMPT = _EXTRACTION_HEAD + _example() + """\
+(The question about Peru is not a fact. Ana's job is written as the wife's, not the user's.)
 
-PERSONS_ADDENDUM = """
-Who each fact is about. The document also has "people": the persons of the user's
-life that memory already knows, each with a "name", a "relation" to the user
-("sister", "wife", "boss") and "aliases"; the list may be empty. Give every fact one
-more field, "about":
-- null when the fact is about the user: where they live, what they like, that they
-  have a sister.
-- {"name": ..., "relation": ...} when the fact is about another person of the
-  user's life: "My sister Ana is vegetarian" gives "The user's sister Ana is
-  vegetarian." about {"name": "Ana", "relation": "sister"}; "my wife is allergic to
-  nuts" gives about {"name": null, "relation": "wife"}. Use the name or relation
-  under which "people" lists the person when it is the same one ("Annie" for an
-  alias of Ana, "mom" for a mother). A relation word the user uses for them is the
-  relation; a name alone is fine when no relation is said.
-- When you cannot tell who a fact is about ("he", "she", "my friend" while several
-  friends are in play, and no name), leave the fact out rather than guess. Never
-  make such a fact the user's.
-A fact that joins the user and someone else ("The user and Ana run together") is the
-user's (about null). In the example above, Ana's job is about {"name": "Ana",
-"relation": "wife"} and every other fact is about null.
+""" + _EXTRACTION_TAIL
+
+# Persons on (MEMFLEET_PERSONS, docs/persons.md): the extraction request carries
+# "people" and each fact says who it is about. The extraction prompt with one more
+# field and its own worked example (a small model copies the example's shape: with
+# the rule alone after an example without "about", the 1.5B model filed every fact of
+# an introduction under the user's own name, relation "self"). A run with persons off
+# sends exactly what it did before. ``PERSONS_PROMPT_VERSION`` changes with any edit.
+PERSONS_PROMPT_VERSION = "persons-2026-12-b"
+
+PERSONS_FIELD = """\
+- "about": null for a fact about the user, which is nearly every fact: anything
+  the user says of themselves, has, likes or does, with "The user" as its subject.
+  The user is never "about", neither by their own name nor as "self". Only a fact
+  about another person of the user's life says who: {"name": their name or null,
+  "relation": what they are to the user ("sister", "wife", "boss") or null}. Its
+  text names them with that relation ("The user's sister Ana is vegetarian.").
+  "people" in the document lists the persons memory already knows: for the same
+  person, use the name and relation listed there ("Ana" for her alias "Annie").
+  When you cannot tell who a fact is about ("he", "my friend" with several in play,
+  no name), leave that fact out.
+
 """
 
-ATTRIBUTED_EXTRACTION_PROMPT = EXTRACTION_PROMPT + PERSONS_ADDENDUM
+ATTRIBUTED_EXTRACTION_PROMPT = _EXTRACTION_HEAD.removesuffix("\n") + PERSONS_FIELD + _example(attributed=True) \
+    + """\
+(The question about Peru is not a fact. Ana's job is the wife's: "about" names her; every
+other fact is the user's: "about" is null.)
+
+""" + _EXTRACTION_TAIL
 
 CONSOLIDATION_PROMPT = """\
 You keep a user's long-term memory consistent. You receive one JSON document with

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from worker.pipeline.attribution import AMBIGUOUS, Attributor, Mention, attribute
+from worker.pipeline.attribution import AMBIGUOUS, Attributor, Mention, attribute, mention_in
 from worker.store.person_types import ExistingPerson, NewPerson, PersonLabel, PersonRecord
 
 AT = datetime(2026, 3, 2, tzinfo=UTC)
@@ -82,3 +82,24 @@ def test_a_name_that_two_persons_answer_to_is_unclear_unless_the_relation_tells(
 
 def test_an_unusable_label_costs_the_label_not_the_fact() -> None:
     assert Attributor([]).resolve(Mention("x" * 500, "sister")) == NewPerson(1)
+
+
+def test_the_user_named_as_a_person_is_the_user() -> None:
+    """What the 1.5B model answered for an introduction: every fact "about" the user
+    under their own name with the relation "self"."""
+    assert mention_in("The user lives in Leeds.", "Priya", "self") is None
+    assert mention_in("The user's name is Priya.", "Priya", "Self") is None
+    assert mention_in("The user works as a radiographer.", "Priya", None) is None
+    assert mention_in("Der Nutzer wohnt in Graz.", None, "Bruder") is None
+    assert mention_in("The user lives in Leeds.", None, None) is None
+
+
+def test_a_fact_that_names_its_person_keeps_the_mention() -> None:
+    sister = Mention("Ana", "sister")
+    assert mention_in("The user's sister Ana is vegetarian.", "Ana", "sister") == sister
+    assert mention_in("Ana is vegetarian.", "Ana", "sister") == sister
+    assert mention_in("The user visits Ana on Sundays.", "Ana", "sister") == sister
+    assert mention_in("The user's mom is a nurse.", None, "mother") == Mention(None, "mother")
+    # The subject is not the user: extraction's word stands, even when it names no one.
+    assert mention_in("She works as a dentist.", None, "sister") == Mention(None, "sister")
+    assert mention_in("The user's brother-in-law skis.", None, None) == Mention(None, None)
