@@ -28,6 +28,18 @@ SINGLE_RELATIONS = frozenset({
     "wife", "husband", "partner", "girlfriend", "boyfriend", "fiance", "fiancee",
     "mother", "father", "boss", "stepmother", "stepfather",
 })
+# Who may be "my X" (the rules provider reads these; extraction's texts are read for
+# them: worker.pipeline.attribution), longest first so "sister-in-law" is not "sister".
+PERSON_RELATIONS = tuple(sorted({
+    "wife", "husband", "partner", "girlfriend", "boyfriend", "son", "daughter",
+    "brother", "sister", "mother", "father", "friend", "manager", "boss", "dog", "cat",
+    "mom", "mum", "dad", "colleague", "coworker", "co-worker", "cousin", "aunt",
+    "uncle", "grandmother", "grandfather", "grandma", "grandpa", "niece", "nephew",
+    "neighbor", "neighbour", "roommate", "flatmate", "fiance", "fiancee", "fiancé",
+    "fiancée", "stepmother", "stepfather", "stepson", "stepdaughter", "mother-in-law",
+    "father-in-law", "sister-in-law", "brother-in-law", "best friend", "teacher", "coach",
+    "doctor", "landlord", "kid", "baby", "twin",
+}, key=len, reverse=True))
 # What a model writes when it (wrongly) names the user as the one a fact is about.
 SELF_RELATIONS = frozenset({"self", "user", "the user", "me", "myself", "i", "yourself"})
 _SPACE = re.compile(r"\s+")

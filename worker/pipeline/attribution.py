@@ -47,11 +47,24 @@ class Mention:
     relation: str | None
 
 
+# Both apostrophes a model writes (ASCII and U+2019).
+_APOSTROPHE = "['\u2019]"
 # A fact with the user as its subject, in the languages the extraction prompt names
 # ("The user lives in Leeds"; not "The user's sister ...").
 _USER_SUBJECT = re.compile(
-    r"^(?:the user|der nutzer|die nutzerin|el usuario|la usuaria|l['’]utilisat(?:eur|rice))\s",
-    re.IGNORECASE)
+    r"^(?:the user|der nutzer|die nutzerin|el usuario|la usuaria|l" + _APOSTROPHE
+    + r"utilisat(?:eur|rice))\s", re.IGNORECASE)
+# "The user's sister (Ana) ...": a fact about the user's relation, as the extraction
+# prompt writes one; unless it only names the relation ("The user's partner is Alex",
+# "... is called Alex", "The user's wife's name is Sarah"): who the user's partner is
+# stays the user's relationship fact (docs/persons.md).
+_RELATION_SUBJECT = re.compile(
+    r"^the user" + _APOSTROPHE + r"s (?P<relation>"
+    + "|".join(re.escape(r) for r in rules.PERSON_RELATIONS) + r")(?=[ ,.]|" + _APOSTROPHE
+    + r"|$)(?:,? (?P<name>(?-i:[A-Z][\w'-]*))(?=[ ,.]),?)?(?P<rest>.*)$", re.IGNORECASE)
+_NAMING = re.compile(
+    r"^(?:" + _APOSTROPHE + r"s name\b| (?:is )?(?:named|called)\b"
+    r"| is (?-i:[A-Z])[\w'-]*\.?$)", re.IGNORECASE)
 
 
 def mention_in(text: str, name: str | None, relation: str | None) -> Mention | None:
@@ -62,13 +75,28 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
     every fact of an introduction with the user's name and the relation "self". So a
     self relation is the user, and so is a fact whose subject is the user ("The user
     lives in Leeds") that names neither the person nor the relation: the text is what
-    is stored and read, and it says whose fact it is.
+    is stored and read, and it says whose fact it is. A name that is the relation
+    ({"name": "Sister", "relation": "sister"}) is no name.
     """
     if rules.is_self(relation):
-        return None
+        return implied_mention(text)
     if _USER_SUBJECT.match(text) and not _names(text, name, relation):
         return None
+    if name is not None and relation is not None \
+            and rules.relation_key(name) == rules.relation_key(relation):
+        name = None
     return Mention(name, relation)
+
+
+def implied_mention(text: str) -> Mention | None:
+    """Who a fact extraction said is the user's is about, by its text: a fact written
+    about the user's relation ("The user's sister works as a dentist.", which the 1.5B
+    model answered with "about": null beside "The user's sister lives in Toronto." about
+    the sister) is that relation's; any other, the user's."""
+    said = _RELATION_SUBJECT.match(text.strip())
+    if said is None or _NAMING.match(said["rest"]):
+        return None
+    return Mention(said["name"], said["relation"].casefold())
 
 
 def _names(text: str, name: str | None, relation: str | None) -> bool:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from worker.conversation import Handover, Message
 from worker.memory_rules import SourceKind, confidence_for
-from worker.pipeline.attribution import Mention, mention_in
+from worker.pipeline.attribution import Mention, implied_mention, mention_in
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
 from worker.pipeline.notes import CandidateNote, notes_from
@@ -143,8 +143,8 @@ def candidates_from(
     for fact in answer.facts:
         text = _SPACE.sub(" ", fact.text).strip()
         terms = fact_terms(fact, observed_at, agent_id, source)
-        about = (mention_in(text, fact.about.name, fact.about.relation)
-                 if attributed and fact.about is not None else None)
+        about = (None if not attributed else implied_mention(text) if fact.about is None
+                 else mention_in(text, fact.about.name, fact.about.relation))
         key = (text.casefold().rstrip("."), terms.agent_id, fact.forget, about)
         if not text or key == previous:
             continue

@@ -142,8 +142,8 @@ PERSONS_FIELD = """\
 
 """
 
-ATTRIBUTED_EXTRACTION_PROMPT = _EXTRACTION_HEAD.removesuffix("\n") + PERSONS_FIELD + _example(attributed=True) \
-    + """\
+ATTRIBUTED_EXTRACTION_PROMPT = _EXTRACTION_HEAD.removesuffix("\n") + PERSONS_FIELD \
+    + _example(attributed=True) + """\
 (The question about Peru is not a fact. Ana's job is the wife's: "about" names her; every
 other fact is the user's: "about" is null.)
 

@@ -25,19 +25,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from worker.persons_rules import key, names_of
-from worker.providers.rules_patterns import RELATIONS
+from worker.persons_rules import PERSON_RELATIONS, key, names_of
 from worker.providers.wire import AboutPerson, ExtractedFact, KnownPerson
 
-# Who may be "my X": the relations the user rules know, and more of a household.
-PERSON_RELATIONS = tuple(sorted({
-    *RELATIONS, "mom", "mum", "dad", "colleague", "coworker", "co-worker", "cousin", "aunt",
-    "uncle", "grandmother", "grandfather", "grandma", "grandpa", "niece", "nephew",
-    "neighbor", "neighbour", "roommate", "flatmate", "fiance", "fiancee", "fiancé",
-    "fiancée", "stepmother", "stepfather", "stepson", "stepdaughter", "mother-in-law",
-    "father-in-law", "sister-in-law", "brother-in-law", "best friend", "teacher", "coach",
-    "doctor", "landlord", "kid", "baby", "twin",
-}, key=len, reverse=True))
 _REL = "|".join(re.escape(r) for r in PERSON_RELATIONS)
 _NAME = r"(?-i:[A-ZÀ-ÖØ-Þ][\w'-]{0,39})"
 _START = r"^(?:(?:and|but|so|also|oh|well|yes|yeah|ok|okay)\s+)?"
