@@ -63,9 +63,9 @@ async def turn(mcp: ClientSession, stub: StubServer, said: str,
     tool results the model got back."""
     stub.control("DELETE", "/_stub/requests")
     stub.script(*answers)
-    model = AsyncOpenAI(base_url=stub.v1, api_key="none", max_retries=0)
-    reply = await model_loop(mcp, model, [{"role": "system", "content": "You are a coach."},
-                                          {"role": "user", "content": said}])
+    async with AsyncOpenAI(base_url=stub.v1, api_key="none", max_retries=0) as model:
+        reply = await model_loop(mcp, model, [
+            {"role": "system", "content": "You are a coach."}, {"role": "user", "content": said}])
     assert reply == answers[-1]["content"]
     return tool_results(stub)
 

@@ -4,6 +4,7 @@ worker whose user's facts were moved to another model (InMemoryStore)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -106,6 +107,7 @@ def test_the_embedder_of_a_move_comes_from_the_same_provider_settings() -> None:
     embedder = build_embedder(OPENAI, "text-embedding-3-large", 1024)
     assert isinstance(embedder, OpenAIEmbedder)
     assert (embedder.model, embedder.dim) == ("text-embedding-3-large", 1024)
+    asyncio.run(embedder.aclose())  # its HTTP client, never left to a later test's loop
     hashing = reembed_embedder(SETTINGS, Target("hashing-v1", 32), redis=None)
     assert (hashing.model, hashing.dim) == ("hashing-v1", 32)
     # Hashing workers write one model name whatever MEMFLEET_EMBED_MODEL says: a move
