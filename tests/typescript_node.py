@@ -103,10 +103,12 @@ async def _key(database_url: str, *scopes: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
+async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path, *,
+                     worker_own: dict[str, str] | None = None,
                      **api_own: Any) -> AsyncIterator[dict[str, str]]:
-    """A worker and the API on ``settings`` with the LLM stub (the API with ``api_own``,
-    its own settings, too), and the environment the node tests read
+    """A worker and the API on ``settings`` with the LLM stub (the worker with
+    ``worker_own``, settings by their names without MEMFLEET_, and the API with
+    ``api_own``, its own settings, too), and the environment the node tests read
     (clients/typescript/src/test/integration/env.ts)."""
     fleet = openai_settings(settings, stub).model_copy(
         update={"telemetry_id_key": SecretStr(TELEMETRY_ID_KEY)})
@@ -114,7 +116,7 @@ async def node_fleet(settings: Settings, stub: StubServer, log_dir: Path,
                      embed_provider="openai", embed_base_url=stub.v1,
                      telemetry_id_key=TELEMETRY_ID_KEY, queue_name=fleet.queue_name,
                      # The persons' test learns people from conversations (off by default).
-                     persons="true")
+                     persons="true", **(worker_own or {}))
     workers = WorkerProcesses(env, log_dir, 1)
     try:
         async with running_api(api_settings(fleet, **api_own)) as api_url:

@@ -83,6 +83,25 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
         }},
     },
 }
+# 429: the user's manual writes over their rate (worker.api.write_rate).
+WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    429: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
+          "description": "Too many manual writes of this user; retry after Retry-After."},
+}
+# 429: the user's erases and consent changes over their rate (worker.api.write_rate).
+ERASE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    429: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
+          "description": "Too many erases and consent changes of this user; retry after "
+                         "Retry-After."},
+}
+CONSENT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    429: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
+          "description": "Too many manual writes, or erases and consent changes, of this "
+                         "user; retry after Retry-After."},
+}
 
 
 def _unavailable(what: str) -> JSONResponse:

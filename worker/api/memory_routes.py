@@ -17,8 +17,17 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, st
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator
 
+from worker.api import portrait_due
 from worker.api.deps import ApiDeps
-from worker.api.errors import AUTH_RESPONSES, ErrorBody, error_responses
+from worker.api.errors import (
+    AUTH_RESPONSES,
+    CONSENT_RESPONSES,
+    ERASE_RESPONSES,
+    RETRY_AFTER_HEADER,
+    WRITE_RESPONSES,
+    ErrorBody,
+    error_responses,
+)
 from worker.api.exports import SpooledExport
 from worker.api.extensions import erase_extras
 from worker.api.fields import MAX_ID_CHARS, clean_text, valid_id
@@ -94,27 +103,6 @@ KnownAt = Annotated[
     Query(description="What memfleet believed then (without a zone: UTC)."),
     AfterValidator(lambda v: None if v is None else utc(v)),
 ]
-_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.",
-                                 "schema": {"type": "integer"}}}
-# 429: the user's manual writes over their rate (worker.api.write_rate).
-WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **AUTH_RESPONSES,
-    429: {"model": ErrorBody, "headers": _RETRY_AFTER,
-          "description": "Too many manual writes of this user; retry after Retry-After."},
-}
-# 429: the user's erases and consent changes over their rate (worker.api.write_rate).
-ERASE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **AUTH_RESPONSES,
-    429: {"model": ErrorBody, "headers": _RETRY_AFTER,
-          "description": "Too many erases and consent changes of this user; retry after "
-                         "Retry-After."},
-}
-CONSENT_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **AUTH_RESPONSES,
-    429: {"model": ErrorBody, "headers": _RETRY_AFTER,
-          "description": "Too many manual writes, or erases and consent changes, of this "
-                         "user; retry after Retry-After."},
-}
 # The prompt reads' 200 says where its time went (worker.api.read_timing).
 _TIMED: dict[int | str, dict[str, Any]] = {200: {"headers": {SERVER_TIMING: {
     "description": "Milliseconds: embed (the query's embeddings call; absent when none was "
@@ -195,6 +183,7 @@ async def add_fact(request: Request, user_id: WritingUser, body: NewFactBody) ->
         embedding=answer.value[0], embedding_model=embedder.model, terms=terms,
         pinned=body.pinned, via=body.via,
     ), if_memory_on=gate)
+    await portrait_due.facts_changed(deps, user_id)
     return Fact.of(record)
 
 
@@ -208,6 +197,7 @@ async def remove_fact(request: Request, user_id: WritingUser, fact_id: FactId) -
     memory = _deps(request).memory
     removed = await memory.remove_fact(user_id, fact_id)
     if removed is not None:
+        await portrait_due.facts_changed(_deps(request), user_id)
         return Fact.of(removed)
     if await memory.get_fact(user_id, fact_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
@@ -218,6 +208,7 @@ async def _pin(request: Request, user_id: str, fact_id: int, pinned: bool) -> Fa
     memory = _deps(request).memory
     changed: FactRecord | None = await memory.set_pinned(user_id, fact_id, pinned)
     if changed is not None:
+        await portrait_due.facts_changed(_deps(request), user_id)
         return Fact.of(changed)
     if await memory.get_fact(user_id, fact_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NOT_FOUND)
@@ -390,7 +381,7 @@ async def set_consent_route(
     responses={200: {"model": Export, "description": "Everything held about the user, "
                      "as one JSON object."},
                **AUTH_RESPONSES,
-               429: {"model": ErrorBody, "headers": _RETRY_AFTER,
+               429: {"model": ErrorBody, "headers": RETRY_AFTER_HEADER,
                      "description": "The user's exports at once are at their bound "
                                     "(MEMFLEET_API_EXPORTS_PER_USER); retry after Retry-After."},
                **error_responses(503)},

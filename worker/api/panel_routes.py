@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 
+from worker.api import portrait_due
 from worker.api.deps import ApiDeps
 from worker.api.errors import AUTH_RESPONSES, ErrorBody, error_responses
 from worker.api.memory_models import MAX_FACT_ID, Fact
@@ -118,6 +119,7 @@ async def edit_fact(
         expires_at=expires_at, confidence=confidence_for("manual", "stated"), via=body.via))
     if new is None:  # changed between the read above and the write: a stale view
         raise HTTPException(status.HTTP_409_CONFLICT, detail=_NOT_ACTIVE)
+    await portrait_due.facts_changed(deps, user_id)
     return Fact.of(new)
 
 
@@ -172,7 +174,9 @@ async def accept_proposal(
     acceptance = Acceptance(resolved_by=_answerer(who), embedding=embedding,
                             embedding_model=model,
                             confidence=confidence_for("extracted", "stated"))
-    return _answer(await deps.memory.accept_held(user_id, proposal_id, acceptance))
+    answer = _answer(await deps.memory.accept_held(user_id, proposal_id, acceptance))
+    await portrait_due.facts_changed(deps, user_id)  # _answer raised unless it was applied
+    return answer
 
 
 @router.post(

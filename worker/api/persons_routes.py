@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 
+from worker.api import portrait_due
 from worker.api.deps import ApiDeps
 from worker.api.errors import AUTH_RESPONSES, ErrorBody, error_responses
 from worker.api.memory_models import MAX_FACT_ID, Fact
@@ -69,6 +70,11 @@ def _store(request: Request) -> PersonStore:
     if store is None:  # a store without persons: none to show or change
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_NO_PERSON)
     return store
+
+
+async def _facts_changed(request: Request, user_id: str) -> None:
+    deps: ApiDeps = request.app.state.deps
+    await portrait_due.facts_changed(deps, user_id)  # the portrait follows (portrait_due)
 
 
 def _refused(state: PersonStatus, missing: str = _NO_PERSON) -> HTTPException:
@@ -168,7 +174,9 @@ async def add_alias(
 async def merge_person(
     request: Request, user_id: WritingUser, person_id: PersonId, body: MergeBody
 ) -> Person:
-    return _person(await _store(request).merge_persons(user_id, person_id, body.into))
+    kept = _person(await _store(request).merge_persons(user_id, person_id, body.into))
+    await _facts_changed(request, user_id)  # the merged person's facts moved
+    return kept
 
 
 @router.put(
@@ -184,4 +192,6 @@ async def move_fact(
     state, fact = await _store(request).move_fact(user_id, fact_id, body.person_id)
     if state not in ("done", "same") or fact is None:
         raise _refused(state, _NO_FACT_OR_PERSON)
+    if state == "done":  # "same": about that person already, nothing written
+        await _facts_changed(request, user_id)
     return Fact.of(fact)

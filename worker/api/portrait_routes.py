@@ -21,14 +21,13 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from pydantic import BaseModel
 
 from worker.api.deps import ApiDeps
-from worker.api.errors import AUTH_RESPONSES, error_responses
-from worker.api.memory_routes import WRITE_RESPONSES
+from worker.api.errors import AUTH_RESPONSES, WRITE_RESPONSES, error_responses
+from worker.api.portrait_due import user_redis
 from worker.api.prompt_routes import matches
 from worker.api.service_auth import ReadUser
 from worker.api.write_rate import WritingUser
 from worker.protocol import portrait_queue
 from worker.protocol.portrait_queue import PortraitPace
-from worker.protocol.shards import ShardedRedis
 from worker.store.portraits import Portrait, PortraitStore
 from worker.store.types import ConsentGate
 
@@ -144,12 +143,8 @@ async def refresh_portrait(request: Request, user_id: WritingUser) -> PortraitAs
     settings = deps.settings
     if not settings.portrait_enabled:
         return PortraitAsked(user_id=user_id, queued=False)
-    redis = deps.handover
-    if isinstance(redis, ShardedRedis):
-        redis = redis.for_user(user_id)  # the user's jobs run on their shard
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
-    await portrait_queue.note_commit(
-        redis, user_id, PortraitPace.of(settings.portrait_min_interval,
-                                        settings.portrait_max_commits),
-        settings.queue_name, due_ms=now_ms)
+    await portrait_queue.note_commit(user_redis(deps, user_id), user_id,
+                                     PortraitPace.of_settings(settings), settings.queue_name,
+                                     due_ms=now_ms)
     return PortraitAsked(user_id=user_id, queued=True)

@@ -45,7 +45,8 @@ def cmd_reembed(settings: Settings, args: argparse.Namespace) -> int:
     from worker.ops.reembed import Counts, Target, run_reembed
 
     def progress(counts: Counts) -> None:
-        print(f"pass {counts.passes}: {counts.users} users moved, {counts.facts} facts",
+        print(f"pass {counts.passes}: {counts.users} users moved, {counts.facts} facts,"
+              f" {counts.notes} notes",
               file=sys.stderr, flush=True)
 
     settings = resolve(settings)

@@ -2,9 +2,9 @@
 refresh itself, an ARQ job of its own.
 
 - ``after_commit``: a job whose commit changed a user's facts counts it toward the
-  user's next refresh (worker.protocol.portrait_queue: debounced, one queued per
-  user). Best effort: a Redis error is logged and the commit stands; the next
-  commit queues the refresh.
+  user's next refresh (worker.protocol.portrait_queue.facts_changed: debounced, one
+  queued per user, as the memory API's manual writes do). Best effort: a Redis error
+  is logged and the commit stands; the next change queues the refresh.
 - ``refresh_user_portrait``: the ARQ function. It claims the refresh (commits from
   now on count toward the next), then runs worker.pipeline.portrait: at most one
   model call, within the fleet's model budget (the provider's calls take budget
@@ -48,10 +48,6 @@ log = structlog.get_logger("memfleet.portrait")
 PORTRAIT_JOB_TRIES = 3
 
 
-def pace(settings: Settings) -> PortraitPace:
-    return PortraitPace.of(settings.portrait_min_interval, settings.portrait_max_commits)
-
-
 def policy(settings: Settings) -> PortraitPolicy:
     return PortraitPolicy(max_facts=settings.portrait_max_facts,
                           max_words=settings.portrait_max_words,
@@ -60,16 +56,8 @@ def policy(settings: Settings) -> PortraitPolicy:
 
 async def after_commit(deps: Deps, user_id: str) -> None:
     """A commit changed the user's facts: their portrait is due (debounced)."""
-    settings = deps.settings
-    if not settings.portrait_enabled:
-        return
-    try:
-        noted = await portrait_queue.note_commit(deps.redis, user_id, pace(settings),
-                                                 settings.queue_name)
-    except Exception as exc:  # noqa: BLE001 - the commit stands; the next one queues it
-        log.warning("portrait refresh not queued", error=type(exc).__name__)
-        return
-    if noted.joined:
+    noted = await portrait_queue.facts_changed(deps.redis, user_id, deps.settings)
+    if noted is not None and noted.joined:
         deps.telemetry.metrics.portrait_debounced.add(1)
 
 
@@ -142,7 +130,7 @@ async def _later(deps: Deps, user_id: str, in_ms: int, span: trace.Span) -> str:
     queued again for then, spending no try."""
     settings = deps.settings
     due = int(datetime.now(UTC).timestamp() * 1000) + max(in_ms, 1)
-    await portrait_queue.note_commit(deps.redis, user_id, pace(settings), settings.queue_name,
-                                     due_ms=due)
+    await portrait_queue.note_commit(deps.redis, user_id, PortraitPace.of_settings(settings),
+                                     settings.queue_name, due_ms=due)
     span.set_attribute("memfleet.portrait.outcome", "deferred")
     return "deferred"

@@ -1,5 +1,6 @@
-"""`memfleet reembed --model M --dim D`: move every active fact to another embedding
-model and dimension while the fleet runs (docs/operations.md).
+"""`memfleet reembed --model M --dim D`: move every active fact, and every active note
+(docs/notes.md), to another embedding model and dimension while the fleet runs
+(docs/operations.md).
 
 - **User by user.** A user's rows still on another model are read with the
   user's version in one snapshot, embedded, and written back in one
@@ -11,13 +12,17 @@ model and dimension while the fleet runs (docs/operations.md).
   texts already embedded are kept).
 - **In place.** Only ``embedding`` and ``embedding_model`` change: the text, the
   times and the chain stay, nothing is inserted, so nothing can be duplicated.
+- **Notes with their user's facts.** A user's active notes are read in the same
+  snapshot, embedded in the same batches and written in the same transaction; a
+  note that ended meanwhile (removed, promoted) rolls the user's move back and the
+  user is read again, as for facts (notes do not bump the user's version).
 - **Batched across users.** Each embeddings call takes up to ``batch`` texts,
   from as many users as it takes, through the fleet's model budget
   (worker.protection.budget) like the workers' calls.
 - **Resumable.** What is left is what is still on another model: a move killed
   at any point and run again goes on from there.
-- **Verified.** It loops until no active row is left on another model (old
-  workers may commit some meanwhile), then records the move finished: the
+- **Verified.** It loops until no active fact or note is left on another model
+  (old workers may commit some meanwhile), then records the move finished: the
   fleet's model and dimension (memfleet_setting) become M and D.
 """
 
@@ -42,6 +47,7 @@ from worker.errors import (
 from worker.providers.base import Embedder
 from worker.providers.factory import build_embedder, embedding_model
 from worker.store.base import MaintenanceStore
+from worker.store.types import ActiveRows
 from worker.vectors import Vector
 
 # Users listed per pass: a pass's bookkeeping stays small whatever the fleet's size.
@@ -69,7 +75,8 @@ class Target:
 @dataclass(slots=True)
 class Counts:
     users: int = 0  # users whose move committed
-    facts: int = 0  # rows re-embedded
+    facts: int = 0  # facts re-embedded
+    notes: int = 0  # notes re-embedded
     calls: int = 0  # embeddings calls
     reread: int = 0  # users read again: their facts changed under the move
     passes: int = 0
@@ -79,21 +86,23 @@ class Counts:
 class Outcome:
     target: Target
     counts: Counts
-    active: int  # active rows at the end, every one on the target
+    active: int  # active facts at the end, every one on the target
+    active_notes: int  # active notes at the end, every one on the target
     seconds: float
 
     def line(self) -> str:
         c = self.counts
         return (f"reembed {self.target.model} at {self.target.dim}: {c.users} users moved,"
-                f" {c.facts} facts re-embedded, {c.calls} embedding calls,"
-                f" {self.seconds:.1f} s ({c.reread} users read again);"
-                f" verified: {self.active} active facts, all on {self.target.model}"
-                f" at {self.target.dim}")
+                f" {c.facts} facts and {c.notes} notes re-embedded, {c.calls} embedding"
+                f" calls, {self.seconds:.1f} s ({c.reread} users read again);"
+                f" verified: {self.active} active facts and {self.active_notes} active notes,"
+                f" all on {self.target.model} at {self.target.dim}")
 
 
 @dataclass(slots=True)
 class UserMove:
-    """One user's rows still to move, read at ``version``; vectors filled batch by batch."""
+    """One user's rows still to move, read at ``version``; vectors filled batch by batch.
+    ``texts`` and ``vectors`` hold the facts (``ids``), then the notes (``note_ids``)."""
 
     user_id: str
     version: int
@@ -101,6 +110,7 @@ class UserMove:
     texts: list[str]
     vectors: list[Vector | None]
     attempt: int = 1
+    note_ids: list[int] = field(default_factory=list)
 
     def waiting(self) -> list[int]:
         return [i for i, vector in enumerate(self.vectors) if vector is None]
@@ -128,7 +138,7 @@ class Mover:
     batch: int
     counts: Counts = field(default_factory=Counts)
 
-    async def run(self, progress: Callable[[Counts], None] | None = None) -> int:
+    async def run(self, progress: Callable[[Counts], None] | None = None) -> ActiveRows:
         """Move everyone, verify, record the move finished; the active rows at the end."""
         model, dim = self.target.model, self.target.dim
         stalled = 0
@@ -145,8 +155,8 @@ class Mover:
                 progress(self.counts)
             stalled = 0 if moved else stalled + 1
             if stalled >= STALLED_PASSES:
-                raise MemfleetError(f"the facts of {len(users)} users kept changing during the"
-                                    " move: run `memfleet reembed` again")
+                raise MemfleetError(f"the facts or notes of {len(users)} users kept changing"
+                                    " during the move: run `memfleet reembed` again")
             if not moved:
                 await asyncio.sleep(STALL_PAUSE_S)
 
@@ -176,10 +186,11 @@ class Mover:
 
     async def _read(self, user_id: str, attempt: int, known: dict[str, Vector]) -> UserMove | None:
         rows = await self.store.rows_to_move(user_id, self.target.model, self.target.dim)
-        if not rows.ids:
+        if not rows.ids and not rows.note_ids:
             return None
-        return UserMove(user_id, rows.version, rows.ids, rows.texts,
-                        [known.get(text) for text in rows.texts], attempt)
+        texts = rows.texts + rows.note_texts
+        return UserMove(user_id, rows.version, rows.ids, texts,
+                        [known.get(text) for text in texts], attempt, rows.note_ids)
 
     async def _embed(self, texts: list[str]) -> Vector:
         while True:
@@ -195,11 +206,14 @@ class Mover:
     async def _commit(self, user: UserMove) -> bool:
         """The user's move in one transaction; False when their facts changed since the read."""
         matrix = np.stack([v for v in user.vectors if v is not None])
-        if not await self.store.move_user(user.user_id, user.version, user.ids, matrix,
-                                          model=self.target.model, dim=self.target.dim):
+        facts = len(user.ids)
+        if not await self.store.move_user(user.user_id, user.version, user.ids, matrix[:facts],
+                                          model=self.target.model, dim=self.target.dim,
+                                          note_ids=user.note_ids, note_embeddings=matrix[facts:]):
             return False
         self.counts.users += 1
-        self.counts.facts += len(user.ids)
+        self.counts.facts += facts
+        self.counts.notes += len(user.note_ids)
         return True
 
 
@@ -219,7 +233,8 @@ async def reembed(
         if not claimed:
             raise MemfleetError("another memfleet reembed is running")
         active = await mover.run(progress)
-    return Outcome(target, mover.counts, active, time.monotonic() - started)
+    return Outcome(target, mover.counts, active.facts, active.notes,
+                   time.monotonic() - started)
 
 
 def reembed_embedder(settings: Settings, target: Target, redis: Any) -> Embedder:

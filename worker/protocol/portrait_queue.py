@@ -13,6 +13,10 @@ full ``min_interval_ms`` after the last one started. A commit while a refresh wa
 the queue joins it (it is brought forward when due sooner); one after a refresh
 started queues the next. So K commits within the interval cost one refresh, and a
 user who keeps talking gets at most one per interval, or per ``max_commits``.
+
+``facts_changed`` is the one entry for a change of the user's facts, whoever made it:
+a job's commit (worker.fleet.portrait_job) and a manual write through the memory API
+(worker.api.portrait_due) count alike, with the fleet's settings.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
+from worker.config import Settings
 from worker.protocol.keys import (
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
@@ -37,6 +44,8 @@ _QUEUE = LuaScript("worker.protocol.lua", "portrait_queue.lua")
 _CLAIM = LuaScript("worker.protocol.lua", "portrait_claim.lua")
 MS_PER_MINUTE = 60_000
 
+log = structlog.get_logger("memfleet.portrait")
+
 
 @dataclass(frozen=True, slots=True)
 class PortraitPace:
@@ -49,6 +58,10 @@ class PortraitPace:
     @classmethod
     def of(cls, min_interval_minutes: float, max_commits: int) -> PortraitPace:
         return cls(int(min_interval_minutes * MS_PER_MINUTE), max_commits)
+
+    @classmethod
+    def of_settings(cls, settings: Settings) -> PortraitPace:
+        return cls.of(settings.portrait_min_interval, settings.portrait_max_commits)
 
 
 def refresh_due_ms(now_ms: int, last_ms: int | None, commits: int, pace: PortraitPace) -> int:
@@ -83,6 +96,21 @@ async def note_commit(redis: Any, user_id: str, pace: PortraitPace, queue_name: 
         [job_id, portrait_job_bytes(user_id, int(time.time() * 1000)), due_ms, expires_ms,
          ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, PAYLOAD_TTL_MS])
     return Noted(as_text(taken), due_ms, int(state) != 1)
+
+
+async def facts_changed(redis: Any, user_id: str, settings: Settings) -> Noted | None:
+    """A change to the user's facts committed (call it after its transaction): counted
+    toward their next refresh, debounced, when the fleet writes portraits. None while it
+    does not, or when Redis failed: best effort, logged by the error's type alone; the
+    change stands and the user's next change queues the refresh."""
+    if not settings.portrait_enabled:
+        return None
+    try:
+        return await note_commit(redis, user_id, PortraitPace.of_settings(settings),
+                                 settings.queue_name)
+    except Exception as exc:  # noqa: BLE001 - see above: never the change's failure
+        log.warning("portrait refresh not queued", error=type(exc).__name__)
+        return None
 
 
 async def claim(redis: Any, user_id: str, job_id: str) -> int:

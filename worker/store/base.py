@@ -30,6 +30,7 @@ from worker.store.note_types import (
 from worker.store.person_types import PersonLabel, PersonOrigin, PersonRecord, PersonStatus
 from worker.store.types import (
     Acceptance,
+    ActiveRows,
     ConsentGate,
     DeadLetter,
     Erasure,
@@ -343,24 +344,25 @@ class MaintenanceStore(Protocol):
         ...
 
     async def users_left(self, model: str, dim: int, limit: int) -> list[str]:
-        """Up to ``limit`` users with active facts on another model or dimension."""
+        """Up to ``limit`` users with active facts or notes on another model or dimension."""
         ...
 
     async def rows_to_move(self, user_id: str, model: str, dim: int) -> RowsToMove:
-        """The user's active rows still on another model, with their version."""
+        """The user's active facts and notes still on another model, with their version."""
         ...
 
     async def move_user(
         self, user_id: str, version: int, ids: Sequence[int], embeddings: Vector, *,
-        model: str, dim: int,
+        model: str, dim: int, note_ids: Sequence[int] = (), note_embeddings: Vector | None = None,
     ) -> bool:
-        """Row ``ids[i]`` re-embedded as ``embeddings[i]``, in one transaction; False (and
-        nothing written) when the user's facts changed since ``version``."""
+        """Fact ``ids[i]`` re-embedded as ``embeddings[i]``, and note ``note_ids[i]`` as
+        ``note_embeddings[i]``, in one transaction; False (and nothing written) when the
+        user's facts changed since ``version``, or a note read has ended since."""
         ...
 
-    async def finish_reembed(self, model: str, dim: int) -> int | None:
+    async def finish_reembed(self, model: str, dim: int) -> ActiveRows | None:
         """Record the move finished (the fleet's model and dimension) and return the active
-        rows, all on ``model``; None, with nothing recorded, when rows are left."""
+        facts and notes, all on ``model``; None, with nothing recorded, when rows are left."""
         ...
 
 

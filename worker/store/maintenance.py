@@ -20,7 +20,13 @@ from worker.errors import ConfigurationError, StoreUnavailable
 from worker.store import halfvec, queries
 from worker.store.pool import PooledStore
 from worker.store.translate import PG_ERRORS, status_count, translated
-from worker.store.types import EXPORT_SECTIONS, ExportSection, RowsToMove, Vector
+from worker.store.types import (
+    EXPORT_SECTIONS,
+    ActiveRows,
+    ExportSection,
+    RowsToMove,
+    Vector,
+)
 
 # An export's rows come from server-side cursors this many at a time.
 ROWS_PER_FETCH = 500
@@ -124,34 +130,44 @@ class PostgresMaintenanceStore(PooledStore):
     async def rows_to_move(self, user_id: str, model: str, dim: int) -> RowsToMove:
         async with translated("reading a user's facts"):
             rows = await self._pool.fetch(self._reembed["user_rows"], model, dim, user_id)
-        found = [row for row in rows if row["id"] is not None]
-        # One row at least: the user's version, joined to no fact when none is left.
-        return RowsToMove(rows[0]["version"], [row["id"] for row in found],
-                          [row["text"] for row in found])
+        # One row at least: the user's version, joined to no row when none is left.
+        facts = [row for row in rows if row["id"] is not None and not row["is_note"]]
+        notes = [row for row in rows if row["id"] is not None and row["is_note"]]
+        return RowsToMove(rows[0]["version"], [row["id"] for row in facts],
+                          [row["text"] for row in facts], [row["id"] for row in notes],
+                          [row["text"] for row in notes])
 
     async def move_user(
         self, user_id: str, version: int, ids: Sequence[int], embeddings: Vector, *,
-        model: str, dim: int,
+        model: str, dim: int, note_ids: Sequence[int] = (), note_embeddings: Vector | None = None,
     ) -> bool:
         """Under the user's advisory lock, shared (as commits take it), after winning the
         user-version compare-and-set every writer of a user's facts takes."""
         sql = self._reembed
+        moves = [("move_rows", ids, embeddings)]
+        if note_ids:
+            if note_embeddings is None or len(note_embeddings) != len(note_ids):
+                raise ValueError("one embedding a note")
+            moves.append(("move_notes", note_ids, note_embeddings))
         try:
             async with translated("moving a user's facts"), self._pool.acquire() as conn, \
                     conn.transaction():
                 await conn.execute(sql["lock_user"], user_id)
                 if await conn.fetchval(sql["bump_user_version"], user_id, version) is None:
                     raise _Changed
-                status = await conn.execute(sql["move_rows"], model, dim, user_id, list(ids),
-                                            halfvec.encode_rows(embeddings))
-                if status_count(status) != len(ids):
-                    raise _Changed
-                await conn.execute(sql["count_moved"], model, dim, len(ids))
+                for statement, row_ids, vectors in moves:
+                    if not row_ids:
+                        continue
+                    status = await conn.execute(sql[statement], model, dim, user_id,
+                                                list(row_ids), halfvec.encode_rows(vectors))
+                    if status_count(status) != len(row_ids):
+                        raise _Changed
+                await conn.execute(sql["count_moved"], model, dim, len(ids) + len(note_ids))
         except _Changed:
             return False
         return True
 
-    async def finish_reembed(self, model: str, dim: int) -> int | None:
+    async def finish_reembed(self, model: str, dim: int) -> ActiveRows | None:
         sql = self._reembed
         async with translated("verifying the move"), self._pool.acquire() as conn, \
                 conn.transaction():
@@ -159,5 +175,4 @@ class PostgresMaintenanceStore(PooledStore):
             if state["other"] or state["other_dim"]:
                 return None
             await conn.execute(sql["finish"], model, dim)
-        active: int = state["active"]
-        return active
+        return ActiveRows(facts=state["active"], notes=state["active_notes"])

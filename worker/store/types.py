@@ -425,9 +425,19 @@ EXPORT_SECTIONS: tuple[ExportSection, ...] = ("facts", "sessions", "runs", "held
 
 @dataclass(frozen=True, slots=True)
 class RowsToMove:
-    """A user's active rows still on another model, read with their version in one
-    snapshot (``memfleet reembed``)."""
+    """A user's active facts and notes still on another model, read with their version
+    in one snapshot (``memfleet reembed``)."""
 
     version: int
     ids: list[int]
     texts: list[str]
+    note_ids: list[int] = field(default_factory=list)
+    note_texts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRows:
+    """The active rows at the end of a move, every one on its model (``memfleet reembed``)."""
+
+    facts: int
+    notes: int

@@ -58,6 +58,7 @@ export type {
   VolatileBlock,
   WrittenVia,
 } from "./http/memory_types.js";
+export type { Note, NoteHit, NoteReason, NoteState, SearchResults } from "./http/note_types.js";
 export {
   AccessDenied,
   ConfigurationError,

@@ -45,7 +45,8 @@ from worker.store.pool import create_pool
 
 OLD, NEW = "text-embedding-3-small", "text-embedding-3-large"
 NEW_DIM = 128
-LINE = re.compile(r"(\d+) users moved, (\d+) facts re-embedded, (\d+) embedding calls")
+LINE = re.compile(r"(\d+) users moved, (\d+) facts and (\d+) notes re-embedded,"
+                  r" (\d+) embedding calls")
 
 
 @pytest.fixture
@@ -164,9 +165,10 @@ async def test_a_move_killed_midway_and_run_again_ends_verified_with_nothing_dup
     counts = LINE.search(output)
     assert counts is not None, output
     left = users * facts - moved
-    assert int(counts[2]) == left
-    assert int(counts[3]) == -(-left // 4)  # one call per batch of up to four texts
-    assert f"verified: {users * facts} active facts, all on {NEW} at {NEW_DIM}" in output
+    assert (int(counts[2]), int(counts[3])) == (left, 0)
+    assert int(counts[4]) == -(-left // 4)  # one call per batch of up to four texts
+    assert (f"verified: {users * facts} active facts and 0 active notes, all on {NEW} at"
+            f" {NEW_DIM}") in output
 
     after = await _rows(db)
     _same_except_embedding(before, after)  # same ids, texts, times and chains: no row added
@@ -198,7 +200,7 @@ async def test_a_move_killed_midway_and_run_again_ends_verified_with_nothing_dup
     # Run again: nothing left to move, verified again, exit 0.
     third = _reembed_process(env, tmp_path / "third.log")
     assert third.wait(timeout=60) == 0
-    assert "0 users moved, 0 facts re-embedded, 0 embedding calls" in (
+    assert "0 users moved, 0 facts and 0 notes re-embedded, 0 embedding calls" in (
         tmp_path / "third.log").read_text()
 
 

@@ -83,6 +83,15 @@ def test_a_batch_takes_waiting_texts_across_users_in_order() -> None:
     assert not a.complete and _move("c", "c1", known=1).complete
 
 
+def test_a_users_notes_wait_in_the_same_batches_after_their_facts() -> None:
+    moved = UserMove("a", 3, [7], ["Lives in Oslo", "Considering a move to Porto"],
+                     [None, None], note_ids=[9])
+    assert [(u.user_id, i) for u, i in next_batch([moved], 8)] == [("a", 0), ("a", 1)]
+    notes_only = UserMove("b", 1, [], ["Weighing a new job"], [None], note_ids=[4])
+    assert [(u.user_id, i) for u, i in next_batch([moved, notes_only], 3)] == [
+        ("a", 0), ("a", 1), ("b", 0)]
+
+
 def test_a_reread_user_keeps_the_vectors_of_texts_already_embedded() -> None:
     moved = _move("a", "Lives in Paris", "Likes jazz", known=1)
     assert list(moved.known()) == ["Lives in Paris"]
@@ -96,11 +105,12 @@ def test_targets_are_checked() -> None:
 
 
 def test_the_summary_line_names_every_count() -> None:
-    line = Outcome(Target("m1", 128), Counts(users=3, facts=12, calls=6, reread=1, passes=2),
-                   active=12, seconds=1.25).line()
-    assert line == ("reembed m1 at 128: 3 users moved, 12 facts re-embedded, 6 embedding"
-                    " calls, 1.2 s (1 users read again); verified: 12 active facts, all on m1"
-                    " at 128")
+    line = Outcome(Target("m1", 128), Counts(users=3, facts=12, notes=2, calls=6, reread=1,
+                                             passes=2),
+                   active=12, active_notes=4, seconds=1.25).line()
+    assert line == ("reembed m1 at 128: 3 users moved, 12 facts and 2 notes re-embedded,"
+                    " 6 embedding calls, 1.2 s (1 users read again); verified: 12 active"
+                    " facts and 4 active notes, all on m1 at 128")
 
 
 def test_the_embedder_of_a_move_comes_from_the_same_provider_settings() -> None:

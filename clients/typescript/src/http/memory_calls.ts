@@ -3,8 +3,8 @@
  * by scope, agent and time, adding, correcting, removing, pinning, a fact's chain,
  * the held proposals and their answers, search, the known-facts block, the prompt
  * split (prompt-blocks, stable-block), the user's portrait, the people in the user's
- * life (persons), consent, export and erase. MemfleetHttpClient (http_client.ts) adds
- * the hand-over and following it. Each method names the service key scope it needs; an end user's
+ * life (persons), the notes beside the facts, consent, export and erase.
+ * MemfleetHttpClient (http_client.ts) adds the hand-over and following it. Each method names the service key scope it needs; an end user's
  * token reaches all of these for its own user (another user's path: AccessDenied).
  */
 import type { HttpTransport } from "./transport.js";
@@ -38,6 +38,7 @@ import type {
   UserExport,
   UserPortrait,
 } from "./memory_types.js";
+import type { Note, NoteHit, NoteState, SearchResults } from "./note_types.js";
 
 type Query = Record<string, string | number | Moment | undefined>;
 
@@ -70,6 +71,7 @@ const FACT = `${FACTS}/{id}`;
 const PROPOSAL = "/users/{user}/held-proposals/{id}";
 const PERSONS = "/users/{user}/persons";
 const PERSON = `${PERSONS}/{id}`;
+const NOTES = "/users/{user}/notes";
 
 export class MemoryCalls {
   protected readonly transport: HttpTransport;
@@ -161,12 +163,19 @@ export class MemoryCalls {
   /** GET /users/{u}/search (`read`): active facts (or those of one time) by meaning and
    * by words. */
   async search(userId: string, query: SearchQuery): Promise<SearchHit[]> {
+    return (await this.searchWithNotes(userId, query)).results;
+  }
+
+  /** GET /users/{u}/search (`read`), the whole answer: the facts' hits, and the user's
+   * notes for the query beside them, never mixed in (docs/notes.md; none from an API
+   * with notes off, or as of a time). */
+  async searchWithNotes(userId: string, query: SearchQuery): Promise<SearchResults> {
     const path = `${userPath(userId)}/search${queryString({ q: query.q, k: query.k,
       scope: query.scope, agent_id: query.agentId, valid_at: query.validAt,
       known_at: query.knownAt })}`;
     const answer = await this.get("GET /users/{user}/search", path) as
-      { results: SearchHit[] };
-    return answer.results;
+      { results: SearchHit[]; notes?: NoteHit[] };
+    return { results: answer.results, notes: answer.notes ?? [] };
   }
 
   /** GET /users/{u}/known-facts (`read`): the system-prompt block ("" while the
@@ -311,6 +320,34 @@ export class MemoryCalls {
     const person = personId === null ? null : Number(idPart("person_id", personId));
     return await this.transport.json("PUT", { operation: `PUT ${FACT}/person`,
       path: `${this.factPath(userId, factId)}/person`, body: { person_id: person } }) as Fact;
+  }
+
+  // Notes beside facts (docs/notes.md) ----------------------------------------------
+  // Free-form context about the user, kept apart from the facts. A removal is one of the
+  // user's manual writes (RateLimited, 429); a note that is not an active note of the
+  // user is NotFound (404).
+
+  /** GET /users/{u}/notes (`read`): the user's notes, `active` (oldest first, the
+   * default) or `all` (every version, by id, with how each ended). */
+  async notes(userId: string, options: { state?: NoteState } = {}): Promise<Note[]> {
+    const path = `${userPath(userId)}/notes${queryString({ state: options.state })}`;
+    const answer = await this.get(`GET ${NOTES}`, path) as { notes: Note[] };
+    return answer.notes;
+  }
+
+  /** DELETE /users/{u}/notes/{id} (`admin`): the note is superseded as `removed`, never
+   * deleted; answers the version it ended. */
+  async removeNote(userId: string, noteId: number): Promise<Note> {
+    return await this.transport.json("DELETE", { operation: `DELETE ${NOTES}/{id}`,
+      path: `${userPath(userId)}/notes/${idPart("note_id", noteId)}` }) as Note;
+  }
+
+  /** GET /users/{u}/facts/{id}/notes (`read`): the notes the promotion job made the fact
+   * from (none for any other fact). */
+  async factNotes(userId: string, factId: number): Promise<Note[]> {
+    const answer = await this.get(`GET ${FACT}/notes`,
+      `${this.factPath(userId, factId)}/notes`) as { notes: Note[] };
+    return answer.notes;
   }
 
   private async get(operation: string, path: string): Promise<unknown> {
