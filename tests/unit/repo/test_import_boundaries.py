@@ -210,10 +210,11 @@ PACKAGES = ("worker.api", "worker.cli", "worker.client", "worker.embedded", "wor
             "worker.protocol", "worker.providers", "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
 # top-level entry of an audience (chat servers reading memory back), with its hybrid
-# search (worker.read_search), its prompt split (worker.read_split), its people section
-# (worker.read_persons) and its notes (worker.read_notes).
-TOP_LEVEL_EXCEPTIONS = {"worker.read", "worker.read_search", "worker.read_split",
-                        "worker.read_persons", "worker.read_notes"}
+# search (worker.read_search), its block's text (worker.read_block), its prompt split
+# (worker.read_split), its people section (worker.read_persons) and its notes
+# (worker.read_notes).
+TOP_LEVEL_EXCEPTIONS = {"worker.read", "worker.read_search", "worker.read_block",
+                        "worker.read_split", "worker.read_persons", "worker.read_notes"}
 
 
 def _within(name: str, package: str) -> bool:
