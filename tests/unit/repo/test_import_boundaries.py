@@ -134,8 +134,9 @@ def test_the_parts_of_api_stub_keep_to_themselves() -> None:
 
 
 def test_api_stub_does_not_import_the_arq_settings_module() -> None:
+    job = {"worker.fleet.app", "worker.fleet.job", "worker.fleet.job_outcome"}
     for module, path in _sources("api_stub").items():
-        assert not {"worker.fleet.app", "worker.fleet.job"} & all_imports(path), module
+        assert not job & all_imports(path), module
 
 
 def test_the_worker_never_imports_api_stub() -> None:
@@ -195,7 +196,7 @@ FORBIDDEN = {
     # as an operator would; the CLI's `memfleet eval` imports it, not the other way.
     "worker.eval": {"worker.cli"},
     # The memory API: the product's HTTP face; never the ARQ settings or the job.
-    "worker.api": {"worker.fleet.app", "worker.fleet.job", "arq"},
+    "worker.api": {"worker.fleet.app", "worker.fleet.job", "worker.fleet.job_outcome", "arq"},
     # The MCP server (`memfleet mcp`) stands on the memory API's client alone: it reaches
     # memory over HTTP with the caller's credential, never the store or the fleet.
     "worker.mcp": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.store",
@@ -256,6 +257,7 @@ def test_worker_packages_keep_their_import_boundaries() -> None:
     ("worker.protection.retry", {"worker.providers.openai_chat"}),
     ("worker.config", {"worker.fleet.metrics"}),
     ("worker.api.app", {"worker.fleet.job"}),
+    ("worker.api.app", {"worker.fleet.job_outcome"}),
 ])
 def test_the_boundary_check_sees_a_breach(module: str, imported: set[str]) -> None:
     assert boundary_breaches(module, imported) == sorted(imported)
