@@ -41,7 +41,7 @@
 only for an error that can heal by itself. Everything else ends the run at
 once, on the record. ``outage`` marks the errors of a server being down: they
 outlast the tries too, since a session must not be given up because the
-database was away longer than a job's backoff (worker.fleet.job). Lower-level
+database was away longer than a job's backoff (worker.fleet.job_outcome). Lower-level
 errors (asyncpg, redis, openai) are raised ``from`` the original so the cause
 stays in the traceback.
 
@@ -200,7 +200,7 @@ class ModelBudgetBusy(MemfleetError):
     """The fleet's model budget (worker.protection.budget) gave this call no slot within
     MEMFLEET_LLM_BUDGET_WAIT_MAX_S. Nothing failed: the fleet is as busy as its
     budget allows. The job hands its session to a later job, spending no try and
-    leaving the circuit breaker alone (worker.fleet.job)."""
+    leaving the circuit breaker alone (worker.fleet.job_outcome)."""
 
     transient = True
 
@@ -220,7 +220,7 @@ class ProviderAnswerInvalid(ProviderError):
     model that broke the schema that often on a slice will mostly go on doing so.
     Then consolidation holds its candidates for the user (worker.pipeline.consolidate)
     and an extraction that never answered has its slice skipped on the record
-    (worker.fleet.job).
+    (worker.fleet.job_outcome).
     """
 
     transient = True
@@ -240,7 +240,7 @@ def answer_try_left(job_try: int, max_tries: int) -> bool:
 class OfflineAnswerInvalid(ProviderAnswerInvalid):
     """The offline (rules) provider's answer broke the wire format. Not transient:
     the provider is deterministic, so another try gives the same answer; the job
-    skips the slice at once, on the record (worker.fleet.job)."""
+    skips the slice at once, on the record (worker.fleet.job_outcome)."""
 
     transient = False
 
@@ -248,7 +248,8 @@ class OfflineAnswerInvalid(ProviderAnswerInvalid):
 class ProviderWorkOverBudget(ProviderError):
     """The provider's CPU work on user text (the offline rules provider's patterns)
     went over MEMFLEET_PROVIDER_CPU_BUDGET_S for one call. Another try would cost
-    as much: the job skips the slice at once, on the record (worker.fleet.job)."""
+    as much: the job skips the slice at once, on the record
+    (worker.fleet.job_outcome)."""
 
 
 class ConfigurationError(MemfleetError):

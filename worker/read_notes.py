@@ -2,7 +2,7 @@
 section of a prompt.
 
 Notes are searched as facts are (meaning and words, fused by Reciprocal Rank
-Fusion: worker.read.rrf) and come back as ``NoteHit``s, marked ``kind = "note"``,
+Fusion: worker.read_search.rrf) and come back as ``NoteHit``s, marked ``kind = "note"``,
 never mixed into the facts' list. A prompt's known-facts block may end with a
 section of the few notes most relevant to the query (MEMFLEET_READ_NOTES_TOP_K,
 0 by default: none); the prompt split's stable block never holds notes (it
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from worker.providers.base import Embedder
-from worker.read import remembered, rrf, words_query
+from worker.read_search import remembered, rrf, words_query
 from worker.store.base import MemoryStore
 from worker.store.note_types import NoteRecord
 from worker.store.types import ConsentGate

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worker.persons_rules import shown
-from worker.read import fact_line
+from worker.read_block import fact_line
 from worker.store.base import PersonStore
 from worker.store.person_types import PersonRecord
 from worker.store.types import ConsentGate, FactRecord

@@ -34,8 +34,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
 
 from worker.providers.base import Embedder, EmbedderFactory
-from worker.read import BLOCK_HEADER, RRF_K, SearchHit, embedder_on, fact_line, fused_search
+from worker.read_block import BLOCK_HEADER, fact_line
 from worker.read_persons import people_section, with_people
+from worker.read_search import RRF_K, SearchHit, embedder_on, fused_search
 from worker.store.base import MemoryStore
 from worker.store.portraits import Portrait, PortraitStore
 from worker.store.postgres import StoreOrPool, memory_store

@@ -25,6 +25,10 @@ busy lock, recorded with an audit row in ``memory_run``:
 
 The names are worker.outcomes.Outcome; the retry policy is worker.protection.retry_policy.
 Inside the job an ending is a typed JobEnd; ARQ keeps it as a plain dict.
+
+This module takes the session (the claim, its lists, the lock's release, the follow-up
+job) and runs the pipeline; how the run's ending or error becomes the outcome, its
+audit row and a deferral is worker.fleet.job_outcome's.
 """
 
 from __future__ import annotations
@@ -41,25 +45,17 @@ from arq import Retry
 from opentelemetry import propagate, trace
 
 from worker.config import Settings
-from worker.errors import (
-    InvalidJob,
-    LockLost,
-    MemfleetError,
-    ModelBudgetBusy,
-    ProviderUnavailable,
-    StoreError,
-    UnexpectedJobError,
-)
-from worker.fleet import portrait_job
+from worker.errors import InvalidJob, MemfleetError, UnexpectedJobError
+from worker.fleet import job_outcome, portrait_job
+from worker.fleet.job_outcome import JobEnd as JobEnd  # re-exported: callers import it here
 from worker.outcomes import Outcome
-from worker.pipeline.cursor import NOTHING_SETTLED, Settlement
-from worker.pipeline.run import RunContext, RunResult, run_once, skip_slice
+from worker.pipeline.cursor import NOTHING_SETTLED
+from worker.pipeline.run import RunContext
 from worker.protection import breaker
 from worker.protection.breaker import BreakerKeys
-from worker.protection.retry_policy import GIVEN_UP, Next, after_error, backoff_s
+from worker.protection.retry_policy import GIVEN_UP, backoff_s
 from worker.protocol import lock, queue
 from worker.protocol.arq_worker import REDIS_DOWN
-from worker.protocol.events import CommitNote
 from worker.protocol.keys import SessionRef
 from worker.protocol.payload import Limits, Snapshot, decode_handover
 from worker.providers.base import Providers
@@ -84,27 +80,6 @@ class Deps:
     limits: Limits
     telemetry: Telemetry
     portraits: PortraitStore | None = None  # the user's portrait (docs/portrait.md)
-
-
-@dataclass(frozen=True, slots=True)
-class JobEnd:
-    """How one job ended; ``as_dict`` is the result ARQ keeps (plain JSON)."""
-
-    outcome: Outcome
-    error: str | None = None  # why the run did not complete (never user content)
-    reason: str | None = None  # why a job was put off with no error: busy, llm_breaker, outage
-    run: RunResult | None = None  # the pipeline's result, when the pipeline ended the run
-    sessions: int | None = None  # adopted: the older release's sessions taken over
-
-    @classmethod
-    def of(cls, run: RunResult) -> JobEnd:
-        return cls(run.outcome, run=run)
-
-    def as_dict(self) -> dict[str, Any]:
-        if self.run is not None:
-            return self.run.as_dict()
-        extra = {"error": self.error, "reason": self.reason, "sessions": self.sessions}
-        return {"outcome": self.outcome, **{k: v for k, v in extra.items() if v is not None}}
 
 
 async def persist_session_memory(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -173,8 +148,9 @@ async def _run(
             return JobEnd(Outcome.ADOPTED, sessions=adopted)
         session = _session_of(args, kwargs)
         if session is None:
-            return await _record(deps, base, Outcome.INVALID,
-                                 "the job's arguments are not {user_id: str, session_id: str}")
+            return await job_outcome.record(
+                deps, base, Outcome.INVALID,
+                "the job's arguments are not {user_id: str, session_id: str}")
         base = replace(base, session_id=session.session_id, user_id=session.user_id)
         # Not recorded (no exporter, or sampled out): skip the hashing and parsing.
         recording = span.is_recording()
@@ -189,17 +165,17 @@ async def _run(
             # Busy, or the model endpoint is resting: not a failure, and no try is
             # spent. A job that runs later takes the session over.
             reason = "llm_breaker" if claimed.breaker_open_ms else "busy"
-            await _defer(deps, session, claimed.breaker_open_ms)
+            await job_outcome.defer(deps, session, claimed.breaker_open_ms)
             span.set_attributes({"memfleet.outcome": Outcome.DEFERRED,
                                  "memfleet.deferred.reason": reason})
             return JobEnd(Outcome.DEFERRED, reason=reason)
         if claimed.payload is None and claimed.finished:
             # A commit finished every list and the release dropped the snapshot: a
             # re-run of that job (ARQ is at-least-once), or one more queued for it.
-            return await _nothing_new(deps, base, span)
+            return await job_outcome.nothing_new(deps, base, span)
         snapshots, unreadable = read_lists(claimed, deps.limits, session)
         for error in unreadable:
-            await _record(deps, base, Outcome.INVALID, error)
+            await job_outcome.record(deps, base, Outcome.INVALID, error)
         if not snapshots:
             await session_lock.release(gave_up=True)
             return JobEnd(Outcome.INVALID, error=unreadable[-1])
@@ -212,7 +188,8 @@ async def _run(
         settlement = NOTHING_SETTLED
         end: JobEnd | None = None
         try:
-            end, settlement = await _run_pipeline(deps, run_ctx, session, snapshots, base)
+            end, settlement = await job_outcome.run_pipeline(deps, run_ctx, session, snapshots,
+                                                             base)
             if settlement.follow_up and end.error is None:
                 # A long list goes in bounded chunks, and each older list in its own
                 # job, queued while this job still holds the session: a worker that
@@ -222,7 +199,7 @@ async def _run(
             await session_lock.release(
                 done_through=settlement.done_through, latest_done=settlement.latest_done,
                 gave_up=end is not None and end.outcome in GIVEN_UP,
-                note=_note(deps, session, end))
+                note=job_outcome.commit_note(deps, session, end))
         if end.run is not None and end.run.added + end.run.updated + end.run.deleted:
             await portrait_job.after_commit(deps, session.user_id)  # docs/portrait.md
         if claimed.breaker_failures and end.error is None:
@@ -234,18 +211,6 @@ async def _run(
                      added=run.added, updated=run.updated, deleted=run.deleted,
                      timings_ms=clock.timings_ms)
         return end
-
-
-def _note(deps: Deps, session: SessionRef, end: JobEnd | None) -> CommitNote:
-    """The commit event's fields (worker.protocol.events), published only when the run
-    settled (with no ending, it raised: nothing settled)."""
-    tag = deps.telemetry.hashed_id(session.key)
-    if end is None:
-        return CommitNote(tag, "none")
-    run = end.run
-    if run is None:
-        return CommitNote(tag, end.outcome)
-    return CommitNote(tag, end.outcome, run.added, run.updated, run.deleted)
 
 
 def _session_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionRef | None:
@@ -277,76 +242,6 @@ def read_lists(
     return snapshots, unreadable
 
 
-async def _run_pipeline(
-    deps: Deps, ctx: RunContext, session: SessionRef, snapshots: list[Snapshot], base: RunRecord
-) -> tuple[JobEnd, Settlement]:
-    try:
-        result = await run_once(ctx, snapshots)
-        return JobEnd.of(result), result.settlement
-    except InvalidJob as exc:
-        return await _record(deps, base, Outcome.INVALID, str(exc)), NOTHING_SETTLED
-    except ModelBudgetBusy as exc:
-        # The fleet is as busy as its model budget allows: a later job takes the
-        # session over; no try is spent and the breaker stays closed.
-        await _defer(deps, session)
-        return await _record(deps, base, Outcome.DEFERRED, _describe(exc)), NOTHING_SETTLED
-    except LockLost as exc:
-        # Another job holds the session now, or Redis forgot the lock: either way a
-        # later job takes over (the cursor fence keeps the slice from counting twice).
-        await _defer(deps, session)
-        return await _record(deps, base, Outcome.DEFERRED, _describe(exc)), NOTHING_SETTLED
-    except MemfleetError as exc:
-        if isinstance(exc, ProviderUnavailable):
-            await _trip_breaker(deps)
-        decision = after_error(exc, ctx.job_try, deps.settings.max_tries)
-        log.warning("job did not complete", job_try=ctx.job_try, next=decision.value,
-                    error=type(exc).__name__)
-        if decision is Next.SKIP:
-            skipped = await skip_slice(ctx, snapshots, _describe(exc))
-            return JobEnd.of(skipped), skipped.settlement
-        if decision is Next.WAIT_OUT:
-            await _defer(deps, session, int(deps.settings.outage_wait_s * 1000))
-            await _record(deps, base, Outcome.DEFERRED, _describe(exc))
-            return JobEnd(Outcome.DEFERRED, reason="outage"), NOTHING_SETTLED
-        recorded = await _record(deps, base, decision.outcome, _describe(exc))
-        if decision is Next.RETRY:
-            await _stay_pending(deps, session, int(backoff_s(ctx.job_try) * 1000))
-            raise Retry(defer=backoff_s(ctx.job_try)) from exc
-        return recorded, NOTHING_SETTLED
-    except Exception as exc:
-        await _record(deps, base, Outcome.ERROR, type(exc).__name__)
-        raise
-
-
-async def _stay_pending(deps: Deps, session: SessionRef, due_in_ms: int) -> None:
-    """Before a retry: ARQ requeues this job only after it ends, and a worker that
-    dies in between would leave the session to ARQ's in-progress expiry (job
-    timeout + 10 s). Pending, the recovery pass queues it if the retry never runs."""
-    try:
-        await queue.keep_pending(deps.redis, session, deps.settings.queue_name, due_in_ms)
-    except Exception as exc:  # noqa: BLE001 - Redis down: the retry itself stands
-        log.warning("session not marked pending", error=type(exc).__name__)
-
-
-async def _defer(deps: Deps, session: SessionRef, at_least_ms: int = 0) -> None:
-    await queue.enqueue(deps.redis, session, payload=None,
-                        queue_name=deps.settings.queue_name,
-                        defer_ms=max(int(deps.settings.busy_defer_s * 1000), at_least_ms))
-
-
-async def _trip_breaker(deps: Deps) -> None:
-    """The model endpoint failed past its retries: pause every replica's model calls."""
-    settings = deps.settings
-    try:
-        open_ms = await breaker.trip(deps.redis, BreakerKeys.of(settings.queue_name),
-                                     settings.llm_breaker_open_s, settings.llm_breaker_max_s)
-    except Exception as exc:  # noqa: BLE001 - the breaker only saves calls; the retry stands
-        log.warning("circuit breaker not tripped", error=type(exc).__name__)
-        return
-    deps.telemetry.metrics.breaker_trips.add(1)
-    log.warning("model endpoint failing: circuit breaker open", open_ms=open_ms)
-
-
 async def _follow_up(deps: Deps, session: SessionRef, job_try: int) -> None:
     """Queue the job for the rest of the backlog. If Redis will not take it, this
     job is retried instead: its next run starts where this commit left the cursor."""
@@ -376,31 +271,3 @@ def _innermost_frame(exc: BaseException) -> str:
         return "(no traceback)"
     last = frames[-1]
     return f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
-
-
-def _describe(exc: BaseException) -> str:
-    # Our own errors never carry user content; others are named by type only.
-    return f"{type(exc).__name__}: {exc}" if isinstance(exc, MemfleetError) else type(exc).__name__
-
-
-async def _nothing_new(deps: Deps, base: RunRecord, span: trace.Span) -> JobEnd:
-    """The audit row of a run that found every list of its session finished."""
-    run_id = None
-    try:
-        run_id = await deps.store.record_run(replace(base, outcome=Outcome.EMPTY))
-    except StoreError as exc:
-        log.warning("audit row not written", outcome=Outcome.EMPTY, error=str(exc)[:200])
-    span.set_attribute("memfleet.outcome", Outcome.EMPTY)
-    return JobEnd.of(RunResult(Outcome.EMPTY, run_id))
-
-
-async def _record(deps: Deps, base: RunRecord, outcome: Outcome, error: str) -> JobEnd:
-    run = replace(base, outcome=outcome, error=error)
-    try:
-        await deps.store.record_run(run)
-    except StoreError as exc:
-        # The audit row is best effort when PostgreSQL itself is what failed.
-        log.warning("audit row not written", outcome=outcome, error=str(exc)[:200])
-    log.info("job recorded", outcome=outcome, job_id=run.job_id)
-    return JobEnd(outcome, error=error)
-

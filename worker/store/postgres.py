@@ -1,11 +1,14 @@
 """PostgresStore: the real store, on asyncpg with binary pgvector codecs.
 
-Implements both store interfaces (worker.store.base); the user's corrections
-(an edit, a held proposal's answer) are in worker.store.corrections, the
-compare-and-set of the API's writes in worker.store.versioned. Every fact query takes
-the user id first, so a fact id of another user reads exactly like an id that
-does not exist. asyncpg's errors are translated at the store's edge
-(worker.store.translate).
+Implements both store interfaces (worker.store.base). This module holds the
+pipeline's statements, the runs' audit reads and the memory API's writes; the
+reads of a user's facts (the read path's, the API's) are in worker.store.fact_reads,
+the user's corrections (an edit, a held proposal's answer) in
+worker.store.corrections, the compare-and-set of the API's writes in
+worker.store.versioned; persons, portraits and notes each in a mixin of their own.
+Every fact query takes the user id first, so a fact id of another user reads
+exactly like an id that does not exist. asyncpg's errors are translated at the
+store's edge (worker.store.translate).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ import asyncpg
 from pgvector import HalfVector
 
 from worker.errors import ConfigurationError, MemoryOptedOut
-from worker.memory_rules import MemoryScope
 from worker.outcomes import ATTEMPTS, CURSOR_MOVES, DEAD_LETTERS
 from worker.store import halfvec, queries
 from worker.store.base import MemoryStore
 from worker.store.corrections import PostgresCorrections
+from worker.store.fact_reads import PostgresFactReads
 from worker.store.fence_key import FenceKeys
 from worker.store.notes import PostgresNotes
 from worker.store.persons import PostgresPersons
@@ -39,24 +42,17 @@ from worker.store.types import (
     NeighborRow,
     Neighbors,
     NewFact,
-    RankedFact,
-    ReadPlan,
     RunCommit,
     RunRecord,
     SessionRead,
     Vector,
 )
 from worker.store.versioned import RowMissing, fact_of
-from worker.store.visibility import check_exclude, check_read, consent_open
+from worker.store.visibility import consent_open
 
 # An erase's fence outlives every hand-over it could meet (worker.protocol.queue's
 # payload lifetime) and the job that holds one; then it protects nothing.
 FENCE_LIFETIME_S = 8 * 86_400
-
-
-def _gate(consent_gate: ConsentGate | None) -> bool | None:
-    # The SQL's gate parameter: NULL reads regardless of consent.
-    return None if consent_gate is None else consent_gate.memory_default
 
 
 # What the read path takes: a store, or an asyncpg pool.
@@ -72,7 +68,8 @@ def memory_store(store_or_pool: StoreOrPool) -> MemoryStore:
     return store
 
 
-class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits, PostgresNotes):
+class PostgresStore(PostgresFactReads, PostgresPersons, PostgresCorrections, PostgresPortraits,
+                    PostgresNotes):
     def __init__(self, pool: Any, fences: FenceKeys | None = None) -> None:
         """``fences``: MEMFLEET_ERASE_FENCE_KEY's (worker.store.fence_key); a store without
         them reads and writes facts by hand, and refuses to commit, record or erase."""
@@ -187,131 +184,7 @@ class PostgresStore(PostgresPersons, PostgresCorrections, PostgresPortraits, Pos
                 " runs or erase")
         return self._fences.of(user_id)
 
-    # -- reading (MemoryStore) ---------------------------------------------
-
-    async def facts(
-        self, user_id: str, *, include_superseded: bool = False, scope: MemoryScope = "both",
-        agent_id: str | None = None, valid_at: datetime | None = None,
-        known_at: datetime | None = None, consent_gate: ConsentGate | None = None,
-    ) -> list[FactRecord]:
-        check_read(scope, include_superseded=include_superseded, valid_at=valid_at,
-                   known_at=known_at)
-        if scope == "none":
-            return []
-        extra: tuple[Any, ...] = ()
-        if valid_at is not None or known_at is not None:
-            name, extra = "facts_as_of", (valid_at, known_at)
-        else:
-            name = "all_facts" if include_superseded else "active_facts"
-        async with translated("reading facts"):
-            rows = await self._pool.fetch(self._facts[name], user_id, scope, agent_id, *extra,
-                                          _gate(consent_gate))
-        return [fact_of(row) for row in rows]
-
-    async def count_active(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
-        consent_gate: ConsentGate | None = None,
-    ) -> int:
-        check_read(scope)
-        if scope == "none":
-            return 0
-        async with translated("counting facts"):
-            count: int = await self._pool.fetchval(self._api["count_active"], user_id, scope,
-                                                   agent_id, _gate(consent_gate))
-        return count
-
-    async def newest_facts(
-        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
-        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
-    ) -> list[FactRecord]:
-        rows = await self._limited_facts("newest_active_facts", user_id, limit, scope,
-                                         agent_id, consent_gate)
-        return [fact_of(row) for row in reversed(rows)]
-
-    async def stable_facts(
-        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
-        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
-    ) -> list[FactRecord]:
-        rows = await self._limited_facts("stable_active_facts", user_id, limit, scope,
-                                         agent_id, consent_gate)
-        return [fact_of(row) for row in rows]
-
-    async def _limited_facts(self, query: str, user_id: str, limit: int, scope: MemoryScope,
-                             agent_id: str | None,
-                             consent_gate: ConsentGate | None) -> list[asyncpg.Record]:
-        """The first ``limit`` active facts in ``query``'s order (facts.sql)."""
-        check_read(scope)
-        if scope == "none" or limit < 1:
-            return []
-        async with translated("reading facts"):
-            rows: list[asyncpg.Record] = await self._pool.fetch(
-                self._facts[query], user_id, scope, agent_id, _gate(consent_gate), limit)
-        return rows
-
-    async def read_plan(
-        self, user_id: str, *, scope: MemoryScope = "both", agent_id: str | None = None,
-        consent_gate: ConsentGate | None = None,
-    ) -> ReadPlan:
-        check_read(scope)
-        async with translated("counting facts"):
-            row = await self._pool.fetchrow(self._api["read_plan"], user_id, scope, agent_id,
-                                            _gate(consent_gate))
-        model = row["embedding_model"]
-        # scope "none" matches no row: a count of 0.
-        return ReadPlan(row["active"], None if model is None else (model, row["embedding_dim"]),
-                        row["people"])
-
-    async def stable_plan(
-        self, user_id: str, limit: int, *, scope: MemoryScope = "both",
-        agent_id: str | None = None, consent_gate: ConsentGate | None = None,
-    ) -> tuple[list[FactRecord], ReadPlan]:
-        check_read(scope)
-        async with translated("reading facts"):
-            rows = await self._pool.fetch(self._api["stable_plan"], user_id, scope, agent_id,
-                                          _gate(consent_gate), max(0, limit))
-        # scope "none" matches no row: a count of 0, no fact (one row, its columns NULL).
-        first = rows[0]
-        model = first["plan_model"]
-        plan = ReadPlan(first["active"], None if model is None else (model, first["plan_dim"]),
-                        first["people"])
-        return [fact_of(row) for row in rows if row["id"] is not None], plan
-
-    async def get_fact(self, user_id: str, fact_id: int) -> FactRecord | None:
-        async with translated("reading a fact"):
-            row = await self._pool.fetchrow(self._api["get_fact"], user_id, fact_id)
-        return None if row is None else fact_of(row)
-
-    async def active_embedding(self, user_id: str) -> tuple[str, int] | None:
-        async with translated("reading the facts' model"):
-            row = await self._pool.fetchrow(self._api["active_embedding"], user_id)
-        return None if row is None else (row["embedding_model"], row["embedding_dim"])
-
-    async def chain(self, user_id: str, fact_id: int) -> list[FactRecord]:
-        async with translated("reading a chain"):
-            rows = await self._pool.fetch(self._api["chain"], user_id, fact_id)
-        return [fact_of(row) for row in rows]
-
-    async def search(
-        self, user_id: str, embedding: Vector, words_query: str, k: int, *,
-        scope: MemoryScope = "both", agent_id: str | None = None,
-        valid_at: datetime | None = None, known_at: datetime | None = None,
-        consent_gate: ConsentGate | None = None, exclude: Sequence[int] = (),
-    ) -> list[RankedFact]:
-        """``words_query`` is websearch_to_tsquery syntax; an empty one matches nothing."""
-        check_read(scope, valid_at=valid_at, known_at=known_at)
-        as_of = valid_at is not None or known_at is not None
-        check_exclude(exclude, as_of=as_of)
-        if scope == "none":
-            return []
-        # The "as of" read takes no exclusion (check_exclude); the other its ids last.
-        tail = (valid_at, known_at, _gate(consent_gate)) if as_of else (
-            _gate(consent_gate), list(exclude))
-        async with translated("searching facts"):
-            rows = await self._pool.fetch(
-                self._api["search_as_of" if as_of else "search"], user_id,
-                HalfVector(embedding), words_query, k, len(embedding), scope, agent_id, *tail,
-            )
-        return [RankedFact(fact_of(r), r["semantic_rank"], r["lexical_rank"]) for r in rows]
+    # -- the runs (MemoryStore) -------------------------------------------
 
     async def runs(
         self, user_id: str, *, session_id: str | None = None

@@ -63,7 +63,7 @@ TRANSIENT = [StoreError("down"), ProviderUnavailable("503"),
              HandoverUnavailable("redis"), HandoverBacklogFull("32 older lists"),
              SessionBytesFull(5_000_000, 4_194_304), UserSessionsFull(16),
              StoreUnavailable("connection refused"),
-             # The job defers its session before asking the policy (worker.fleet.job); were
+             # The job defers its session before asking the policy (worker.fleet.job_outcome); were
              # the policy asked, it would retry it like any transient error.
              ModelBudgetBusy("no slot"),
              # The memory API's client: a call that may go later (never raised in a job).

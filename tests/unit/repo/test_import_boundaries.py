@@ -134,8 +134,9 @@ def test_the_parts_of_api_stub_keep_to_themselves() -> None:
 
 
 def test_api_stub_does_not_import_the_arq_settings_module() -> None:
+    job = {"worker.fleet.app", "worker.fleet.job", "worker.fleet.job_outcome"}
     for module, path in _sources("api_stub").items():
-        assert not {"worker.fleet.app", "worker.fleet.job"} & all_imports(path), module
+        assert not job & all_imports(path), module
 
 
 def test_the_worker_never_imports_api_stub() -> None:
@@ -195,7 +196,7 @@ FORBIDDEN = {
     # as an operator would; the CLI's `memfleet eval` imports it, not the other way.
     "worker.eval": {"worker.cli"},
     # The memory API: the product's HTTP face; never the ARQ settings or the job.
-    "worker.api": {"worker.fleet.app", "worker.fleet.job", "arq"},
+    "worker.api": {"worker.fleet.app", "worker.fleet.job", "worker.fleet.job_outcome", "arq"},
     # The MCP server (`memfleet mcp`) stands on the memory API's client alone: it reaches
     # memory over HTTP with the caller's credential, never the store or the fleet.
     "worker.mcp": _FLEET_SIDE | {"worker.pipeline", "worker.protocol", "worker.store",
@@ -209,11 +210,12 @@ PACKAGES = ("worker.api", "worker.cli", "worker.client", "worker.embedded", "wor
             "worker.fleet", "worker.mcp", "worker.ops", "worker.pipeline", "worker.protection",
             "worker.protocol", "worker.providers", "worker.store", "worker.testing")
 # The top-level modules are the floor every package stands on; worker.read is the one
-# top-level entry of an audience (chat servers reading memory back), with its prompt
-# split (worker.read_split), its people section (worker.read_persons) and its notes
+# top-level entry of an audience (chat servers reading memory back), with its hybrid
+# search (worker.read_search), its block's text (worker.read_block), its prompt split
+# (worker.read_split), its people section (worker.read_persons) and its notes
 # (worker.read_notes).
-TOP_LEVEL_EXCEPTIONS = {"worker.read", "worker.read_split", "worker.read_persons",
-                        "worker.read_notes"}
+TOP_LEVEL_EXCEPTIONS = {"worker.read", "worker.read_search", "worker.read_block",
+                        "worker.read_split", "worker.read_persons", "worker.read_notes"}
 
 
 def _within(name: str, package: str) -> bool:
@@ -255,6 +257,7 @@ def test_worker_packages_keep_their_import_boundaries() -> None:
     ("worker.protection.retry", {"worker.providers.openai_chat"}),
     ("worker.config", {"worker.fleet.metrics"}),
     ("worker.api.app", {"worker.fleet.job"}),
+    ("worker.api.app", {"worker.fleet.job_outcome"}),
 ])
 def test_the_boundary_check_sees_a_breach(module: str, imported: set[str]) -> None:
     assert boundary_breaches(module, imported) == sorted(imported)

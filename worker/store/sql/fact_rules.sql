@@ -79,7 +79,7 @@ written_via, person_id
 -- id, embedding, embedding_dim, text_search FROM memory_fact WHERE user_id = $1
 -- AND the rows the read sees): in one statement, one snapshot, the top-$k of
 -- those rows by meaning and by words (ranked_lists), each with its rank, fused
--- by RRF in Python (worker/read.py). The in-memory store's search says the same
+-- by RRF in Python (worker/read_search.py). The in-memory store's search says the same
 -- (worker/testing/in_memory_store.py).
 {{ranked_lists($embedding, $words, $k, $dim)}}
 SELECT {{fact_columns}},
