@@ -13,8 +13,9 @@ resolves the mentions of one run against the user's persons, in order:
   several friends): ambiguous. The candidate is dropped: memfleet does not guess who
   it is about, and a fact about someone is never kept as the user's.
 
-Before that, ``mention_in`` checks extraction's "about" against the fact's own text:
-the user is never one of their persons.
+Before that, worker.pipeline.mentions reads extraction's "about" against the fact's
+own text: the user is never one of their persons. A mention the text alone implies
+(``Mention.known_only``) is a person only if one already answers to its name.
 
 Persons met twice in one run are one new person. Names and relations are compared as
 worker.persons_rules says (case, spacing, "mom" for "mother").
@@ -22,12 +23,12 @@ worker.persons_rules says (case, spacing, "mom" for "mother").
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from worker import persons_rules as rules
 from worker.persons_rules import MAX_PERSON_NAME_CHARS, MAX_RELATION_CHARS
+from worker.pipeline.mentions import Mention, implied_mention, mention_in
 from worker.store.person_types import (
     ExistingPerson,
     NewPerson,
@@ -37,72 +38,6 @@ from worker.store.person_types import (
     PersonWrites,
     Relabel,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Mention:
-    """Who extraction said a fact is about (neither: it could not tell)."""
-
-    name: str | None
-    relation: str | None
-
-
-# Both apostrophes a model writes (ASCII and U+2019).
-_APOSTROPHE = "['\u2019]"
-# A fact with the user as its subject, in the languages the extraction prompt names
-# ("The user lives in Leeds"; not "The user's sister ...").
-_USER_SUBJECT = re.compile(
-    r"^(?:the user|der nutzer|die nutzerin|el usuario|la usuaria|l" + _APOSTROPHE
-    + r"utilisat(?:eur|rice))\s", re.IGNORECASE)
-# "The user's sister (Ana) ...": a fact about the user's relation, as the extraction
-# prompt writes one; unless it only names the relation ("The user's partner is Alex",
-# "... is called Alex", "The user's wife's name is Sarah"): who the user's partner is
-# stays the user's relationship fact (docs/persons.md).
-_RELATION_SUBJECT = re.compile(
-    r"^the user" + _APOSTROPHE + r"s (?P<relation>"
-    + "|".join(re.escape(r) for r in rules.PERSON_RELATIONS) + r")(?=[ ,.]|" + _APOSTROPHE
-    + r"|$)(?:,? (?P<name>(?-i:[A-Z][\w'-]*))(?=[ ,.]),?)?(?P<rest>.*)$", re.IGNORECASE)
-_NAMING = re.compile(
-    r"^(?:" + _APOSTROPHE + r"s name\b| (?:is )?(?:named|called)\b"
-    r"| is (?-i:[A-Z])[\w'-]*\.?$)", re.IGNORECASE)
-
-
-def mention_in(text: str, name: str | None, relation: str | None) -> Mention | None:
-    """Who a fact is about: extraction's "about" (``name``, ``relation``) as its own
-    text allows; None for the user.
-
-    A small model fills "about" for the user's own facts too: the 1.5B model answered
-    every fact of an introduction with the user's name and the relation "self". So a
-    self relation is the user, and so is a fact whose subject is the user ("The user
-    lives in Leeds") that names neither the person nor the relation: the text is what
-    is stored and read, and it says whose fact it is. A name that is the relation
-    ({"name": "Sister", "relation": "sister"}) is no name.
-    """
-    if rules.is_self(relation):
-        return implied_mention(text)
-    if _USER_SUBJECT.match(text) and not _names(text, name, relation):
-        return None
-    if name is not None and relation is not None \
-            and rules.relation_key(name) == rules.relation_key(relation):
-        name = None
-    return Mention(name, relation)
-
-
-def implied_mention(text: str) -> Mention | None:
-    """Who a fact extraction said is the user's is about, by its text: a fact written
-    about the user's relation ("The user's sister works as a dentist.", which the 1.5B
-    model answered with "about": null beside "The user's sister lives in Toronto." about
-    the sister) is that relation's; any other, the user's."""
-    said = _RELATION_SUBJECT.match(text.strip())
-    if said is None or _NAMING.match(said["rest"]):
-        return None
-    return Mention(said["name"], said["relation"].casefold())
-
-
-def _names(text: str, name: str | None, relation: str | None) -> bool:
-    said = f" {rules.key(text)} "
-    words = {rules.key(name), rules.key(relation), rules.relation_key(relation)}
-    return any(f" {word} " in said for word in words if word)
 
 
 class Ambiguous:
@@ -156,6 +91,9 @@ class Attributor:
             name, relation = None, name  # "about": {"name": "wife"}: a relation, not a name
         if name is None and relation is None:
             return AMBIGUOUS
+        if mention.known_only:  # "Leo is learning Japanese.": Leo's if a Leo is known
+            named = rules.matching(self._seen, name)
+            return self._seen[named[0]].ref if len(named) == 1 else None
         if name is not None:
             return self._by_name(name, relation)
         return self._by_relation(relation)
@@ -207,6 +145,10 @@ class Attributor:
         create = tuple(PersonLabel(p.display_name, p.relation, p.aliases)
                        for p in self._created)
         return PersonWrites(create, relabel)
+
+
+__all__ = ["AMBIGUOUS", "Attributed", "Attributor", "Mention", "attribute", "implied_mention",
+           "mention_in"]
 
 
 @dataclass(frozen=True, slots=True)

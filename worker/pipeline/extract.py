@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 from worker.conversation import Handover, Message
 from worker.memory_rules import SourceKind, confidence_for
-from worker.pipeline.attribution import Mention, implied_mention, mention_in
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
+from worker.pipeline.mentions import Mention, implied_mention, mention_in
 from worker.pipeline.notes import CandidateNote, notes_from
 from worker.providers.wire import (
     Category,

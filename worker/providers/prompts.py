@@ -126,7 +126,7 @@ EXTRACTION_PROMPT = _EXTRACTION_HEAD + _example() + """\
 # the rule alone after an example without "about", the 1.5B model filed every fact of
 # an introduction under the user's own name, relation "self"). A run with persons off
 # sends exactly what it did before. ``PERSONS_PROMPT_VERSION`` changes with any edit.
-PERSONS_PROMPT_VERSION = "persons-2026-12-b"
+PERSONS_PROMPT_VERSION = "persons-2026-12-c"
 
 PERSONS_FIELD = """\
 - "about": null for a fact about the user, which is nearly every fact: anything
@@ -136,7 +136,9 @@ PERSONS_FIELD = """\
   "relation": what they are to the user ("sister", "wife", "boss") or null}. Its
   text names them with that relation ("The user's sister Ana is vegetarian.").
   "people" in the document lists the persons memory already knows: for the same
-  person, use the name and relation listed there ("Ana" for her alias "Annie").
+  person, use the name listed there ("Ana" for her alias "Annie"). The relation is
+  what the messages say they are now: after "Mia is my wife now", "wife", even if
+  "people" still says "girlfriend".
   When you cannot tell who a fact is about ("he", "my friend" with several in play,
   no name), leave that fact out.
 

@@ -31,7 +31,7 @@ from bench.text_cpu import timing_the_loop
 from worker import log_redaction, memory_rules, persons_rules, read_block, read_notes, read_search
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.eval import form, longmemeval, qa_rules, qa_score, qa_wire, score, suite
-from worker.pipeline import attribution, extract
+from worker.pipeline import extract, mentions
 from worker.pipeline import notes as pipeline_notes
 from worker.providers import (
     hashing,
@@ -86,7 +86,7 @@ OVER_USER_OR_MODEL_TEXT = {
     "worker/eval/score.py",  # `memfleet eval`: the dates a model's fact text names
     "worker/providers/rules_persons.py",  # the rules provider's clauses about persons
     "worker/persons_rules.py",  # a model's or a user's person name, relation, alias
-    "worker/pipeline/attribution.py",  # a model's fact text, read for who it is about
+    "worker/pipeline/mentions.py",  # a model's fact text, read for who it is about
     # notes beside facts (docs/notes.md): the rules' note, a model's notes, the search
     "worker/providers/rules_notes.py", "worker/pipeline/notes.py", "worker/read_notes.py",
     "worker/testing/in_memory_notes.py",
@@ -220,9 +220,9 @@ def _every_parse(text: str) -> None:
     rules_persons.person_clause(clause, (KnownPerson(name="Ana", relation=None),), None, 0)
     persons_rules.key(text)
     persons_rules.relation_key(text)
-    attribution.implied_mention(text)
-    attribution.mention_in(text, text, text)
-    attribution.mention_in("The user's sister " + text, "Ana", None)
+    mentions.implied_mention(text)
+    mentions.mention_in(text, text, text)
+    mentions.mention_in("The user's sister " + text, "Ana", None)
     with contextlib.suppress(ValueError):
         persons_rules.clean_label(text, persons_rules.MAX_PERSON_NAME_CHARS)
     # Model answers: the tolerant parser and the bodies around it.

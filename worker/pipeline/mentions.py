@@ -1,0 +1,128 @@
+"""Who a fact is about, read from extraction's answer: its "about" (a name, a relation)
+checked against the fact's own text, which is what is stored and read (docs/persons.md).
+Pure; worker.pipeline.attribution then resolves each ``Mention`` against the user's
+persons.
+
+A small model's "about" is often wrong where its text is right. Seen on the 1.5B
+model (docs/persons.md, "On a real model"): the user under their own name with the
+relation "self"; the relation copied from the request's "people" while the text says
+it changed ("The user's wife Mia ..." about {"Mia", "girlfriend"}); "The user's wife"
+as a name; null for "The user's sister works as a dentist." beside the sister's
+other fact; null for "Leo is learning Japanese." with Leo known.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from worker import persons_rules as rules
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """Who extraction said a fact is about (neither: it could not tell).
+    ``known_only``: implied by the text alone, so a person only if one already
+    answers to the name; else the fact stays the user's."""
+
+    name: str | None
+    relation: str | None
+    known_only: bool = False
+
+
+# Both apostrophes a model writes (ASCII and U+2019).
+_APOSTROPHE = "['\u2019]"
+_RELATION = "(?P<relation>" + "|".join(re.escape(r) for r in rules.PERSON_RELATIONS) + ")"
+_NAME = r"(?-i:[A-Z][\w'-]*)"
+# A fact with the user as its subject, in the languages the extraction prompt names
+# ("The user lives in Leeds"; not "The user's sister ...").
+_USER_SUBJECT = re.compile(
+    r"^(?:the user|der nutzer|die nutzerin|el usuario|la usuaria|l" + _APOSTROPHE
+    + r"utilisat(?:eur|rice))\s", re.IGNORECASE)
+# "The user's sister (Ana) ...": a fact about the user's relation, as the extraction
+# prompt writes one; unless it only names the relation ("The user's partner is Alex",
+# "... is called Alex", "The user's wife's name is Sarah"): who the user's partner is
+# stays the user's relationship fact (docs/persons.md).
+_RELATION_SUBJECT = re.compile(
+    r"^the user" + _APOSTROPHE + r"s " + _RELATION + r"(?=[ ,.]|" + _APOSTROPHE
+    + r"|$)(?:,? (?P<name>" + _NAME + r")(?=[ ,.]),?)?(?P<rest>.*)$", re.IGNORECASE)
+_NAMING = re.compile(
+    r"^(?:" + _APOSTROPHE + r"s name\b| (?:is )?(?:named|called)\b"
+    r"| is (?-i:[A-Z])[\w'-]*\.?$)", re.IGNORECASE)
+# A fact whose subject is a name ("Leo is learning Japanese."), not a sentence's
+# usual capitals.
+_NAME_SUBJECT = re.compile(r"^(?P<name>" + _NAME + r")(?:" + _APOSTROPHE + r"s)? ")
+_NOT_NAMES = frozenset({"the", "a", "an", "this", "that", "these", "those", "it", "he",
+                        "she", "they", "his", "her", "their", "its", "there", "user",
+                        "der", "die", "das", "el", "la", "los", "las", "le", "les", "l"})
+# Ways a text says what a named person is to the user: "The user's wife Mia",
+# "Mia is (now) the user's wife", "The user's boss is (now) Nora".
+_RELATION_OF = (
+    "user" + _APOSTROPHE + "s " + _RELATION + r",? {name}\b",
+    r"\b{name} is (?:now )?(?:the user" + _APOSTROPHE + "s|their) " + _RELATION + r"\b",
+    "user" + _APOSTROPHE + "s " + _RELATION + r" is (?:now )?{name}\b",
+)
+# What a model writes as a name when there is none: "The user's wife", "my wife".
+_NO_NAME_PREFIX = re.compile(r"^(?:the user" + _APOSTROPHE + r"s|user" + _APOSTROPHE
+                             + r"s|my|their) ", re.IGNORECASE)
+
+
+def mention_in(text: str, name: str | None, relation: str | None) -> Mention | None:
+    """Who a fact is about: extraction's "about" (``name``, ``relation``) as its own
+    text allows; None for the user.
+
+    A self relation is the user (then the text alone says), and so is a fact whose
+    subject is the user ("The user lives in Leeds") that names neither the person nor
+    the relation. A name that is only the relation ("Sister", "The user's wife") is no
+    name. Where the text says what the named person is to the user, its relation wins
+    over the one "about" copied.
+    """
+    if rules.is_self(relation):
+        return implied_mention(text)
+    if _USER_SUBJECT.match(text) and not _names(text, name, relation):
+        return None
+    name = _real_name(name)
+    if name is not None:
+        relation = _relation_of(text, name) or relation
+    return Mention(name, relation)
+
+
+def implied_mention(text: str) -> Mention | None:
+    """Who a fact extraction said is the user's is about, by its text: one written
+    about the user's relation ("The user's sister works as a dentist.") is that
+    relation's; one whose subject is a name ("Leo is learning Japanese.") is that
+    person's if they are known (``known_only``); any other, the user's."""
+    text = text.strip()
+    said = _RELATION_SUBJECT.match(text)
+    if said is not None:
+        if _NAMING.match(said["rest"]):
+            return None
+        return Mention(said["name"], said["relation"].casefold())
+    subject = _NAME_SUBJECT.match(text)
+    if subject is not None and rules.key(subject["name"]) not in _NOT_NAMES:
+        return Mention(subject["name"], None, known_only=True)
+    return None
+
+
+def _real_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    bare = _NO_NAME_PREFIX.sub("", name.strip())
+    if rules.relation_key(bare) in {rules.relation_key(r) for r in rules.PERSON_RELATIONS}:
+        return None
+    return name
+
+
+def _relation_of(text: str, name: str) -> str | None:
+    escaped = re.escape(name)
+    for pattern in _RELATION_OF:
+        found = re.search(pattern.format(name=escaped), text, re.IGNORECASE)
+        if found is not None:
+            return found["relation"].casefold()
+    return None
+
+
+def _names(text: str, name: str | None, relation: str | None) -> bool:
+    said = f" {rules.key(text)} "
+    words = {rules.key(name), rules.key(relation), rules.relation_key(relation)}
+    return any(f" {word} " in said for word in words if word)
