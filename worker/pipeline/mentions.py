@@ -3,9 +3,10 @@ checked against the fact's own text, which is what is stored and read (docs/pers
 Pure; worker.pipeline.attribution then resolves each ``Mention`` against the user's
 persons.
 
-A small model's "about" is often wrong where its text is right. Seen on the 1.5B
-model (docs/persons.md, "On a real model"): the user under their own name with the
-relation "self"; the relation copied from the request's "people" while the text says
+A small model's "about" is often wrong where its text is right, and the other way
+round. Seen on the 1.5B model (docs/persons.md, "On a real model"): the user under
+their own name with the relation "self"; "The user is allergic to cats." about the
+friend who is; the relation copied from the request's "people" while the text says
 it changed ("The user's wife Mia ..." about {"Mia", "girlfriend"}); "The user's wife"
 as a name; null for "The user's sister works as a dentist." beside the sister's
 other fact; null for "Leo is learning Japanese." with Leo known.
@@ -59,7 +60,7 @@ _NOT_NAMES = frozenset({"the", "a", "an", "this", "that", "these", "those", "it"
 # "Mia is (now) the user's wife", "The user's boss is (now) Nora".
 _RELATION_OF = (
     "user" + _APOSTROPHE + "s " + _RELATION + r",? {name}\b",
-    r"\b{name} is (?:now )?(?:the user" + _APOSTROPHE + "s|their) " + _RELATION + r"\b",
+    r"\b{name} is (?:now )?(?:the user" + _APOSTROPHE + "s|their|my) " + _RELATION + r"\b",
     "user" + _APOSTROPHE + "s " + _RELATION + r" is (?:now )?{name}\b",
 )
 # What a model writes as a name when there is none: "The user's wife", "my wife".
@@ -71,16 +72,18 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
     """Who a fact is about: extraction's "about" (``name``, ``relation``) as its own
     text allows; None for the user.
 
-    A self relation is the user (then the text alone says), and so is a fact whose
-    subject is the user ("The user lives in Leeds") that names neither the person nor
-    the relation. A name that is only the relation ("Sister", "The user's wife") is no
-    name. Where the text says what the named person is to the user, its relation wins
-    over the one "about" copied.
+    A self relation is the user (then the text alone says). A fact whose subject is
+    the user ("The user is allergic to cats.") that names neither the person nor the
+    relation is nobody's (``Mention(None, None)``: dropped): the text or "about" is
+    wrong, and guessing the text would make a friend's allergy the user's. A name
+    that is only the relation ("Sister", "The user's wife") is no name. Where the text
+    says what the named person is to the user, its relation wins over the one "about"
+    copied.
     """
     if rules.is_self(relation):
         return implied_mention(text)
     if _USER_SUBJECT.match(text) and not _names(text, name, relation):
-        return None
+        return Mention(None, None)  # which of the two is wrong is not known: nobody's
     name = _real_name(name)
     if name is not None:
         relation = _relation_of(text, name) or relation

@@ -96,9 +96,18 @@ def test_the_user_named_as_a_person_is_the_user() -> None:
     under their own name with the relation "self"."""
     assert mention_in("The user lives in Leeds.", "Priya", "self") is None
     assert mention_in("The user's name is Priya.", "Priya", "Self") is None
-    assert mention_in("The user works as a radiographer.", "Priya", None) is None
-    assert mention_in("Der Nutzer wohnt in Graz.", None, "Bruder") is None
-    assert mention_in("The user lives in Leeds.", None, None) is None
+    assert mention_in("The user lives in Leeds.", None, "me") is None
+
+
+def test_a_fact_of_the_user_about_someone_else_is_nobodys() -> None:
+    """"My friend Tom said 'I'm allergic to cats'" gave "The user is allergic to cats."
+    about Tom: the text or "about" is wrong; neither is kept as the user's."""
+    for text, name, relation in (("The user is allergic to cats.", "Tom", "friend"),
+                                 ("Der Nutzer wohnt in Graz.", None, "Bruder"),
+                                 ("The user lives in Leeds.", None, None)):
+        mention = mention_in(text, name, relation)
+        assert mention == Mention(None, None), text
+        assert Attributor(KNOWN).resolve(mention) is AMBIGUOUS
 
 
 def test_a_fact_that_names_its_person_keeps_the_mention() -> None:

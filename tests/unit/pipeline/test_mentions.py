@@ -18,6 +18,7 @@ def test_the_relation_the_text_says_wins_over_the_one_about_copied() -> None:
     assert mention_in("Alex is the user's partner now.", "Alex", "friend") \
         == Mention("Alex", "partner")
     assert mention_in("The user's boss is Nora.", "Nora", "friend") == Mention("Nora", "boss")
+    assert mention_in("Alex is my partner now.", "Alex", "friend") == Mention("Alex", "partner")
     assert mention_in("The user's boss is now Nora.", "Nora", "friend") \
         == Mention("Nora", "boss")
     # No relation said of the name: about's stands.
