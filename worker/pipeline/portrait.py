@@ -10,6 +10,7 @@ to the model and the store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -17,8 +18,8 @@ from typing import Literal
 from worker.pipeline.extract import observed_label
 from worker.providers.base import PortraitWriter
 from worker.providers.prompts import PORTRAIT_PROMPT_VERSION
-from worker.providers.wire import PortraitRequest, ProfileFact
-from worker.store.portraits import PortraitStore, facts_hash
+from worker.providers.wire import MIN_PORTRAIT_WORDS, PortraitRequest, ProfileFact
+from worker.store.portraits import PortraitFact, PortraitStore, facts_hash
 from worker.store.types import ConsentGate
 from worker.telemetry import StageClock
 
@@ -46,6 +47,18 @@ class Refreshed:
     fact_count: int = 0  # the facts it was made from
 
 
+# What a portrait may say beyond its facts' own words: joins ("and", "where"), not claims.
+PORTRAIT_SLACK_WORDS = 6
+
+
+def words_for(facts: Sequence[PortraitFact], most: int) -> int:
+    """The portrait's word budget: MEMFLEET_PORTRAIT_MAX_WORDS, but never more than its
+    facts' own words and a few joins (a small model fills whatever room it is given),
+    nor fewer than the wire's minimum."""
+    said = sum(len(f.text.split()) for f in facts) + PORTRAIT_SLACK_WORDS
+    return max(MIN_PORTRAIT_WORDS, min(most, said))
+
+
 async def refresh_portrait(
     store: PortraitStore, writer: PortraitWriter, user_id: str, policy: PortraitPolicy, *,
     now: datetime, clock: StageClock,
@@ -66,7 +79,7 @@ async def refresh_portrait(
     if facts_hash(facts) == state.facts_hash:
         return Refreshed("unchanged", state.current, len(facts))
     request = PortraitRequest(
-        observed_at=observed_label(now), max_words=policy.max_words,
+        observed_at=observed_label(now), max_words=words_for(facts, policy.max_words),
         facts=tuple(ProfileFact.model_validate({"text": f.text, "category": f.category})
                     for f in facts))
     with clock.provider_call("portrait", writer.provider_name, writer.model) as done:

@@ -286,6 +286,7 @@ class NotePromotionAnswer(_Frozen):
 MAX_PORTRAIT_CHARS = 2000  # a portrait's text; providers must answer within it
 MAX_PORTRAIT_FACTS = 200  # the most facts one request carries
 MAX_PORTRAIT_WORDS = 300  # the highest length a request may ask for
+MIN_PORTRAIT_WORDS = 10  # the lowest
 
 
 class ProfileFact(_Frozen):
@@ -301,7 +302,7 @@ class PortraitRequest(_Frozen):
 
     task: Literal["user_portrait"] = "user_portrait"
     observed_at: str  # "2026-11-22 (Sunday)": the day it is written
-    max_words: int = Field(ge=10, le=MAX_PORTRAIT_WORDS)
+    max_words: int = Field(ge=MIN_PORTRAIT_WORDS, le=MAX_PORTRAIT_WORDS)
     facts: tuple[ProfileFact, ...] = Field(min_length=1, max_length=MAX_PORTRAIT_FACTS)
 
 
