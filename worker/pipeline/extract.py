@@ -15,7 +15,12 @@ from worker.memory_rules import SourceKind, confidence_for
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
 from worker.pipeline.mentions import Mention, implied_mention, mention_in
-from worker.pipeline.notes import CandidateNote, notes_from
+from worker.pipeline.notes import (
+    CandidateNote,
+    notes_from,
+    states_a_consideration,
+    with_moved,
+)
 from worker.providers.wire import (
     Category,
     ExtractedFact,
@@ -184,6 +189,11 @@ async def run(
                                      agent_id=handover.agent_id, attributed=known is not None)
         # Notes not asked for are not kept, whatever an endpoint answers.
         notes = notes_from(answer.value) if with_notes else []
+        if with_notes:  # a consideration written as a fact is a note (docs/notes.md)
+            weighed = [c.text for c in candidates if states_a_consideration(c.text)]
+            if weighed:
+                candidates = [c for c in candidates if not states_a_consideration(c.text)]
+                notes = with_moved(notes, weighed)
         span.set_attribute("memfleet.candidates", len(candidates))
         if with_notes:
             span.set_attribute("memfleet.notes", len(notes))

@@ -49,6 +49,32 @@ class NotePlan:
 NO_NOTES = NotePlan()
 
 
+# A fact that states only a consideration ("The user is considering buying a dog."):
+# a note, never a fact (docs/notes.md). The 1.5B model wrote every consideration of the
+# notes kind as a fact and no note at all.
+_CONSIDERED = re.compile(
+    r"^the user (?:is |are )?(?:(?:still|seriously|also|now|again|currently) )*"
+    r"(?:considering|thinking (?:about|of)|toying with|weighing|wondering|debating"
+    r"|contemplating|undecided|unsure whether|not sure whether)\b", re.IGNORECASE)
+
+
+def states_a_consideration(text: str) -> bool:
+    """Whether a fact's text only says the user is weighing something: a note's matter."""
+    return _CONSIDERED.match(text) is not None
+
+
+def with_moved(notes: Sequence[CandidateNote], texts: Sequence[str]) -> list[CandidateNote]:
+    """The answer's notes, then ``texts`` as notes, each once, at most MAX_NOTES."""
+    out: list[CandidateNote] = []
+    seen: set[str] = set()
+    for note in (*notes, *(CandidateNote(t) for t in texts)):
+        key = note.text.casefold().rstrip(".")
+        if key not in seen:
+            seen.add(key)
+            out.append(note)
+    return out[:MAX_NOTES]
+
+
 def notes_from(answer: ExtractionAnswer) -> list[CandidateNote]:
     """The answer's notes, whitespace made single, each once, at most MAX_NOTES."""
     out: list[CandidateNote] = []

@@ -212,7 +212,7 @@ Answer with a JSON object and nothing else: {"summary": "..."}
 
 # --- Notes beside facts (docs/notes.md). Their own version: the three prompts above
 # are unchanged, and a request without notes is sent exactly as before.
-NOTES_PROMPT_VERSION = "notes-2026-12-a"
+NOTES_PROMPT_VERSION = "notes-2026-12-b"
 
 # What a note is, added to the extraction prompt (with persons' addendum or without)
 # when the request carries "with_notes": true.
@@ -227,6 +227,10 @@ still unfolding, or several loose details that only make sense together.
 - A settled fact is a fact, never a note; a note never repeats a fact of the same
   answer. Questions and small talk are neither.
 - One note per topic of the messages; "notes": [] when nothing fits.
+- Something the user is considering, weighing or thinking about is a note, never
+  a fact. "I live in Graz. We're thinking about a kitchen renovation, maybe $40k,
+  no timeline yet." gives the fact "The user lives in Graz." and the note "The user
+  is thinking about a kitchen renovation, budget about $40k, no timeline yet."
 """
 EXTRACTION_WITH_NOTES_PROMPT = EXTRACTION_PROMPT + NOTES_ADDENDUM
 ATTRIBUTED_WITH_NOTES_PROMPT = ATTRIBUTED_EXTRACTION_PROMPT + NOTES_ADDENDUM

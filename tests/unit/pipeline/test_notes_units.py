@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from tests.unit.pipeline.test_pipeline_units import SETTINGS, context, handover, run_once, user
-from worker.pipeline.notes import MAX_NOTES, REPEAT_DISTANCE, CandidateNote, notes_from, plan_notes
+from worker.pipeline.notes import (
+    MAX_NOTES,
+    REPEAT_DISTANCE,
+    CandidateNote,
+    notes_from,
+    plan_notes,
+    states_a_consideration,
+    with_moved,
+)
 from worker.providers.llm_json import json_schema_format, parse_answer
 from worker.providers.rules import extract_facts
 from worker.providers.rules_notes import note_in, promote
@@ -145,3 +153,27 @@ def test_the_four_extraction_shapes_persons_and_notes_on_and_off() -> None:
     assert fields(AskedAttributed) == ({"facts"}, {"about"})  # persons on
     assert fields(AskedWithNotes) == ({"facts", "notes"}, set())  # notes on
     assert fields(ExtractionAnswer) == ({"facts", "notes"}, {"about"})  # both on
+
+
+def test_a_consideration_written_as_a_fact_is_a_note() -> None:
+    """What the 1.5B model answered: "The user is considering buying a dog." as a fact,
+    no note."""
+    for text in ("The user is considering buying a dog.",
+                 "The user is still thinking about learning the cello.",
+                 "The user is seriously considering moving to Basel.",
+                 "The user is toying with the idea of learning Dutch.",
+                 "the user is weighing a move to Halifax."):
+        assert states_a_consideration(text), text
+    for text in ("The user lives in Oslo.", "The user decided to buy a dog.",
+                 "The user's sister is considering a move.", "Considering it, the user stays."):
+        assert not states_a_consideration(text), text
+
+
+def test_moved_notes_come_after_the_answers_own_each_once() -> None:
+    own = [CandidateNote("The user is planning a trip, dates open.")]
+    moved = with_moved(own, ["The user is considering a dog.", "The user is considering a dog",
+                             "The user is planning a trip, dates open."])
+    assert [n.text for n in moved] == ["The user is planning a trip, dates open.",
+                                       "The user is considering a dog."]
+    assert len(with_moved([], [f"The user is considering {i}." for i in range(50)])) \
+        == MAX_NOTES

@@ -197,6 +197,8 @@ def _every_parse(text: str) -> None:
     with_notes = rules.extract_facts(_extraction(text, with_notes=True))
     rules_notes.note_in(text)
     rules_notes.note_in("I'm thinking about " + text)
+    pipeline_notes.states_a_consideration(text)
+    pipeline_notes.states_a_consideration("The user is still " + text)
     pipeline_notes.notes_from(ExtractionAnswer(
         facts=(), notes=(ExtractedNote(text=text[:MAX_NOTE_CHARS]), *with_notes.notes)))
     fact_text = text[:MAX_FACT_CHARS]
