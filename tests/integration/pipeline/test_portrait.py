@@ -32,6 +32,7 @@ from tests.openai_stub import openai_settings, wire_requests
 from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.ops import privacy
+from worker.pipeline.portrait import PORTRAIT_SLACK_WORDS
 from worker.protocol import portrait_queue
 from worker.protocol.keys import user_portrait_key
 from worker.protocol.portrait_queue import PortraitPace
@@ -87,7 +88,8 @@ async def test_a_portrait_appears_after_a_commit_and_follows_an_update(
     assert await current(db, "ada") == "The user lives in Oslo. The user works as nurse."
     (asked,) = portrait_calls(stub)
     assert sorted(f["text"] for f in asked["facts"]) == ["Lives in Oslo", "Works as nurse"]
-    assert asked["max_words"] == llm.portrait_max_words
+    # The facts' own six words and the joins' slack, under the setting's 120.
+    assert asked["max_words"] == 6 + PORTRAIT_SLACK_WORDS < llm.portrait_max_words
     await say(llm, redis, "ada", "s2", "I moved to Madrid.")
     text = await current(db, "ada")
     assert text is not None and "Madrid" in text and "Oslo" not in text
