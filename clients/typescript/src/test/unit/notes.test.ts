@@ -4,16 +4,13 @@
  * client's errors (404 NotFound, 409 WriteConflict, 422 InvalidRequest, 429
  * RateLimited) naming the call, and ids checked before any request. */
 import assert from "node:assert/strict";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 
 import { InvalidRequest, MemfleetError, NotFound, RateLimited, WriteConflict } from "../../errors.js";
-import { MemfleetHttpClient } from "../../http_client.js";
 import type { Fact, SearchHit } from "../../http/memory_types.js";
 import type { Note, NoteHit } from "../../http/note_types.js";
+import { refusedAs, serveLocalApi } from "../local_api.js";
 
-const KEY = `mfk_${"0".repeat(12)}_${"a".repeat(64)}`;
 const NOW = "2026-12-07T00:00:00+00:00";
 const NOTE: Note = { id: 5, text: "The user is considering a kitchen renovation.",
   observed_at: NOW, source_session_id: "s1", created_at: NOW, superseded_at: null,
@@ -24,33 +21,8 @@ const FACT_HIT: SearchHit = { fact: { id: 9, text: "Lives in Oslo" } as Fact, sc
 const NOTE_HIT: NoteHit = { kind: "note", note: NOTE, score: 0.016, semantic_rank: 1,
   lexical_rank: 1 };
 
-type Seen = [string, string];
-
-/** A server answering each request with `answer(method, url)`: [status, body]. */
-async function serve(answer: (method: string, url: string) => [number, unknown]):
-  Promise<{ client: MemfleetHttpClient; seen: Seen[]; stop: () => Promise<void> }> {
-  const seen: Seen[] = [];
-  const server = createServer((request: IncomingMessage, response: ServerResponse) => {
-    request.resume();
-    request.on("end", () => {
-      seen.push([request.method ?? "", request.url ?? ""]);
-      const [status, json] = answer(request.method ?? "", request.url ?? "");
-      response.writeHead(status, { "Content-Type": "application/json",
-        ...(status === 429 ? { "Retry-After": "7" } : {}) });
-      response.end(JSON.stringify(json));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  const client = new MemfleetHttpClient({ apiUrl: `http://127.0.0.1:${port}`, serviceKey: KEY });
-  return { client, seen, stop: async () => {
-    await client.close();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  } };
-}
-
 test("the notes' calls send their routes and answer as the API does", async () => {
-  const { client, seen, stop } = await serve((method, url) => {
+  const { client, seen, stop } = await serveLocalApi((method, url) => {
     if (method === "DELETE") return [200, REMOVED];
     if (url.startsWith("/users/a%2Fb/search?q=kitchen")) {
       return [200, { results: [FACT_HIT], notes: [NOTE_HIT] }];
@@ -72,7 +44,7 @@ test("the notes' calls send their routes and answer as the API does", async () =
   } finally {
     await stop();
   }
-  assert.deepEqual(seen, [
+  assert.deepEqual(seen.map(([method, url]) => [method, url]), [
     ["GET", "/users/a%2Fb/notes"],
     ["GET", "/users/a%2Fb/notes?state=all"],
     ["DELETE", "/users/a%2Fb/notes/5"],
@@ -84,28 +56,19 @@ test("the notes' calls send their routes and answer as the API does", async () =
 });
 
 test("the notes' refusals are the Python client's errors, naming the call", async () => {
-  const { client, stop } = await serve((method, url) => {
+  const { client, stop } = await serveLocalApi((method, url) => {
     if (url.endsWith("/notes/5")) return [404, { detail: "no such active note" }];
     if (url.endsWith("/notes/6")) return [409, { detail: "changed meanwhile" }];
     if (url.endsWith("/notes/7")) return [429, { detail: "too many manual writes" }];
     return [422, { detail: [{ loc: ["query", "state"], msg: "Input should be 'active' or 'all'" }] }];
   });
-  const refused = (Class: new (...args: never[]) => MemfleetError, status: number,
-    operation: string) => (error: MemfleetError) => {
-    assert.ok(error instanceof Class, `${error.name}: ${error.message}`);
-    assert.equal(error.status, status);
-    assert.equal(error.operation, operation);
-    assert.match(error.message, new RegExp(`answered ${operation.replace(/[{}/]/g, "\\$&")} `
-      + `with ${status}: `));
-    return true;
-  };
   try {
     await assert.rejects(client.removeNote("ada", 5),
-      refused(NotFound, 404, "DELETE /users/{user}/notes/{id}"));
+      refusedAs(NotFound, 404, "DELETE /users/{user}/notes/{id}"));
     await assert.rejects(client.removeNote("ada", 6),
-      refused(WriteConflict, 409, "DELETE /users/{user}/notes/{id}"));
+      refusedAs(WriteConflict, 409, "DELETE /users/{user}/notes/{id}"));
     await assert.rejects(client.notes("ada", { state: "some" as "all" }),
-      refused(InvalidRequest, 422, "GET /users/{user}/notes"));
+      refusedAs(InvalidRequest, 422, "GET /users/{user}/notes"));
     await assert.rejects(client.removeNote("ada", 7), (error: MemfleetError) => {
       assert.ok(error instanceof RateLimited);
       assert.equal(error.retryAfterS, 7);
@@ -118,7 +81,7 @@ test("the notes' refusals are the Python client's errors, naming the call", asyn
 
 test("a note's or fact's id that is no whole number from 1 is refused before a request",
   async () => {
-    const { client, seen, stop } = await serve(() => [200, NOTE]);
+    const { client, seen, stop } = await serveLocalApi(() => [200, NOTE]);
     try {
       for (const call of [
         () => client.removeNote("ada", 0),

@@ -4,15 +4,12 @@
  * as the Python client's errors (404 NotFound, 409 WriteConflict, 422 InvalidRequest,
  * 429 RateLimited) naming the call, and ids checked before any request. */
 import assert from "node:assert/strict";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 
 import { InvalidRequest, MemfleetError, NotFound, RateLimited, WriteConflict } from "../../errors.js";
-import { MemfleetHttpClient } from "../../http_client.js";
 import type { Fact, Person, PersonWithFacts } from "../../http/memory_types.js";
+import { refusedAs, serveLocalApi } from "../local_api.js";
 
-const KEY = `mfk_${"0".repeat(12)}_${"a".repeat(64)}`;
 const NOW = "2026-12-07T00:00:00+00:00";
 const ANA: Person = { id: 3, display_name: "Ana", relation: "sister", aliases: ["Annie"],
   created_from: "conversation", source_session_id: "s1", created_at: NOW, labelled_at: NOW,
@@ -20,35 +17,8 @@ const ANA: Person = { id: 3, display_name: "Ana", relation: "sister", aliases: [
 const FACT = { id: 9, text: "The user's sister Ana is vegetarian", person_id: 3 } as Fact;
 const LISTED: PersonWithFacts[] = [{ ...ANA, facts: [FACT] }];
 
-type Seen = [string, string, unknown];
-
-/** A server answering each request with `answer(method, url, body)`: [status, body]. */
-async function serve(answer: (method: string, url: string, body: unknown) => [number, unknown]):
-  Promise<{ client: MemfleetHttpClient; seen: Seen[]; stop: () => Promise<void> }> {
-  const seen: Seen[] = [];
-  const server = createServer((request: IncomingMessage, response: ServerResponse) => {
-    let text = "";
-    request.on("data", (chunk: Buffer) => { text += chunk.toString("utf-8"); });
-    request.on("end", () => {
-      const body = text === "" ? undefined : JSON.parse(text) as unknown;
-      seen.push([request.method ?? "", request.url ?? "", body]);
-      const [status, json] = answer(request.method ?? "", request.url ?? "", body);
-      response.writeHead(status, { "Content-Type": "application/json",
-        ...(status === 429 ? { "Retry-After": "7" } : {}) });
-      response.end(JSON.stringify(json));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  const client = new MemfleetHttpClient({ apiUrl: `http://127.0.0.1:${port}`, serviceKey: KEY });
-  return { client, seen, stop: async () => {
-    await client.close();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  } };
-}
-
 test("the persons' calls send their routes and bodies and answer as the API does", async () => {
-  const { client, seen, stop } = await serve((method, url) => {
+  const { client, seen, stop } = await serveLocalApi((method, url) => {
     if (method === "GET") return [200, { user_id: "a/b", persons: LISTED }];
     if (url.endsWith("/person")) return [200, FACT];
     return [method === "POST" && url.endsWith("/persons") ? 201 : 200, ANA];
@@ -86,7 +56,7 @@ test("the persons' calls send their routes and bodies and answer as the API does
 });
 
 test("the persons' refusals are the Python client's errors, naming the call", async () => {
-  const { client, stop } = await serve((method, url) => {
+  const { client, stop } = await serveLocalApi((method, url) => {
     if (url.endsWith("/merge")) return [409, { detail: "the person was merged into another" }];
     if (url.endsWith("/person")) return [404, { detail: "no such fact or person" }];
     if (method === "POST" && url.endsWith("/persons")) {
@@ -94,22 +64,13 @@ test("the persons' refusals are the Python client's errors, naming the call", as
     }
     return [429, { detail: "too many manual writes" }];
   });
-  const refused = (Class: new (...args: never[]) => MemfleetError, status: number,
-    operation: string) => (error: MemfleetError) => {
-    assert.ok(error instanceof Class, `${error.name}: ${error.message}`);
-    assert.equal(error.status, status);
-    assert.equal(error.operation, operation);
-    assert.match(error.message, new RegExp(`answered ${operation.replace(/[{}/]/g, "\\$&")} `
-      + `with ${status}: `));
-    return true;
-  };
   try {
     await assert.rejects(client.mergePersons("ada", 4, 3),
-      refused(WriteConflict, 409, "POST /users/{user}/persons/{id}/merge"));
+      refusedAs(WriteConflict, 409, "POST /users/{user}/persons/{id}/merge"));
     await assert.rejects(client.moveFact("ada", 9, null),
-      refused(NotFound, 404, "PUT /users/{user}/facts/{id}/person"));
+      refusedAs(NotFound, 404, "PUT /users/{user}/facts/{id}/person"));
     await assert.rejects(client.createPerson("ada", {}),
-      refused(InvalidRequest, 422, "POST /users/{user}/persons"));
+      refusedAs(InvalidRequest, 422, "POST /users/{user}/persons"));
     await assert.rejects(client.addAlias("ada", 3, "Nana"), (error: MemfleetError) => {
       assert.ok(error instanceof RateLimited);
       assert.equal(error.retryAfterS, 7);
@@ -122,7 +83,7 @@ test("the persons' refusals are the Python client's errors, naming the call", as
 
 test("a person's or fact's id that is no whole number from 1 is refused before a request",
   async () => {
-    const { client, seen, stop } = await serve(() => [200, ANA]);
+    const { client, seen, stop } = await serveLocalApi(() => [200, ANA]);
     try {
       for (const call of [
         () => client.updatePerson("ada", 0, { displayName: "X" }),
