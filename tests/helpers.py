@@ -17,6 +17,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tests.conftest import TEST_FENCE_KEY
+from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings, secret
 from worker.fleet.app import drain_queue
 from worker.fleet.job import Deps, persist_session_memory
@@ -46,6 +47,23 @@ def user_msg(text: str) -> dict[str, str]:
 
 def bot_msg(text: str) -> dict[str, str]:
     return {"role": "assistant", "content": text}
+
+
+async def hand_over(settings: Settings, redis: Redis, user: str, session: str,
+                    *said: str) -> None:
+    """The chat server's call: the user's lines as one session's list."""
+    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
+                                      queue_name=settings.queue_name)
+
+
+async def say(settings: Settings, redis: Redis, user: str, session: str,
+              *said: str) -> dict[str, int]:
+    """Hand the user's lines over and run a burst worker until the queue is empty; no job
+    may fail."""
+    await hand_over(settings, redis, user, session, *said)
+    counts = await asyncio.wait_for(drain(settings), 60)
+    assert counts["failed"] == 0, counts
+    return counts
 
 
 async def active_texts(db: asyncpg.Connection, user_id: str) -> list[str]:

@@ -14,10 +14,9 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, bearer, running_api, token
-from tests.helpers import drain, user_msg
+from tests.helpers import say
 from tests.openai_stub import openai_settings
 from worker.client import AsyncMemoryApi, MemoryApi
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import AccessDenied, NotFound
 from worker.ops.note_promotion import PromotionPolicy, promotion_pass
@@ -43,12 +42,6 @@ async def api_url(llm: Settings) -> AsyncIterator[str]:
 async def api(api_url: str) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=api_url, timeout=30) as client:
         yield client
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    assert (await drain(settings))["failed"] == 0
 
 
 async def listed(api: httpx.AsyncClient, user: str, state: str = "active") -> list[dict[str, Any]]:

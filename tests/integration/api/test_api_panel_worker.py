@@ -4,7 +4,6 @@ API, and the chain and the facts list show what they chose."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -12,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, bearer, running_api
+from tests.api_server import bearer
 from tests.helpers import bot_msg, drain, user_msg
 from tests.integration.api.test_api_memory_model import listed
 from tests.integration.api.test_api_panel_ops import chain, proposals
@@ -24,14 +23,6 @@ from worker.config import Settings
 @pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
     return openai_settings(settings, stub, llm_timeout_s=2.0)
-
-
-@pytest.fixture
-async def api(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The memory API on the worker's embedder (the stub), as a deployment runs it."""
-    async with running_api(api_settings(llm)) as url, \
-            httpx.AsyncClient(base_url=url, timeout=30) as client:
-        yield client
 
 
 async def say(settings: Settings, redis: Redis, user: str, session: str, text: str) -> None:

@@ -7,7 +7,6 @@ none of it; an erase removes them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,12 +14,11 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, bearer, running_api, token
-from tests.helpers import drain, user_msg
+from tests.api_server import bearer, token
+from tests.helpers import say
 from tests.integration.api.test_api_memory_model import listed
 from tests.openai_stub import openai_settings
 from worker.client import AsyncMemoryApi, MemoryApi
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.errors import MemoryApiError
 
@@ -28,20 +26,6 @@ from worker.errors import MemoryApiError
 @pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
     return openai_settings(settings, stub, llm_timeout_s=2.0, persons=True)  # off by default
-
-
-@pytest.fixture
-async def api(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with running_api(api_settings(llm)) as url, \
-            httpx.AsyncClient(base_url=url, timeout=30) as client:
-        yield client
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    counts = await drain(settings)
-    assert counts["failed"] == 0, counts
 
 
 async def persons(api: httpx.AsyncClient, user: str, **params: Any) -> list[dict[str, Any]]:

@@ -13,51 +13,37 @@ memory off shows none. The Python client's methods are used against the same API
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.api_server import api_settings, bearer, new_key, running_api
-from tests.helpers import drain, user_msg
+from tests.api_server import bearer, new_key
+from tests.helpers import drain, say
 from tests.integration.api.conftest import key_auth
 from tests.openai_stub import openai_settings
 from worker.client import AsyncMemoryApi
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.read_split import PORTRAIT_HEADER
 from worker.store.service_keys import ServiceKeyStore
 
 
 @pytest.fixture
-def fleet(settings: Settings, stub: StubServer) -> Settings:
+def llm(settings: Settings, stub: StubServer) -> Settings:
+    """Workers and API on the stub, portraits on and refreshed after each commit."""
     return openai_settings(settings, stub, llm_timeout_s=5.0, portrait_enabled=True,
                            portrait_min_interval=0.0, read_stable_portrait=True)
 
 
-@pytest.fixture
-async def api(fleet: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with running_api(api_settings(fleet)) as base_url, \
-            httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield client
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    await asyncio.wait_for(drain(settings), 60)
-
-
 async def test_the_portrait_is_served_with_its_version_and_follows_the_facts(
-    api: httpx.AsyncClient, fleet: Settings, redis: Redis
+    api: httpx.AsyncClient, llm: Settings, redis: Redis
 ) -> None:
     none = await api.get("/users/ada/portrait", headers=bearer("ada"))
     assert none.status_code == 200 and none.json() == {
         "user_id": "ada", "state": "none", "portrait": None}
     assert none.headers["ETag"] == '"none"'
-    await say(fleet, redis, "ada", "s1", "I live in Oslo.")
+    await say(llm, redis, "ada", "s1", "I live in Oslo.")
     first = await api.get("/users/ada/portrait", headers=bearer("ada"))
     body = first.json()
     assert body["state"] == "current" and first.headers["ETag"] == '"1"'
@@ -69,7 +55,7 @@ async def test_the_portrait_is_served_with_its_version_and_follows_the_facts(
     # The stable block opens with it; its version changes with the portrait.
     stable = (await api.get("/users/ada/stable-block", headers=bearer("ada"))).json()
     assert stable["block"].startswith(PORTRAIT_HEADER + "\nThe user lives in Oslo.\n\n")
-    await say(fleet, redis, "ada", "s2", "I moved to Madrid.")
+    await say(llm, redis, "ada", "s2", "I moved to Madrid.")
     second = await api.get("/users/ada/portrait",
                            headers={**bearer("ada"), "If-None-Match": '"1"'})
     assert second.status_code == 200 and second.headers["ETag"] == '"2"'
@@ -80,9 +66,9 @@ async def test_the_portrait_is_served_with_its_version_and_follows_the_facts(
 
 
 async def test_another_user_and_a_key_out_of_scope_cannot_read_or_remove_it(
-    api: httpx.AsyncClient, fleet: Settings, redis: Redis, keys: ServiceKeyStore
+    api: httpx.AsyncClient, llm: Settings, redis: Redis, keys: ServiceKeyStore
 ) -> None:
-    await say(fleet, redis, "ada", "s1", "I live in Oslo.")
+    await say(llm, redis, "ada", "s1", "I live in Oslo.")
     for method in ("GET", "DELETE"):
         refused = await api.request(method, "/users/ada/portrait", headers=bearer("bob"))
         assert refused.status_code == 403
@@ -96,10 +82,10 @@ async def test_another_user_and_a_key_out_of_scope_cannot_read_or_remove_it(
 
 
 async def test_removed_it_stays_removed_until_asked_again_through_the_client(
-    api: httpx.AsyncClient, fleet: Settings, redis: Redis, keys: ServiceKeyStore,
+    api: httpx.AsyncClient, llm: Settings, redis: Redis, keys: ServiceKeyStore,
     stub: StubServer
 ) -> None:
-    await say(fleet, redis, "cy", "s1", "I live in Rome.")
+    await say(llm, redis, "cy", "s1", "I live in Rome.")
     admin = await new_key(keys, "admin", "read")
     async with AsyncMemoryApi(str(api.base_url), service_key=admin) as client:
         shown = await client.portrait("cy")
@@ -112,11 +98,11 @@ async def test_removed_it_stays_removed_until_asked_again_through_the_client(
         stable = (await api.get("/users/cy/stable-block", headers=bearer("cy"))).json()
         assert PORTRAIT_HEADER not in stable["block"]
         calls = len([r for r in stub.recorded() if "user_portrait" in str(r["body"])])
-        await say(fleet, redis, "cy", "s2", "I use Go.")
+        await say(llm, redis, "cy", "s2", "I use Go.")
         assert (await client.portrait("cy")).state == "removed"  # type: ignore[union-attr]
         assert len([r for r in stub.recorded() if "user_portrait" in str(r["body"])]) == calls
         assert await client.refresh_portrait("cy") is True
-        await asyncio.wait_for(drain(fleet), 60)
+        await asyncio.wait_for(drain(llm), 60)
         again = await client.portrait("cy")
         assert again is not None and again.portrait is not None
         assert (again.portrait.version, again.portrait.text) == (
@@ -124,10 +110,10 @@ async def test_removed_it_stays_removed_until_asked_again_through_the_client(
 
 
 async def test_export_carries_it_erase_removes_it_and_memory_off_shows_none(
-    api: httpx.AsyncClient, fleet: Settings, redis: Redis
+    api: httpx.AsyncClient, llm: Settings, redis: Redis
 ) -> None:
-    await say(fleet, redis, "di", "s1", "I live in Lima.")
-    await say(fleet, redis, "di", "s2", "I like chess.")
+    await say(llm, redis, "di", "s1", "I live in Lima.")
+    await say(llm, redis, "di", "s2", "I like chess.")
     export = (await api.get("/users/di/export", headers=bearer("di"))).json()
     assert [p["version"] for p in export["portraits"]] == [1, 2]
     assert export["portraits"][0]["superseded_at"] is not None

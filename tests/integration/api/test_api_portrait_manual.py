@@ -6,7 +6,7 @@ and Redis.
 - A fact removed through the API is gone from the portrait the worker writes next,
   with no conversation in between.
 - Every manual write that changes the user's facts queues a refresh the way a commit
-  does (the user's refresh state in Redis, one job on the fleet's queue, joined when
+  does (the user's refresh state in Redis, one job on the llm's queue, joined when
   one waits): add, correct, pin, unpin, a held change accepted, a fact moved to a
   person, two persons merged. A write that changes nothing (a fact moved to the person
   it is about already) and a read queue none.
@@ -16,7 +16,6 @@ and Redis.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -25,30 +24,17 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, bearer, running_api
-from tests.helpers import drain, user_msg
+from tests.helpers import drain, say
 from tests.openai_stub import openai_settings
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.protocol.keys import user_portrait_key
 
 
 @pytest.fixture
-def fleet(settings: Settings, stub: StubServer) -> Settings:
+def llm(settings: Settings, stub: StubServer) -> Settings:
+    """Workers and API on the stub, portraits on and refreshed after each commit."""
     return openai_settings(settings, stub, llm_timeout_s=5.0, portrait_enabled=True,
                            portrait_min_interval=0.0)
-
-
-@pytest.fixture
-async def api(fleet: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with running_api(api_settings(fleet)) as base_url, \
-            httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield client
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    assert (await asyncio.wait_for(drain(settings), 60))["failed"] == 0
 
 
 async def portrait(api: httpx.AsyncClient, user: str) -> dict[str, Any]:
@@ -65,7 +51,7 @@ async def fact_id(api: httpx.AsyncClient, user: str, text: str) -> int:
 
 
 async def refresh_queued(redis: Redis, settings: Settings, user: str) -> bool:
-    """A refresh of the user's portrait waits on the fleet's queue."""
+    """A refresh of the user's portrait waits on the llm's queue."""
     job = await redis.hget(user_portrait_key(user), "j")
     return job is not None and await redis.zscore(settings.queue_name, job) is not None
 
@@ -75,37 +61,37 @@ def portrait_calls(stub: StubServer) -> int:
 
 
 async def test_a_fact_removed_through_the_api_leaves_the_portrait(
-    api: httpx.AsyncClient, fleet: Settings, redis: Redis, stub: StubServer,
+    api: httpx.AsyncClient, llm: Settings, redis: Redis, stub: StubServer,
 ) -> None:
-    await say(fleet, redis, "ada", "s1", "I live in Oslo.", "I use Go.")
+    await say(llm, redis, "ada", "s1", "I live in Oslo.", "I use Go.")
     first = await portrait(api, "ada")
     assert (first["version"], first["text"]) == (1, "The user lives in Oslo. The user uses Go.")
-    assert not await refresh_queued(redis, fleet, "ada")
+    assert not await refresh_queued(redis, llm, "ada")
 
     oslo = await fact_id(api, "ada", "Lives in Oslo")
     removed = await api.delete(f"/users/ada/facts/{oslo}", headers=bearer("ada"))
     assert removed.status_code == 200, removed.text
-    assert await refresh_queued(redis, fleet, "ada"), "the removal queued a refresh"
+    assert await refresh_queued(redis, llm, "ada"), "the removal queued a refresh"
     calls = portrait_calls(stub)
-    assert (await asyncio.wait_for(drain(fleet), 60))["failed"] == 0  # no conversation
+    assert (await asyncio.wait_for(drain(llm), 60))["failed"] == 0  # no conversation
     second = await portrait(api, "ada")
     assert (second["version"], second["text"]) == (2, "The user uses Go.")
     assert portrait_calls(stub) == calls + 1
 
 
 async def test_every_manual_write_that_changes_facts_queues_a_refresh(
-    api: httpx.AsyncClient, fleet: Settings, redis: Redis, stub: StubServer,
+    api: httpx.AsyncClient, llm: Settings, redis: Redis, stub: StubServer,
 ) -> None:
     user, auth = "bo", bearer("bo")
-    await say(fleet, redis, user, "s1", "I live in Oslo.")
+    await say(llm, redis, user, "s1", "I live in Oslo.")
     assert (await portrait(api, user))["version"] == 1
 
     async def queued_by(method: str, path: str, body: Any = None) -> httpx.Response:
-        assert not await refresh_queued(redis, fleet, user)
+        assert not await refresh_queued(redis, llm, user)
         answer = await api.request(method, f"/users/{user}{path}", headers=auth, json=body)
         assert answer.status_code in (200, 201), answer.text
-        assert await refresh_queued(redis, fleet, user), f"{method} {path} queued no refresh"
-        assert (await asyncio.wait_for(drain(fleet), 60))["failed"] == 0
+        assert await refresh_queued(redis, llm, user), f"{method} {path} queued no refresh"
+        assert (await asyncio.wait_for(drain(llm), 60))["failed"] == 0
         return answer
 
     added = (await queued_by("POST", "/facts", {"text": "Plays the cello"})).json()
@@ -122,7 +108,7 @@ async def test_every_manual_write_that_changes_facts_queues_a_refresh(
     # A held change (the fact is pinned), accepted by the user.
     oslo = await fact_id(api, user, "Lives in Oslo")
     await queued_by("PUT", f"/facts/{oslo}/pin")
-    await say(fleet, redis, user, "s2", "I live in Oslo.", "I just moved to Madrid.")
+    await say(llm, redis, user, "s2", "I live in Oslo.", "I just moved to Madrid.")
     (held,) = (await api.get(f"/users/{user}/held-proposals", headers=auth)).json()["proposals"]
     await queued_by("POST", f"/held-proposals/{held['id']}/accept")
     assert "Madrid" in (await portrait(api, user))["text"]
@@ -136,7 +122,7 @@ async def test_every_manual_write_that_changes_facts_queues_a_refresh(
     same = await api.put(f"/users/{user}/facts/{moved['id']}/person", headers=auth,
                          json={"person_id": ana["id"]})
     assert same.status_code == 200, same.text
-    assert not await refresh_queued(redis, fleet, user), "nothing changed, nothing queued"
+    assert not await refresh_queued(redis, llm, user), "nothing changed, nothing queued"
     leo = (await api.post(f"/users/{user}/persons", headers=auth,
                           json={"display_name": "Leo"})).json()
     await queued_by("POST", f"/persons/{ana['id']}/merge", {"into": leo["id"]})
@@ -144,7 +130,7 @@ async def test_every_manual_write_that_changes_facts_queues_a_refresh(
     # Reads queue nothing.
     await api.get(f"/users/{user}/facts", headers=auth)
     await api.get(f"/users/{user}/search", headers=auth, params={"q": "Madrid"})
-    assert not await refresh_queued(redis, fleet, user)
+    assert not await refresh_queued(redis, llm, user)
 
 
 async def test_with_portraits_off_a_manual_write_queues_nothing(

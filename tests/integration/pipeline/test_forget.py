@@ -13,9 +13,8 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.helpers import active_texts, drain, runs, user_msg
+from tests.helpers import active_texts, runs, say
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 
 
@@ -23,12 +22,6 @@ from worker.config import Settings
 def llm(settings: Settings, stub: StubServer) -> Settings:
     return openai_settings(settings, stub, extract_model="stub-extract",
                            consolidate_model="stub-consolidate", llm_timeout_s=2.0)
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    await drain(settings)
 
 
 async def test_please_forget_retracts_the_fact_and_keeps_its_history(

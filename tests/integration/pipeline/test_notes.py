@@ -13,9 +13,8 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.helpers import active_texts, drain, eventually, fences_for_tests, runs, user_msg
+from tests.helpers import active_texts, eventually, fences_for_tests, runs, say
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.fleet.app import worker_options
 from worker.ops import privacy
@@ -54,12 +53,6 @@ async def promotion(llm: Settings) -> AsyncIterator[tuple[NotePromoter, Embedder
     yield promoter, providers.embedder
     await promoter.aclose()
     await providers.aclose()
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    await drain(settings)
 
 
 async def notes(db: asyncpg.Connection, user: str, *, active: bool = True) -> list[Any]:

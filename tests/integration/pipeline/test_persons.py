@@ -14,9 +14,8 @@ from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
 from tests.conftest import TEST_FENCE_KEY
-from tests.helpers import drain, user_msg
+from tests.helpers import say
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.ops.privacy import erase_user
 from worker.store.fence_key import fence_keys
@@ -29,13 +28,6 @@ def llm(settings: Settings, stub: StubServer) -> Settings:
     return openai_settings(settings, stub, extract_model="stub-extract",
                            consolidate_model="stub-consolidate", llm_timeout_s=2.0,
                            persons=True)
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    counts = await drain(settings)
-    assert counts["failed"] == 0, counts
 
 
 async def users_facts(db: asyncpg.Connection, user: str) -> list[str]:

@@ -21,7 +21,7 @@ import pytest
 from redis.asyncio import Redis
 
 from api_stub.llm_stub import StubServer
-from tests.helpers import drain, eventually, fences_for_tests, user_msg
+from tests.helpers import drain, eventually, fences_for_tests, hand_over, say
 from tests.integration.faults.test_no_text_in_logs import (
     MARKER,
     Captured,
@@ -29,7 +29,6 @@ from tests.integration.faults.test_no_text_in_logs import (
     drain_captured,
 )
 from tests.openai_stub import openai_settings, wire_requests
-from worker.client.handover import schedule_memory_persistence
 from worker.config import Settings
 from worker.ops import privacy
 from worker.pipeline.portrait import PORTRAIT_SLACK_WORDS
@@ -54,14 +53,6 @@ async def store(database_url: str) -> AsyncIterator[PostgresStore]:
     store = await PostgresStore.connect(database_url, fences=fences_for_tests())
     yield store
     await store.aclose()
-
-
-async def say(settings: Settings, redis: Redis, user: str, session: str, *said: str,
-              drained: bool = True) -> None:
-    await schedule_memory_persistence(redis, session, user, [user_msg(t) for t in said],
-                                      queue_name=settings.queue_name)
-    if drained:
-        await asyncio.wait_for(drain(settings), 60)
 
 
 async def versions(db: asyncpg.Connection, user: str) -> list[asyncpg.Record]:
@@ -119,7 +110,7 @@ async def test_k_commits_within_the_interval_make_one_model_call(
     assert len(portrait_calls(stub)) == 1, "a user's first portrait is not held back"
     said = ["I use Go.", "I like chess.", "I work as a pilot.", "I am vegan."]
     for number, sentence in enumerate(said, 1):
-        await say(paced, redis, "cy", f"s{number}", sentence, drained=False)
+        await hand_over(paced, redis, "cy", f"s{number}", sentence)
     await asyncio.wait_for(drain(paced), 60)  # the refresh waits out the interval
     calls = portrait_calls(stub)
     assert len(calls) == 2, "four commits within the interval, one refresh"
@@ -133,7 +124,7 @@ async def test_max_commits_bring_the_refresh_forward(
     paced = llm.model_copy(update={"portrait_min_interval": 60.0, "portrait_max_commits": 3})
     await say(paced, redis, "di", "s0", "I live in Rome.")
     for number, sentence in enumerate(["I use Go.", "I like chess.", "I am vegan."], 1):
-        await say(paced, redis, "di", f"s{number}", sentence, drained=False)
+        await hand_over(paced, redis, "di", f"s{number}", sentence)
     # Within the hour's interval, the third commit brought the refresh forward to now:
     # the burst ends without waiting for it.
     await asyncio.wait_for(drain(paced), 60)
@@ -164,7 +155,7 @@ async def test_an_erase_removes_it_and_a_refresh_in_flight_does_not_bring_it_bac
     assert await current(db, "fay") is not None
     # The next refresh's model call is held while the user is erased.
     stub.add_fault("hold", sleep_s=60, count=1, task=PORTRAIT)
-    await say(llm, redis, "fay", "s2", "I use Go.", drained=False)
+    await hand_over(llm, redis, "fay", "s2", "I use Go.")
     worker = asyncio.create_task(drain(llm))
     try:
         async def asked() -> bool:
@@ -235,12 +226,12 @@ async def test_no_fact_or_portrait_text_in_logs_or_spans_written_or_failed(
 ) -> None:
     caplog.set_level(logging.INFO)
     captured = Captured()
-    await say(llm, redis, "jo", "s1", f"I live in {MARKER}ville.", drained=False)
+    await hand_over(llm, redis, "jo", "s1", f"I live in {MARKER}ville.")
     await drain_captured(llm, caplog, captured)
     assert MARKER in (await current(db, "jo") or ""), "the portrait holds the marked fact"
     # A model that keeps breaking the portrait's schema: tried, then failed on the record.
     stub.add_fault("schema_break", count=20, task=PORTRAIT)
-    await say(llm, redis, "jo", "s2", "I use Go.", drained=False)
+    await hand_over(llm, redis, "jo", "s2", "I use Go.")
     await drain_captured(llm, caplog, captured)
     assert [r["version"] for r in await versions(db, "jo")] == [1]
     assert_clean(captured, [])
