@@ -1,10 +1,12 @@
 """Notes beside facts through the memory API and the Python clients (docs/notes.md): a real
 worker (the `openai` client on the LLM stub) writes them; the API lists, searches,
-removes, exports and erases them, each user's alone."""
+removes, exports and erases them, each user's alone; the memory tools' search_memory
+shows them after the facts, through the executors and through MCP."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,8 +17,10 @@ from redis.asyncio import Redis
 from api_stub.llm_stub import StubServer
 from tests.api_server import api_settings, bearer, running_api, token
 from tests.helpers import say
+from tests.integration.mcp.conftest import answer, http_session, mcp_in_process
 from tests.openai_stub import openai_settings
-from worker.client import AsyncMemoryApi, MemoryApi
+from worker.client import AsyncMemoryApi, AsyncMemoryTools, MemoryApi, MemoryTools
+from worker.client.memory_tools import NOTES_ABOUT
 from worker.config import Settings
 from worker.errors import AccessDenied, NotFound
 from worker.ops.note_promotion import PromotionPolicy, promotion_pass
@@ -160,3 +164,33 @@ async def test_the_python_clients_read_remove_and_trace_notes(
     async with AsyncMemoryApi(api_url, token=lambda: token("eve"), timeout_s=30) as eve:
         assert await eve.notes("eve") == []
         assert len(await eve.fact_notes("eve", fact_id)) == 3
+
+
+async def test_search_memory_shows_the_note_after_the_facts_in_the_tools_and_over_mcp(
+    llm: Settings, redis: Redis, api: httpx.AsyncClient, api_url: str,
+) -> None:
+    await say(llm, redis, "gus", "s1", "I live in Oslo.", RENOVATION)
+    (note,) = await listed(api, "gus")
+    query = {"query": "kitchen renovation"}
+
+    def blocking() -> str:
+        with MemoryApi(api_url, token=lambda: token("gus"), timeout_s=30) as gus:
+            return MemoryTools(gus, user_id="gus", agent_id="coach").run("search_memory", query)
+
+    text = await asyncio.to_thread(blocking)
+    found = json.loads(text)
+    assert list(found) == ["ok", "results", "notes"]
+    assert found["notes"] == {"about": NOTES_ABOUT, "items": [
+        {"text": "The user is thinking about a kitchen renovation, budget about $40k.",
+         "said_on": note["observed_at"][:10]}]}
+    assert all("renovation" not in r["text"] for r in found["results"]), "never a fact"
+    async with AsyncMemoryApi(api_url, token=lambda: token("gus"), timeout_s=30) as gus:
+        assert await AsyncMemoryTools(gus, user_id="gus").run("search_memory", query) == text
+    # The MCP server runs the same executor: the same answer.
+    async with mcp_in_process(api_url, max_sessions=2) as url, \
+            http_session(url, bearer("gus")) as mcp:
+        assert answer(await mcp.call_tool("search_memory", query)) == found
+    # Memory off: the tool reads nothing, notes neither.
+    await api.put("/users/gus/consent", json={"enabled": False}, headers=bearer("gus"))
+    off = json.loads(await asyncio.to_thread(blocking))
+    assert off["error"] == "memory_off" and "notes" not in off

@@ -2,15 +2,21 @@
  * Notes beside facts (docs/notes.md) through HTTP mode against the real memory API and a
  * real worker with notes on, on the LLM stub, started by
  * tests/integration/typescript/test_node_notes.py: a conversation's note is listed,
- * found by a search beside the facts (never among them) and removed, with the user's
- * own token; a topic said in three sessions is promoted to a fact by the worker's own
+ * found by a search beside the facts (never among them), shown by the memory tools'
+ * search_memory after the facts, and removed, with the user's own token; a topic said in three sessions is promoted to a fact by the worker's own
  * pass, and the fact's notes are read back. The refusals are the Python client's errors.
  */
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { after, test } from "node:test";
 
-import { AccessDenied, MemfleetHttpClient, NotFound, type Note } from "../../index.js";
+import {
+  AccessDenied,
+  MemfleetHttpClient,
+  MemoryToolExecutor,
+  NotFound,
+  type Note,
+} from "../../index.js";
 import { fresh, servers, userToken } from "../integration/env.js";
 
 const env = servers();
@@ -44,6 +50,13 @@ test("a user's notes over HTTP: listed, found beside the facts, removed once", a
     assert.ok(found.results.every((h) => !h.fact.text.includes("Porto")),
       "a note is never among the facts");
     assert.deepEqual(await mine.search(eve, { q: "moving to Porto" }), found.results);
+    // The memory tools show it after the facts, marked as no fact, without its id.
+    const tool = JSON.parse(await new MemoryToolExecutor(mine, { userId: eve, agentId: "coach" })
+      .run("search_memory", { query: "moving to Porto" }));
+    assert.deepEqual(Object.keys(tool), ["ok", "results", "notes"]);
+    assert.match(tool.notes.about, /^Not confirmed facts/);
+    assert.deepEqual(tool.notes.items, [{ text: porto.text,
+      said_on: porto.observed_at.slice(0, 10) }]);
     const asOf = await mine.searchWithNotes(eve, { q: "Porto", knownAt: new Date() });
     assert.deepEqual(asOf.notes, [], "notes have no time: a search as of one finds none");
 

@@ -1,7 +1,8 @@
 /** The memory tools: the definitions are worker/client/memory_tools.json as embedded,
- * the validation answers what the Python executor answers
- * (tests/fixtures/tools/validation.json), and the executor against a fake memory API
- * on loopback: consent, scoping, refusals as results, the chat server's mistakes thrown. */
+ * the validation and search_memory's answers (its notes, and none) are what the Python
+ * executor answers (tests/fixtures/tools/validation.json, search.json), and the
+ * executor against a fake memory API on loopback: consent, scoping, refusals as
+ * results, the chat server's mistakes thrown. */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
@@ -64,7 +65,8 @@ function fact(id: number, text: string, more: Record<string, unknown> = {}): Rec
 }
 
 interface Sent { method: string; url: string; body: string }
-const state = { enabled: true, status: 0, offAtWrite: false, sent: [] as Sent[] };
+const state = { enabled: true, status: 0, offAtWrite: false, sent: [] as Sent[],
+  searchBody: null as unknown };
 const FACTS: Record<number, Record<string, unknown>> = {
   1: fact(1, "Likes tea", { category: "preference" }),
   2: fact(2, "Calls the coach Sam", { scope: "relationship", agent_id: "coach" }),
@@ -106,6 +108,9 @@ before(async () => {
         const posted = JSON.parse(body) as { text: string; category: string };
         return send(201, fact(9, posted.text, { category: posted.category }));
       }
+      if (path.endsWith("/search") && state.searchBody !== null) {
+        return send(200, state.searchBody);
+      }
       if (path.endsWith("/search")) {
         return send(200, { results: [{ fact: FACTS[1], score: 0.0327868852,
           semantic_rank: 1, lexical_rank: 1 }] });
@@ -127,6 +132,7 @@ function executor(agentId?: string): MemoryToolExecutor {
   state.enabled = true;
   state.status = 0;
   state.offAtWrite = false;
+  state.searchBody = null;
   const client = new MemfleetHttpClient({ apiUrl: url, serviceKey: KEY });
   return new MemoryToolExecutor(client, agentId === undefined ? { userId: "ada" }
     : { userId: "ada", agentId });
@@ -210,4 +216,19 @@ test("the API's refusals are results; a refused credential and a wrong client th
   const client = new MemfleetHttpClient({ apiUrl: url, serviceKey: KEY });
   assert.throws(() => new MemoryToolExecutor(client, { userId: " " }), /userId/);
   assert.throws(() => new MemoryToolExecutor(client, { userId: "ada", agentId: "" }), /agentId/);
+});
+
+interface SearchCase { case: string; arguments: Record<string, unknown>; api: unknown;
+  answer: Record<string, unknown> }
+
+test("search_memory answers what the Python executor answers, notes or none", async () => {
+  const cases = JSON.parse(readFileSync(join(REPO_ROOT, "tests", "fixtures", "tools",
+    "search.json"), "utf8")) as SearchCase[];
+  assert.ok(cases.some((c) => "notes" in c.answer) && cases.some((c) => !("notes" in c.answer)));
+  for (const c of cases) {
+    const tools = executor();
+    state.searchBody = c.api;
+    // The same members in the same order (facts, then notes), the same values.
+    assert.equal(await tools.run("search_memory", c.arguments), JSON.stringify(c.answer), c.case);
+  }
 });
