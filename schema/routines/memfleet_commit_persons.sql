@@ -1,13 +1,16 @@
 -- The persons part of a run's commit (docs/persons.md), called by
 -- memfleet_commit_run inside its transaction, after its fences, before the new
 -- facts are inserted. It writes the persons the run met for the first time and
--- the new labels of persons it learned more about, and returns, per new fact
--- (in the order of memfleet_commit_run's p_texts), the person it is about
--- (NULL: the user).
+-- the new labels of persons it learned more about, and returns, per entry of
+-- "facts", the person it is about (NULL: the user). memfleet_commit_run's
+-- entries are its new facts (in the order of p_texts), then its held additions
+-- (in the order of p_holds).
 --
 -- p_persons: {"create": [{"display_name", "relation", "aliases"}],
 --             "relabel": [{"person_id", "display_name", "relation", "aliases"}],
 --             "facts": [null | {"person_id": id} | {"new": 1-based position in create}]}
+-- Every person of "create" is written, whether or not a new fact names it: one
+-- met only in a held addition is a person the user named all the same.
 -- A person to create that another run of the user created meanwhile (the same
 -- name, or without a name the same relation, among the user's unmerged persons)
 -- is that person, not a second one. A person merged into another meanwhile

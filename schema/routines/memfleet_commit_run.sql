@@ -52,8 +52,11 @@ CREATE OR REPLACE FUNCTION memfleet_commit_run(
     -- candidate (event ADD) has no fact_id and adds "category", "importance",
     -- "scope", "agent_id"
     p_holds             jsonb,
-    -- who each new fact is about, and the persons to write first
-    -- (memfleet_commit_persons); NULL: every new fact is about the user
+    -- the persons to write first (memfleet_commit_persons), and who each new fact
+    -- is about, then each held addition (a p_holds entry without fact_id, in
+    -- p_holds' order): its "facts" array is as long as p_texts plus the additions.
+    -- Shorter (a caller of the release before held additions kept their person,
+    -- whose array covers p_texts alone) or NULL: the rest are about the user.
     p_persons           jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -66,7 +69,8 @@ DECLARE
     v_new_ids bigint[];
     v_done    integer;
     v_erased  bigint;
-    v_persons bigint[];  -- per new fact: the person it is about (NULL: the user)
+    -- Per new fact, then per held addition: the person it is about (NULL: the user).
+    v_persons bigint[];
 BEGIN
     IF v_fence IS NULL THEN
         RAISE EXCEPTION 'no erase fence key' USING ERRCODE = 'MF005';
@@ -187,16 +191,23 @@ BEGIN
          AS h (fact_id bigint, event text, reason text, text text)
     JOIN memory_fact AS f ON f.id = h.fact_id AND f.user_id = v_user;
     -- Undecided candidates, held as additions (schema/0014): a statement of its own,
-    -- planned only when a run holds one.
+    -- planned only when a run holds one. The k-th addition is about the person of
+    -- v_persons' entry after the new facts' (schema/0020: accepting it writes the
+    -- fact about them); a person met only in it was created all the same (the user
+    -- named them), and one merged meanwhile was followed by memfleet_commit_persons.
     IF jsonb_path_exists(coalesce(p_holds, '[]'::jsonb), '$[*] ? (@.fact_id == null)') THEN
         INSERT INTO memory_held_proposal (user_id, run_id, event, reason, text, session_id,
-                                          category, importance, scope, agent_id)
+                                          category, importance, scope, agent_id, person_id)
         SELECT v_user, v_run_id, h.event, h.reason, h.text, p_source_session_id,
-               h.category, h.importance, h.scope, h.agent_id
-        FROM jsonb_to_recordset(p_holds)
-             AS h (fact_id bigint, event text, reason text, text text, category text,
-                   importance smallint, scope text, agent_id text)
-        WHERE h.fact_id IS NULL;
+               h.category, h.importance, h.scope, h.agent_id,
+               v_persons[coalesce(cardinality(p_texts), 0) + h.k]
+        FROM (SELECT a.*, row_number() OVER (ORDER BY e.ord) AS k
+              FROM jsonb_array_elements(p_holds) WITH ORDINALITY AS e (value, ord)
+              CROSS JOIN LATERAL jsonb_to_record(e.value)
+                   AS a (fact_id bigint, event text, reason text, text text, category text,
+                         importance smallint, scope text, agent_id text)
+              WHERE a.fact_id IS NULL) AS h
+        ORDER BY h.k;
     END IF;
     RETURN v_run_id;
 END;

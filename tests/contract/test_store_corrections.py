@@ -4,10 +4,12 @@ dismissed (docs/memory_model.md, "The user's corrections")."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.contract.test_store_contract import Store, advance, commit, insert, vec
+from worker.store.person_types import NewPerson, PersonLabel, PersonWrites
 from worker.store.types import (
     Acceptance,
     ExistingRow,
@@ -246,3 +248,38 @@ async def test_another_users_proposal_is_missing(store: Store) -> None:
                     await store.accept_held("u1", 999_999, ACCEPT)):
         assert (outcome.status, outcome.proposal, outcome.fact) == ("missing", None, None)
     assert (await store.held_proposal("u1", proposal["id"]) or {})["resolution"] is None
+
+
+async def test_a_held_addition_about_a_person_keeps_them_and_is_accepted_as_theirs(
+    store: Store,
+) -> None:
+    # Ana is met in a new fact and in a held addition; Tom only in a held addition, and
+    # is created all the same (the user named him); the user's own addition has none.
+    ana, tom = NewPerson(1), NewPerson(2)
+    writes = (
+        InsertFact(ref=0, text="The user's sister Ana is vegetarian", category="fact",
+                   importance=5, embedding=vec(0), terms=FactTerms(person=ana)),
+        HoldProposal(None, "ADD", "undecided", "Lives in Milan", category="fact",
+                     importance=5),
+        HoldProposal(None, "ADD", "undecided", "Ana is vegan", category="fact", importance=5,
+                     terms=FactTerms(person=ana)),
+        HoldProposal(None, "ADD", "undecided", "Tom moved to Berlin", category="fact",
+                     importance=4, terms=FactTerms(person=tom)))
+    persons = PersonWrites(create=(PersonLabel("Ana", "sister"), PersonLabel("Tom", "boss")))
+    await store.commit_run(replace(commit(advance(0), writes), persons=persons))
+    ids = {p.display_name: p.id for p in await store.persons("u1")}
+    assert set(ids) == {"Ana", "Tom"}
+    held = await store.held_proposals("u1")
+    assert [(h["text"], h["person_id"]) for h in held] == [
+        ("Lives in Milan", None), ("Ana is vegan", ids["Ana"]),
+        ("Tom moved to Berlin", ids["Tom"])]
+    assert (await store.held_proposal("u1", held[1]["id"]) or {})["person_id"] == ids["Ana"]
+    assert await store.held_proposal("u2", held[1]["id"]) is None
+    assert (await store.accept_held("u2", held[1]["id"], ACCEPT)).status == "missing"
+    done = await store.accept_held("u1", held[1]["id"], ACCEPT)
+    assert done.status == "done" and done.fact is not None
+    assert (done.fact.text, done.fact.person_id) == ("Ana is vegan", ids["Ana"])
+    assert [f.text for f in await store.facts("u1")] == [], "Ana's, never the user's"
+    mine = await store.accept_held("u1", held[0]["id"], ACCEPT)
+    assert mine.fact is not None and mine.fact.person_id is None
+    assert [f.text for f in await store.facts("u1")] == ["Lives in Milan"]

@@ -179,10 +179,11 @@ async def test_a_pinned_fact_is_not_superseded_and_held_proposals_are_read(
     assert set(held) == {"id", "fact_id", "run_id", "event", "reason", "text", "session_id",
                          "proposed_at", "resolution", "resolved_at", "resolved_by",
                          "result_fact_id", "category", "importance", "scope", "agent_id",
-                         "stale"}
+                         "person_id", "stale"}
     assert (held["fact_id"], held["event"], held["reason"], held["text"], held["session_id"]) \
         == (jazz.id, "UPDATE", "pinned", "Likes blues", "s1")
-    assert (held["category"], held["importance"], held["scope"]) == (None, None, None)
+    assert (held["category"], held["importance"], held["scope"], held["person_id"]) == (
+        None, None, None, None)
     assert held["run_id"] is not None and held["proposed_at"] is not None
     assert (held["resolution"], held["resolved_at"], held["resolved_by"], held["stale"]) == (
         None, None, None, False), "open, and its fact is the version it was held against"

@@ -153,6 +153,10 @@ class HeldProposal(BaseModel):
     importance: int | None = Field(default=None, description="An ADD's fact: its importance.")
     scope: str | None = Field(default=None, description="An ADD's fact: its scope.")
     agent_id: str | None = Field(default=None, description="An ADD's fact: its agent.")
+    person_id: int | None = Field(
+        default=None, description="An ADD's fact: who it is about; null, the user, else one "
+                                  "of the user's persons (docs/persons.md), whose fact an "
+                                  "accept writes. Null for an UPDATE or DELETE.")
     session_id: str | None
     proposed_at: datetime
     resolution: Literal["accepted", "dismissed"] | None = Field(

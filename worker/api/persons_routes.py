@@ -169,7 +169,8 @@ async def add_alias(
     response_model=Person,
     responses=_CHANGE_RESPONSES,
     summary="Merge this person into another: its facts become the other's (new versions), "
-            "its names the other's aliases; it stays, linked to the other",
+            "and so do its open held additions, its names the other's aliases; it stays, "
+            "linked to the other",
 )
 async def merge_person(
     request: Request, user_id: WritingUser, person_id: PersonId, body: MergeBody

@@ -263,6 +263,8 @@ class HeldProposal:
     resolved_by: str | None
     result_fact_id: int | None
     stale: bool
+    # An ADD's fact: who it is about (None: the user); an older server sends none.
+    person_id: int | None = None
 
     @classmethod
     def parse(cls, value: Any) -> HeldProposal:
@@ -282,7 +284,7 @@ class HeldProposal:
             resolved_at=_opt(_time, d.get("resolved_at")),
             resolved_by=_opt(_str, d.get("resolved_by")),
             result_fact_id=_opt(_int, d.get("result_fact_id")),
-            stale=_bool(d.get("stale", False)),
+            stale=_bool(d.get("stale", False)), person_id=_opt(_int, d.get("person_id")),
         )
 
     @staticmethod

@@ -82,13 +82,10 @@ def plan_writes(
                 unchanged += given is not None  # counted rejected): nothing is kept
                 continue
         if decision is None:
-            if candidate.terms.person is not None:
-                # A held addition is accepted as the user's fact: one about a person of
-                # theirs is not held (docs/persons.md, "Limits"), only counted rejected.
-                continue
             # No usable decision even after the re-ask: neither added (a duplicate, or a
             # contradiction if it was meant to replace a neighbour) nor dropped, but
-            # held for the user to add or dismiss (docs/memory_model.md).
+            # held for the user to add or dismiss (docs/memory_model.md). Its terms keep
+            # whom it is about: accepted, it is that person's fact (docs/persons.md).
             writes.append(HoldProposal(None, "ADD", "undecided", candidate.text,
                                        category=candidate.category,
                                        importance=candidate.importance,

@@ -59,14 +59,15 @@ async def _new_version(
 
 
 async def _addition(conn: Any, user_id: str, proposal: Any, acceptance: Acceptance) -> FactRecord:
-    """Insert the fact of an accepted addition (a candidate held as undecided)."""
+    """Insert the fact of an accepted addition (a candidate held as undecided), about
+    the person it was held for (None: the user)."""
     if acceptance.embedding is None:
         raise ValueError("accepting an addition needs the proposed text's embedding")
     row = await conn.fetchrow(
         _sql("insert_addition"), user_id, proposal["text"], proposal["category"],
         proposal["importance"], HalfVector(acceptance.embedding), acceptance.embedding_model,
         proposal["proposed_at"], proposal["session_id"], proposal["scope"],
-        proposal["agent_id"], acceptance.confidence)
+        proposal["agent_id"], acceptance.confidence, proposal["person_id"])
     return fact_of(row)
 
 

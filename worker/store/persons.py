@@ -145,9 +145,10 @@ class PostgresPersons(VersionedWrites):
     async def merge_persons(self, user_id: str, source_id: int, target_id: int
                             ) -> tuple[PersonStatus, PersonRecord | None]:
         """``source_id`` merged into ``target_id``: its active facts move to the target
-        (new versions), its names become the target's aliases (a new label), and it
-        links to the target. ("done", the target), ("missing", None), ("merged", None)
-        when either is merged already, ("same", None) for one person twice."""
+        (new versions), so do its open held additions, its names become the target's
+        aliases (a new label), and it links to the target. ("done", the target),
+        ("missing", None), ("merged", None) when either is merged already, ("same",
+        None) for one person twice."""
         if source_id == target_id:
             return "same", None
 
@@ -161,6 +162,7 @@ class PostgresPersons(VersionedWrites):
                                                     source_id)]
             if ids:
                 await _move(conn, user_id, ids, target_id)
+            await conn.execute(_sql("move_held"), user_id, source_id, target_id)
             await conn.execute(_sql("mark_merged"), user_id, source_id, target_id)
             await _relabel(conn, user_id, target_id, merged_label(target.label, source.label),
                            "merge")

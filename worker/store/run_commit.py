@@ -15,7 +15,7 @@ from typing import Any
 
 from worker.store import halfvec
 from worker.store.person_types import ExistingPerson, PersonRef
-from worker.store.types import ExistingRow, HoldProposal, InsertFact, RunCommit
+from worker.store.types import PROFILE, ExistingRow, HoldProposal, InsertFact, RunCommit
 
 
 def flat_json(record: Any, **extra: Any) -> str:
@@ -37,7 +37,10 @@ def commit_arguments(commit: RunCommit, fence_key: str) -> tuple[Any, ...]:
     """The parameters of the ``commit_run`` query (worker/store/sql/pipeline.sql)."""
     inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
     terms = [w.terms for w in inserts]
-    holds = [w.row() for w in commit.writes if isinstance(w, HoldProposal)]
+    held = [w for w in commit.writes if isinstance(w, HoldProposal)]
+    holds = [w.row() for w in held]
+    # Who each held addition is about, after the new facts' (memfleet_commit_run).
+    additions = [(w.terms or PROFILE).person for w in held if w.target is None]
     position = {w.ref: i + 1 for i, w in enumerate(inserts)}  # 1-based, as in SQL
     targets: list[int | None] = []
     targets_new: list[int | None] = []
@@ -70,14 +73,14 @@ def commit_arguments(commit: RunCommit, fence_key: str) -> tuple[Any, ...]:
         [t.valid_from for t in terms], [t.valid_to for t in terms],
         [t.expires_at for t in terms], [t.basis for t in terms],
         [t.confidence for t in terms], json.dumps(holds),
-        persons_argument(commit, [t.person for t in terms]),
+        persons_argument(commit, [*(t.person for t in terms), *additions]),
     )
 
 
 def persons_argument(commit: RunCommit, about: list[PersonRef | None]) -> str | None:
     """memfleet_commit_persons' p_persons: the persons to create and relabel, and per
-    new fact the person it is about; None (every new fact about the user, nothing to
-    write) when persons are off or the run met no one."""
+    new fact, then per held addition, the person it is about (``about``); None (all
+    about the user, nothing to write) when persons are off or the run met no one."""
     writes = commit.persons
     if writes is None or (not writes.create and not writes.relabel
                           and all(p is None for p in about)):

@@ -166,7 +166,9 @@ class HoldProposal:
     """A change consolidation proposed and memfleet keeps for the user instead of
     applying: to a pinned fact, or an inferred one against a fact the user stated;
     or a candidate consolidation could not decide about, held as an addition
-    (``target`` None, event ADD, reason undecided) with what its fact would be."""
+    (``target`` None, event ADD, reason undecided) with what its fact would be; its
+    ``terms.person`` is who the fact is about (the commit's persons argument names
+    them, not ``row()``)."""
 
     target: ExistingRow | None
     event: str  # ADD | UPDATE | DELETE

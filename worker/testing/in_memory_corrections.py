@@ -21,7 +21,8 @@ from worker.store.types import (
 )
 
 _ANSWER = ("resolution", "resolved_at", "resolved_by", "result_fact_id")
-_ADDITION = ("category", "importance", "scope", "agent_id")  # an addition's own fact
+# An addition's own fact, and whom it is about (None: the user).
+_ADDITION = ("category", "importance", "scope", "agent_id", "person_id")
 
 
 class _Host(Protocol):
@@ -34,7 +35,8 @@ class _Host(Protocol):
     def _insert(self, user_id: str, text: str, category: str, importance: int,
                 embedding: Vector, observed_at: datetime, session_id: str | None,
                 kind: str, *, terms: FactTerms = ..., model: str = "",
-                pinned: bool = False, via: str | None = None) -> int: ...
+                pinned: bool = False, via: str | None = None,
+                person_id: int | None = None) -> int: ...
 
 
 def _current(host: _Host, user_id: str, fact_id: int) -> FactRecord | None:
@@ -115,9 +117,11 @@ class InMemoryCorrections:
             self.versions[user_id] = self.versions.get(user_id, 0) + 1
             terms = FactTerms(scope=held["scope"], agent_id=held["agent_id"],
                               valid_from=held["proposed_at"], confidence=acceptance.confidence)
+            # No merges here (PostgreSQL's alone): the person it was held for is current.
             added = self._insert(user_id, held["text"], held["category"], held["importance"],
                                  acceptance.embedding, datetime.now(UTC), held["session_id"],
-                                 "extracted", terms=terms, model=acceptance.embedding_model)
+                                 "extracted", terms=terms, model=acceptance.embedding_model,
+                                 person_id=held.get("person_id"))
             held.update(resolution="accepted", resolved_at=datetime.now(UTC),
                         resolved_by=acceptance.resolved_by, result_fact_id=added)
             return HeldOutcome("done", _listed(self, user_id, held), self.rows[added].fact)

@@ -145,10 +145,14 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads,
         run_id = self._insert_run(commit.run)
         new_ids: dict[int, int] = {}
         inserts = [w for w in commit.writes if isinstance(w, InsertFact)]
-        about = ([None] * len(inserts) if commit.persons is None else self.write_persons(
-            user, commit.persons, [w.terms.person for w in inserts], commit.source_session_id,
-            commit.observed_at))
-        for insert, person_id in zip(inserts, about, strict=True):
+        additions = [w for w in commit.writes if isinstance(w, HoldProposal) and w.target is None]
+        # Per new fact, then per held addition, as memfleet_commit_run's persons argument.
+        refs = [w.terms.person for w in inserts] + [(w.terms or PROFILE).person
+                                                    for w in additions]
+        about = ([None] * len(refs) if commit.persons is None else self.write_persons(
+            user, commit.persons, refs, commit.source_session_id, commit.observed_at))
+        held_about = iter(about[len(inserts):])
+        for insert, person_id in zip(inserts, about[:len(inserts)], strict=True):
             new_ids[insert.ref] = self._insert(
                 user, insert.text, insert.category, insert.importance, insert.embedding,
                 commit.observed_at, commit.source_session_id, "extracted",
@@ -161,7 +165,9 @@ class InMemoryStore(InMemoryPersons, InMemoryCorrections, InMemoryDerivedReads,
                     self.held.append({**held, "id": self._next_held, "user_id": user,
                                       "run_id": run_id,
                                       "session_id": commit.source_session_id,
-                                      "proposed_at": datetime.now(UTC)})
+                                      "proposed_at": datetime.now(UTC),
+                                      "person_id": None if write.target is not None
+                                      else next(held_about)})
             elif isinstance(write, InsertFact):
                 if write.supersedes is not None:
                     self._supersede(_resolve(write.supersedes, new_ids), commit.observed_at,

@@ -38,7 +38,7 @@ async def test_proposals_held_before_0011_stay_open_and_answers_are_whole(
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM) == [
             "0011_held_proposal_resolution", "0012_fact_text_inline", "0013_partition_by_user",
             "0014_held_additions", "0015_manual_fact_via", "0016_persons", "0017_notes",
-            "0018_portraits", "0019_stable_order_index"]
+            "0018_portraits", "0019_stable_order_index", "0020_held_person"]
         pool = await create_pool(empty_database_url, min_size=1, max_size=1)
         try:
             (held,) = await PostgresStore(pool, fences_for_tests()).held_proposals("ann")

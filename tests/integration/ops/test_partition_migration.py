@@ -100,8 +100,10 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
         # tables without them.
         for later in sorted(default_schema_dir().glob("001[45]_*.sql")):
             await conn.execute(later.read_text("utf-8"))
-        # And the column 0016 adds to facts (its person tables need 0013's partitions).
+        # And the columns 0016 adds to facts and 0020 to held proposals (their foreign
+        # keys name the person tables, which need 0013's partitions).
         await conn.execute("ALTER TABLE memory_fact ADD COLUMN person_id bigint")
+        await conn.execute("ALTER TABLE memory_held_proposal ADD COLUMN person_id bigint")
         store = PostgresStore(pool, fences_for_tests())
         for n, user in enumerate(USERS):
             await _fill(store, user, accept=n % 2 == 0)
@@ -119,7 +121,8 @@ async def test_a_populated_database_is_partitioned_with_every_row_kept(
 
         assert await migrate(empty_database_url, embed_dim=TEST_EMBED_DIM, pg_partitions=4) == [
             "0013_partition_by_user", "0014_held_additions", "0015_manual_fact_via",
-            "0016_persons", "0017_notes", "0018_portraits", "0019_stable_order_index"]
+            "0016_persons", "0017_notes", "0018_portraits", "0019_stable_order_index",
+            "0020_held_person"]
 
         parts = await conn.fetch(
             "SELECT p.relname AS parent, count(*) AS n FROM pg_inherits AS i"

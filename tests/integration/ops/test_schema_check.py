@@ -104,7 +104,7 @@ async def test_a_database_migrated_before_the_baseline_ends_the_same_as_a_new_on
               " 0008_run_owners, 0009_keyed_erase_fences, 0010_service_keys,"
               " 0011_held_proposal_resolution, 0012_fact_text_inline, 0013_partition_by_user,"
               " 0014_held_additions, 0015_manual_fact_via, 0016_persons, 0017_notes,"
-              " 0018_portraits, 0019_stable_order_index,"
+              " 0018_portraits, 0019_stable_order_index, 0020_held_person,"
               " routines/")
     with pytest.raises(ConfigurationError, match=behind):
         await _check(empty_database_url)
@@ -291,7 +291,7 @@ async def test_runs_without_a_user_get_their_one_owner_or_nobody(
             "0008_run_owners", "0009_keyed_erase_fences", "0010_service_keys",
             "0011_held_proposal_resolution", "0012_fact_text_inline", "0013_partition_by_user",
             "0014_held_additions", "0015_manual_fact_via", "0016_persons", "0017_notes",
-            "0018_portraits", "0019_stable_order_index"]
+            "0018_portraits", "0019_stable_order_index", "0020_held_person"]
         owners = {r["job_id"]: (r["user_id"], r["session_id"]) for r in await conn.fetch(
             "SELECT job_id, user_id, session_id FROM memory_run")}
         assert owners == {

@@ -200,6 +200,10 @@ def test_the_answers_are_typed() -> None:
         assert known.timing_ms == {"store": 1.5, "total": 2.0}
         (proposal,) = api.held_proposals("ada")
         assert (proposal.event, proposal.reason, proposal.stale) == ("UPDATE", "pinned", False)
+        assert proposal.person_id is None, "an older server's answer, without it, parses"
+        addition = models.HeldProposal.parse({**PROPOSAL, "fact_id": None, "event": "ADD",
+                                              "reason": "undecided", "person_id": 4})
+        assert (addition.fact_id, addition.person_id) == (None, 4)
         export = api.export("ada")
         assert export.facts[0].text == "Lives in Berlin" and export.document["user_id"] == "ada"
         status = api.memory_status(user_id="ada", session_id="s1")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -10,8 +11,11 @@ from worker.pipeline.decisions import BatchCandidate, PreparedRequest, build_req
 from worker.pipeline.extract import CandidateFact
 from worker.pipeline.plan import plan_writes
 from worker.providers.wire import ConsolidationAnswer, Decision
+from worker.store.person_types import ExistingPerson, NewPerson
 from worker.store.types import (
+    PROFILE,
     ExistingRow,
+    FactTerms,
     HoldProposal,
     InsertFact,
     NeighborRow,
@@ -127,6 +131,26 @@ def test_targets_outside_the_candidates_neighbours_are_refused() -> None:
         (None, "ADD", "undecided", "Uses SQLite"), (None, "ADD", "undecided", "Lives in Paris")]
     assert all(isinstance(w, HoldProposal) for w in plan.writes)
     assert (plan.added, plan.updated, plan.deleted, plan.held) == (0, 0, 0, 2)
+
+
+def test_a_candidate_about_a_person_without_a_usable_decision_is_held_with_the_person() -> None:
+    # Accepted, a held addition is the fact of whom its terms name (docs/persons.md):
+    # one about the user's sister is held as hers, never dropped, never the user's.
+    ana = FactTerms(person=ExistingPerson(3))
+    cands = [replace(fact("The user's sister Ana is vegan"), terms=ana),
+             replace(fact("The user's boss Tom moved"), terms=FactTerms(person=NewPerson(1))),
+             fact("Lives in Paris")]
+    emb, prepared = prepare(cands, [[row(7, "The user's sister Ana is vegetarian")], [],
+                                    [row(8, "Lives in Rome")]])
+    validated = validate(prepared, answer(Decision(candidate=0, event="UPDATE", target=99),
+                                          Decision(candidate=2, event="DELETE", target=99)))
+    plan = plan_writes(cands, emb, prepared, validated)
+    assert [(w.target, w.event, w.reason, w.text, w.terms) for w in plan.writes
+            if isinstance(w, HoldProposal)] == [
+        (None, "ADD", "undecided", "The user's sister Ana is vegan", ana),
+        (None, "ADD", "undecided", "The user's boss Tom moved", FactTerms(person=NewPerson(1))),
+        (None, "ADD", "undecided", "Lives in Paris", PROFILE)]
+    assert (plan.added, plan.held) == (0, 3)
 
 
 def test_missing_duplicate_and_unknown_decisions_are_counted() -> None:

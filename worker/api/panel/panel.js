@@ -70,8 +70,9 @@ async function renderProposals(list) {
     }
     current.set(proposal.fact_id, fact || current.get(proposal.fact_id));
   }
-  $('proposal-list').replaceChildren(...list.map(
-    (p) => proposalItem(p, current.get(p.fact_id))));
+  // reload renders the persons first: an addition about one of them names them.
+  $('proposal-list').replaceChildren(...list.map((p) => proposalItem(p, current.get(p.fact_id),
+    people.list.find((person) => person.id === p.person_id))));
   $('proposals').hidden = list.length === 0;
 }
 

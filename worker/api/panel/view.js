@@ -185,8 +185,9 @@ const REASONS = {
     + 'already remembered: add it, or dismiss it.',
 };
 
-/** A held proposal, with the version it was held against (or null if unknown). */
-export function proposalItem(proposal, current) {
+/** A held proposal, with the version it was held against (or null if unknown) and, for
+ * an addition about one of the user's persons, that person (or undefined if not listed). */
+export function proposalItem(proposal, current, person) {
   const textId = `proposal-text-${proposal.id}`;
   const said = el('span', {}, 'A conversation on ', timeEl(proposal.proposed_at));
   const what = proposal.event === 'ADD'
@@ -202,7 +203,11 @@ export function proposalItem(proposal, current) {
     type: 'button', 'data-action': 'accept', 'data-id': proposal.id,
     'aria-describedby': textId, disabled: proposal.stale,
   }, 'Accept');
-  return el('li', { class: 'proposal', 'data-proposal-id': proposal.id }, what,
+  // Accepted, it is that person's fact, never the user's (docs/persons.md).
+  const about = proposal.person_id == null ? null : el('p', { class: 'meta' },
+    !person ? 'About someone in your life' : person.display_name
+      ? `About ${personLabel(person)}` : `About your ${person.relation}`);
+  return el('li', { class: 'proposal', 'data-proposal-id': proposal.id }, what, about,
     el('p', { class: 'note' }, REASONS[proposal.reason] || ''),
     proposal.stale ? el('p', { class: 'conflict' },
       'This fact has changed since, so this suggestion can only be dismissed.') : null,

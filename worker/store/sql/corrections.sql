@@ -7,10 +7,11 @@
 -- $2: open (no answer yet) | resolved | all. stale: an open proposal whose fact
 -- is no longer the active, unexpired version it was held against; it can only
 -- be dismissed. An addition (event ADD: a candidate consolidation could not
--- decide about) was held against no fact, so it is never stale.
+-- decide about) was held against no fact, so it is never stale; person_id is
+-- whom its fact is about (NULL: the user; schema/0020).
 SELECT p.id, p.fact_id, p.run_id, p.event, p.reason, p.text, p.session_id, p.proposed_at,
        p.resolution, p.resolved_at, p.resolved_by, p.result_fact_id,
-       p.category, p.importance, p.scope, p.agent_id,
+       p.category, p.importance, p.scope, p.agent_id, p.person_id,
        (p.resolution IS NULL AND p.fact_id IS NOT NULL AND f.id IS NULL) AS stale
 FROM memory_held_proposal AS p
 LEFT JOIN memory_fact AS f
@@ -22,7 +23,7 @@ ORDER BY p.id;
 -- name: held_proposal
 SELECT p.id, p.fact_id, p.run_id, p.event, p.reason, p.text, p.session_id, p.proposed_at,
        p.resolution, p.resolved_at, p.resolved_by, p.result_fact_id,
-       p.category, p.importance, p.scope, p.agent_id,
+       p.category, p.importance, p.scope, p.agent_id, p.person_id,
        (p.resolution IS NULL AND p.fact_id IS NOT NULL AND f.id IS NULL) AS stale
 FROM memory_held_proposal AS p
 LEFT JOIN memory_fact AS f
@@ -33,7 +34,7 @@ WHERE p.user_id = $1 AND p.id = $2;
 -- Taken first by an accept and by a dismiss: two answers to one proposal queue
 -- here, and the second finds it answered.
 SELECT id, fact_id, event, text, session_id, proposed_at, resolution, category, importance,
-       scope, agent_id
+       scope, agent_id, person_id
 FROM memory_held_proposal
 WHERE user_id = $1 AND id = $2
 FOR UPDATE;
@@ -64,11 +65,13 @@ RETURNING {{fact_columns}};
 -- name: insert_addition
 -- An accepted addition (a candidate held as undecided): a new fact of its own,
 -- not a version of another, stated by the user in session $8 and confirmed by
--- them, valid from when it was said ($7).
+-- them, valid from when it was said ($7), about the person it was held for ($12;
+-- NULL: the user). A merge moves open proposals with the facts (persons.sql
+-- move_held), so that person is never a merged one here.
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_session_id, source_kind, scope, agent_id,
-                         valid_from, basis, confidence)
-VALUES ($1, $2, $3, $4, $5, $6, now(), $8, 'extracted', $9, $10, $7, 'stated', $11)
+                         valid_from, basis, confidence, person_id)
+VALUES ($1, $2, $3, $4, $5, $6, now(), $8, 'extracted', $9, $10, $7, 'stated', $11, $12)
 RETURNING {{fact_columns}};
 
 -- name: supersede_version

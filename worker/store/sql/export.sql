@@ -37,9 +37,10 @@ ORDER BY id;
 -- name: held_proposals
 -- Changes consolidation proposed and memfleet kept for the user instead of
 -- applying (a pinned fact, or a more trusted one): the proposed text is theirs,
--- and so is their answer to it (accepted or dismissed, when, by whom).
+-- and so is their answer to it (accepted or dismissed, when, by whom); an
+-- addition's person_id is whom it is about (NULL: the user; schema/0020).
 SELECT id, fact_id, run_id, event, reason, text, session_id, proposed_at, resolution,
-       resolved_at, resolved_by, result_fact_id
+       resolved_at, resolved_by, result_fact_id, person_id
 FROM memory_held_proposal
 WHERE user_id = $1
 ORDER BY id;

@@ -195,7 +195,8 @@ ON CONFLICT (user_key) DO UPDATE
 
 -- name: erase_held
 -- Proposals kept for the user (memory_held_proposal) quote what they said; they
--- would go with their facts (ON DELETE CASCADE), but are counted first.
+-- would go with their facts (ON DELETE CASCADE), but are counted first. Before the
+-- persons too: a held addition names its person (schema/0020), with no cascade.
 DELETE FROM memory_held_proposal WHERE user_id = $1;
 
 -- name: erase_facts

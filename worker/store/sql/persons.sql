@@ -109,6 +109,15 @@ SELECT id FROM memory_fact
 WHERE user_id = $1 AND person_id = $2 AND {{active}}
 ORDER BY id;
 
+-- name: move_held
+-- A merge: the open held additions about the merged person ($2) are about the
+-- person it is merged into ($3) from now on, in the transaction that moves its
+-- facts, so accepting one writes a fact about a person who is not merged
+-- (corrections.sql insert_addition). An answered one keeps whom it was about
+-- when answered: the fact its accept wrote moved with the others.
+UPDATE memory_held_proposal SET person_id = $3
+WHERE user_id = $1 AND person_id = $2 AND resolution IS NULL;
+
 -- name: mark_merged
 UPDATE memory_person SET merged_into = $3, merged_at = now()
 WHERE user_id = $1 AND id = $2 AND merged_into IS NULL;

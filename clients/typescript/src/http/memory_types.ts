@@ -130,6 +130,9 @@ export interface HeldProposal {
   importance: number | null;
   scope: string | null;
   agent_id: string | null;
+  /** An ADD's fact: who it is about (null: the user; else one of the user's persons,
+   * whose fact an accept writes). Absent from a server of an earlier release. */
+  person_id?: number | null;
   session_id: string | null;
   proposed_at: string;
   resolution: "accepted" | "dismissed" | null;

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { InvalidRequest, MemfleetError, NotFound, RateLimited, WriteConflict } from "../../errors.js";
-import type { Fact, Person, PersonWithFacts } from "../../http/memory_types.js";
+import type { Fact, HeldProposal, Person, PersonWithFacts } from "../../http/memory_types.js";
 import { refusedAs, serveLocalApi } from "../local_api.js";
 
 const NOW = "2026-12-07T00:00:00+00:00";
@@ -99,4 +99,22 @@ test("a person's or fact's id that is no whole number from 1 is refused before a
       await stop();
     }
     assert.deepEqual(seen, []);
+  });
+
+test("a held addition names whom it is about; an older server's, without person_id, reads",
+  async () => {
+    const held: HeldProposal = { id: 5, fact_id: null, run_id: 2, event: "ADD",
+      reason: "undecided", text: "The user's sister Ana is vegan", category: "fact",
+      importance: 5, scope: "profile", agent_id: null, person_id: 3, session_id: "s2",
+      proposed_at: NOW, resolution: null, resolved_at: null, resolved_by: null,
+      result_fact_id: null, stale: false };
+    const { person_id: _, ...older } = held;
+    const { client, stop } = await serveLocalApi(() => [200, { proposals: [held, older] }]);
+    try {
+      const [about, unknown] = await client.heldProposals("ada");
+      assert.equal(about?.person_id, 3);
+      assert.equal(unknown?.person_id ?? null, null);
+    } finally {
+      await stop();
+    }
   });
