@@ -21,6 +21,7 @@ from worker.pipeline.notes import (
     states_a_consideration,
     with_moved,
 )
+from worker.pipeline.provenance import from_pasted, pasted_only, states_a_secret
 from worker.providers.wire import (
     Category,
     ExtractedFact,
@@ -162,6 +163,26 @@ def candidates_from(
         out = [out[i] for i in sorted(keep)]
     return out
 
+def screened(
+    candidates: list[CandidateFact], notes: list[CandidateNote], request: ExtractionRequest,
+) -> tuple[list[CandidateFact], list[CandidateNote], int, int]:
+    """What extraction wrote that the user never said of themselves, left out
+    (worker/pipeline/provenance.py): a secret, or a pasted document's content. The facts
+    and notes kept, and how many were left out as each."""
+    said = [m.content for m in (*request.context, *request.messages) if m.role == "user"]
+    pasted_names = pasted_only(said)
+
+    def left_out(text: str) -> str | None:
+        return ("secret" if states_a_secret(text)
+                else "pasted" if from_pasted(text, pasted_names) else None)
+
+    verdicts = [left_out(c.text) for c in candidates]
+    facts = [c for c, why in zip(candidates, verdicts, strict=True) if why is None]
+    notes_kept = [n for n in notes if left_out(n.text) is None]
+    secrets = verdicts.count("secret")
+    return facts, notes_kept, secrets, len(candidates) - len(facts) - secrets
+
+
 @dataclass(frozen=True, slots=True)
 class Extracted:
     facts: list[CandidateFact]
@@ -194,7 +215,10 @@ async def run(
             if weighed:
                 candidates = [c for c in candidates if not states_a_consideration(c.text)]
                 notes = with_moved(notes, weighed)
+        candidates, notes, secrets, pasted = screened(candidates, notes, request)
         span.set_attribute("memfleet.candidates", len(candidates))
+        span.set_attribute("memfleet.candidates.secret", secrets)
+        span.set_attribute("memfleet.candidates.pasted", pasted)
         if with_notes:
             span.set_attribute("memfleet.notes", len(notes))
         if ctx.settings.capture_content:
