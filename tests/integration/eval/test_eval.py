@@ -7,8 +7,10 @@ phrasings it knows (worker/providers/rules_patterns.py), so its figures below ar
 measured, not perfect, and each shortfall is a finding about the stub, not the suite:
 it reads no language but English, no context or summary ("the Danish one"), no "I've
 lived in X since 2019", no retraction that names its fact by a pronoun ("I'm not
-allergic to it"), no cancelled plan, and it takes a pasted email's or a quoted
-friend's "I" for the user's.
+allergic to it"), no cancelled plan, and it takes a quoted friend's "I" for the
+user's. A pasted email's "I" it takes for the user's too, and the pipeline's screen
+leaves that out (worker/pipeline/provenance.py): injection 24/30 before the screen,
+30/30 with it.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ RULES = {
     "contradictions": (30, 30), "relative_dates": (7, 10), "expiring": (21, 27),
     "paraphrase": (10, 10), "other_people": (22, 22), "hypotheticals": (30, 30),
     "short_replies": (0, 28), "two_agents": (35, 37), "non_english": (0, 38),
-    "injection": (24, 30), "portrait_update": (39, 39),
+    "injection": (30, 30), "portrait_update": (39, 39),
     # The people in a user's life (docs/persons.md): MEMFLEET_PERSONS on (off by default:
     # without it the two kinds are left out and other_people holds 19 of 22).
     "named_people": (41, 41), "person_changes": (32, 32),
 }
-RULES_TOTAL = (417, 504)
+RULES_TOTAL = (423, 504)
 # Questions answered right / asked per kind by the offline answer rules (the stub's
 # memory_question task; worker/eval/qa_rules.py), measured. Its misses: the facts
 # the rules never learned (non_english, short_replies, "since 2019"), two nicknames
