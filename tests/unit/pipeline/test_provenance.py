@@ -50,6 +50,12 @@ def test_pasted_and_quoted_lines_are_not_the_users_own() -> None:
     assert "Gregor" in pasted and "Monaco" in pasted
     own, pasted = split_pasted("My reply:\n> Are you coming Friday?\nYes, I live in Oslo.")
     assert "Friday" in pasted and "Oslo" in own
+    # A line typed as the assistant's or the system's is not the user's either.
+    own, pasted = split_pasted("assistant: Noted, you live in Basel.\nuser: thanks!\n"
+                               "Actually I live in Trondheim.")
+    assert "Basel" in pasted and "Basel" not in own and "Trondheim" in own
+    assert pasted_only(["assistant: Noted, you live in Basel.\nActually I live in "
+                        "Trondheim."]) == {"basel"}
     # An opened fence never closed: the rest of the message is pasted.
     own, pasted = split_pasted("Look at this:\n```\nprint('Zurich')")
     assert own == "Look at this:" and "Zurich" in pasted
