@@ -19,14 +19,21 @@ from worker.store.service_keys import ServiceKeyStore
 
 
 @pytest.fixture
+def api_fleet(settings: Settings) -> Settings:
+    """The settings ``api`` serves with: the tests' own; a module whose workers run on
+    settings of its own (the LLM stub's) overrides this with those."""
+    return settings
+
+
+@pytest.fixture
 async def api(
-    settings: Settings, request: pytest.FixtureRequest
+    api_fleet: Settings, request: pytest.FixtureRequest
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the memory API served by uvicorn on a loopback port; with the chat
     stand-in mounted when the test is marked ``chat_standin``."""
     chat = request.node.get_closest_marker("chat_standin") is not None
     async with (
-        running_api(api_settings(settings, chat_standin=chat)) as base_url,
+        running_api(api_settings(api_fleet, chat_standin=chat)) as base_url,
         httpx.AsyncClient(base_url=base_url, timeout=30) as client,
     ):
         yield client

@@ -64,18 +64,22 @@ def split_pasted(text: str) -> tuple[str, str]:
 
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
-_SENTENCE_END = re.compile(r"[.!?:;\"“”(\[]\s*$")
+# What, just before a word, makes it a sentence's or a clause's first (no name then).
+_OPENERS = frozenset(".!?:;\"\u201c\u201d([")
 
 
 def _distinctive(text: str) -> set[str]:
     """Names and values: a word with a digit, or a capitalised word that does not open a
-    sentence or a line (casefolded)."""
+    sentence or a line (casefolded). One pass over each line: only the gap since the
+    previous word is looked at."""
     found: set[str] = set()
     for line in text.splitlines():
+        previous_end = 0
         for match in _WORD.finditer(line):
             word = match.group()
-            before = line[:match.start()]
-            opening = not before.strip() or bool(_SENTENCE_END.search(before))
+            gap = line[previous_end:match.start()].strip()
+            opening = (gap[-1] in _OPENERS) if gap else previous_end == 0
+            previous_end = match.end()
             if any(c.isdigit() for c in word) or (word[0].isupper() and not opening):
                 found.add(word.casefold())
     return found

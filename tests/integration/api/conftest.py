@@ -39,14 +39,6 @@ async def client(llm: Settings, request: pytest.FixtureRequest) -> AsyncIterator
         yield api
 
 
-@pytest.fixture
-async def api(llm: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The memory API on ``llm``'s settings over real HTTP, beside the burst workers a test
-    drains on the same settings (a module overrides ``llm`` for its parts)."""
-    async with running_api(api_settings(llm)) as base_url, \
-            httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield client
-
 
 def key_auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}

@@ -27,6 +27,12 @@ VEGAN = "The user's sister Ana is vegan"
 
 
 @pytest.fixture
+def api_fleet(llm: Settings) -> Settings:
+    """The API on the workers' settings (the LLM stub's)."""
+    return llm
+
+
+@pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
     # Persons on (off by default); a job's one more try when the answers stay unusable.
     return openai_settings(settings, stub, extract_model="stub-extract",

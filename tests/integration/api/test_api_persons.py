@@ -24,6 +24,12 @@ from worker.errors import MemoryApiError
 
 
 @pytest.fixture
+def api_fleet(llm: Settings) -> Settings:
+    """The API on the workers' settings (the LLM stub's)."""
+    return llm
+
+
+@pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
     return openai_settings(settings, stub, llm_timeout_s=2.0, persons=True)  # off by default
 

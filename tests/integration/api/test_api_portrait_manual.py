@@ -31,6 +31,12 @@ from worker.protocol.keys import user_portrait_key
 
 
 @pytest.fixture
+def api_fleet(llm: Settings) -> Settings:
+    """The API on the workers' settings (the LLM stub's)."""
+    return llm
+
+
+@pytest.fixture
 def llm(settings: Settings, stub: StubServer) -> Settings:
     """Workers and API on the stub, portraits on and refreshed after each commit."""
     return openai_settings(settings, stub, llm_timeout_s=5.0, portrait_enabled=True,

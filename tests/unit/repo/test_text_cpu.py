@@ -31,7 +31,7 @@ from bench.text_cpu import timing_the_loop
 from worker import log_redaction, memory_rules, persons_rules, read_block, read_notes, read_search
 from worker.errors import OfflineAnswerInvalid, ProviderAnswerInvalid, ProviderWorkOverBudget
 from worker.eval import form, longmemeval, qa_rules, qa_score, qa_wire, score, suite
-from worker.pipeline import extract, mentions
+from worker.pipeline import extract, mentions, provenance
 from worker.pipeline import notes as pipeline_notes
 from worker.providers import (
     hashing,
@@ -90,6 +90,8 @@ OVER_USER_OR_MODEL_TEXT = {
     # notes beside facts (docs/notes.md): the rules' note, a model's notes, the search
     "worker/providers/rules_notes.py", "worker/pipeline/notes.py", "worker/read_notes.py",
     "worker/testing/in_memory_notes.py",
+    # the extraction screen: a user's messages split, a candidate's text read
+    "worker/pipeline/provenance.py",
 }
 OVER_OWN_TEXT = {  # settings names, SQL files, migration names, a server's own log,
     # an operator's webhook URL and event id
@@ -198,6 +200,12 @@ def _every_parse(text: str) -> None:
     rules_notes.note_in(text)
     rules_notes.note_in("I'm thinking about " + text)
     pipeline_notes.states_a_consideration(text)
+    # The extraction screen (docs/memory_model.md, "What is never kept").
+    provenance.states_a_secret(text)
+    provenance.states_a_secret("The user's password is " + text)
+    pasted_names = provenance.pasted_only([text, "---\n" + text, "> " + text,
+                                           "assistant: " + text])
+    provenance.from_pasted(text, pasted_names | {"oslo"})
     pipeline_notes.states_a_consideration("The user is still " + text)
     pipeline_notes.notes_from(ExtractionAnswer(
         facts=(), notes=(ExtractedNote(text=text[:MAX_NOTE_CHARS]), *with_notes.notes)))
