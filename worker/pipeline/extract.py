@@ -163,6 +163,7 @@ def candidates_from(
         out = [out[i] for i in sorted(keep)]
     return out
 
+
 def screened(
     candidates: list[CandidateFact], notes: list[CandidateNote], request: ExtractionRequest,
 ) -> tuple[list[CandidateFact], list[CandidateNote], int, int]:

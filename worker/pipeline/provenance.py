@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 __all__ = ["from_pasted", "pasted_only", "split_pasted", "states_a_secret"]
 
-_CREDENTIAL = (r"(?:passwords?|passcodes?|passphrases?|pins?(?: codes?| numbers?)?|"
+_CREDENTIAL = (r"(?:passwords?|passcodes?|passphrases?|pin(?: codes?| numbers?)?|"
                r"api[ _-]?keys?|secret keys?|access[ _-]?tokens?|auth(?:entication)? tokens?|"
                r"security codes?|cvv|cvc|social security numbers?|ssn|"
                r"(?:credit |debit |bank )?card numbers?)")

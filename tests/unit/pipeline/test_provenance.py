@@ -39,6 +39,7 @@ def test_a_stated_secret_is_one(text: str) -> None:
     "The user's phone number is +47 912 34 567.",
     "The user was born in 1990.",
     "The user is a security engineer who works on API keys rotation.",
+    "The user collects pins: enamel ones from every city.",
 ])
 def test_a_mention_of_a_credential_without_its_value_is_no_secret(text: str) -> None:
     assert not states_a_secret(text)
