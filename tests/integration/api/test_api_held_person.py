@@ -138,3 +138,25 @@ async def test_a_merge_moves_the_open_held_addition_with_the_persons_facts(
     (kept,) = await persons(api, "cy")
     assert (kept["id"], [f["text"] for f in kept["facts"]]) == (
         anna["id"], ["The user's sister Ana is vegetarian", VEGAN])
+
+
+async def test_an_addition_left_on_a_person_merged_by_the_previous_release_goes_to_the_target(
+    llm: Settings, redis: Redis, api: httpx.AsyncClient, stub: StubServer,
+    db: asyncpg.Connection,
+) -> None:
+    # A rolling upgrade: an API of the previous release merged Ana into Anna without
+    # moving the open held addition (it knew of none); accepting it then writes the fact
+    # about the person Ana was merged into, never about a merged one.
+    await undecided_about_ana(llm, redis, stub, "di")
+    (ana,) = await persons(api, "di")
+    made = await api.post("/users/di/persons", headers=bearer("di"),
+                          json={"display_name": "Anna", "relation": "sister"})
+    anna = made.json()
+    await db.execute("UPDATE memory_person SET merged_into = $2, merged_at = now()"
+                     " WHERE user_id = 'di' AND id = $1", ana["id"], anna["id"])
+    (proposal,) = await held(api, "di")
+    assert proposal["person_id"] == ana["id"], "left where the old merge found it"
+    accepted = await api.post(f"/users/di/held-proposals/{proposal['id']}/accept",
+                              headers=bearer("di"))
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["fact"]["person_id"] == anna["id"]

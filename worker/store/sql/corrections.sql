@@ -67,11 +67,21 @@ RETURNING {{fact_columns}};
 -- not a version of another, stated by the user in session $8 and confirmed by
 -- them, valid from when it was said ($7), about the person it was held for ($12;
 -- NULL: the user). A merge moves open proposals with the facts (persons.sql
--- move_held), so that person is never a merged one here.
+-- move_held); a merge by the previous release's API did not, so the person is
+-- followed along merged_into here too (at most 16 steps, as memfleet_commit_persons).
+WITH RECURSIVE chain (id, merged_into, depth) AS (
+    SELECT id, merged_into, 0 FROM memory_person WHERE user_id = $1 AND id = $12
+    UNION ALL
+    SELECT p.id, p.merged_into, c.depth + 1
+    FROM chain AS c
+    JOIN memory_person AS p ON p.user_id = $1 AND p.id = c.merged_into
+    WHERE c.depth < 16
+)
 INSERT INTO memory_fact (user_id, text, category, importance, embedding, embedding_model,
                          observed_at, source_session_id, source_kind, scope, agent_id,
                          valid_from, basis, confidence, person_id)
-VALUES ($1, $2, $3, $4, $5, $6, now(), $8, 'extracted', $9, $10, $7, 'stated', $11, $12)
+VALUES ($1, $2, $3, $4, $5, $6, now(), $8, 'extracted', $9, $10, $7, 'stated', $11,
+        (SELECT id FROM chain ORDER BY depth DESC LIMIT 1))
 RETURNING {{fact_columns}};
 
 -- name: supersede_version
