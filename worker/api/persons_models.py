@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from worker.api.memory_models import Fact
+from worker.api.memory_models import MAX_FACT_ID, Fact
 from worker.persons_rules import (
     MAX_ALIASES,
     MAX_PERSON_NAME_CHARS,
@@ -119,11 +119,12 @@ class AliasBody(BaseModel):
 class MergeBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    into: int = Field(ge=1, description="The person that stays; this one is merged into it.")
+    into: int = Field(ge=1, le=MAX_FACT_ID,
+                      description="The person that stays; this one is merged into it.")
 
 
 class FactPersonBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    person_id: int | None = Field(ge=1, description="The person the fact is about; null: "
-                                                     "the user.")
+    person_id: int | None = Field(ge=1, le=MAX_FACT_ID,
+                                  description="The person the fact is about; null: the user.")

@@ -102,6 +102,14 @@ async def test_the_user_sees_corrects_and_merges_their_persons(
     again = await api.post(f"/users/ada/persons/{leo['id']}/merge", headers=bearer("ada"),
                            json={"into": ana["id"]})
     assert again.status_code == 409
+    # An id past bigint is bad input (422), never a store error, and changes nothing.
+    too_big = 2**63
+    beyond = await api.post(f"/users/ada/persons/{tom['id']}/merge", headers=bearer("ada"),
+                            json={"into": too_big})
+    moved_beyond = await api.put(f"/users/ada/facts/{back.json()['id']}/person",
+                                 headers=bearer("ada"), json={"person_id": too_big})
+    assert (beyond.status_code, moved_beyond.status_code) == (422, 422)
+    assert await persons(api, "ada", include_merged="true") == everyone
 
     # The read path: the people in their own section, never as the user's.
     known = (await api.get("/users/ada/known-facts", headers=bearer("ada"))).json()
