@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_headers_conformance,
@@ -56,10 +57,18 @@ CHECKS = [
 SERVER_REFUSAL = (400, "text/plain; charset=utf-8", "close", b"Invalid HTTP request received.")
 
 
-def _server_refused(response: requests.Response) -> bool:
-    """Whether ``response`` is, byte for byte, uvicorn's refusal of a malformed request."""
-    headers = response.headers
-    return (response.status_code, headers.get("content-type"), headers.get("connection"),
+def _server_refused(response: requests.Response | Response) -> bool:
+    """Whether ``response`` is, byte for byte, uvicorn's refusal of a malformed request.
+    ``response``: requests' own, or schemathesis' (``Case.call``'s), whose header values
+    are lists."""
+
+    def header(name: str) -> str | None:
+        value = response.headers.get(name)
+        if isinstance(value, list):
+            return value[0] if len(value) == 1 else None
+        return value
+
+    return (response.status_code, header("content-type"), header("connection"),
             response.content) == SERVER_REFUSAL
 
 
@@ -160,6 +169,8 @@ def _the_server_refusal_is_told_apart(base_url: str) -> None:
         refused = session.get(f"{base_url}/events", headers={"Last-Event-ID": "1\x01"},
                               timeout=30)
         assert _server_refused(refused), (refused.status_code, refused.headers, refused.text)
+        # ... as the fuzzing sees it: schemathesis' response, which Case.call returns.
+        assert _server_refused(Response.from_requests(refused, verify=True))
         # The app's own refusals are checked as ever, and so is a well-formed request.
         for path, headers in (("/events", {"Last-Event-ID": "1\t"}),
                               ("/events", {"Last-Event-ID": "x"}),
