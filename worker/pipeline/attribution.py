@@ -9,6 +9,8 @@ resolves the mentions of one run against the user's persons, in order:
 - no one of that name: the one nameless person of a relation a user has one of ("my
   wife", then "my wife Sarah") gets the name (a new label); else a new person;
 - a relation alone: the one person of that relation; none: a new, nameless person;
+- a rename the text tells ("Ana goes by Annie now", worker.pipeline.mentions): the one
+  person called Ana is called Annie, with Ana an alias (a new label);
 - several persons fit, or neither name nor relation is given ("he", "my friend" among
   several friends): ambiguous. The candidate is dropped: memfleet does not guess who
   it is about, and a fact about someone is never kept as the user's.
@@ -24,7 +26,7 @@ worker.persons_rules says (case, spacing, "mom" for "mother").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from worker import persons_rules as rules
 from worker.persons_rules import MAX_PERSON_NAME_CHARS, MAX_RELATION_CHARS
@@ -91,6 +93,8 @@ class Attributor:
             name, relation = None, name  # "about": {"name": "wife"}: a relation, not a name
         if name is None and relation is None:
             return AMBIGUOUS
+        if mention.formerly is not None and name is not None:
+            return self._renamed(name, mention, relation)
         if mention.known_only:  # "Leo is learning Japanese.": Leo's if a Leo is known
             named = rules.matching(self._seen, name)
             return self._seen[named[0]].ref if len(named) == 1 else None
@@ -118,6 +122,34 @@ class Attributor:
                 nameless[0].display_name, nameless[0].changed = name, True
                 return nameless[0].ref
         return self._create(name, relation)
+
+    def _renamed(self, name: str, mention: Mention, relation: str | None) -> Attribution:
+        """"Ana goes by Annie now": the one person called Annie already (renamed by an
+        earlier run, or an alias), else the one called Ana, whose name becomes Annie
+        and Ana an alias. A rename names the person: one known by neither name is new,
+        unless the text alone implied the rename (``known_only``)."""
+        if rules.matching(self._seen, name):
+            return self._by_name(name, relation) if not mention.known_only \
+                else self.resolve(replace(mention, formerly=None))
+        old = [self._seen[i] for i in rules.matching(self._seen, mention.formerly)]
+        if relation is not None and len(old) > 1:
+            old = [p for p in old
+                   if rules.relation_key(p.relation) == rules.relation_key(relation)]
+        if len(old) > 1:
+            return AMBIGUOUS
+        if not old:
+            if mention.known_only:
+                return None
+            created = self._create(name, relation)
+            self._seen[-1].aliases = rules.bounded_aliases(name, (mention.formerly or "",))
+            return created
+        person = old[0]
+        before = [person.display_name] if person.display_name else []
+        person.aliases = rules.bounded_aliases(name, (*person.aliases, *before))
+        person.display_name, person.changed = name, True
+        if relation is not None and not person.relation:
+            person.relation = relation
+        return person.ref
 
     def _by_relation(self, relation: str | None) -> Attribution:
         wanted = rules.relation_key(relation)
@@ -166,13 +198,17 @@ def attribute(persons: Sequence[PersonRecord],
               mentions: Sequence[Mention | None]) -> Attributed:
     """Resolve every mention, in order (a person met twice in the run is one)."""
     attributor = Attributor(persons)
+    # A rename first: "Annie got a puppy" beside "Ana goes by Annie now" is Ana's.
+    order = sorted(range(len(mentions)),
+                   key=lambda i: (getattr(mentions[i], "formerly", None) is None, i))
+    found = {i: attributor.resolve(mentions[i]) for i in order}
     kept: list[int] = []
     about: list[PersonRef | None] = []
-    for i, mention in enumerate(mentions):
-        found = attributor.resolve(mention)
-        if isinstance(found, Ambiguous):
+    for i in range(len(mentions)):
+        attribution = found[i]
+        if isinstance(attribution, Ambiguous):
             continue
         kept.append(i)
-        about.append(found)
+        about.append(attribution)
     return Attributed(tuple(kept), tuple(about), attributor.writes(),
                       len(mentions) - len(kept))

@@ -29,6 +29,9 @@ class Mention:
     name: str | None
     relation: str | None
     known_only: bool = False
+    # The name the person had before, where the text says they are called ``name`` now
+    # ("Ana goes by Annie now"): the person who answers to it is renamed.
+    formerly: str | None = None
 
 
 # Both apostrophes a model writes (ASCII and U+2019).
@@ -63,6 +66,24 @@ _RELATION_OF = (
     r"\b{name} is (?:now )?(?:the user" + _APOSTROPHE + "s|their|my) " + _RELATION + r"\b",
     "user" + _APOSTROPHE + "s " + _RELATION + r" is (?:now )?{name}\b",
 )
+# A text telling that someone is called otherwise now ("Ana goes by Annie now", "Kai
+# changed his name to Kian", "Elizabeth wants everyone to call her Liz"): the old name
+# (or a pronoun, then "about" names them) and the new one.
+_WHO = r"(?P<old>" + _NAME + r")(?:,| now| has)*"
+_RENAMED = tuple(re.compile(r"\b" + _WHO + pattern + r"(?P<new>" + _NAME + r")") for pattern in (
+    r" (?:goes|is going) by (?:the name (?:of )?)?",
+    r" (?:changed|legally changed) (?:his|her|their) (?:first )?name to ",
+    r" (?:is|was) (?:now )?(?:called|named|known as|renamed) (?=(?-i:[A-Z])\w*(?: now|,|\.|$))",
+    r" is now (?=(?-i:[A-Z])\w*(?:,|\.|$))",  # "The user's sister Ana is now Annie." (1.5B)
+    r" (?:prefers|wants|likes|asks) (?:to be called|(?:everyone|people|others|us|me|the "
+    r"user|friends) to call (?:him|her|them)(?:self|selves)?) ",
+    r" calls (?:himself|herself|themselves|themself) ",
+    _APOSTROPHE + r"s (?:new )?name is now ",
+    _APOSTROPHE + r"s new name is ",
+))
+_PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them"})
+
+
 # What a model writes as a name when there is none: "The user's wife", "my wife".
 _NO_NAME_PREFIX = re.compile(r"^(?:the user" + _APOSTROPHE + r"s|user" + _APOSTROPHE
                              + r"s|my|their) ", re.IGNORECASE)
@@ -85,9 +106,31 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
     if _USER_SUBJECT.match(text) and not _names(text, name, relation):
         return Mention(None, None)  # which of the two is wrong is not known: nobody's
     name = _real_name(name)
+    renamed = renaming(text, name)
+    if renamed is not None:
+        old, new = renamed
+        return Mention(new, _relation_of(text, old) or _relation_of(text, new) or relation,
+                       formerly=old)
     if name is not None:
         relation = _relation_of(text, name) or relation
     return Mention(name, relation)
+
+
+def renaming(text: str, name: str | None = None) -> tuple[str, str] | None:
+    """(old name, new name) where ``text`` tells that someone is called otherwise now;
+    a pronoun for the old name is ``name`` (extraction's "about"), else no renaming."""
+    for pattern in _RENAMED:
+        found = pattern.search(text)
+        if found is None:
+            continue
+        old, new = found["old"], found["new"]
+        if rules.key(old) in _PRONOUNS:
+            old = name or ""
+        if rules.key(old) in _NOT_NAMES or rules.key(new) in _NOT_NAMES \
+                or not rules.key(old) or rules.key(old) == rules.key(new):
+            return None
+        return old, new
+    return None
 
 
 def implied_mention(text: str) -> Mention | None:
@@ -96,6 +139,10 @@ def implied_mention(text: str) -> Mention | None:
     relation's; one whose subject is a name ("Leo is learning Japanese.") is that
     person's if they are known (``known_only``); any other, the user's."""
     text = text.strip()
+    renamed = renaming(text)
+    if renamed is not None:  # "Ana goes by Annie now.": hers if she is known
+        old, new = renamed
+        return Mention(new, _relation_of(text, old), known_only=True, formerly=old)
     said = _RELATION_SUBJECT.match(text)
     if said is not None:
         if _NAMING.match(said["rest"]):

@@ -38,7 +38,8 @@ _VERBS = (
     r"hates|hated|moved|started|got|gets|plays|played|runs|ran|teaches|taught|studies|"
     r"studied|can't|cannot|can|doesn't|does|won't|will|just|recently|now|still|also|"
     r"speaks|drinks|eats|owns|drives|prefers|enjoys|uses|used|became|goes|went|retired|"
-    r"quit|left|joined|visits|visited|needs|wants|collects|bakes|cooks|paints|writes"
+    r"quit|left|joined|visits|visited|needs|wants|collects|bakes|cooks|paints|writes|"
+    r"changed|calls"
 )
 _REST = rf"(?P<rest>(?:{_VERBS})\b.{{1,300}})"
 _FLAGS = re.IGNORECASE

@@ -135,6 +135,25 @@ async def test_the_user_sees_corrects_and_merges_their_persons(
     assert any(f["person_id"] == ana["id"] for f in export["facts"])
 
 
+async def test_a_rename_said_in_conversation_renames_the_person_and_keeps_their_facts(
+    llm: Settings, redis: Redis, api: httpx.AsyncClient
+) -> None:
+    await say(llm, redis, "eve", "s1", "My sister Ana is vegetarian.")
+    await say(llm, redis, "eve", "s2", "Ana goes by Annie now.")
+    await say(llm, redis, "eve", "s3", "Annie moved to Lyon.")
+    (annie,) = await persons(api, "eve", include_merged="true")
+    assert (annie["display_name"], annie["relation"], annie["aliases"],
+            annie["label_set_by"]) == ("Annie", "sister", ["Ana"], "conversation")
+    assert [f["text"] for f in annie["facts"]] == [
+        "The user's sister Ana is vegetarian", "Ana goes by Annie now", "Annie moved to Lyon"]
+    assert await listed(api, "eve") == [], "never the user's facts"
+    # The old name is a label version of its own, kept in the export.
+    export = (await api.get("/users/eve/export", headers=bearer("eve"))).json()
+    (kept,) = export["persons"]
+    assert [(label["display_name"], label["aliases"]) for label in kept["labels"]] == [
+        ("Ana", []), ("Annie", ["Ana"])]
+
+
 async def test_another_user_reaches_none_of_a_users_persons_and_an_erase_removes_them(
     llm: Settings, redis: Redis, api: httpx.AsyncClient
 ) -> None:
