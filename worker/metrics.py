@@ -66,10 +66,12 @@ class Metrics:
             "memfleet.facts.expired", "{fact}",
             "Facts past their expires_at superseded by this process's expiry pass")
         # Who each candidate fact is about (docs/persons.md): user, person (one stored),
-        # new_person, ambiguous (dropped). Never a name.
+        # new_person, ambiguous (dropped), renamed (a rename only: in the label). Never a
+        # name.
         self.attributions = m.create_counter(
             "memfleet.persons.attributions", "{fact}",
-            "Candidate facts by who they are about (user, person, new_person, ambiguous)")
+            "Candidate facts by who they are about (user, person, new_person, ambiguous, "
+            "renamed)")
         # Notes beside facts (docs/notes.md): counts only, never their text.
         self.notes = m.create_counter(
             "memfleet.notes", "{note}", "Notes of committed runs, by event (ADD, UPDATE, NONE)")

@@ -10,7 +10,8 @@ resolves the mentions of one run against the user's persons, in order:
   wife", then "my wife Sarah") gets the name (a new label); else a new person;
 - a relation alone: the one person of that relation; none: a new, nameless person;
 - a rename the text tells ("Ana goes by Annie now", worker.pipeline.mentions): the one
-  person called Ana is called Annie, with Ana an alias (a new label);
+  person called Ana is called Annie, with Ana an alias (a new label); a text that says
+  nothing more is no fact (the label's versions keep the rename);
 - several persons fit, or neither name nor relation is given ("he", "my friend" among
   several friends): ambiguous. The candidate is dropped: memfleet does not guess who
   it is about, and a fact about someone is never kept as the user's.
@@ -191,7 +192,8 @@ class Attributed:
     kept: tuple[int, ...]
     about: tuple[PersonRef | None, ...]  # per kept candidate
     writes: PersonWrites
-    dropped: int
+    dropped: int  # ambiguous: nobody's
+    renamed: int = 0  # a rename and nothing more: the label keeps it, no fact does
 
 
 def attribute(persons: Sequence[PersonRecord],
@@ -204,11 +206,14 @@ def attribute(persons: Sequence[PersonRecord],
     found = {i: attributor.resolve(mentions[i]) for i in order}
     kept: list[int] = []
     about: list[PersonRef | None] = []
-    for i in range(len(mentions)):
+    dropped = renamed = 0
+    for i, mention in enumerate(mentions):
         attribution = found[i]
         if isinstance(attribution, Ambiguous):
-            continue
-        kept.append(i)
-        about.append(attribution)
-    return Attributed(tuple(kept), tuple(about), attributor.writes(),
-                      len(mentions) - len(kept))
+            dropped += 1
+        elif attribution is not None and mention is not None and mention.rename_only:
+            renamed += 1
+        else:
+            kept.append(i)
+            about.append(attribution)
+    return Attributed(tuple(kept), tuple(about), attributor.writes(), dropped, renamed)

@@ -14,7 +14,7 @@ from worker.conversation import Handover, Message
 from worker.memory_rules import SourceKind, confidence_for
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
-from worker.pipeline.mentions import Mention, implied_mention, mention_in
+from worker.pipeline.mentions import Mention, implied_mention, mention_in, restated
 from worker.pipeline.notes import (
     CandidateNote,
     notes_from,
@@ -135,10 +135,13 @@ _SPACE = re.compile(r"\s+")
 def candidates_from(
     answer: ExtractionAnswer, *, observed_at: datetime | None = None,
     agent_id: str | None = None, source: SourceKind = "extracted", attributed: bool = False,
+    said: Sequence[str] = (),
 ) -> list[CandidateFact]:
     """Normalise whitespace, drop immediate repeats, keep a bounded batch, in the user's order.
     ``attributed`` (persons on): keep who each fact is about; otherwise every fact is the
-    user's, whatever the answer says.
+    user's, whatever the answer says. ``said``: the user's messages, by which a fact
+    written of the user but about someone the user spoke of is retold of them
+    (worker.pipeline.mentions.restated).
 
     Only a repeat of the fact just before it is dropped: a fact stated again
     after another ("Paris", "Lyon", "Paris"; "no hobby", "chess", "no hobby")
@@ -148,6 +151,8 @@ def candidates_from(
     previous = None
     for fact in answer.facts:
         text = _SPACE.sub(" ", fact.text).strip()
+        if attributed and fact.about is not None:
+            text = restated(text, fact.about.name, said) or text
         terms = fact_terms(fact, observed_at, agent_id, source)
         about = (None if not attributed else implied_mention(text) if fact.about is None
                  else mention_in(text, fact.about.name, fact.about.relation))
@@ -170,8 +175,7 @@ def screened(
     """What extraction wrote that the user never said of themselves, left out
     (worker/pipeline/provenance.py): a secret, or a pasted document's content. The facts
     and notes kept, and how many were left out as each."""
-    said = [m.content for m in (*request.context, *request.messages) if m.role == "user"]
-    pasted_names = pasted_only(said)
+    pasted_names = pasted_only(users_words(request))
 
     def left_out(text: str) -> str | None:
         return ("secret" if states_a_secret(text)
@@ -182,6 +186,11 @@ def screened(
     notes_kept = [n for n in notes if left_out(n.text) is None]
     secrets = verdicts.count("secret")
     return facts, notes_kept, secrets, len(candidates) - len(facts) - secrets
+
+
+def users_words(request: ExtractionRequest) -> list[str]:
+    """What the user wrote in the request (context and messages)."""
+    return [m.content for m in (*request.context, *request.messages) if m.role == "user"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +217,8 @@ async def run(
         extractor = ctx.providers.extractor
         answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
         candidates = candidates_from(answer.value, observed_at=handover.handed_over_at,
-                                     agent_id=handover.agent_id, attributed=known is not None)
+                                     agent_id=handover.agent_id, attributed=known is not None,
+                                     said=users_words(request))
         # Notes not asked for are not kept, whatever an endpoint answers.
         notes = notes_from(answer.value) if with_notes else []
         if with_notes:  # a consideration written as a fact is a note (docs/notes.md)

@@ -15,6 +15,7 @@ other fact; null for "Leo is learning Japanese." with Leo known.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from worker import persons_rules as rules
@@ -32,6 +33,9 @@ class Mention:
     # The name the person had before, where the text says they are called ``name`` now
     # ("Ana goes by Annie now"): the person who answers to it is renamed.
     formerly: str | None = None
+    # The text says nothing but the rename ("Kai changed his name to Kian last
+    # month."): the person's label keeps it, so it is no fact of its own.
+    rename_only: bool = False
 
 
 # Both apostrophes a model writes (ASCII and U+2019).
@@ -82,6 +86,13 @@ _RENAMED = tuple(re.compile(r"\b" + _WHO + pattern + r"(?P<new>" + _NAME + r")")
     _APOSTROPHE + r"s new name is ",
 ))
 _PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them"})
+# What a rename's text may say beside it and still say nothing more: who (the user's
+# relation), when ("now", "last month").
+_RENAME_FILLER = frozenset({
+    "the", "user's", "users", "user", "now", "just", "recently", "officially", "legally",
+    "last", "this", "month", "week", "year", "ago", "today", "yesterday", "a", "few",
+    "days", "weeks", "months", "years", "since", "then", "everyone", "his", "her", "their"})
+_WORD = re.compile(r"[\w'\u2019]+")
 
 
 # What a model writes as a name when there is none: "The user's wife", "my wife".
@@ -106,11 +117,11 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
     if _USER_SUBJECT.match(text) and not _names(text, name, relation):
         return Mention(None, None)  # which of the two is wrong is not known: nobody's
     name = _real_name(name)
-    renamed = renaming(text, name)
+    renamed = _renamed(text, name)
     if renamed is not None:
-        old, new = renamed
+        old, new, only = renamed
         return Mention(new, _relation_of(text, old) or _relation_of(text, new) or relation,
-                       formerly=old)
+                       formerly=old, rename_only=only)
     if name is not None:
         relation = _relation_of(text, name) or relation
     return Mention(name, relation)
@@ -119,6 +130,12 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
 def renaming(text: str, name: str | None = None) -> tuple[str, str] | None:
     """(old name, new name) where ``text`` tells that someone is called otherwise now;
     a pronoun for the old name is ``name`` (extraction's "about"), else no renaming."""
+    renamed = _renamed(text, name)
+    return None if renamed is None else renamed[:2]
+
+
+def _renamed(text: str, name: str | None) -> tuple[str, str, bool] | None:
+    """``renaming``'s names, and whether the text says nothing else."""
     for pattern in _RENAMED:
         found = pattern.search(text)
         if found is None:
@@ -129,7 +146,11 @@ def renaming(text: str, name: str | None = None) -> tuple[str, str] | None:
         if rules.key(old) in _NOT_NAMES or rules.key(new) in _NOT_NAMES \
                 or not rules.key(old) or rules.key(old) == rules.key(new):
             return None
-        return old, new
+        rest = f"{text[:found.start()]} {text[found.end():]}".casefold()
+        relations = {rules.key(r) for r in rules.PERSON_RELATIONS}
+        only = all(w in _RENAME_FILLER or w in relations
+                   for w in _WORD.findall(rest.replace("\u2019", "'")))
+        return old, new, only
     return None
 
 
@@ -139,10 +160,11 @@ def implied_mention(text: str) -> Mention | None:
     relation's; one whose subject is a name ("Leo is learning Japanese.") is that
     person's if they are known (``known_only``); any other, the user's."""
     text = text.strip()
-    renamed = renaming(text)
+    renamed = _renamed(text, None)
     if renamed is not None:  # "Ana goes by Annie now.": hers if she is known
-        old, new = renamed
-        return Mention(new, _relation_of(text, old), known_only=True, formerly=old)
+        old, new, only = renamed
+        return Mention(new, _relation_of(text, old), known_only=True, formerly=old,
+                       rename_only=only)
     said = _RELATION_SUBJECT.match(text)
     if said is not None:
         if _NAMING.match(said["rest"]):
@@ -176,3 +198,37 @@ def _names(text: str, name: str | None, relation: str | None) -> bool:
     said = f" {rules.key(text)} "
     words = {rules.key(name), rules.key(relation), rules.relation_key(relation)}
     return any(f" {word} " in said for word in words if word)
+
+
+# "The user adopted a puppy." (not "The user's ..."): what extraction wrote of the user.
+_USER_DID = re.compile(r"^the user (?P<said>(?!" + _APOSTROPHE + r")\S.*)$", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?\n]+")
+_LITTLE_WORDS = frozenset({"the", "and", "for", "with", "from", "that", "this", "has", "have",
+                           "was", "are", "his", "her", "their", "they", "them", "who", "not"})
+
+
+def restated(text: str, name: str | None, said: Sequence[str]) -> str | None:
+    """The fact retold of ``name`` where extraction wrote the user as its subject but
+    said it is about ``name``, and a sentence of the user's own messages tells it of
+    them: "Liz just adopted a puppy." answered as "The user adopted a puppy." about Liz
+    (the 1.5B model) is "Liz adopted a puppy.". None when the user's words do not say
+    it of that name (then the fact is nobody's, as before)."""
+    name = _real_name(name)
+    did = _USER_DID.match(text.strip())
+    if name is None or did is None or rules.key(name) in _NOT_NAMES \
+            or _names(text, name, None):
+        return None  # "The user helped Liz move.": the user's words, and about Liz
+    words = [w for w in _words(did["said"]) if len(w) > 2 and w not in _LITTLE_WORDS]
+    if not words:
+        return None
+    named = re.compile(r"(?<!\w)" + re.escape(rules.key(name)) + r"(?!\w)")
+    for message in said:
+        for sentence in _SENTENCE.findall(message.casefold()):
+            heard = {w[:5] for w in _words(sentence)}
+            if named.search(sentence) and all(w[:5] in heard for w in words):
+                return f"{name} {did['said']}"
+    return None
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip("'\u2019") for w in _WORD.findall(text.casefold())]

@@ -58,6 +58,7 @@ def attributed(
         "person": sum(1 for a in done.about if isinstance(a, ExistingPerson)),
         "new_person": sum(1 for a in done.about if isinstance(a, NewPerson)),
         "ambiguous": done.dropped,
+        "renamed": done.renamed,  # a rename and nothing more: in the label, no fact
     }
     for outcome, count in counts.items():
         span.set_attribute(f"memfleet.persons.{outcome}", count)
@@ -66,5 +67,5 @@ def attributed(
             metrics.attributions.add(count, {"outcome": outcome})
     span.set_attribute("memfleet.persons.created", len(done.writes.create))
     span.set_attribute("memfleet.persons.relabelled", len(done.writes.relabel))
-    rows = embeddings[list(done.kept)] if done.dropped else embeddings
+    rows = embeddings[list(done.kept)] if len(done.kept) < len(candidates) else embeddings
     return kept, rows, done.writes

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.unit.pipeline.test_attribution import person
 from worker.pipeline.attribution import Attributor, attribute
-from worker.pipeline.mentions import Mention, implied_mention, mention_in
+from worker.pipeline.mentions import Mention, implied_mention, mention_in, restated
 from worker.store.person_types import ExistingPerson, NewPerson
 
 
@@ -53,3 +53,26 @@ def test_a_name_met_earlier_in_the_same_answer_is_known() -> None:
     said = attribute([], [implied_mention("The user's brother Leo works as a nurse."),
                           implied_mention("Leo is learning Japanese.")])
     assert said.about == (NewPerson(1), NewPerson(1)) and said.dropped == 0
+
+
+def test_a_fact_written_of_the_user_but_about_someone_the_user_spoke_of_is_retold() -> None:
+    # The 1.5B model's answers (docs/persons.md), each beside the user's message.
+    assert restated("The user adopted a puppy.", "Liz", ["Liz just adopted a puppy."]) \
+        == "Liz adopted a puppy."
+    assert restated("The user started a job at a bakery.", "Kian",
+                    ["Kian started a job at a bakery."]) == "Kian started a job at a bakery."
+    assert restated("The user is allergic to cats.", "Tom",
+                    ["My friend Tom said 'I'm allergic to cats'. I love cats."]) \
+        == "Tom is allergic to cats."
+
+
+def test_no_fact_is_retold_where_the_users_words_do_not_say_it_of_that_name() -> None:
+    said = ["Liz just adopted a puppy. I bought a new bike."]
+    assert restated("The user bought a new bike.", "Liz", said) is None  # another sentence
+    assert restated("The user adopted a kitten.", "Liz", said) is None  # not what was said
+    assert restated("The user adopted a puppy.", "Tom", said) is None  # not who said it of
+    assert restated("The user's sister adopted a puppy.", "Liz", said) is None
+    assert restated("The user adopted a puppy.", "Sister", said) is None  # a relation
+    assert restated("The user adopted a puppy.", None, said) is None
+    # A text that names the person already is the user's words about them: kept as is.
+    assert restated("The user helped Liz move.", "Liz", ["I helped Liz move."]) is None

@@ -106,5 +106,21 @@ def test_a_rename_is_read_before_the_other_facts_of_its_run() -> None:
     texts = ["Annie got a puppy.", "Ana goes by Annie now."]
     mentions = [mention_in(texts[0], "Annie", None), mention_in(texts[1], "Ana", "sister")]
     done = attribute(PEOPLE, mentions)
-    assert done.about == (ExistingPerson(1), ExistingPerson(1))
+    assert (done.kept, done.about, done.renamed) == ((0,), (ExistingPerson(1),), 1)
     assert done.writes.create == ()
+
+
+def test_a_text_that_says_only_the_rename_is_no_fact_but_one_that_says_more_is() -> None:
+    texts = ["Kai changed his name to Kian last month.", "Kian plays the cello.",
+             "The user's sister Ana goes by Annie now and lives in Lyon."]
+    mentions = [mention_in(texts[0], "Kai", "friend"), mention_in(texts[1], "Kian", None),
+                mention_in(texts[2], "Annie", "sister")]
+    done = attribute(PEOPLE, mentions)
+    assert (done.kept, done.renamed, done.dropped) == ((1, 2), 1, 0)
+    assert done.about == (ExistingPerson(2), ExistingPerson(1))
+    assert [r.label.display_name for r in done.writes.relabel] == ["Annie", "Kian"]
+    # Implied by the text alone, a rename of someone no one answers to renames nobody
+    # and is kept as the user's, as any text whose subject is an unknown name (the user
+    # may be telling their own: "Priya goes by Pri now").
+    alone = attribute(PEOPLE, [implied_mention("Rosa goes by Rosie now.")])
+    assert (alone.kept, alone.renamed, alone.writes.create) == ((0,), 0, ())
