@@ -21,7 +21,13 @@ from worker.pipeline.notes import (
     states_a_consideration,
     with_moved,
 )
-from worker.pipeline.provenance import from_pasted, pasted_only, states_a_secret
+from worker.pipeline.provenance import (
+    from_pasted,
+    from_quoted,
+    pasted_only,
+    quoted_only,
+    states_a_secret,
+)
 from worker.providers.wire import (
     Category,
     ExtractedFact,
@@ -169,23 +175,29 @@ def candidates_from(
     return out
 
 
+LEFT_OUT = ("secret", "pasted", "quoted")  # why a candidate was not kept (provenance.py)
+
+
 def screened(
     candidates: list[CandidateFact], notes: list[CandidateNote], request: ExtractionRequest,
-) -> tuple[list[CandidateFact], list[CandidateNote], int, int]:
+) -> tuple[list[CandidateFact], list[CandidateNote], dict[str, int]]:
     """What extraction wrote that the user never said of themselves, left out
-    (worker/pipeline/provenance.py): a secret, or a pasted document's content. The facts
-    and notes kept, and how many were left out as each."""
-    pasted_names = pasted_only(users_words(request))
+    (worker/pipeline/provenance.py): a secret, a pasted document's content, or what
+    someone else's quoted words said as the user's. The facts and notes kept, and how
+    many facts were left out as each (``LEFT_OUT``)."""
+    said = users_words(request)
+    pasted_names = pasted_only(said)
+    quoted_words = quoted_only(said)
 
     def left_out(text: str) -> str | None:
         return ("secret" if states_a_secret(text)
-                else "pasted" if from_pasted(text, pasted_names) else None)
+                else "pasted" if from_pasted(text, pasted_names)
+                else "quoted" if from_quoted(text, quoted_words) else None)
 
     verdicts = [left_out(c.text) for c in candidates]
     facts = [c for c, why in zip(candidates, verdicts, strict=True) if why is None]
     notes_kept = [n for n in notes if left_out(n.text) is None]
-    secrets = verdicts.count("secret")
-    return facts, notes_kept, secrets, len(candidates) - len(facts) - secrets
+    return facts, notes_kept, {why: verdicts.count(why) for why in LEFT_OUT}
 
 
 def users_words(request: ExtractionRequest) -> list[str]:
@@ -226,10 +238,10 @@ async def run(
             if weighed:
                 candidates = [c for c in candidates if not states_a_consideration(c.text)]
                 notes = with_moved(notes, weighed)
-        candidates, notes, secrets, pasted = screened(candidates, notes, request)
+        candidates, notes, left_out = screened(candidates, notes, request)
         span.set_attribute("memfleet.candidates", len(candidates))
-        span.set_attribute("memfleet.candidates.secret", secrets)
-        span.set_attribute("memfleet.candidates.pasted", pasted)
+        for why, count in left_out.items():
+            span.set_attribute(f"memfleet.candidates.{why}", count)
         if with_notes:
             span.set_attribute("memfleet.notes", len(notes))
         if ctx.settings.capture_content:

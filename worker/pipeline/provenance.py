@@ -15,8 +15,15 @@ Two screens, pure functions of the candidate's text and the slice's user message
   the pasted text has, and none of the user's own words, is the document's.
   The user's own line beside it ("By the way, I live in Oslo.") is kept.
 
-Both err towards keeping: a secret needs a credential word and a stated value; a
-pasted-only name needs delimiters, a quote mark or a role's label around it.
+- **Another's words, quoted**: what someone else said, quoted after a verb of saying
+  ("My friend Tom said 'I'm allergic to cats'"), is their first person, not the
+  user's. A candidate with the user as its subject ("The user is allergic to
+  cats.") using a word the user's messages have only inside such a quote is theirs,
+  not the user's (a fact about Tom, written so, is kept).
+
+All err towards keeping: a secret needs a credential word and a stated value; a
+pasted-only name needs delimiters, a quote mark or a role's label around it; a
+quoted-only word needs a verb of saying and quote marks, and the user as subject.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["from_pasted", "pasted_only", "split_pasted", "states_a_secret"]
+__all__ = ["from_pasted", "from_quoted", "pasted_only", "quoted_only", "split_pasted",
+           "states_a_secret"]
 
 _CREDENTIAL = (r"(?:passwords?|passcodes?|passphrases?|pin(?: codes?| numbers?)?|"
                r"api[ _-]?keys?|secret keys?|access[ _-]?tokens?|auth(?:entication)? tokens?|"
@@ -104,3 +112,40 @@ def pasted_only(user_messages: Iterable[str]) -> frozenset[str]:
 def from_pasted(text: str, pasted_names: frozenset[str]) -> bool:
     """Whether a candidate names something only a pasted document said."""
     return bool(pasted_names) and not pasted_names.isdisjoint(_words(text))
+
+
+# Someone's speech quoted after a verb of saying: "said 'I'm allergic to cats'", "told
+# me: \"...\"". A single quote closes only before a space or a stop (not "I'm").
+_SPEECH = re.compile(
+    r"\b(?:said|says|told (?:me|us|him|her|them)|tells (?:me|us)|asked|asks|wrote|writes|"
+    r"texted|messaged|replied|claims|claimed)\b[,:]?\s*"
+    r"(?:\"(?P<double>[^\"]+)\"|\u201c(?P<curly>[^\u201d]+)\u201d"
+    r"|'(?P<single>.+?)'(?=[\s.,!?;:]|$)|\u2018(?P<curly_single>.+?)\u2019(?=[\s.,!?;:]|$))",
+    re.IGNORECASE)
+# A candidate whose subject is the user ("The user is ...", not "The user's friend").
+_USER_SUBJECT = re.compile(r"^\s*(?:the )?user (?!['\u2019]s\b)", re.IGNORECASE)
+_STEM = 4  # words compared by their first letters: "love" and "loves" are one
+
+
+def _stems(text: str) -> set[str]:
+    return {w.casefold()[:_STEM] for w in _WORD.findall(text) if len(w) >= _STEM}
+
+
+def quoted_only(user_messages: Iterable[str]) -> frozenset[str]:
+    """The words (their stems) the user's messages have only inside someone else's
+    quoted speech: a candidate about the user using one is the speaker's
+    (``from_quoted``)."""
+    own: set[str] = set()
+    quoted: set[str] = set()
+    for message in user_messages:
+        mine = split_pasted(message)[0]
+        spoken = [next(g for g in m.groups() if g) for m in _SPEECH.finditer(mine)]
+        quoted |= set().union(*(_stems(q) for q in spoken)) if spoken else set()
+        own |= _stems(_SPEECH.sub(" ", mine))
+    return frozenset(quoted - own)
+
+
+def from_quoted(text: str, quoted_words: frozenset[str]) -> bool:
+    """Whether a candidate says of the user what only someone else's quote said."""
+    return bool(quoted_words) and bool(_USER_SUBJECT.match(text)) \
+        and not quoted_words.isdisjoint(_stems(text) - {"user"})

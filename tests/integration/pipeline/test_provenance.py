@@ -75,3 +75,27 @@ async def test_the_same_names_in_the_users_own_words_are_kept(
     stub.script({"content": json.dumps({"facts": [_fact("The user works at Acme Bank.")]})})
     await say(llm, redis, "bo", "s1", EMAIL, "I work at Acme Bank too, funnily enough.")
     assert await active_texts(db, "bo") == ["The user works at Acme Bank."]
+
+
+QUOTE = "My friend Tom said 'I'm allergic to cats' when he visited. I'm not, I love cats."
+# What the 1.5B model answered to it (the eval's `others-quote`, --keep-calls).
+QUOTE_EXTRACTED = ["The user is allergic to cats.", "The user loves cats.",
+                   "The user's friend Tom said 'I'm allergic to cats' when he visited."]
+
+
+async def test_what_a_friends_quoted_words_said_is_never_the_users(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    stub.script({"content": json.dumps({"facts": [_fact(t) for t in QUOTE_EXTRACTED]})})
+    await hand_over(llm, redis, "cy", "s1", QUOTE)
+    exporter = InMemorySpanExporter()
+    assert (await drain(llm, telemetry=setup_telemetry(llm, span_exporter=exporter)))[
+        "failed"] == 0
+    # (The stub's consolidation writes an ADD it decides without the stop.)
+    assert sorted(t.rstrip(".") for t in await active_texts(db, "cy")) == sorted(
+        t.rstrip(".") for t in QUOTE_EXTRACTED[1:])
+    (extract,) = [s for s in exporter.get_finished_spans()
+                  if s.attributes and "memfleet.candidates.quoted" in s.attributes]
+    assert extract.attributes is not None
+    assert (extract.attributes["memfleet.candidates"],
+            extract.attributes["memfleet.candidates.quoted"]) == (2, 1)

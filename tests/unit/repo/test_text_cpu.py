@@ -206,6 +206,9 @@ def _every_parse(text: str) -> None:
     pasted_names = provenance.pasted_only([text, "---\n" + text, "> " + text,
                                            "assistant: " + text])
     provenance.from_pasted(text, pasted_names | {"oslo"})
+    quoted_words = provenance.quoted_only([text, "Tom said '" + text + "' and " + text,
+                                           'She told me "' + text])
+    provenance.from_quoted("The user " + text, quoted_words | {"alle"})
     pipeline_notes.states_a_consideration("The user is still " + text)
     pipeline_notes.notes_from(ExtractionAnswer(
         facts=(), notes=(ExtractedNote(text=text[:MAX_NOTE_CHARS]), *with_notes.notes)))
@@ -233,6 +236,8 @@ def _every_parse(text: str) -> None:
     mentions.implied_mention(text)
     mentions.mention_in(text, text, text)
     mentions.mention_in("The user's sister " + text, "Ana", None)
+    mentions.mention_in("Ana goes by " + text, "Ana", None)  # a rename's reading
+    mentions.restated("The user " + text, "Ana", [text, "Ana " + text])
     with contextlib.suppress(ValueError):
         persons_rules.clean_label(text, persons_rules.MAX_PERSON_NAME_CHARS)
     # Model answers: the tolerant parser and the bodies around it.
