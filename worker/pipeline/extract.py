@@ -14,7 +14,13 @@ from worker.conversation import Handover, Message
 from worker.memory_rules import SourceKind, confidence_for
 from worker.pipeline.context import RunContext, ask
 from worker.pipeline.cursor import Position
-from worker.pipeline.mentions import Mention, implied_mention, mention_in, restated
+from worker.pipeline.mentions import (
+    Mention,
+    implied_mention,
+    mention_in,
+    restated,
+    said_relation,
+)
 from worker.pipeline.notes import (
     CandidateNote,
     notes_from,
@@ -162,6 +168,7 @@ def candidates_from(
         terms = fact_terms(fact, observed_at, agent_id, source)
         about = (None if not attributed else implied_mention(text) if fact.about is None
                  else mention_in(text, fact.about.name, fact.about.relation))
+        about = said_relation(about, said)
         key = (text.casefold().rstrip("."), terms.agent_id, fact.forget, about)
         if not text or key == previous:
             continue

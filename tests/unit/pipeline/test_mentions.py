@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from tests.unit.pipeline.test_attribution import person
 from worker.pipeline.attribution import Attributor, attribute
-from worker.pipeline.mentions import Mention, implied_mention, mention_in, restated
+from worker.pipeline.mentions import (
+    Mention,
+    implied_mention,
+    mention_in,
+    restated,
+    said_relation,
+)
 from worker.store.person_types import ExistingPerson, NewPerson
 
 
@@ -76,3 +82,21 @@ def test_no_fact_is_retold_where_the_users_words_do_not_say_it_of_that_name() ->
     assert restated("The user adopted a puppy.", None, said) is None
     # A text that names the person already is the user's words about them: kept as is.
     assert restated("The user helped Liz move.", "Liz", ["I helped Liz move."]) is None
+
+
+def test_the_relation_the_users_own_words_give_a_name_wins() -> None:
+    # The 1.5B model's answer to "Mia is my wife now." (docs/persons.md).
+    wrong = mention_in("The user is Mia's girlfriend.", "Mia", "girlfriend")
+    assert said_relation(wrong, ["Mia is my wife now."]) == Mention("Mia", "wife")
+    assert said_relation(Mention("Sam", "colleague"), ["Sam has become my partner."]) \
+        == Mention("Sam", "partner")
+    assert said_relation(Mention("Sam", None), ["Sam is my sister-in-law now."]) \
+        == Mention("Sam", "sister-in-law")
+    # The last said wins; what is said of others, or of someone's relation, does not.
+    assert said_relation(Mention("Mia", "wife"), ["Mia is my girlfriend.",
+                                                  "Mia is my wife now."]).relation == "wife"
+    kept = Mention("Sam", "colleague")
+    for said in (["Jo is my partner now."], ["Sam is my friend's partner."],
+                 ["Sam is my partner's colleague."], ["Sam met my partner."], []):
+        assert said_relation(kept, said) is kept
+    assert said_relation(None, ["Mia is my wife now."]) is None

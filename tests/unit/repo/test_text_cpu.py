@@ -238,6 +238,7 @@ def _every_parse(text: str) -> None:
     mentions.mention_in("The user's sister " + text, "Ana", None)
     mentions.mention_in("Ana goes by " + text, "Ana", None)  # a rename's reading
     mentions.restated("The user " + text, "Ana", [text, "Ana " + text])
+    mentions.said_relation(mentions.Mention("Ana", None), [text, "Ana is my " + text])
     with contextlib.suppress(ValueError):
         persons_rules.clean_label(text, persons_rules.MAX_PERSON_NAME_CHARS)
     # Model answers: the tolerant parser and the bodies around it.

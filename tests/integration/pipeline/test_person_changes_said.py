@@ -1,4 +1,5 @@
-"""A rename said in conversation, as the 1.5B model answered it (the eval's
+"""A rename and a new relation said in conversation, as the 1.5B model answered them
+(docs/persons.md). The rename (the eval's
 `people-renamed-changed-name`, --keep-calls), scripted on the OpenAI-compatible stub
 and read through the real `openai` client by burst workers on Redis and PostgreSQL
 (docs/persons.md): the friend called Kai is called Kian from then on, Kai kept as an
@@ -84,3 +85,25 @@ async def test_a_fact_the_users_words_do_not_say_of_that_person_is_nobodys(
     stub.script(_answer("The user adopted a puppy.", "Liz", "cousin"))
     await say(llm, redis, "bo", "s1", "My cousin Liz came over. I adopted a puppy.")
     assert await active_texts(db, "bo") == []
+
+
+async def _labels(db: asyncpg.Connection, user: str) -> list[tuple[str, str]]:
+    rows = await db.fetch("SELECT display_name, relation FROM memory_person_label "
+                          "WHERE user_id = $1 ORDER BY id", user)
+    return [(r["display_name"], r["relation"]) for r in rows]
+
+
+async def test_a_new_relation_the_user_said_is_the_persons_though_the_answer_says_not(
+    llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
+) -> None:
+    # The eval's `people-girlfriend-to-wife`: the model answered "Mia is my wife now."
+    # with the old relation, in its text and in "about".
+    stub.script(_answer("The user's girlfriend Mia loves climbing.", "Mia", "girlfriend"))
+    await say(llm, redis, "cy", "s1", "My girlfriend Mia loves climbing.")
+    stub.script(_answer("The user is Mia's girlfriend.", "Mia", "girlfriend"))
+    await say(llm, redis, "cy", "s2", "Mia is my wife now.")
+    assert await _labels(db, "cy") == [("Mia", "girlfriend"), ("Mia", "wife")]
+    person_id = await db.fetchval("SELECT id FROM memory_person WHERE user_id = 'cy'")
+    facts = await _about(db, "cy")
+    assert ("The user's girlfriend Mia loves climbing.", person_id) in facts
+    assert all(about == person_id for _, about in facts), "none of them the user's"
