@@ -194,8 +194,11 @@ def _relation_of(text: str, name: str) -> str | None:
     return None
 
 
+_POSSESSIVE = re.compile(r"['\u2019]s(?!\w)")
+
+
 def _names(text: str, name: str | None, relation: str | None) -> bool:
-    said = f" {rules.key(text)} "
+    said = f" {rules.key(_POSSESSIVE.sub('', text))} "  # "Sam's partner" names Sam
     words = {rules.key(name), rules.key(relation), rules.relation_key(relation)}
     return any(f" {word} " in said for word in words if word)
 

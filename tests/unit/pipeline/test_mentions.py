@@ -90,6 +90,10 @@ def test_the_relation_the_users_own_words_give_a_name_wins() -> None:
     assert said_relation(wrong, ["Mia is my wife now."]) == Mention("Mia", "wife")
     assert said_relation(Mention("Sam", "colleague"), ["Sam has become my partner."]) \
         == Mention("Sam", "partner")
+    # ... and to "Sam is my partner now.": the text names Sam by his possessive.
+    for apostrophe in ("'", "\u2019"):
+        answered = mention_in(f"The user is Sam{apostrophe}s partner now.", "Sam", "colleague")
+        assert said_relation(answered, ["Sam is my partner now."]) == Mention("Sam", "partner")
     assert said_relation(Mention("Sam", None), ["Sam is my sister-in-law now."]) \
         == Mention("Sam", "sister-in-law")
     # The last said wins; what is said of others, or of someone's relation, does not.
