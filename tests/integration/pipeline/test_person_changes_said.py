@@ -36,11 +36,11 @@ def llm(settings: Settings, stub: StubServer) -> Settings:
     return openai_settings(settings, stub, llm_timeout_s=5.0, persons=True)
 
 
-async def _person(db: asyncpg.Connection, user: str) -> list[tuple[str, list[str]]]:
-    rows = await db.fetch(
-        "SELECT display_name, aliases FROM memory_person_label WHERE user_id = $1 "
-        "ORDER BY id", user)
-    return [(r["display_name"], list(r["aliases"] or [])) for r in rows]
+async def _labels(db: asyncpg.Connection, user: str) -> list[tuple[str, str, list[str]]]:
+    """Every label version of the user's persons, oldest first: name, relation, aliases."""
+    rows = await db.fetch("SELECT display_name, relation, aliases FROM memory_person_label "
+                          "WHERE user_id = $1 ORDER BY id", user)
+    return [(r["display_name"], r["relation"], list(r["aliases"] or [])) for r in rows]
 
 
 async def _about(db: asyncpg.Connection, user: str) -> list[tuple[str, int | None]]:
@@ -60,7 +60,7 @@ async def test_a_rename_renames_the_friend_and_the_next_fact_is_theirs(
     exporter = InMemorySpanExporter()
     assert (await drain(llm, telemetry=setup_telemetry(llm, span_exporter=exporter)))[
         "failed"] == 0
-    assert await _person(db, "ada") == [("Kai", []), ("Kian", ["Kai"])]
+    assert await _labels(db, "ada") == [("Kai", "friend", []), ("Kian", "friend", ["Kai"])]
     (consolidate,) = [s for s in exporter.get_finished_spans()
                       if s.attributes and "memfleet.persons.renamed" in s.attributes]
     assert consolidate.attributes is not None
@@ -87,12 +87,6 @@ async def test_a_fact_the_users_words_do_not_say_of_that_person_is_nobodys(
     assert await active_texts(db, "bo") == []
 
 
-async def _labels(db: asyncpg.Connection, user: str) -> list[tuple[str, str]]:
-    rows = await db.fetch("SELECT display_name, relation FROM memory_person_label "
-                          "WHERE user_id = $1 ORDER BY id", user)
-    return [(r["display_name"], r["relation"]) for r in rows]
-
-
 async def test_a_new_relation_the_user_said_is_the_persons_though_the_answer_says_not(
     llm: Settings, redis: Redis, db: asyncpg.Connection, stub: StubServer
 ) -> None:
@@ -102,7 +96,7 @@ async def test_a_new_relation_the_user_said_is_the_persons_though_the_answer_say
     await say(llm, redis, "cy", "s1", "My girlfriend Mia loves climbing.")
     stub.script(_answer("The user is Mia's girlfriend.", "Mia", "girlfriend"))
     await say(llm, redis, "cy", "s2", "Mia is my wife now.")
-    assert await _labels(db, "cy") == [("Mia", "girlfriend"), ("Mia", "wife")]
+    assert await _labels(db, "cy") == [("Mia", "girlfriend", []), ("Mia", "wife", [])]
     person_id = await db.fetchval("SELECT id FROM memory_person WHERE user_id = 'cy'")
     facts = await _about(db, "cy")
     assert ("The user's girlfriend Mia loves climbing.", person_id) in facts
