@@ -21,17 +21,23 @@ from worker.embedded.process import (
     Account,
     EmbeddedServerError,
     file_lock,
+    free_port,
     initial_port,
     kill_group,
     log_tail,
     pid_runs,
     pid_state,
+    read_int,
     run,
     settle_port,
     tcp_open,
     wait_for,
     write_text_atomic,
 )
+
+# A start on a port taken since it was picked: tried again on another (``start``).
+PORT_TRIES = 3
+_PORT_TAKEN = "could not bind IPv4 address \"127.0.0.1\": Address already in use"
 
 
 def _postgres_account() -> Account | None:
@@ -212,11 +218,25 @@ class EmbeddedPostgres:
                 write_text_atomic(self._port_file, f"{self.port}\n")
                 self._wait_ready()
                 return self.url
+            picked_here = not self._explicit_port and read_int(self._port_file) is None
             self.port = settle_port(self.port, self._port_file, explicit=self._explicit_port)
             if not (self.pgdata / "PG_VERSION").is_file():
                 self._initdb(account, bin_dir)
             self._wait_stale_postmaster_gone()
-            self._pg_ctl_start(account, bin_dir)
+            for attempt in range(1, PORT_TRIES + 1):
+                try:
+                    self._pg_ctl_start(account, bin_dir)
+                    break
+                except EmbeddedServerError:
+                    # A port this start picked itself can be taken between the pick and
+                    # the bind (another server starting at the same moment): pick
+                    # again. A port given, or remembered from an earlier start (its URL
+                    # was handed out), is never changed.
+                    if not picked_here or attempt == PORT_TRIES \
+                            or _PORT_TAKEN not in log_tail(self.log_file):
+                        raise
+                    self.port = free_port()
+                    write_text_atomic(self._port_file, f"{self.port}\n")
             self._wait_ready()
         return self.url
 

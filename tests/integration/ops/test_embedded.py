@@ -31,6 +31,8 @@ from worker.embedded import (
     free_port,
     stop_embedded,
 )
+from worker.embedded import postgres as embedded_postgres
+from worker.embedded.process import settle_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -205,6 +207,28 @@ def test_postgres_start_failure_shows_the_log(pg: EmbeddedPostgres) -> None:
     assert str(pg.log_file) in message
     assert "could not bind" in message or "could not create" in message
     assert not pg.is_running()
+
+
+def test_postgres_picks_again_when_its_own_pick_is_taken_before_the_bind(
+    pg: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race `make test` met: the port a first start picked was taken by another
+    # server starting at the same moment, between the pick and PostgreSQL's bind.
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        monkeypatch.setattr(embedded_postgres, "settle_port",
+                            lambda _port, port_file, *, explicit: settle_port(
+                                taken, port_file, explicit=True))
+        pg.start()
+        assert pg.port != taken and pg.is_running()
+        assert "Address already in use" in pg.log_file.read_text()
+    assert int((pg.data_dir / "port").read_text()) == pg.port  # the URL handed out
+    # A restart keeps the port it settled on.
+    pg.stop()
+    pg.start()
+    assert int((pg.data_dir / "port").read_text()) == pg.port
 
 
 # ---------------------------------------------------------------------------
