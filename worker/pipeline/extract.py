@@ -186,13 +186,13 @@ LEFT_OUT = ("secret", "pasted", "quoted")  # why a candidate was not kept (prove
 
 
 def screened(
-    candidates: list[CandidateFact], notes: list[CandidateNote], request: ExtractionRequest,
+    candidates: list[CandidateFact], notes: list[CandidateNote], said: Sequence[str],
 ) -> tuple[list[CandidateFact], list[CandidateNote], dict[str, int]]:
     """What extraction wrote that the user never said of themselves, left out
     (worker/pipeline/provenance.py): a secret, a pasted document's content, or what
     someone else's quoted words said as the user's. The facts and notes kept, and how
-    many facts were left out as each (``LEFT_OUT``)."""
-    said = users_words(request)
+    many facts were left out as each (``LEFT_OUT``). ``said``: the user's words in the
+    request (``users_words``)."""
     pasted_names = pasted_only(said)
     quoted_words = quoted_only(said)
 
@@ -235,9 +235,10 @@ async def run(
         )
         extractor = ctx.providers.extractor
         answer = await ask(ctx, "chat", extractor, lambda: extractor.extract(request))
+        said = users_words(request)
         candidates = candidates_from(answer.value, observed_at=handover.handed_over_at,
                                      agent_id=handover.agent_id, attributed=known is not None,
-                                     said=users_words(request))
+                                     said=said)
         # Notes not asked for are not kept, whatever an endpoint answers.
         notes = notes_from(answer.value) if with_notes else []
         if with_notes:  # a consideration written as a fact is a note (docs/notes.md)
@@ -245,7 +246,7 @@ async def run(
             if weighed:
                 candidates = [c for c in candidates if not states_a_consideration(c.text)]
                 notes = with_moved(notes, weighed)
-        candidates, notes, left_out = screened(candidates, notes, request)
+        candidates, notes, left_out = screened(candidates, notes, said)
         span.set_attribute("memfleet.candidates", len(candidates))
         for why, count in left_out.items():
             span.set_attribute(f"memfleet.candidates.{why}", count)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from worker import persons_rules as rules
 
@@ -117,7 +118,7 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
     if _USER_SUBJECT.match(text) and not _names(text, name, relation):
         return Mention(None, None)  # which of the two is wrong is not known: nobody's
     name = _real_name(name)
-    renamed = _renamed(text, name)
+    renamed = renaming(text, name)
     if renamed is not None:
         old, new, only = renamed
         return Mention(new, _relation_of(text, old) or _relation_of(text, new) or relation,
@@ -127,15 +128,16 @@ def mention_in(text: str, name: str | None, relation: str | None) -> Mention | N
     return Mention(name, relation)
 
 
-def renaming(text: str, name: str | None = None) -> tuple[str, str] | None:
-    """(old name, new name) where ``text`` tells that someone is called otherwise now;
-    a pronoun for the old name is ``name`` (extraction's "about"), else no renaming."""
-    renamed = _renamed(text, name)
-    return None if renamed is None else renamed[:2]
+class Renaming(NamedTuple):
+    old: str
+    new: str
+    only: bool  # the text says nothing else: no fact of its own
 
 
-def _renamed(text: str, name: str | None) -> tuple[str, str, bool] | None:
-    """``renaming``'s names, and whether the text says nothing else."""
+def renaming(text: str, name: str | None = None) -> Renaming | None:
+    """The old and the new name where ``text`` tells that someone is called otherwise
+    now, and whether it says nothing else; a pronoun for the old name is ``name``
+    (extraction's "about"), else no renaming."""
     for pattern in _RENAMED:
         found = pattern.search(text)
         if found is None:
@@ -150,7 +152,7 @@ def _renamed(text: str, name: str | None) -> tuple[str, str, bool] | None:
         relations = {rules.key(r) for r in rules.PERSON_RELATIONS}
         only = all(w in _RENAME_FILLER or w in relations
                    for w in _WORD.findall(rest.replace("\u2019", "'")))
-        return old, new, only
+        return Renaming(old, new, only)
     return None
 
 
@@ -160,7 +162,7 @@ def implied_mention(text: str) -> Mention | None:
     relation's; one whose subject is a name ("Leo is learning Japanese.") is that
     person's if they are known (``known_only``); any other, the user's."""
     text = text.strip()
-    renamed = _renamed(text, None)
+    renamed = renaming(text)
     if renamed is not None:  # "Ana goes by Annie now.": hers if she is known
         old, new, only = renamed
         return Mention(new, _relation_of(text, old), known_only=True, formerly=old,

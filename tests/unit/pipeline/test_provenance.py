@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from worker.conversation import Message
-from worker.pipeline.extract import CandidateFact, build_request, screened
+from worker.pipeline.extract import CandidateFact, build_request, screened, users_words
 from worker.pipeline.notes import CandidateNote
 from worker.pipeline.provenance import (
     from_pasted,
@@ -100,7 +100,7 @@ def test_screened_leaves_out_secrets_and_the_documents_facts_and_notes() -> None
              _fact("The user lives in Monaco."), _fact("The user lives in Oslo.")]
     notes = [CandidateNote("The user is considering a move to Monaco."),
              CandidateNote("The user is considering a move to Bergen.")]
-    kept, kept_notes, left_out = screened(facts, notes, request)
+    kept, kept_notes, left_out = screened(facts, notes, users_words(request))
     assert [c.text for c in kept] == ["The user lives in Oslo."]
     assert [n.text for n in kept_notes] == ["The user is considering a move to Bergen."]
     assert left_out == {"secret": 1, "pasted": 3, "quoted": 0}
@@ -112,7 +112,8 @@ def test_screened_keeps_everything_of_a_plain_conversation() -> None:
         0, 1, 0, None, datetime(2026, 12, 7, tzinfo=UTC))
     facts = [_fact("The user's name is Priya."), _fact("The user works as a radiographer."),
              _fact("The user lives in Leeds.")]
-    assert screened(facts, [], request) == (facts, [], {"secret": 0, "pasted": 0, "quoted": 0})
+    assert screened(facts, [], users_words(request)) == (
+        facts, [], {"secret": 0, "pasted": 0, "quoted": 0})
 
 
 QUOTE = "My friend Tom said 'I'm allergic to cats' when he visited. I'm not, I love cats."
@@ -140,6 +141,6 @@ def test_a_candidate_about_the_user_from_a_quote_is_left_out_and_others_are_kept
     request = build_request([Message(role="user", content=QUOTE)], 0, 1, 0, None,
                             datetime(2026, 12, 7, tzinfo=UTC))
     facts = [_fact("The user is allergic to cats."), _fact("The user loves cats.")]
-    kept, _, left_out = screened(facts, [], request)
+    kept, _, left_out = screened(facts, [], users_words(request))
     assert [c.text for c in kept] == ["The user loves cats."]
     assert left_out == {"secret": 0, "pasted": 0, "quoted": 1}
